@@ -1,0 +1,1 @@
+"""Medic: event-driven auto-remediation for SageMaker HyperPod and training jobs."""
