@@ -69,6 +69,9 @@ class GuardrailOverrides(_Strict):
 
 class Cluster(_Strict):
     name: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    # The cluster id, the last part of its ARN (arn:aws:sagemaker:<region>:<account>:cluster/<id>):
+    # IAM grants the node actions on exactly these ARNs.
+    id: str = Field(pattern=r"^[a-z0-9]{12}$")
     orchestrator: Literal["slurm", "eks"]
     node_recovery: Literal["automatic", "none"] = "none"
     protected_groups: list[str] = Field(default_factory=lambda: ["controller", "login"])
