@@ -1,0 +1,40 @@
+"""Wiring: the adapters a handler uses, built once per container from the environment."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from medic import clock
+from medic.adapters.hyperpod import HyperPod
+from medic.adapters.mode import ModeSwitch
+from medic.adapters.pager import Pager
+from medic.config import MedicConfig
+from medic.ledger import Ledger
+
+
+@dataclass
+class Deps:
+    config: MedicConfig
+    hyperpod: HyperPod
+    ledger: Ledger
+    pager: Pager
+    mode: ModeSwitch
+    region: str
+    now: Callable[[], datetime] = clock.now
+
+
+@functools.cache
+def dependencies() -> Deps:
+    config = MedicConfig.from_env(os.environ["MEDIC_CONFIG"])
+    return Deps(
+        config=config,
+        hyperpod=HyperPod(),
+        ledger=Ledger(os.environ["LEDGER_TABLE"]),
+        pager=Pager(os.environ["PAGE_TOPIC_ARN"]),
+        mode=ModeSwitch(os.environ["MODE_PARAMETER"], default=config.mode),
+        region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+    )

@@ -1,0 +1,140 @@
+"""Typed models at the edges: the events Medic accepts and the records it writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field
+
+from medic.config import CLUSTER_NAME_PATTERN
+
+# EC2 instance ids as HyperPod reports them: i- followed by 8 or 17 lowercase hex digits.
+INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8}(?:[0-9a-f]{9})?$"
+CLUSTER_ARN_PATTERN = r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-zA-Z0-9-]{1,63}$"
+
+
+class Trigger(StrEnum):
+    NODE_HEALTH = "node_health"
+    CLUSTER_EVENT = "cluster_event"
+    JOB_STATE = "job_state"
+    ALARM = "alarm"
+    RECONCILE = "reconcile"
+
+
+class Action(StrEnum):
+    REBOOT_NODE = "reboot_node"
+    REPLACE_NODE = "replace_node"
+    RESTART_JOB = "restart_job"
+    REQUEUE_JOB = "requeue_job"
+    NONE = "none"
+
+
+class Outcome(StrEnum):
+    EXECUTED = "executed"
+    DRY_RUN = "dry_run"
+    DUPLICATE = "duplicate"
+    SUPPRESSED = "suppressed"
+    DEFERRED = "deferred"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    IGNORED = "ignored"
+
+
+class Fault(StrEnum):
+    GPU_REBOOT = "gpu_reboot"  # recoverable by a reboot (NvidiaErrorReboot)
+    GPU_FATAL = "gpu_fatal"  # the GPU needs a new host (NvidiaErrorTerminate, hardware XIDs)
+    ACCELERATOR_REBOOT = "accelerator_reboot"  # other HMA "...ErrorReboot" (Neuron, EFA, ...)
+    HARDWARE_FATAL = "hardware_fatal"  # other HMA "...ErrorTerminate"
+    USER_APP_ERROR = "user_app_error"  # XidUserAppError: the job's problem, not the node's
+    UNKNOWN = "unknown"  # unrecognized reason: a human decides
+    HEALTHY = "healthy"  # the node recovered
+    INVALID = "invalid"  # the event itself could not be used
+
+
+class HealthSummary(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    HealthStatus: str = Field(min_length=1, max_length=64)
+    HealthStatusReason: str = Field(default="", max_length=4096)
+    RepairAction: str | None = Field(default=None, max_length=256)
+    Recommendation: str | None = Field(default=None, max_length=1024)
+
+
+class NodeHealthDetail(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ClusterName: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    ClusterArn: str = Field(pattern=CLUSTER_ARN_PATTERN)
+    InstanceId: str = Field(pattern=INSTANCE_ID_PATTERN)
+    HealthSummary: HealthSummary
+
+
+class NodeHealthEvent(EventBridgeModel):
+    detail: NodeHealthDetail
+
+
+class EventEnvelope(EventBridgeModel):
+    """The EventBridge envelope alone, so a bad detail can still be recorded against its event id."""
+
+    detail: dict
+
+
+class RemediationRecord(BaseModel):
+    """One decision, exactly as it lands in the remediation log (DESIGN.md contract)."""
+
+    model_config = ConfigDict(use_enum_values=True)
+
+    incident: str
+    trigger: Trigger
+    event_id: str
+    cluster: str | None = None
+    instance_group: str | None = None
+    node_id: str | None = None
+    job: str | None = None
+    fault: str
+    action: Action
+    outcome: Outcome
+    reason: str
+    paged: bool = False
+    mode: str
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What DescribeClusterNode says about the node."""
+
+    node_id: str
+    instance_group: str
+    status: str
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What the ledger remembers about Medic's last action on a node."""
+
+    fault: str
+    action: str
+    outcome: str
+    acted_at: datetime
+    attempt: int
+    last_reboot_at: datetime | None
+    version: int
+
+
+@dataclass(frozen=True)
+class ClusterAction:
+    node_id: str
+    action: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Medic's recent node actions in one cluster: the rolling budget and the breaker's input."""
+
+    actions: tuple[ClusterAction, ...]
+    version: int

@@ -1,0 +1,80 @@
+"""What a page says: pure text built from the decision, for a human woken at night."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from medic.domain.models import Action, ClusterState, Outcome
+
+NEXT_STEP = {
+    Outcome.FAILED: "Check the node in the console; retry the action by hand or replace the node.",
+    Outcome.SUPPRESSED: "Decide whether to act on the node by hand; Medic will not act on it now.",
+    Outcome.DEFERRED: "Read the health reason and decide: reboot, replace, or leave the node.",
+}
+
+
+@dataclass(frozen=True)
+class PageText:
+    subject: str
+    body: str
+
+
+def console_link(region: str, cluster: str) -> str:
+    return (f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}"
+            f"#/cluster-management/{cluster}")
+
+
+def node_page(record: dict, health_reason: str, region: str) -> PageText:
+    outcome = Outcome(record["outcome"])
+    what = {
+        Outcome.FAILED: f"{record['action']} FAILED",
+        Outcome.SUPPRESSED: f"{record['action']} held back",
+        Outcome.DEFERRED: "needs a human",
+    }.get(outcome, outcome.value)
+    subject = f"[Medic] {record['cluster']} {record['node_id']}: {record['fault']} - {what}"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"Node:           {record['node_id']}",
+        f"Instance group: {record['instance_group'] or 'unknown'}",
+        f"Fault:          {record['fault']}",
+        f"Health reason:  {health_reason[:500]}",
+        "",
+        f"What Medic did: {_did(record)}",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     {NEXT_STEP.get(outcome, 'Review the remediation log for this incident.')}",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject, body)
+
+
+def storm_page(record: dict, cluster_state: ClusterState, region: str, window_minutes: int) -> PageText:
+    acted = ", ".join(f"{a.node_id} ({a.action} {a.at:%H:%M})" for a in cluster_state.actions) or "none"
+    subject = f"[Medic] {record['cluster']}: node actions held back by guardrails"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"Guardrail:      {record['reason']}",
+        f"Suppressed now: {record['node_id']} ({record['fault']}, instance group {record['instance_group']})",
+        f"Acted on:       {acted}",
+        "",
+        "Many nodes failing at once usually means a systemic fault (bad AMI, FSx or network",
+        "outage) that replacing nodes will not fix. Medic sends this summary once per cluster",
+        f"per {window_minutes} minutes; every further suppressed node is in the remediation log:",
+        f"  filter message = 'remediation' and cluster = '{record['cluster']}' and outcome = 'suppressed'",
+        "",
+        "What to do:     Find the common cause; act on nodes by hand, or pause Medic while you do.",
+        f"Console:        {console_link(region, record['cluster'])}",
+    ])
+    return PageText(subject, body)
+
+
+def _did(record: dict) -> str:
+    action, outcome = record["action"], record["outcome"]
+    if action == Action.NONE.value:
+        return "nothing (no automatic action for this fault)"
+    return {
+        Outcome.FAILED.value: f"tried {action}; the call failed",
+        Outcome.SUPPRESSED.value: f"did not {action} (held back)",
+        Outcome.DEFERRED.value: f"did not {action}",
+    }.get(outcome, f"{action}: {outcome}")

@@ -1,0 +1,17 @@
+"""Lambda entry point for "SageMaker HyperPod Cluster Node Health Event"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from medic.deps import dependencies
+from medic.node_remediation import remediate_node
+from medic.obs import logger, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    return remediate_node(event, dependencies())

@@ -1,0 +1,195 @@
+"""The ledger (DynamoDB): what Medic did to each node and cluster, and which pages it sent.
+
+Claims are optimistic: the caller reads the state, decides, and writes the claim back on
+condition that nobody changed it in between (a version number per item, both items in one
+transaction). A racing invocation loses the transaction, re-reads and sees the winner's claim.
+
+Dry runs keep their own copy of every item (a key prefix), so a dry run never blocks a real
+action and a dry run still shows what the budget and cooldown would do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from medic.adapters.aws import client as make_client
+from medic.adapters.aws import error_code
+from medic.domain.models import ClusterAction, ClusterState, NodeState
+
+NODE_STATE_DAYS = 7  # long enough for escalation memory and cooldowns; TTL cleans up after
+CLUSTER_ACTION_HOURS = 2  # longer than any budget or repair window
+
+
+@dataclass(frozen=True)
+class NodeClaim:
+    cluster: str
+    node_id: str
+    fault: str
+    action: str
+    outcome: str
+    attempt: int
+    at: datetime
+
+
+class Ledger:
+    def __init__(self, table: str, client: Any = None, namespace: str = "") -> None:
+        self.table = table
+        self._client = client
+        self.namespace = namespace
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = make_client("dynamodb")
+        return self._client
+
+    def for_mode(self, mode: str) -> Ledger:
+        namespace = "dry_run#" if mode == "dry_run" else ""
+        if namespace == self.namespace:
+            return self
+        return Ledger(self.table, self.client, namespace)
+
+    # keys
+    def _node_key(self, cluster: str, node_id: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}node#{cluster}#{node_id}"}, "sk": {"S": "state"}}
+
+    def _cluster_key(self, cluster: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}cluster#{cluster}"}, "sk": {"S": "actions"}}
+
+    def _page_key(self, incident: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}incident#{incident}"}, "sk": {"S": "page"}}
+
+    def _storm_key(self, cluster: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}cluster#{cluster}"}, "sk": {"S": "storm"}}
+
+    # reads
+    def load(self, cluster: str, node_id: str) -> tuple[NodeState | None, ClusterState]:
+        """The node's last action and the cluster's recent actions, in one round trip."""
+        node_key, cluster_key = self._node_key(cluster, node_id), self._cluster_key(cluster)
+        response = self.client.batch_get_item(
+            RequestItems={self.table: {"Keys": [node_key, cluster_key], "ConsistentRead": True}}
+        )
+        items = response.get("Responses", {}).get(self.table, [])
+        unprocessed = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        for key in unprocessed:  # rare (throttling): fetch the rest one by one
+            item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+            if item:
+                items.append(item)
+        node_item = next((i for i in items if i["sk"]["S"] == "state"), None)
+        cluster_item = next((i for i in items if i["sk"]["S"] == "actions"), None)
+        return _node_state(node_item), _cluster_state(cluster_item)
+
+    # writes
+    def claim(self, claim: NodeClaim, node: NodeState | None, cluster: ClusterState,
+              reboot: bool) -> bool:
+        """Record the action before it is taken; False when another invocation got there first."""
+        last_reboot = claim.at if reboot else (node.last_reboot_at if node else None)
+        node_item = {
+            **self._node_key(claim.cluster, claim.node_id),
+            "fault": {"S": claim.fault},
+            "action": {"S": claim.action},
+            "outcome": {"S": claim.outcome},
+            "acted_at": {"S": claim.at.isoformat()},
+            "attempt": {"N": str(claim.attempt)},
+            "version": {"N": str((node.version if node else 0) + 1)},
+            "expires_at": {"N": str(_epoch(claim.at + timedelta(days=NODE_STATE_DAYS)))},
+        }
+        if last_reboot is not None:
+            node_item["last_reboot_at"] = {"S": last_reboot.isoformat()}
+        horizon = claim.at - timedelta(hours=CLUSTER_ACTION_HOURS)
+        actions = [a for a in cluster.actions if a.at > horizon]
+        actions.append(ClusterAction(claim.node_id, claim.action, claim.at))
+        cluster_item = {
+            **self._cluster_key(claim.cluster),
+            "actions": {"L": [{"M": {"node": {"S": a.node_id}, "action": {"S": a.action},
+                                     "at": {"S": a.at.isoformat()}}} for a in actions]},
+            "version": {"N": str(cluster.version + 1)},
+            "expires_at": {"N": str(_epoch(claim.at + timedelta(days=NODE_STATE_DAYS)))},
+        }
+        try:
+            self.client.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self.table, "Item": node_item, **_unchanged(node.version if node else 0)}},
+                {"Put": {"TableName": self.table, "Item": cluster_item, **_unchanged(cluster.version)}},
+            ])
+        except ClientError as error:
+            if error_code(error) == "TransactionCanceledException":
+                return False
+            raise
+        return True
+
+    def set_outcome(self, cluster: str, node_id: str, outcome: str) -> None:
+        self.client.update_item(
+            TableName=self.table, Key=self._node_key(cluster, node_id),
+            UpdateExpression="SET outcome = :o", ExpressionAttributeValues={":o": {"S": outcome}},
+        )
+
+    def claim_page(self, incident: str, now: datetime) -> bool:
+        """True for the first page of an incident; the incident's later decisions do not page."""
+        return self._conditional_put(
+            {**self._page_key(incident), "paged_at": {"S": now.isoformat()},
+             "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
+            "attribute_not_exists(pk)", {},
+        )
+
+    def release_page(self, incident: str) -> None:
+        self.client.delete_item(TableName=self.table, Key=self._page_key(incident))
+
+    def close_incident(self, incident: str) -> None:
+        """A healthy node ends its incident: its next failure is a new incident that may page."""
+        self.release_page(incident)
+
+    def claim_storm_page(self, cluster: str, now: datetime, window: timedelta) -> bool:
+        """True at most once per cluster per guardrail window."""
+        return self._conditional_put(
+            {**self._storm_key(cluster), "paged_at": {"S": now.isoformat()},
+             "expires_at": {"N": str(_epoch(now + window))}},
+            "attribute_not_exists(pk) OR paged_at < :cutoff", {":cutoff": {"S": (now - window).isoformat()}},
+        )
+
+    def release_storm_page(self, cluster: str) -> None:
+        self.client.delete_item(TableName=self.table, Key=self._storm_key(cluster))
+
+    def _conditional_put(self, item: dict, condition: str, values: dict) -> bool:
+        try:
+            self.client.put_item(TableName=self.table, Item=item, ConditionExpression=condition,
+                                 **({"ExpressionAttributeValues": values} if values else {}))
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+
+def _unchanged(version: int) -> dict:
+    if version == 0:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
+
+
+def _node_state(item: dict | None) -> NodeState | None:
+    if not item:
+        return None
+    reboot = item.get("last_reboot_at", {}).get("S")
+    return NodeState(
+        fault=item["fault"]["S"], action=item["action"]["S"], outcome=item["outcome"]["S"],
+        acted_at=datetime.fromisoformat(item["acted_at"]["S"]), attempt=int(item["attempt"]["N"]),
+        last_reboot_at=datetime.fromisoformat(reboot) if reboot else None, version=int(item["version"]["N"]),
+    )
+
+
+def _cluster_state(item: dict | None) -> ClusterState:
+    if not item:
+        return ClusterState(actions=(), version=0)
+    actions = tuple(
+        ClusterAction(a["M"]["node"]["S"], a["M"]["action"]["S"], datetime.fromisoformat(a["M"]["at"]["S"]))
+        for a in item.get("actions", {}).get("L", [])
+    )
+    return ClusterState(actions=actions, version=int(item["version"]["N"]))
+
+
+def _epoch(moment: datetime) -> int:
+    return int(moment.timestamp())
