@@ -61,10 +61,10 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
     now = deps.now()
     for _ in range(CLAIM_ATTEMPTS):
         state, cluster_state = ledger.load(cluster.name, detail.InstanceId)
-        size = deps.hyperpod.cluster_size(cluster.name) if _needs_size(fault, node) else 0
         decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault,
                                            node=node, state=state, cluster_state=cluster_state,
-                                           cluster_size=size, now=now))
+                                           cluster_size=lambda: deps.hyperpod.cluster_size(cluster.name),
+                                           now=now))
         if decision.outcome not in (Outcome.EXECUTED, Outcome.DRY_RUN):
             break
         claim = NodeClaim(cluster.name, detail.InstanceId, fault.value, decision.action.value,
@@ -88,10 +88,6 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         record["paged"] = _page(decision, record, deps, ledger, detail.HealthSummary.HealthStatusReason,
                                 guardrails_window=timedelta(hours=1), cluster_state=cluster_state)
     return _emit(record)
-
-
-def _needs_size(fault: Fault, node: object) -> bool:
-    return node is not None and fault not in (Fault.HEALTHY, Fault.USER_APP_ERROR, Fault.UNKNOWN)
 
 
 def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> NodeDecision:
@@ -145,7 +141,8 @@ def _publish(text: PageText, record: dict, deps: Deps, release: Any) -> bool:
 
 def _failed_before_deciding(base: dict, fault: Fault, deps: Deps, ledger: Any, health_reason: str,
                             reason: str) -> dict:
-    record = {**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.FAILED, "reason": reason}
+    record = _complete({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.FAILED,
+                        "reason": reason})
     if base["mode"] != "dry_run":
         decision = NodeDecision(Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
         record["paged"] = _page(decision, record, deps, ledger, health_reason, timedelta(hours=1), None)
@@ -153,8 +150,8 @@ def _failed_before_deciding(base: dict, fault: Fault, deps: Deps, ledger: Any, h
 
 
 def _as_record(base: dict, fault: Fault, decision: NodeDecision) -> dict:
-    return {**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
-            "reason": decision.reason, "attempt": decision.attempt}
+    return _complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
+                      "reason": decision.reason, "attempt": decision.attempt})
 
 
 def _record_rejected(raw: Any, error: ValidationError, mode: str) -> dict:
@@ -171,8 +168,13 @@ def _record_rejected(raw: Any, error: ValidationError, mode: str) -> dict:
                   "mode": mode})
 
 
+def _complete(fields: dict) -> dict:
+    """The record with every schema field present (null where not applicable)."""
+    return RemediationRecord.model_validate(fields).model_dump(mode="json")
+
+
 def _emit(fields: dict) -> dict:
-    record = RemediationRecord.model_validate(fields).model_dump(mode="json")
+    record = _complete(fields)
     emit_record(record)
     return record
 

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from medic.domain.models import RemediationRecord
 
 SERVICE = "medic"
 NAMESPACE = "Medic"
+RECORD_FIELDS = frozenset(RemediationRecord.model_fields)
 
-logger = Logger(service=SERVICE)
+
+class RecordFormatter(LambdaPowertoolsFormatter):
+    """Powertools drops null fields; the remediation record keeps its whole schema (null = not applicable)."""
+
+    @staticmethod
+    def _strip_none_records(records: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in records.items() if value is not None or key in RECORD_FIELDS}
+
+
+logger = Logger(service=SERVICE, logger_formatter=RecordFormatter())
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE)
 

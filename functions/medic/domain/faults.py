@@ -20,7 +20,8 @@ HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140
 USER_XIDS = frozenset({13, 31, 43, 45, 68})
 
 _FAULT_TYPE = re.compile(r"\b([A-Z][A-Za-z]*?)Error(Reboot|Terminate|Replace)\b")
-_XID = re.compile(r"\bxid[\s:=#-]*(\d{1,3})\b", re.IGNORECASE)
+# "Xid 79", "XID=48", and the driver's own "NVRM: Xid (PCI:0000:53:00): 79, ..." form.
+_XID = re.compile(r"\bxid\b(?:\s*\([^)]{0,64}\))?[\s:=#,-]*(\d{1,3})\b", re.IGNORECASE)
 
 ACTION_FOR_FAULT = {
     Fault.GPU_REBOOT: Action.REBOOT_NODE,

@@ -5,6 +5,7 @@ No I/O here. Everything the decision needs is passed in, so every rule is testab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -32,7 +33,7 @@ class NodeContext:
     node: NodeInfo | None  # None: the node is not (or no longer) in the cluster
     state: NodeState | None
     cluster_state: ClusterState
-    cluster_size: int
+    cluster_size: Callable[[], int]  # node count; consulted only by the breaker (it costs an API call)
     now: datetime
 
 
@@ -94,7 +95,7 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
                                 page=Page.INCIDENT, attempt=attempt)
 
     because = (f"rebooted at {_hhmm(state.last_reboot_at)} and failed again: escalating to replace"
-               if escalation and state and state.last_reboot_at else f"{fault.value} calls for {_verb(action)}")
+               if escalation and state and state.last_reboot_at else f"fault {fault.value} calls for {_verb(action)}")
     if ctx.mode == "paused":
         return NodeDecision(action, Outcome.SUPPRESSED, f"Medic is paused; would {_verb(action)} ({because}).",
                             page=Page.INCIDENT, attempt=attempt)
@@ -107,9 +108,10 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
                             page=Page.STORM, attempt=attempt)
     in_repair = _actions_since(ctx.cluster_state, ctx.now - timedelta(minutes=ctx.guardrails.repair_minutes))
     limit = ctx.guardrails.max_fraction_in_repair
-    if ctx.cluster_size <= 0 or (in_repair + 1) / ctx.cluster_size > limit:
+    size = ctx.cluster_size()
+    if size <= 0 or (in_repair + 1) / size > limit:
         return NodeDecision(action, Outcome.SUPPRESSED,
-                            f"Breaker open: {in_repair} of {ctx.cluster_size} nodes already in repair; "
+                            f"Breaker open: {in_repair} of {size} nodes already in repair; "
                             f"another would exceed {limit:.0%}.",
                             page=Page.STORM, attempt=attempt)
     if ctx.mode == "dry_run":

@@ -1,0 +1,160 @@
+"""A Medic deployment in emulated AWS: moto for DynamoDB, SNS, SQS and SSM; botocore's Stubber
+for SageMaker HyperPod, whose node APIs moto lacks (the Stubber validates every request
+against the real service model)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from medic.adapters.hyperpod import HyperPod
+from medic.adapters.mode import ModeSwitch
+from medic.adapters.pager import Pager
+from medic.config import MedicConfig, parse_config
+from medic.deps import Deps
+from medic.ledger import Ledger
+from medic.node_remediation import remediate_node
+from medic.obs import logger as medic_logger
+
+REGION = "us-west-2"
+CLUSTER = "pretrain-slurm"
+TABLE = "medic-ledger"
+MODE_PARAMETER = "/medic/Medic/mode"
+CONFIG = {
+    "notify": {"emails": ["oncall@example.com"]},
+    "clusters": [
+        {"name": CLUSTER, "id": "k3v9q2w8x1za", "orchestrator": "slurm"},
+        {"name": "finetune-eks", "id": "p7r2m4x9c1qa", "orchestrator": "eks", "node_recovery": "automatic"},
+    ],
+}
+
+
+class RecordLog(logging.Handler):
+    """Collects the remediation log lines exactly as the Powertools formatter writes them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[dict] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = json.loads(medic_logger.registered_formatter.format(record))
+        if line.get("message") == "remediation":
+            self.lines.append(line)
+
+
+class HyperPodStub:
+    """Expected SageMaker calls, in order; an unexpected call fails the test."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.stubber = Stubber(client)
+        self.stubber.activate()
+
+    def node(self, node_id: str, group: str = "gpu-workers", status: str = "Running") -> None:
+        self.stubber.add_response("describe_cluster_node", {"NodeDetails": {
+            "InstanceGroupName": group, "InstanceId": node_id, "InstanceStatus": {"Status": status}}},
+            {"ClusterName": CLUSTER, "NodeId": node_id})
+
+    def missing_node(self, node_id: str) -> None:
+        self.stubber.add_client_error("describe_cluster_node", "ResourceNotFound", "Node not found", 400,
+                                      expected_params={"ClusterName": CLUSTER, "NodeId": node_id})
+
+    def size(self, nodes: int) -> None:
+        self.stubber.add_response("describe_cluster", {
+            "ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/k3v9q2w8x1za",
+            "ClusterName": CLUSTER, "ClusterStatus": "InService",
+            "InstanceGroups": [{"InstanceGroupName": "gpu-workers", "CurrentCount": nodes}]},
+            {"ClusterName": CLUSTER})
+
+    def node_action(self, operation: str, node_id: str, failed: str | None = None) -> None:
+        response: dict = {"Successful": [node_id]}
+        if failed:
+            response = {"Failed": [{"NodeId": node_id, "ErrorCode": failed, "Message": "no"}]}
+        self.stubber.add_response(operation, response, {"ClusterName": CLUSTER, "NodeIds": [node_id]})
+
+    def node_action_error(self, operation: str, node_id: str, code: str) -> None:
+        self.stubber.add_client_error(operation, code, f"{code} from the service", 400,
+                                      expected_params={"ClusterName": CLUSTER, "NodeIds": [node_id]})
+
+    def assert_all_called(self) -> None:
+        self.stubber.assert_no_pending_responses()
+
+
+@dataclass
+class Medic:
+    deps: Deps
+    hyperpod: HyperPodStub
+    log: RecordLog
+    queue_url: str
+    sqs: Any
+    ssm: Any
+    clock: list[datetime] = field(default_factory=lambda: [datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)])
+
+    def handle(self, event: dict) -> dict:
+        return remediate_node(event, self.deps)
+
+    def at(self, iso: str) -> None:
+        self.clock[0] = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+    def set_mode(self, mode: str) -> None:
+        self.ssm.put_parameter(Name=MODE_PARAMETER, Value=mode, Type="String", Overwrite=True)
+        self.deps.mode._cached = None  # the 30 s cache would hide the switch inside one test
+
+    def pages(self) -> list[dict]:
+        found = []
+        while True:
+            messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return found
+            for message in messages:
+                found.append(json.loads(message["Body"]))
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def medic_world(config: MedicConfig) -> Iterator[Medic]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        dynamodb.create_table(
+            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                  {"AttributeName": "sk", "AttributeType": "S"}])
+        sns, sqs, ssm = (boto3.client(name, region_name=REGION) for name in ("sns", "sqs", "ssm"))
+        topic = sns.create_topic(Name="medic-pages")["TopicArn"]
+        queue_url = sqs.create_queue(QueueName="pages")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+        ssm.put_parameter(Name=MODE_PARAMETER, Value=config.mode, Type="String")
+        sagemaker = boto3.client("sagemaker", region_name=REGION)
+        stub = HyperPodStub(sagemaker)
+        log = RecordLog()
+        logging.getLogger("medic").addHandler(log)
+        medic = Medic(deps=None, hyperpod=stub, log=log, queue_url=queue_url, sqs=sqs, ssm=ssm)  # type: ignore[arg-type]
+        medic.deps = Deps(config=config, hyperpod=HyperPod(sagemaker), ledger=Ledger(TABLE, dynamodb),
+                          pager=Pager(topic, sns), mode=ModeSwitch(MODE_PARAMETER, config.mode, ssm),
+                          region=REGION, now=lambda: medic.clock[0])
+        try:
+            yield medic
+        finally:
+            logging.getLogger("medic").removeHandler(log)
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def medic(aws_credentials: None) -> Iterator[Medic]:
+    yield from medic_world(parse_config(CONFIG))

@@ -1,0 +1,51 @@
+"""Specification: the Medic config model and its errors."""
+
+import pytest
+import yaml
+
+from medic.config import ConfigError, MedicConfig, parse_config
+
+MINIMAL = {"clusters": [{"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"}]}
+
+
+def test_the_bundled_config_is_valid():
+    with open("medic.yaml") as handle:
+        config = parse_config(yaml.safe_load(handle), "medic.yaml")
+    assert config.cluster("pretrain-slurm").protected_groups == ["controller", "login"]
+
+
+def test_defaults_are_the_documented_guardrails():
+    config = parse_config(MINIMAL)
+    assert config.mode == "act"
+    assert config.guardrails.max_node_actions_per_hour == 4
+    assert config.guardrails.max_fraction_in_repair == 0.25
+    assert config.guardrails.node_cooldown_minutes == 60
+
+
+def test_a_cluster_override_replaces_only_what_it_names():
+    data = {"guardrails": {"node_cooldown_minutes": 30},
+            "clusters": [{**MINIMAL["clusters"][0], "guardrails": {"max_node_actions_per_hour": 10}}]}
+    config = parse_config(data)
+    effective = config.guardrails_for(config.clusters[0])
+    assert (effective.max_node_actions_per_hour, effective.node_cooldown_minutes) == (10, 30)
+
+
+def test_the_handlers_receive_the_same_config():
+    config = parse_config({**MINIMAL, "mode": "dry_run"})
+    assert MedicConfig.from_env(config.to_env()) == config
+
+
+@pytest.mark.parametrize(("data", "named"), [
+    ({"clusters": [{**MINIMAL["clusters"][0], "orchestrator": "nomad"}]}, "clusters.0.orchestrator"),
+    ({**MINIMAL, "guardrails": {"max_node_actions_per_hour": -1}}, "guardrails.max_node_actions_per_hour"),
+    ({**MINIMAL, "mode": "yolo"}, "mode"),
+    ({**MINIMAL, "colour": "blue"}, "colour"),
+    ({**MINIMAL, "notify": {"emails": ["not-an-email"]}}, "notify.emails"),
+    ({**MINIMAL, "jobs": [{"name": "j", "cluster": "nowhere"}]}, "jobs.0.cluster"),
+    ({"clusters": []}, "clusters"),
+])
+def test_a_bad_config_names_the_key_and_the_value(data, named):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, "medic.yaml")
+    assert named in str(caught.value)
+    assert "medic.yaml" in str(caught.value)

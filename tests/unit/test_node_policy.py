@@ -1,0 +1,175 @@
+"""Specification: the node remediation policy (pure; no AWS)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from medic.config import Cluster, Guardrails
+from medic.domain.models import Action, ClusterAction, ClusterState, Fault, NodeInfo, NodeState, Outcome
+from medic.domain.policy import NodeContext, Page, decide_node
+
+NOW = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
+NODE = "i-0d4e5f60718293a4b"
+SLURM = Cluster(name="pretrain-slurm", id="k3v9q2w8x1za", orchestrator="slurm")
+EMPTY = ClusterState(actions=(), version=0)
+
+
+def context(**changes) -> NodeContext:
+    base = NodeContext(mode="act", cluster=SLURM, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
+                       node=NodeInfo(NODE, "gpu-workers", "Running"), state=None, cluster_state=EMPTY,
+                       cluster_size=lambda: 32, now=NOW)
+    return replace(base, **changes)
+
+
+def acted(fault: Fault, action: Action, minutes_ago: float, reboot_minutes_ago: float | None = None,
+          outcome: str = "executed") -> NodeState:
+    reboot = NOW - timedelta(minutes=reboot_minutes_ago) if reboot_minutes_ago is not None else None
+    return NodeState(fault=fault.value, action=action.value, outcome=outcome,
+                     acted_at=NOW - timedelta(minutes=minutes_ago), attempt=1, last_reboot_at=reboot, version=1)
+
+
+def busy_cluster(actions: int, minutes_ago: float) -> ClusterState:
+    return ClusterState(tuple(ClusterAction(f"i-{n:017x}", "replace_node", NOW - timedelta(minutes=minutes_ago))
+                              for n in range(actions)), version=actions)
+
+
+def test_a_fatal_gpu_fault_replaces_the_node():
+    decision = decide_node(context(fault=Fault.GPU_FATAL))
+    assert (decision.action, decision.outcome, decision.page) == (Action.REPLACE_NODE, Outcome.EXECUTED, Page.NONE)
+    assert decision.attempt == 1
+
+
+def test_a_reboot_fault_reboots_the_node():
+    decision = decide_node(context(fault=Fault.GPU_REBOOT))
+    assert (decision.action, decision.outcome) == (Action.REBOOT_NODE, Outcome.EXECUTED)
+
+
+def test_a_node_rebooted_today_that_fails_again_is_replaced():
+    # Given a node Medic rebooted two hours ago
+    state = acted(Fault.GPU_REBOOT, Action.REBOOT_NODE, minutes_ago=120, reboot_minutes_ago=120)
+    # When it reports the reboot fault again
+    decision = decide_node(context(fault=Fault.GPU_REBOOT, state=state))
+    # Then Medic escalates to a replacement, and says why
+    assert (decision.action, decision.outcome) == (Action.REPLACE_NODE, Outcome.EXECUTED)
+    assert "escalating to replace" in decision.reason
+    assert decision.attempt == 2
+
+
+def test_a_reboot_older_than_the_escalation_window_is_forgotten():
+    state = acted(Fault.GPU_REBOOT, Action.REBOOT_NODE, minutes_ago=25 * 60, reboot_minutes_ago=25 * 60)
+    decision = decide_node(context(fault=Fault.GPU_REBOOT, state=state))
+    assert (decision.action, decision.attempt) == (Action.REBOOT_NODE, 1)
+
+
+def test_a_fatal_fault_right_after_a_reboot_is_replaced_inside_the_cooldown():
+    state = acted(Fault.GPU_REBOOT, Action.REBOOT_NODE, minutes_ago=20, reboot_minutes_ago=20)
+    decision = decide_node(context(fault=Fault.GPU_FATAL, state=state))
+    assert (decision.action, decision.outcome) == (Action.REPLACE_NODE, Outcome.EXECUTED)
+
+
+@pytest.mark.parametrize("fault,action", [(Fault.GPU_FATAL, Action.REPLACE_NODE),
+                                          (Fault.GPU_REBOOT, Action.REBOOT_NODE)])
+def test_the_same_fault_inside_the_cooldown_is_a_duplicate(fault, action):
+    state = acted(fault, action, minutes_ago=5, reboot_minutes_ago=5 if action is Action.REBOOT_NODE else None)
+    decision = decide_node(context(fault=fault, state=state))
+    assert (decision.outcome, decision.page) == (Outcome.DUPLICATE, Page.NONE)
+
+
+def test_the_same_fault_after_the_cooldown_acts_again():
+    state = acted(Fault.GPU_FATAL, Action.REPLACE_NODE, minutes_ago=61)
+    assert decide_node(context(fault=Fault.GPU_FATAL, state=state)).outcome is Outcome.EXECUTED
+
+
+def test_a_different_fault_inside_the_cooldown_is_held_back_and_pages():
+    # Given a node replaced ten minutes ago
+    state = acted(Fault.GPU_FATAL, Action.REPLACE_NODE, minutes_ago=10)
+    # When the new node reports a reboot fault
+    decision = decide_node(context(fault=Fault.GPU_REBOOT, state=state))
+    # Then Medic does not act again inside the cooldown, and a human hears of it
+    assert (decision.outcome, decision.page) == (Outcome.SUPPRESSED, Page.INCIDENT)
+    assert "cooldown" in decision.reason
+
+
+def test_a_protected_node_is_never_acted_on_and_pages():
+    decision = decide_node(context(node=NodeInfo(NODE, "controller", "Running")))
+    assert (decision.action, decision.outcome, decision.page) == (
+        Action.REPLACE_NODE, Outcome.SUPPRESSED, Page.INCIDENT)
+    assert "protected" in decision.reason
+
+
+def test_automatic_node_recovery_clusters_are_left_to_hyperpod():
+    automatic = SLURM.model_copy(update={"node_recovery": "automatic"})
+    decision = decide_node(context(cluster=automatic))
+    assert (decision.action, decision.outcome, decision.page) == (Action.NONE, Outcome.DEFERRED, Page.NONE)
+
+
+def test_an_unknown_fault_takes_no_action_and_pages():
+    decision = decide_node(context(fault=Fault.UNKNOWN))
+    assert (decision.action, decision.outcome, decision.page) == (Action.NONE, Outcome.DEFERRED, Page.INCIDENT)
+
+
+def test_a_user_application_error_is_the_jobs_problem():
+    decision = decide_node(context(fault=Fault.USER_APP_ERROR))
+    assert (decision.action, decision.outcome, decision.page) == (Action.NONE, Outcome.IGNORED, Page.NONE)
+
+
+def test_a_healthy_node_closes_its_incident_quietly():
+    decision = decide_node(context(fault=Fault.HEALTHY, node=None))
+    assert (decision.outcome, decision.page, decision.close_incident) == (Outcome.IGNORED, Page.NONE, True)
+
+
+def test_a_node_gone_from_the_cluster_is_ignored():
+    assert decide_node(context(node=None)).outcome is Outcome.IGNORED
+
+
+@pytest.mark.parametrize("status", ["Pending", "ShuttingDown", "SystemUpdating"])
+def test_a_node_already_in_repair_is_deferred(status):
+    decision = decide_node(context(node=NodeInfo(NODE, "gpu-workers", status)))
+    assert (decision.outcome, decision.page) == (Outcome.DEFERRED, Page.NONE)
+
+
+def test_the_hourly_budget_holds_back_further_actions_with_a_storm_page():
+    # Given four actions in this cluster in the last hour (the default budget)
+    decision = decide_node(context(cluster_state=busy_cluster(4, minutes_ago=40), cluster_size=lambda: 1000))
+    # Then the fifth is suppressed, with the cluster's summary page rather than a page per node
+    assert (decision.outcome, decision.page) == (Outcome.SUPPRESSED, Page.STORM)
+    assert "budget" in decision.reason
+
+
+def test_actions_older_than_an_hour_do_not_count_against_the_budget():
+    decision = decide_node(context(cluster_state=busy_cluster(4, minutes_ago=61), cluster_size=lambda: 1000))
+    assert decision.outcome is Outcome.EXECUTED
+
+
+def test_the_breaker_opens_when_too_much_of_the_cluster_is_in_repair():
+    # Given an 8-node cluster with 2 nodes in repair (25 %)
+    decision = decide_node(context(cluster_state=busy_cluster(2, minutes_ago=5), cluster_size=lambda: 8))
+    # Then a third repair would exceed the 25 % breaker
+    assert (decision.outcome, decision.page) == (Outcome.SUPPRESSED, Page.STORM)
+    assert "Breaker" in decision.reason
+
+
+def test_per_cluster_guardrail_overrides_apply():
+    guardrails = Guardrails(max_node_actions_per_hour=10)
+    decision = decide_node(context(guardrails=guardrails, cluster_state=busy_cluster(4, 30), cluster_size=lambda: 1000))
+    assert decision.outcome is Outcome.EXECUTED
+
+
+def test_dry_run_decides_but_does_not_execute():
+    decision = decide_node(context(mode="dry_run"))
+    assert (decision.action, decision.outcome, decision.page) == (Action.REPLACE_NODE, Outcome.DRY_RUN, Page.NONE)
+    assert "would replace" in decision.reason
+
+
+def test_paused_suppresses_and_pages_so_the_node_is_not_forgotten():
+    decision = decide_node(context(mode="paused"))
+    assert (decision.outcome, decision.page) == (Outcome.SUPPRESSED, Page.INCIDENT)
+    assert "paused" in decision.reason
+
+
+def test_a_duplicate_wins_over_paused():
+    state = acted(Fault.GPU_FATAL, Action.REPLACE_NODE, minutes_ago=5)
+    assert decide_node(context(mode="paused", state=state)).outcome is Outcome.DUPLICATE
