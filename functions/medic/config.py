@@ -88,7 +88,60 @@ class Cluster(_Strict):
 
 class TrainingJobs(_Strict):
     prefix: str = Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*-?$")
-    max_restarts: int = Field(default=3, ge=0, le=100)
+    max_restarts: int | None = Field(default=None, ge=0, le=100)  # unset: guardrails.max_job_restarts
+    # Without a checkpoint a restart starts from scratch: only when the team says that is fine.
+    allow_restart_without_checkpoint: bool = False
+    # Execution roles Medic may pass to the restarted jobs (iam:PassRole). Empty: any role in
+    # the account, limited to the SageMaker service by condition.
+    role_arns: list[str] = Field(default_factory=list)
+
+    @field_validator("role_arns")
+    @classmethod
+    def _roles(cls, arns: list[str]) -> list[str]:
+        for arn in arns:
+            if not re.match(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$", arn):
+                raise ValueError(f"not an IAM role ARN: {arn!r}")
+        return arns
+
+
+class FailureRule(_Strict):
+    """A FailureReason pattern (case-insensitive regex) and whether such a failure is worth a restart."""
+
+    match: str = Field(min_length=1, max_length=512)
+    retryable: bool
+    label: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_]+$")
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f"not a valid regular expression ({error}): {pattern!r}") from None
+        return pattern
+
+
+# First match wins. Hard user errors first (a restart would fail the same way), then the
+# infrastructure failures a restart from the checkpoint fixes, then a plain traceback in user
+# code. A reason matching nothing is unknown: Medic pages and does not restart.
+DEFAULT_FAILURE_RULES = (
+    FailureRule(label="validation_error", retryable=False,
+                match=r"ValidationException|ValidationError|invalid (hyperparameter|input|argument|value)"),
+    FailureRule(label="permission_error", retryable=False,
+                match=r"AccessDenied|not authori[sz]ed|permission denied|Forbidden"),
+    FailureRule(label="out_of_memory", retryable=False,
+                match=r"CUDA out of memory|OutOfMemoryError|\bOOM\b|Cannot allocate memory"),
+    FailureRule(label="internal_error", retryable=True, match=r"InternalServerError|internal (server )?error"),
+    FailureRule(label="insufficient_capacity", retryable=True,
+                match=r"InsufficientCapacity|insufficient capacity|CapacityError|capacity was reclaimed"),
+    FailureRule(label="instance_health", retryable=True,
+                match=r"hardware|instance health|unhealthy (instance|host|node)|health ?check|Xid|ECC error"),
+    FailureRule(label="collective_timeout", retryable=True,
+                match=r"NCCL|\bEFA\b|collective operation timeout|ProcessGroup.*timeout|Connection reset by peer"),
+    FailureRule(label="interrupted", retryable=True, match=r"spot|interrupt|preempt"),
+    FailureRule(label="user_code_error", retryable=False,
+                match=r"Traceback \(most recent call last\)|AlgorithmError|ClientError|ExecuteUserScriptError"),
+)
 
 
 class Job(_Strict):
@@ -104,6 +157,7 @@ class MedicConfig(_Strict):
     clusters: list[Cluster] = Field(min_length=1)
     training_jobs: list[TrainingJobs] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
+    job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
     # Powertools for AWS Lambda (Python) v3 public layer version (per region, same number).
     powertools_layer_version: int = Field(default=27, ge=1)
 
@@ -122,6 +176,14 @@ class MedicConfig(_Strict):
 
     def cluster(self, name: str) -> Cluster | None:
         return next((cluster for cluster in self.clusters if cluster.name == name), None)
+
+    def training_jobs_for(self, job_name: str) -> TrainingJobs | None:
+        """The most specific configured prefix matching the job (None: Medic leaves it alone)."""
+        matching = [spec for spec in self.training_jobs if job_name.startswith(spec.prefix)]
+        return max(matching, key=lambda spec: len(spec.prefix), default=None)
+
+    def max_restarts_for(self, spec: TrainingJobs) -> int:
+        return self.guardrails.max_job_restarts if spec.max_restarts is None else spec.max_restarts
 
     def guardrails_for(self, cluster: Cluster) -> Guardrails:
         overrides = cluster.guardrails.model_dump(exclude_none=True)

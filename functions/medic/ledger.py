@@ -121,6 +121,15 @@ class Ledger:
             raise
         return True
 
+    def claim_job_failure(self, job_name: str, now: datetime) -> bool:
+        """True for the first delivery of a job's failure: each failed job is handled once."""
+        return self._conditional_put(
+            {"pk": {"S": f"{self.namespace}jobfail#{job_name}"}, "sk": {"S": "claim"},
+             "claimed_at": {"S": now.isoformat()},
+             "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
+            "attribute_not_exists(pk)", {},
+        )
+
     def set_outcome(self, cluster: str, node_id: str, outcome: str) -> None:
         self.client.update_item(
             TableName=self.table, Key=self._node_key(cluster, node_id),

@@ -12,21 +12,16 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.deps import Deps
 from medic.domain.faults import classify
-from medic.domain.models import (
-    Action,
-    EventEnvelope,
-    Fault,
-    NodeHealthEvent,
-    Outcome,
-    RemediationRecord,
-    Trigger,
-)
-from medic.domain.pages import PageText, node_page, storm_page
+from medic.domain.models import Action, Fault, NodeHealthEvent, Outcome, Trigger
+from medic.domain.pages import node_page, storm_page
 from medic.domain.policy import NodeContext, NodeDecision, Page, decide_node
-from medic.ledger import NodeClaim
-from medic.obs import count, emit_record, logger
+from medic.ledger import Ledger, NodeClaim
+from medic.obs import logger
+from medic.paging import page_cluster_summary, page_incident
+from medic.records import complete, emit, rejected, short
 
 CLAIM_ATTEMPTS = 3  # a lost claim race re-reads and re-decides; the winner's claim then shows
+STORM_WINDOW = timedelta(hours=1)  # the budget's rolling hour: one summary page per cluster per window
 
 
 def remediate_node(raw: Any, deps: Deps) -> dict:
@@ -34,17 +29,18 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
     try:
         event = NodeHealthEvent.model_validate(raw)
     except ValidationError as error:
-        return _record_rejected(raw, error, mode)
+        return rejected(raw, error, mode, Trigger.NODE_HEALTH, "node health event")
 
     detail = event.detail
+    health_reason = detail.HealthSummary.HealthStatusReason
     base = {"trigger": Trigger.NODE_HEALTH, "event_id": event.id, "cluster": detail.ClusterName,
             "node_id": detail.InstanceId, "mode": mode,
             "incident": f"node:{detail.ClusterName}:{detail.InstanceId}"}
     cluster = deps.config.cluster(detail.ClusterName)
-    fault = classify(detail.HealthSummary.HealthStatus, detail.HealthSummary.HealthStatusReason)
+    fault = classify(detail.HealthSummary.HealthStatus, health_reason)
     if cluster is None:
-        return _emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
-                      "reason": f"Cluster {detail.ClusterName} is not managed by Medic."})
+        return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                     "reason": f"Cluster {detail.ClusterName} is not managed by Medic."})
 
     ledger = deps.ledger.for_mode(mode)
     node = None
@@ -52,8 +48,9 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         try:
             node = deps.hyperpod.describe_node(cluster.name, detail.InstanceId)
         except (ClientError, BotoCoreError) as error:
-            return _failed_before_deciding(base, fault, deps, ledger, detail.HealthSummary.HealthStatusReason,
-                                           f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
+            decision = NodeDecision(Action.NONE, Outcome.FAILED, page=Page.INCIDENT,
+                                    reason=f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
+            return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state=None)
     if node is not None:
         base["instance_group"] = node.instance_group
 
@@ -82,12 +79,7 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         decision = _execute(decision, deps, cluster.name, detail.InstanceId)
         if decision.outcome is not Outcome.EXECUTED:
             ledger.set_outcome(cluster.name, detail.InstanceId, decision.outcome.value)
-
-    record = _as_record(base, fault, decision)
-    if mode != "dry_run":
-        record["paged"] = _page(decision, record, deps, ledger, detail.HealthSummary.HealthStatusReason,
-                                guardrails_window=timedelta(hours=1), cluster_state=cluster_state)
-    return _emit(record)
+    return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state)
 
 
 def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> NodeDecision:
@@ -96,88 +88,25 @@ def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> 
         result = deps.hyperpod.act(decision.action, cluster, node_id)
     except (ClientError, BotoCoreError) as error:
         return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
-                       reason=f"{verb} call failed ({error_code(error)}): {_short(str(error))}")
+                       reason=f"{verb} call failed ({error_code(error)}): {short(str(error))}")
     if result.accepted:
         return decision
     if result.repair_in_progress:
         return replace(decision, outcome=Outcome.DEFERRED,
                        reason=f"HyperPod reports a repair already running ({result.error_code}): "
-                              f"{_short(result.message or '')}")
+                              f"{short(result.message or '')}")
     return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
-                   reason=f"{verb} was refused ({result.error_code}): {_short(result.message or '')}")
+                   reason=f"{verb} was refused ({result.error_code}): {short(result.message or '')}")
 
 
-def _page(decision: NodeDecision, record: dict, deps: Deps, ledger: Any, health_reason: str,
-          guardrails_window: timedelta, cluster_state: Any) -> bool:
-    now = deps.now()
-    if decision.page is Page.INCIDENT:
-        if not ledger.claim_page(record["incident"], now):
-            return False
-        text = node_page(record, health_reason, deps.region)
-        release = lambda: ledger.release_page(record["incident"])  # noqa: E731
-    elif decision.page is Page.STORM:
-        if not ledger.claim_storm_page(record["cluster"], now, guardrails_window):
-            return False
-        text = storm_page(record, cluster_state, deps.region, int(guardrails_window.total_seconds() // 60))
-        release = lambda: ledger.release_storm_page(record["cluster"])  # noqa: E731
-    else:
-        return False
-    return _publish(text, record, deps, release)
-
-
-def _publish(text: PageText, record: dict, deps: Deps, release: Any) -> bool:
-    try:
-        deps.pager.page(text.subject, text.body, RemediationRecord.model_validate(
-            {**record, "paged": True}).model_dump_json())
-    except (ClientError, BotoCoreError) as error:
-        # The record is still written; the page claim is released so the next event can page.
-        logger.error("page failed", extra={"incident": record["incident"], "error_code": error_code(error)})
-        count("PageFailures")
-        release()
-        return False
-    count("Pages")
-    return True
-
-
-def _failed_before_deciding(base: dict, fault: Fault, deps: Deps, ledger: Any, health_reason: str,
-                            reason: str) -> dict:
-    record = _complete({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.FAILED,
-                        "reason": reason})
-    if base["mode"] != "dry_run":
-        decision = NodeDecision(Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
-        record["paged"] = _page(decision, record, deps, ledger, health_reason, timedelta(hours=1), None)
-    return _emit(record)
-
-
-def _as_record(base: dict, fault: Fault, decision: NodeDecision) -> dict:
-    return _complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
-                      "reason": decision.reason, "attempt": decision.attempt})
-
-
-def _record_rejected(raw: Any, error: ValidationError, mode: str) -> dict:
-    try:
-        event_id = EventEnvelope.model_validate(raw).id
-    except ValidationError:
-        event_id = "unknown"
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5]
-    )
-    return _emit({"incident": f"event:{_short(event_id, 80)}", "trigger": Trigger.NODE_HEALTH,
-                  "event_id": _short(event_id, 80), "fault": Fault.INVALID.value, "action": Action.NONE,
-                  "outcome": Outcome.REJECTED, "reason": _short(f"Invalid node health event: {problems}", 500),
-                  "mode": mode})
-
-
-def _complete(fields: dict) -> dict:
-    """The record with every schema field present (null where not applicable)."""
-    return RemediationRecord.model_validate(fields).model_dump(mode="json")
-
-
-def _emit(fields: dict) -> dict:
-    record = _complete(fields)
-    emit_record(record)
-    return record
-
-
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, ledger: Ledger, health_reason: str,
+            cluster_state: Any) -> dict:
+    record = complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
+                       "reason": decision.reason, "attempt": decision.attempt})
+    if base["mode"] != "dry_run":  # a dry run calls nothing, SNS included
+        if decision.page is Page.INCIDENT:
+            record["paged"] = page_incident(deps, ledger, record, node_page(record, health_reason, deps.region))
+        elif decision.page is Page.STORM:
+            text = storm_page(record, cluster_state, deps.region, int(STORM_WINDOW.total_seconds() // 60))
+            record["paged"] = page_cluster_summary(deps, ledger, record, text, STORM_WINDOW)
+    return emit(record)

@@ -51,6 +51,10 @@ class Fault(StrEnum):
     USER_APP_ERROR = "user_app_error"  # XidUserAppError: the job's problem, not the node's
     UNKNOWN = "unknown"  # unrecognized reason: a human decides
     HEALTHY = "healthy"  # the node recovered
+    JOB_RETRYABLE = "job_retryable"  # a training job failure a restart from the checkpoint fixes
+    JOB_NOT_RETRYABLE = "job_not_retryable"  # the job would fail the same way again
+    JOB_UNKNOWN = "job_unknown"  # unrecognized failure reason: a human decides
+    JOB_STOPPED = "job_stopped"  # stopped by a user: never restarted
     INVALID = "invalid"  # the event itself could not be used
 
 
@@ -80,6 +84,24 @@ class EventEnvelope(EventBridgeModel):
     """The EventBridge envelope alone, so a bad detail can still be recorded against its event id."""
 
     detail: dict
+
+
+# SageMaker training job names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
+TRAINING_JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+
+
+class TrainingJobDetail(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    TrainingJobName: str = Field(pattern=TRAINING_JOB_NAME_PATTERN)
+    TrainingJobArn: str = Field(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-job/.{1,63}$")
+    TrainingJobStatus: str = Field(min_length=1, max_length=32)
+    FailureReason: str = Field(default="", max_length=4096)
+    Tags: dict[str, str] | None = None  # None: the event did not say, ask ListTags
+
+
+class TrainingJobStateEvent(EventBridgeModel):
+    detail: TrainingJobDetail
 
 
 class RemediationRecord(BaseModel):

@@ -73,8 +73,35 @@ def _did(record: dict) -> str:
     action, outcome = record["action"], record["outcome"]
     if action == Action.NONE.value:
         return "nothing (no automatic action for this fault)"
+    if action == Action.RESTART_JOB.value and outcome == Outcome.SUPPRESSED.value:
+        return "did not restart the job"
     return {
         Outcome.FAILED.value: f"tried {action}; the call failed",
         Outcome.SUPPRESSED.value: f"did not {action} (held back)",
         Outcome.DEFERRED.value: f"did not {action}",
     }.get(outcome, f"{action}: {outcome}")
+
+
+JOB_NEXT_STEP = {
+    "job_not_retryable": "Fix the job (code, data, config or permissions) and start it again.",
+    "job_unknown": "Read the failure reason; restart the job from its checkpoint by hand if it is transient.",
+}
+
+
+def job_page(record: dict, failure_reason: str, region: str) -> PageText:
+    job = record["job"]
+    subject = f"[Medic] training job {job}: {record['fault']} - {record['outcome']}"
+    next_step = JOB_NEXT_STEP.get(record["fault"], "Decide whether to restart the job by hand.")
+    body = "\n".join([
+        f"Job:            {job}",
+        f"Lineage:        {record['incident']} (attempt {record['attempt']})",
+        f"Failure:        {failure_reason[:800]}",
+        "",
+        f"What Medic did: {_did(record)}",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     {next_step}",
+        f"Console:        https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}",
+        f"Event:          {record['event_id']} (mode {record['mode']})",
+    ])
+    return PageText(subject, body)

@@ -1,0 +1,43 @@
+"""Sending pages under the ledger's at-most-once rules, shared by every handler."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from medic.adapters.aws import error_code
+from medic.deps import Deps
+from medic.domain.pages import PageText
+from medic.ledger import Ledger
+from medic.obs import count, logger
+from medic.records import complete
+
+
+def page_incident(deps: Deps, ledger: Ledger, record: dict, text: PageText) -> bool:
+    """At most one page per incident (until the incident closes)."""
+    if not ledger.claim_page(record["incident"], deps.now()):
+        return False
+    return _publish(deps, record, text, release=lambda: ledger.release_page(record["incident"]))
+
+
+def page_cluster_summary(deps: Deps, ledger: Ledger, record: dict, text: PageText, window: timedelta) -> bool:
+    """At most one summary page per cluster per guardrail window."""
+    if not ledger.claim_storm_page(record["cluster"], deps.now(), window):
+        return False
+    return _publish(deps, record, text, release=lambda: ledger.release_storm_page(record["cluster"]))
+
+
+def _publish(deps: Deps, record: dict, text: PageText, release: Callable[[], None]) -> bool:
+    try:
+        deps.pager.page(text.subject, text.body, json.dumps(complete({**record, "paged": True})))
+    except (ClientError, BotoCoreError) as error:
+        # The record is still written; the claim is released so the incident's next event can page.
+        logger.error("page failed", extra={"incident": record["incident"], "error_code": error_code(error)})
+        count("PageFailures")
+        release()
+        return False
+    count("Pages")
+    return True

@@ -1,0 +1,37 @@
+"""Building and emitting remediation records, shared by every handler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from medic.domain.models import Action, EventEnvelope, Fault, Outcome, RemediationRecord, Trigger
+from medic.obs import emit_record
+
+
+def complete(fields: dict) -> dict:
+    """The record with every schema field present (null where not applicable)."""
+    return RemediationRecord.model_validate(fields).model_dump(mode="json")
+
+
+def emit(fields: dict) -> dict:
+    record = complete(fields)
+    emit_record(record)
+    return record
+
+
+def rejected(raw: Any, error: ValidationError, mode: str, trigger: Trigger, what: str) -> dict:
+    """A record for an event Medic cannot use: it names the bad fields and acts on nothing."""
+    try:
+        event_id = short(EventEnvelope.model_validate(raw).id, 80)
+    except ValidationError:
+        event_id = "unknown"
+    problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5])
+    return emit({"incident": f"event:{event_id}", "trigger": trigger, "event_id": event_id,
+                 "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
+                 "reason": short(f"Invalid {what}: {problems}", 500), "mode": mode})
+
+
+def short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
