@@ -1,0 +1,46 @@
+"""Specification: the Lambda entry point wires itself from its environment, as deployed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from medic.config import parse_config
+from medic.deps import dependencies
+from medic.handlers import node_health
+from tests.functional.conftest import CONFIG, MODE_PARAMETER, TABLE, medic_world
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "medic-node-remediation"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:medic-node-remediation"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000001"
+
+
+@pytest.fixture
+def deployed_env(aws_credentials, monkeypatch):
+    config = parse_config(CONFIG)
+    for medic in medic_world(config):
+        monkeypatch.setenv("MEDIC_CONFIG", config.to_env())
+        monkeypatch.setenv("LEDGER_TABLE", TABLE)
+        monkeypatch.setenv("PAGE_TOPIC_ARN", medic.deps.pager.topic_arn)
+        monkeypatch.setenv("MODE_PARAMETER", MODE_PARAMETER)
+        dependencies.cache_clear()
+        yield medic
+        dependencies.cache_clear()
+
+
+def test_the_handler_builds_its_adapters_from_the_environment(deployed_env, unhealthy_event):
+    # Given the environment the stack sets on the function
+    # When a hostile event reaches the deployed handler
+    record = node_health.handler({**unhealthy_event, "detail": {**unhealthy_event["detail"],
+                                                                "InstanceId": "i-0abc; rm -rf /"}},
+                                 LambdaContext())
+    # Then it is rejected using the configured mode, without touching SageMaker
+    assert (record["outcome"], record["mode"]) == ("rejected", "act")
+    deps = dependencies()
+    assert (deps.ledger.table, deps.mode.parameter) == (TABLE, MODE_PARAMETER)
+    assert deps.config == parse_config(CONFIG)
