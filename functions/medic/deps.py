@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from medic import clock
+from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
+from medic.adapters.training import TrainingJobs
 from medic.config import MedicConfig
 from medic.ledger import Ledger
 
@@ -25,6 +27,8 @@ class Deps:
     mode: ModeSwitch
     region: str
     now: Callable[[], datetime] = clock.now
+    training: TrainingJobs = field(default_factory=TrainingJobs)
+    checkpoints: Checkpoints = field(default_factory=Checkpoints)
 
 
 @functools.cache

@@ -97,7 +97,7 @@ class TrainingJobDetail(BaseModel):
     TrainingJobArn: str = Field(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-job/.{1,63}$")
     TrainingJobStatus: str = Field(min_length=1, max_length=32)
     FailureReason: str = Field(default="", max_length=4096)
-    Tags: dict[str, str] | None = None  # None: the event did not say, ask ListTags
+    Tags: dict[str, str] | None = None
 
 
 class TrainingJobStateEvent(EventBridgeModel):

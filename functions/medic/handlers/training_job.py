@@ -1,0 +1,17 @@
+"""Lambda entry point for "SageMaker Training Job State Change" (Failed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from medic.deps import dependencies
+from medic.job_restart import restart_training_job
+from medic.obs import logger, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    return restart_training_job(event, dependencies())

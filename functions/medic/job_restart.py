@@ -1,0 +1,120 @@
+"""Training job restart: parse → claim the failure → describe → decide (pure) → clone → page → record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.adapters.training import JobAlreadyExists
+from medic.deps import Deps
+from medic.domain.job_faults import classify_failure
+from medic.domain.job_policy import (
+    ATTEMPT_TAG,
+    LINEAGE_TAG,
+    Checkpoint,
+    JobContext,
+    JobDecision,
+    decide_job,
+    lineage_of,
+)
+from medic.domain.models import Action, Fault, Outcome, TrainingJobStateEvent, Trigger
+from medic.domain.pages import job_page
+from medic.domain.policy import Page
+from medic.paging import page_incident
+from medic.records import complete, emit, rejected, short
+
+
+def restart_training_job(raw: Any, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    try:
+        event = TrainingJobStateEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.JOB_STATE, "training job state event")
+
+    detail = event.detail
+    name, reason = detail.TrainingJobName, detail.FailureReason
+    base = {"trigger": Trigger.JOB_STATE, "event_id": event.id, "job": name, "mode": mode,
+            "incident": f"job:{name}"}
+    spec = deps.config.training_jobs_for(name)
+    failure = classify_failure(reason, deps.config.job_failure_rules)
+    if spec is None:
+        return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                     "reason": f"Training job {name} matches no configured prefix; Medic leaves it alone."})
+
+    ledger = deps.ledger.for_mode(mode)
+    try:
+        # Always asked, never taken from the event alone: the restart budget hangs on these tags.
+        tags = {**(detail.Tags or {}), **deps.training.tags(detail.TrainingJobArn)}
+    except (ClientError, BotoCoreError) as error:
+        return _failed(base, failure.fault, deps, ledger, reason,
+                       f"Could not read the job's tags ({error_code(error)}).")
+    lineage = lineage_of(name, tags)
+    base["incident"] = f"job:{lineage.root}"
+
+    if detail.TrainingJobStatus == "Failed" and not ledger.claim_job_failure(name, deps.now()):
+        return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
+                     "reason": f"This failure of {name} was already handled.", "attempt": lineage.restarts + 1})
+
+    max_restarts = deps.config.max_restarts_for(spec)
+    checkpoint, description = Checkpoint.NOT_CONFIGURED, None
+    wants_restart = (detail.TrainingJobStatus == "Failed" and failure.fault is Fault.JOB_RETRYABLE
+                     and lineage.restarts < max_restarts)
+    if wants_restart:
+        try:
+            description = deps.training.describe(name)
+            checkpoint = _checkpoint_state(deps, description)
+        except (ClientError, BotoCoreError, ValueError) as error:
+            return _failed(base, failure.fault, deps, ledger, reason,
+                           f"Could not read the job or its checkpoint ({error_code(error)}): {short(str(error))}")
+
+    decision = decide_job(JobContext(mode=mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
+                                     max_restarts=max_restarts, checkpoint=checkpoint,
+                                     allow_without_checkpoint=spec.allow_restart_without_checkpoint))
+    if decision.executes and description is not None:
+        decision = _start_restart(decision, deps, description, lineage, tags)
+    return _finish(base, decision, deps, ledger, reason)
+
+
+def _checkpoint_state(deps: Deps, description: dict) -> Checkpoint:
+    uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
+    if not uri:
+        return Checkpoint.NOT_CONFIGURED
+    return Checkpoint.PRESENT if deps.checkpoints.exist(uri) else Checkpoint.EMPTY
+
+
+def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Any,
+                   job_tags: dict[str, str]) -> JobDecision:
+    new_name = lineage.next_name()
+    # The failed job's own tags carry over; Medic's and AWS's reserved ones are rewritten or dropped.
+    user_tags = {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
+    tags = {**user_tags, LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1),
+            "medic:restarted-from": description["TrainingJobName"]}
+    try:
+        deps.training.start_clone(description, new_name, tags)
+    except JobAlreadyExists:
+        return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
+                           f"Restart {new_name} already exists: an earlier invocation started it.",
+                           attempt=decision.attempt)
+    except (ClientError, BotoCoreError) as error:
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"CreateTrainingJob for {new_name} failed ({error_code(error)}): {short(str(error))}",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    uri = (description.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
+    return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
+                       f"{decision.reason[:-1]}: started {new_name} resuming from {uri}.", attempt=decision.attempt)
+
+
+def _failed(base: dict, fault: Fault, deps: Deps, ledger: Any, failure_reason: str, reason: str) -> dict:
+    decision = JobDecision(fault, Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
+    return _finish(base, decision, deps, ledger, failure_reason)
+
+
+def _finish(base: dict, decision: JobDecision, deps: Deps, ledger: Any, failure_reason: str) -> dict:
+    record = complete({**base, "fault": decision.fault.value, "action": decision.action,
+                       "outcome": decision.outcome, "reason": decision.reason, "attempt": decision.attempt})
+    if base["mode"] != "dry_run" and decision.page is Page.INCIDENT:
+        record["paged"] = page_incident(deps, ledger, record, job_page(record, failure_reason, deps.region))
+    return emit(record)

