@@ -1,0 +1,3 @@
+"""Medic's on-cluster agent for Slurm controllers."""
+
+__version__ = "0.1.0"

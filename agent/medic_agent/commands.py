@@ -1,0 +1,212 @@
+"""Commands from Medic: parse and validate a queue message into a typed command, and build its argv.
+
+Pure: no I/O. Every value that ends up on a command line is checked here against a strict
+allowlist pattern (full match, ASCII only), and checked again when its argv is built, so an
+argv is never built from an unchecked value. Nothing here goes through a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from re import Pattern
+from typing import Any, Union
+
+# Full-match, ASCII-only patterns: `$` alone would accept a trailing newline and `\d` non-ASCII digits.
+JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
+JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
+NODE_NAME = re.compile(r"ip-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}", re.ASCII)
+# What any node name must also be, whatever --node-pattern allows: one plain Slurm node name
+# (no hostlist brackets, commas, spaces or `=`).
+NODE_NAME_CHARSET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
+COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
+# What squeue may print for a job: a job id, or an array task `<job>_<task>`.
+SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)
+REPAIRS = ("Replace", "Reboot")
+KINDS = ("requeue_job", "fail_node")
+MAX_BODY_CHARS = 16_384
+MAX_TEXT_CHARS = 512
+
+
+@dataclass(frozen=True)
+class RequeueJob:
+    """Requeue one job by id, or every job with a name (resolved through squeue)."""
+
+    job_id: str | None = None
+    job_name: str | None = None
+
+    @property
+    def target(self) -> str:
+        return self.job_id if self.job_id is not None else f"name:{self.job_name}"
+
+
+@dataclass(frozen=True)
+class FailNode:
+    """Slurm-native repair: mark a node FAIL with reason Action:Replace or Action:Reboot."""
+
+    node: str
+    repair: str
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+
+Action = Union[RequeueJob, FailNode]
+
+
+@dataclass(frozen=True)
+class Command:
+    command_id: str
+    cluster: str
+    kind: str
+    action: Action
+    incident: str = ""
+    issued_at: str = ""
+
+    @property
+    def target(self) -> str:
+        return self.action.target
+
+
+class Refused(ValueError):
+    """A message the agent will not run. Carries what could be read of it, for the ledger and the log."""
+
+    def __init__(self, reason: str, *, command_id: str | None = None, cluster: str = "", kind: str = "",
+                 target: str = "", incident: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.command_id = command_id
+        self.cluster = cluster
+        self.kind = kind
+        self.target = target
+        self.incident = incident
+
+
+def matches(pattern: Pattern[str], value: Any) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as it may appear in a reason, a log line or the ledger: printable, quoted, truncated."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def _text(value: Any, limit: int = MAX_TEXT_CHARS) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def node_name_allowed(node: Any, extra: Pattern[str] | None = None) -> bool:
+    """HyperPod's `ip-a-b-c-d`, or (opt-in, for test clusters) the extra pattern within a safe charset."""
+    if matches(NODE_NAME, node):
+        return True
+    return extra is not None and matches(NODE_NAME_CHARSET, node) and matches(extra, node)
+
+
+def compile_node_pattern(pattern: str | None) -> Pattern[str] | None:
+    """The --node-pattern option: None or empty means HyperPod names only. Raises re.error when invalid."""
+    return re.compile(pattern, re.ASCII) if pattern else None
+
+
+def parse(body: str, *, cluster: str, node_pattern: Pattern[str] | None = None) -> Command:
+    """A queue message body → a command this agent may run, or Refused saying why not."""
+    if not isinstance(body, str) or len(body) > MAX_BODY_CHARS:
+        raise Refused("message body is missing or too large")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise Refused("message body is not JSON") from None
+    if not isinstance(data, dict):
+        raise Refused("message body is not a JSON object")
+
+    raw_id = data.get("command_id")
+    command_id = raw_id if matches(COMMAND_ID, raw_id) else None
+    kind = data.get("kind")
+    envelope = {"command_id": command_id, "cluster": _text(data.get("cluster"), 128),
+                "kind": _text(kind, 64), "incident": _text(data.get("incident")),
+                "target": _raw_target(data)}
+    if command_id is None:
+        raise Refused(f"command_id must match {COMMAND_ID.pattern}: {shown(raw_id)}", **envelope)
+    if data.get("cluster") != cluster:
+        raise Refused(f"command is for cluster {shown(data.get('cluster'))}, this agent serves {cluster!r}",
+                      **envelope)
+    if kind == "requeue_job":
+        action: Action = _requeue(data, envelope)
+    elif kind == "fail_node":
+        action = _fail_node(data, envelope, node_pattern)
+    else:
+        raise Refused(f"kind must be one of {', '.join(KINDS)}: {shown(kind)}", **envelope)
+    return Command(command_id=command_id, cluster=cluster, kind=kind, action=action,
+                   incident=envelope["incident"], issued_at=_text(data.get("issued_at"), 64))
+
+
+def _raw_target(data: dict) -> str:
+    for key in ("job_id", "job_name", "node"):
+        if key in data:
+            value = data[key]
+            text = value if isinstance(value, str) else json.dumps(value)
+            return text[:256]
+    return ""
+
+
+def _requeue(data: dict, envelope: dict) -> RequeueJob:
+    has_id, has_name = "job_id" in data, "job_name" in data
+    if has_id == has_name:
+        raise Refused("requeue_job needs exactly one of job_id or job_name", **envelope)
+    if has_id:
+        if not matches(JOB_ID, data["job_id"]):
+            raise Refused(f"job_id must be 1-10 digits: {shown(data['job_id'])}", **envelope)
+        return RequeueJob(job_id=data["job_id"])
+    if not matches(JOB_NAME, data["job_name"]):
+        raise Refused(f"job_name must match {JOB_NAME.pattern}: {shown(data['job_name'])}", **envelope)
+    return RequeueJob(job_name=data["job_name"])
+
+
+def _fail_node(data: dict, envelope: dict, node_pattern: Pattern[str] | None) -> FailNode:
+    node, repair = data.get("node"), data.get("repair")
+    if not node_name_allowed(node, node_pattern):
+        allowed = NODE_NAME.pattern + (f" or {node_pattern.pattern}" if node_pattern is not None else "")
+        raise Refused(f"node must match {allowed}: {shown(node)}", **envelope)
+    if repair not in REPAIRS:
+        raise Refused(f"repair must be one of {', '.join(REPAIRS)}: {shown(repair)}", **envelope)
+    return FailNode(node=node, repair=repair)
+
+
+# --- argv builders: each re-checks its input, so no caller can build a command line from an unchecked value.
+
+def requeue_argv(job_id: str) -> list[str]:
+    if not matches(SQUEUE_JOB_ID, job_id):
+        raise ValueError(f"not a job id: {shown(job_id)}")
+    return ["scontrol", "requeue", job_id]
+
+
+def find_jobs_argv(job_name: str) -> list[str]:
+    if not matches(JOB_NAME, job_name):
+        raise ValueError(f"not a job name: {shown(job_name)}")
+    return ["squeue", "--noheader", "--format=%i", f"--name={job_name}"]
+
+
+def fail_node_argv(node: str, repair: str, node_pattern: Pattern[str] | None = None) -> list[str]:
+    if not node_name_allowed(node, node_pattern):
+        raise ValueError(f"not a node name: {shown(node)}")
+    if repair not in REPAIRS:
+        raise ValueError(f"not a repair: {shown(repair)}")
+    return ["scontrol", "update", f"NodeName={node}", "State=FAIL", f"Reason=Action:{repair}"]
+
+
+def parse_job_ids(squeue_output: str) -> tuple[list[str], list[str]]:
+    """squeue's `%i` lines → (job ids to requeue, lines skipped because they are not a single job id)."""
+    ids: list[str] = []
+    skipped: list[str] = []
+    for line in squeue_output.splitlines():
+        value = line.strip()
+        if not value:
+            continue
+        if matches(SQUEUE_JOB_ID, value):
+            if value not in ids:
+                ids.append(value)
+        else:
+            skipped.append(value[:64])
+    return ids, skipped

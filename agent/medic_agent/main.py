@@ -1,0 +1,332 @@
+"""The agent's loop: heartbeat, long-poll the queue, claim, run, report, delete. And its command line.
+
+For each message:
+  parse + validate ──refused──────────────────────────────┐
+        │ ok                                              │
+  seen in the local state? ── yes → duplicate (or finish reporting what it ran) → delete
+        │ no                                              │
+  remember "running" locally, then claim in the ledger ── already claimed → duplicate → delete
+        │ claimed            (ledger unreachable → forget, leave the message for later)
+  run through Slurm (or not at all, when refused) ◄───────┘
+  remember the result locally → put it in the ledger → delete the message
+A result that could not be written stays in the local state and is written when the message comes back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import time
+from datetime import datetime, timezone
+from re import Pattern
+from typing import Any, Callable
+
+from medic_agent import __version__, logs
+from medic_agent.actions import FAILED, REFUSED, Result, execute
+from medic_agent.commands import Command, Refused, compile_node_pattern, parse
+from medic_agent.ledger import Ledger
+from medic_agent.queue import Message, Queue
+from medic_agent.slurm import Slurm, SlurmNotFound
+from medic_agent.state import State
+
+log = logging.getLogger("medic_agent")
+
+DEFAULT_STATE_FILE = "/var/lib/medic-agent/state.json"
+INTERRUPTED = ("the agent stopped while this command was being claimed or run; it is not run again: "
+               "check Slurm for its effect")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class _StopPolling(Exception):  # noqa: N818 - control flow, not an error
+    """Raised by the signal handler to cut a long-poll short."""
+
+
+class Agent:
+    def __init__(self, *, cluster: str, queue: Queue, ledger: Ledger, slurm: Slurm, state: State,
+                 node_pattern: Pattern[str] | None = None, heartbeat_seconds: float = 60.0,
+                 host: str | None = None, clock: Callable[[], datetime] = utcnow) -> None:
+        self.cluster = cluster
+        self.queue = queue
+        self.ledger = ledger
+        self.slurm = slurm
+        self.state = state
+        self.node_pattern = node_pattern
+        self.heartbeat_seconds = heartbeat_seconds
+        self.host = host or socket.gethostname()
+        self.clock = clock
+        self.stopping = False
+        self._receiving = False
+        self._last_heartbeat: float | None = None
+
+    # --- the loop
+
+    def run(self, once: bool = False) -> int:
+        log.info("agent started", extra={"fields": {"queue_url": self.queue.url, "table": self.ledger.table,
+                                                    "state_file": self.state.path, "once": once}})
+        failures = 0
+        while not self.stopping:
+            try:
+                self.poll()
+                failures = 0
+            except _StopPolling:
+                break
+            except Exception:
+                failures += 1
+                log.exception("poll failed; continuing", extra={"fields": {"consecutive_failures": failures}})
+                if not once:
+                    self._sleep(min(60.0, 2.0 ** min(failures, 6)))
+            if once:
+                break
+        log.info("agent stopped", extra={"fields": {"reason": "signal" if self.stopping else "once"}})
+        return 0
+
+    def poll(self) -> int:
+        """One cycle: heartbeat if due, one long-poll, handle what it brought. Returns messages handled."""
+        self.heartbeat_if_due()
+        if self.stopping:
+            return 0
+        self._receiving = True
+        try:
+            messages = self.queue.receive()
+        finally:
+            self._receiving = False
+        handled = 0
+        for message in messages:
+            if self.stopping:
+                self._release(message)
+                continue
+            try:
+                self.handle(message)
+                handled += 1
+            except Exception:
+                log.exception("message not handled; it will be delivered again",
+                              extra={"fields": {"message_id": message.message_id}})
+            self.heartbeat_if_due()
+        return handled
+
+    def request_stop(self, signum: int = signal.SIGTERM, frame: Any = None) -> None:
+        """Signal handler: finish the current command, then exit. A long-poll in progress is cut short."""
+        self.stopping = True
+        if self._receiving:
+            raise _StopPolling()
+
+    def heartbeat_if_due(self) -> None:
+        now = time.monotonic()
+        if self._last_heartbeat is not None and now - self._last_heartbeat < self.heartbeat_seconds:
+            return
+        try:
+            self.ledger.heartbeat(self.cluster, self.clock(), self.host, __version__)
+            self._last_heartbeat = now
+            log.debug("heartbeat")
+        except Exception:
+            log.exception("heartbeat failed")
+
+    # --- one message
+
+    def handle(self, message: Message) -> str:
+        """Returns what became of the message: executed | failed | refused | duplicate | deferred."""
+        fields: dict[str, Any] = {"message_id": message.message_id, "receive_count": message.receive_count}
+        try:
+            command: Command | None = parse(message.body, cluster=self.cluster, node_pattern=self.node_pattern)
+            refusal: Refused | None = None
+        except Refused as refused:
+            command, refusal = None, refused
+        record = self._record(command, refusal)
+        fields.update({key: record[key] for key in ("command_id", "kind", "target", "incident")})
+        command_id = record["command_id"]
+        if not command_id:
+            assert refusal is not None
+            log.warning("command refused", extra={"fields": {**fields, "status": REFUSED, "reason": refusal.reason}})
+            self._delete(message)
+            return REFUSED
+
+        entry = self.state.get(command_id)
+        if entry is not None:
+            return self._seen_before(message, command_id, entry, record, fields)
+
+        now = self.clock()
+        self.state.put(command_id, now, status="running", message_id=message.message_id)
+        self.state.remember_message(message.message_id, command_id, now)
+        try:
+            claimed = self.ledger.claim(command_id, now, self.host)
+        except Exception:
+            log.exception("could not claim the command in the ledger; left on the queue", extra={"fields": fields})
+            self.state.forget(command_id, self.clock())
+            return "deferred"
+        if not claimed:
+            self.state.put(command_id, self.clock(), status="duplicate", reported=True)
+            log.info("command already claimed; not run again", extra={"fields": {**fields, "status": "duplicate"}})
+            self._delete(message)
+            return "duplicate"
+
+        if refusal is not None:
+            result = Result(REFUSED, refusal.reason)
+        else:
+            assert command is not None
+            result = self._execute(command)
+        return self._finish(message, command_id, record, result, fields)
+
+    def _execute(self, command: Command) -> Result:
+        try:
+            return execute(command, self.slurm, self.node_pattern)
+        except Exception as error:  # a bug must not leave the command "running" forever
+            log.exception("command raised", extra={"fields": {"command_id": command.command_id}})
+            return Result(FAILED, f"agent error: {type(error).__name__}: {error}")
+
+    def _finish(self, message: Message, command_id: str, record: dict[str, Any], result: Result,
+                fields: dict[str, Any]) -> str:
+        record = {**record, "status": result.status, "message": result.message,
+                  "finished_at": self.clock().isoformat()}
+        if result.job_ids:
+            record["job_ids"] = list(result.job_ids)
+        self.state.put(command_id, self.clock(), status="done", result=record, reported=False)
+        level = logging.WARNING if result.status != "executed" else logging.INFO
+        log.log(level, "command %s", result.status,
+                extra={"fields": {**fields, "status": result.status, "result": result.message[:1000]}})
+        self._report(message, command_id, record, fields)
+        return result.status
+
+    def _seen_before(self, message: Message, command_id: str, entry: dict[str, Any], record: dict[str, Any],
+                     fields: dict[str, Any]) -> str:
+        if entry.get("status") == "running":
+            # Killed (or crashed) between taking the command on and recording its result: never run it twice.
+            return self._finish(message, command_id, record, Result(FAILED, INTERRUPTED), fields)
+        if entry.get("result") and not entry.get("reported"):
+            log.info("reporting an earlier result", extra={"fields": fields})
+            self._report(message, command_id, entry["result"], fields)
+            return str(entry["result"].get("status"))
+        log.info("command already handled; not run again",
+                 extra={"fields": {**fields, "status": "duplicate", "first_status": entry.get("status")}})
+        self._delete(message)
+        return "duplicate"
+
+    def _report(self, message: Message, command_id: str, record: dict[str, Any], fields: dict[str, Any]) -> None:
+        try:
+            self.ledger.put_result(record, self.clock())
+        except Exception:
+            log.exception("could not write the result; the message stays queued and the result is written "
+                          "when it comes back", extra={"fields": fields})
+            return
+        self.state.put(command_id, self.clock(), reported=True)
+        self._delete(message)
+
+    def _record(self, command: Command | None, refusal: Refused | None) -> dict[str, Any]:
+        if command is not None:
+            return {"command_id": command.command_id, "cluster": command.cluster, "kind": command.kind,
+                    "target": command.target, "incident": command.incident, "issued_at": command.issued_at,
+                    "host": self.host, "agent_version": __version__}
+        assert refusal is not None
+        return {"command_id": refusal.command_id or "", "cluster": refusal.cluster or self.cluster,
+                "kind": refusal.kind, "target": refusal.target, "incident": refusal.incident,
+                "host": self.host, "agent_version": __version__}
+
+    def _delete(self, message: Message) -> None:
+        try:
+            self.queue.delete(message)
+        except Exception:
+            log.exception("could not delete the message; it will come back and be recognised",
+                          extra={"fields": {"message_id": message.message_id}})
+
+    def _release(self, message: Message) -> None:
+        try:
+            self.queue.release(message)
+        except Exception:
+            log.exception("could not release the message", extra={"fields": {"message_id": message.message_id}})
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(min(1.0, deadline - time.monotonic()))
+
+
+# --- command line
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="medic-agent",
+        description="Runs Medic's allowlisted Slurm commands (requeue a job, mark a node for repair) from an SQS "
+                    "queue, and reports each result to the ledger. Every option can also come from the "
+                    "environment variable in brackets.")
+    parser.add_argument("--cluster", default=_env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
+    parser.add_argument("--queue-url", default=_env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
+    parser.add_argument("--table", default=_env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
+    parser.add_argument("--region", default=_env("MEDIC_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+                        help="AWS region [MEDIC_REGION, AWS_REGION]")
+    parser.add_argument("--state-file", default=_env("MEDIC_STATE_FILE") or DEFAULT_STATE_FILE,
+                        help=f"local record of commands taken on [MEDIC_STATE_FILE] (default {DEFAULT_STATE_FILE})")
+    parser.add_argument("--node-pattern", default=_env("MEDIC_NODE_PATTERN"),
+                        help="also accept node names matching this regex (full match, within [A-Za-z0-9._-]), "
+                             "for clusters whose nodes are not named ip-a-b-c-d [MEDIC_NODE_PATTERN]")
+    parser.add_argument("--slurm-bin", default=_env("MEDIC_SLURM_BIN"),
+                        help="directory holding scontrol and squeue (default: PATH, then /opt/slurm/bin) "
+                             "[MEDIC_SLURM_BIN]")
+    parser.add_argument("--heartbeat-seconds", type=float, default=float(_env("MEDIC_HEARTBEAT_SECONDS") or 60))
+    parser.add_argument("--command-timeout", type=float, default=float(_env("MEDIC_COMMAND_TIMEOUT") or 30))
+    parser.add_argument("--wait-seconds", type=int, default=20, choices=range(0, 21), metavar="0..20",
+                        help="SQS long-poll wait (default 20)")
+    parser.add_argument("--visibility-timeout", type=int, default=120)
+    parser.add_argument("--once", action="store_true", help="one receive cycle, then exit")
+    parser.add_argument("--log-level", default=_env("MEDIC_LOG_LEVEL") or "INFO")
+    parser.add_argument("--version", action="version", version=f"medic-agent {__version__}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    missing = [name for name in ("cluster", "queue_url", "table", "region") if not getattr(args, name)]
+    if missing:
+        parser.error("missing " + ", ".join("--" + name.replace("_", "-") for name in missing))
+    logs.setup(args.log_level, cluster=args.cluster, host=socket.gethostname(), version=__version__)
+    try:
+        node_pattern = compile_node_pattern(args.node_pattern)
+    except re.error as error:
+        log.error("invalid --node-pattern", extra={"fields": {"pattern": args.node_pattern, "error": str(error)}})
+        return 2
+    slurm = Slurm(bin_dir=args.slurm_bin, timeout=args.command_timeout)
+    try:
+        programs = slurm.check()
+    except SlurmNotFound as error:
+        log.error("Slurm client commands not found", extra={"fields": {"error": str(error)}})
+        return 2
+
+    import boto3  # deferred: the CLI's --help and argument errors do not need it
+    from botocore.config import Config
+
+    session = boto3.Session(region_name=args.region)
+    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5,
+                    read_timeout=args.wait_seconds + 15)
+    agent = Agent(
+        cluster=args.cluster,
+        queue=Queue(args.queue_url, lambda: session.client("sqs", config=config), wait_seconds=args.wait_seconds,
+                    visibility_timeout=args.visibility_timeout),
+        ledger=Ledger(args.table, lambda: session.client("dynamodb", config=config)),
+        slurm=slurm,
+        state=State(args.state_file),
+        node_pattern=node_pattern,
+        heartbeat_seconds=args.heartbeat_seconds,
+    )
+    log.info("slurm commands", extra={"fields": programs})
+    signal.signal(signal.SIGTERM, agent.request_stop)
+    signal.signal(signal.SIGINT, agent.request_stop)
+    return agent.run(once=args.once)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
