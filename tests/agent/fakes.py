@@ -1,0 +1,82 @@
+"""Test doubles and helpers shared by the agent tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LEDGER_KEY_SCHEMA = {
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"},
+                             {"AttributeName": "sk", "AttributeType": "S"}],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
+
+def create_ledger(dynamodb: Any, name: str) -> str:
+    dynamodb.create_table(TableName=name, **LEDGER_KEY_SCHEMA)
+    return name
+
+
+def command_body(cluster: str, kind: str = "requeue_job", command_id: str | None = None, **fields: Any) -> dict:
+    return {"command_id": command_id or str(uuid.uuid4()), "cluster": cluster, "kind": kind,
+            "incident": "job:test", "issued_at": "2026-12-02T18:00:00+00:00", **fields}
+
+
+def send(sqs: Any, queue_url: str, body: dict | str) -> str:
+    text = body if isinstance(body, str) else json.dumps(body)
+    return sqs.send_message(QueueUrl=queue_url, MessageBody=text)["MessageId"]
+
+
+def ledger_item(dynamodb: Any, table: str, pk: str, sk: str) -> dict | None:
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True).get("Item")
+    if item is None:
+        return None
+    return {key: next(iter(value.values())) for key, value in item.items()}
+
+
+def result_of(dynamodb: Any, table: str, command_id: str) -> dict | None:
+    return ledger_item(dynamodb, table, f"command#{command_id}", "result")
+
+
+def queue_depth(sqs: Any, queue_url: str) -> int:
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+@dataclass
+class FakeRunner:
+    """Stands in for subprocess.run: records every call, answers from a script, never runs anything."""
+
+    answers: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # "scontrol requeue" -> (rc, out, err)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    raises: BaseException | None = None
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        self.calls.append({"argv": list(argv), **kwargs})
+        if self.raises is not None:
+            raise self.raises
+        program = Path(argv[0]).name
+        key = " ".join([program, *argv[1:2]])
+        returncode, stdout, stderr = self.answers.get(key, (0, "", ""))
+        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+    @property
+    def argvs(self) -> list[list[str]]:
+        return [[Path(call["argv"][0]).name, *call["argv"][1:]] for call in self.calls]
+
+
+def canary_bin_dir(directory: Path, canary: Path) -> Path:
+    """scontrol and squeue that only touch a canary file: proof that nothing ran when nothing may run."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for program in ("scontrol", "squeue"):
+        script = directory / program
+        script.write_text(f"#!/bin/sh\necho \"{program} $*\" >> '{canary}'\n")
+        script.chmod(0o755)
+    return directory

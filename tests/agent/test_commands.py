@@ -1,0 +1,183 @@
+"""Pure specs for the agent's command parsing, validation and argv building."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from medic_agent.commands import (
+    Command,
+    FailNode,
+    Refused,
+    RequeueJob,
+    compile_node_pattern,
+    fail_node_argv,
+    find_jobs_argv,
+    parse,
+    parse_job_ids,
+    requeue_argv,
+)
+
+CLUSTER = "pretrain-slurm"
+COMMAND_ID = "0b6f3a52-5d0e-4c1f-9a57-3f1e2d9c8b71"
+
+HOSTILE_JOB_IDS = ["4211; rm -rf /", "$(reboot)", "`reboot`", "4211\n", "4211 ", " 4211", "-1", "42_1", "4211&&id",
+                   "٤٢١١", "12345678901", "", "4211|sh", "--help"]
+HOSTILE_NODES = ["ip-10-1-2-3; reboot", "$(reboot)", "ip-10-1-2-3\n", "ip-10-1-2-[3-9]", "ip-10-1-2-3,ip-10-1-2-4",
+                 "ip-10-1-2-3 State=DOWN", "ip-1000-1-2-3", "IP-10-1-2-3", "ip-١٠-1-2-3", "localhost", "ALL",
+                 "-h", ""]
+HOSTILE_NAMES = ["llama; reboot", "$(reboot)", "a b", "a,b", "llama\n", "x" * 129, "", "na/me", "*"]
+
+
+def body(**fields) -> str:
+    return json.dumps({"command_id": COMMAND_ID, "cluster": CLUSTER, "incident": "job:llama3-70b",
+                       "issued_at": "2026-12-02T18:00:00+00:00", **fields})
+
+
+class TestParseRequeue:
+    def test_requeue_by_job_id(self):
+        # Given a requeue message for job 4211 / When parsed
+        command = parse(body(kind="requeue_job", job_id="4211"), cluster=CLUSTER)
+        # Then it is a typed requeue of that job, with its envelope
+        assert command == Command(command_id=COMMAND_ID, cluster=CLUSTER, kind="requeue_job",
+                                  action=RequeueJob(job_id="4211"), incident="job:llama3-70b",
+                                  issued_at="2026-12-02T18:00:00+00:00")
+        assert command.target == "4211"
+
+    def test_requeue_by_job_name(self):
+        command = parse(body(kind="requeue_job", job_name="llama3-70b"), cluster=CLUSTER)
+        assert command.action == RequeueJob(job_name="llama3-70b")
+        assert command.target == "name:llama3-70b"
+
+    @pytest.mark.parametrize("job_id", HOSTILE_JOB_IDS)
+    def test_hostile_job_id_is_refused(self, job_id):
+        with pytest.raises(Refused) as refused:
+            parse(body(kind="requeue_job", job_id=job_id), cluster=CLUSTER)
+        # the refusal still knows which command it was, so the ledger can say so
+        assert refused.value.command_id == COMMAND_ID
+        assert refused.value.kind == "requeue_job"
+        assert refused.value.target == job_id[:256]
+        assert "job_id" in refused.value.reason
+
+    @pytest.mark.parametrize("job_id", [4211, 4211.0, None, ["4211"], {"id": "4211"}, True])
+    def test_job_id_must_be_a_string_of_digits(self, job_id):
+        with pytest.raises(Refused, match="job_id"):
+            parse(body(kind="requeue_job", job_id=job_id), cluster=CLUSTER)
+
+    @pytest.mark.parametrize("name", HOSTILE_NAMES)
+    def test_hostile_job_name_is_refused(self, name):
+        with pytest.raises(Refused, match="job_name"):
+            parse(body(kind="requeue_job", job_name=name), cluster=CLUSTER)
+
+    def test_needs_exactly_one_of_id_or_name(self):
+        with pytest.raises(Refused, match="exactly one"):
+            parse(body(kind="requeue_job", job_id="1", job_name="x"), cluster=CLUSTER)
+        with pytest.raises(Refused, match="exactly one"):
+            parse(body(kind="requeue_job"), cluster=CLUSTER)
+
+
+class TestParseFailNode:
+    @pytest.mark.parametrize("repair", ["Replace", "Reboot"])
+    def test_fail_node(self, repair):
+        command = parse(body(kind="fail_node", node="ip-10-1-2-3", repair=repair), cluster=CLUSTER)
+        assert command.action == FailNode(node="ip-10-1-2-3", repair=repair)
+        assert command.target == "ip-10-1-2-3"
+
+    @pytest.mark.parametrize("node", HOSTILE_NODES)
+    def test_hostile_node_is_refused(self, node):
+        with pytest.raises(Refused, match="node must match"):
+            parse(body(kind="fail_node", node=node, repair="Replace"), cluster=CLUSTER)
+
+    @pytest.mark.parametrize("repair", ["replace", "REBOOT", "Terminate", "", None, "Replace; reboot"])
+    def test_repair_is_exactly_replace_or_reboot(self, repair):
+        with pytest.raises(Refused, match="repair"):
+            parse(body(kind="fail_node", node="ip-10-1-2-3", repair=repair), cluster=CLUSTER)
+
+    def test_node_pattern_is_opt_in(self):
+        message = body(kind="fail_node", node="localhost", repair="Reboot")
+        # Given no --node-pattern: only HyperPod's ip-a-b-c-d names
+        with pytest.raises(Refused):
+            parse(message, cluster=CLUSTER)
+        # Given --node-pattern localhost: accepted
+        command = parse(message, cluster=CLUSTER, node_pattern=compile_node_pattern("localhost"))
+        assert command.action == FailNode(node="localhost", repair="Reboot")
+
+    @pytest.mark.parametrize("node", ["localhost; reboot", "local host", "localhost\n", "localhost,other", "loc[1-2]"])
+    def test_a_permissive_node_pattern_cannot_let_unsafe_names_through(self, node):
+        with pytest.raises(Refused):
+            parse(body(kind="fail_node", node=node, repair="Reboot"), cluster=CLUSTER,
+                  node_pattern=compile_node_pattern(r"(?s).*"))
+
+    def test_node_pattern_is_a_full_match(self):
+        pattern = compile_node_pattern("local")
+        with pytest.raises(Refused):
+            parse(body(kind="fail_node", node="localhost", repair="Reboot"), cluster=CLUSTER, node_pattern=pattern)
+
+    def test_empty_node_pattern_means_none(self):
+        assert compile_node_pattern("") is None
+        assert compile_node_pattern(None) is None
+        with pytest.raises(re.error):
+            compile_node_pattern("(")
+
+
+class TestParseEnvelope:
+    def test_other_cluster_is_refused(self):
+        with pytest.raises(Refused, match="this agent serves") as refused:
+            parse(body(kind="requeue_job", job_id="4211", cluster="someone-else"), cluster=CLUSTER)
+        assert refused.value.command_id == COMMAND_ID
+        assert refused.value.cluster == "someone-else"
+
+    @pytest.mark.parametrize("kind", ["run_shell", "scancel", "", None, "REQUEUE_JOB"])
+    def test_unknown_kind_is_refused(self, kind):
+        with pytest.raises(Refused, match="kind must be one of"):
+            parse(body(kind=kind, job_id="4211"), cluster=CLUSTER)
+
+    @pytest.mark.parametrize("raw", ["not json", "[]", "null", json.dumps("x"), "{" * 10, "x" * 20_000])
+    def test_garbage_is_refused_without_a_command_id(self, raw):
+        with pytest.raises(Refused) as refused:
+            parse(raw, cluster=CLUSTER)
+        assert refused.value.command_id is None
+
+    @pytest.mark.parametrize("command_id", [None, "", "a b", "x" * 65, "id;rm", "../../etc", "-abc"])
+    def test_command_id_must_be_plain(self, command_id):
+        with pytest.raises(Refused, match="command_id") as refused:
+            parse(body(kind="requeue_job", job_id="4211", command_id=command_id), cluster=CLUSTER)
+        assert refused.value.command_id is None
+
+    def test_long_incident_is_truncated(self):
+        command = parse(body(kind="requeue_job", job_id="1", incident="i" * 5000), cluster=CLUSTER)
+        assert len(command.incident) == 512
+
+
+class TestArgv:
+    def test_requeue_argv(self):
+        assert requeue_argv("4211") == ["scontrol", "requeue", "4211"]
+        assert requeue_argv("4211_7") == ["scontrol", "requeue", "4211_7"]  # an array task, as squeue prints it
+
+    def test_find_jobs_argv(self):
+        assert find_jobs_argv("llama3-70b") == ["squeue", "--noheader", "--format=%i", "--name=llama3-70b"]
+
+    def test_fail_node_argv_exact_reason(self):
+        assert fail_node_argv("ip-10-1-2-3", "Replace") == [
+            "scontrol", "update", "NodeName=ip-10-1-2-3", "State=FAIL", "Reason=Action:Replace"]
+        assert fail_node_argv("ip-10-1-2-3", "Reboot")[-1] == "Reason=Action:Reboot"
+
+    @pytest.mark.parametrize("job_id", [j for j in HOSTILE_JOB_IDS if j != "42_1"])  # array tasks come from squeue
+    def test_builders_recheck_their_input(self, job_id):
+        with pytest.raises(ValueError):
+            requeue_argv(job_id)
+
+    @pytest.mark.parametrize("node", HOSTILE_NODES)
+    def test_fail_node_argv_rechecks(self, node):
+        with pytest.raises(ValueError):
+            fail_node_argv(node, "Replace")
+
+    @pytest.mark.parametrize("name", HOSTILE_NAMES)
+    def test_find_jobs_argv_rechecks(self, name):
+        with pytest.raises(ValueError):
+            find_jobs_argv(name)
+
+    def test_parse_job_ids_keeps_only_plain_ids(self):
+        output = "4211\n4212\n\n4213_[1-3]\n4211\n4214_2\n$(reboot)\n"
+        assert parse_job_ids(output) == (["4211", "4212", "4214_2"], ["4213_[1-3]", "$(reboot)"])
