@@ -1,0 +1,110 @@
+"""``python -m sim replay FILE [--config medic.yaml] [--fault SPEC]...`` and ``python -m sim demo``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sim.cfn import SimError
+from sim.faults import USAGE, FaultSpecError, parse_fault
+from sim.scenario import DEMO_CONFIG, bundled, read_scenario
+
+if TYPE_CHECKING:
+    from sim.replay import ReplayResult
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim", description="Replay events through Medic locally.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    replay = commands.add_parser("replay", help="replay a JSON Lines file; print records and pages as JSON Lines")
+    replay.add_argument("file", help="JSON Lines: EventBridge events and {\"sim\": ...} directives ('-' = stdin)")
+    replay.add_argument("--config", type=Path, help="Medic config (default: the file's '# config:' header, "
+                                                    "else medic.yaml)")
+    replay.add_argument("--fault", action="append", default=[], metavar="SPEC", help=USAGE)
+    replay.add_argument("--quiet", action="store_true", help="discard the handlers' own log lines "
+                                                             "(default: on stderr)")
+    demo = commands.add_parser("demo", help="replay the bundled scenarios and print a table per scenario")
+    demo.add_argument("scenarios", nargs="*", type=Path, help="scenario files (default: sim/scenarios/*.jsonl)")
+    demo.add_argument("--config", type=Path, help="config for scenarios without a '# config:' header "
+                                                  "(default: sim/scenarios/demo.medic.yaml)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "replay":
+            return _replay(args)
+        return _demo(args)
+    except (FaultSpecError, SimError, ValueError, OSError) as error:
+        # Bad usage, config or template: the tool cannot run (ConfigError is a ValueError).
+        print(f"sim: {error}", file=sys.stderr)
+        return 2
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from sim.replay import run
+
+    faults = [parse_fault(spec) for spec in args.fault]  # check them all before the (slow) synth
+    if args.file == "-":
+        lines, config = sys.stdin.read().splitlines(), args.config
+    else:
+        scenario = read_scenario(Path(args.file))
+        lines, config = scenario.lines, args.config or scenario.config
+    config = config or _default_config()
+
+    def out(line: dict) -> None:
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+    run(lines, config, faults, out=out, err=sys.stderr, handler_output=None if args.quiet else sys.stderr)
+    return 0
+
+
+def _default_config() -> Path:
+    here = Path("medic.yaml")
+    if here.is_file():
+        return here
+    from sim.synth import ROOT
+
+    return ROOT / "medic.yaml"
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from sim.replay import run
+
+    for path in args.scenarios or bundled():
+        scenario = read_scenario(path)
+        config = scenario.config or args.config or DEMO_CONFIG
+        result = run(scenario.lines, config, err=sys.stderr)
+        print(render(scenario.title, scenario.expect, result, config))
+    return 0
+
+
+def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
+    records, pages = result.records, result.pages
+    rows = [("time", "node", "fault", "action", "outcome", "paged", "reason")]
+    for record in records:
+        rows.append((str(record.get("timestamp", ""))[11:19], str(record.get("node_id") or record.get("job") or "-"),
+                     str(record.get("fault")), str(record.get("action")), str(record.get("outcome")),
+                     "yes" if record.get("paged") else "no", _truncate(str(record.get("reason", "")), 70)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = [f"== {title} ==", f"   config: {config.name}" + (f" · expected: {expect}" if expect else "")]
+    for index, row in enumerate(rows):
+        lines.append("   " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+                     + "  " + row[-1])
+        if index == 0:
+            lines.append("   " + "  ".join("-" * width for width in widths) + "  " + "-" * 6)
+    outcomes = Counter(record.get("outcome") for record in records)
+    node_calls = {key.split(":", 1)[1]: count for key, count in sorted(result.calls.items())
+                  if key.startswith("sagemaker:Batch")}
+    summary = ", ".join(f"{outcome} {count}" for outcome, count in outcomes.most_common()) or "no records"
+    calls = ", ".join(f"{name} {count}" for name, count in node_calls.items()) or "none"
+    lines.append(f"   summary: {summary} · pages {len(pages)} · node action calls: {calls}")
+    for page in pages:
+        lines.append(f"   page: {_truncate(str(page.get('subject')), 100)}")
+    return "\n".join(lines) + "\n"
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

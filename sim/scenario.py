@@ -1,0 +1,46 @@
+"""Scenario files: JSON Lines with an optional comment header naming a title, a config and the
+expected result, e.g.::
+
+    # title: Storm: 30 failing nodes in ten minutes
+    # config: dry-run.medic.yaml        (relative to the scenario file)
+    # expect: at most 4 executed, the rest suppressed, one summary page
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+DEMO_CONFIG = SCENARIOS / "demo.medic.yaml"
+_HEADER = re.compile(r"^#\s*(title|config|expect)\s*:\s*(.+?)\s*$")
+
+
+@dataclass
+class Scenario:
+    path: Path
+    lines: list[str]
+    title: str
+    config: Path | None
+    expect: str
+
+
+def read_scenario(path: Path) -> Scenario:
+    path = Path(path)
+    lines = path.read_text().splitlines()
+    header: dict[str, str] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        if not line.lstrip().startswith("#"):
+            break
+        match = _HEADER.match(line.strip())
+        if match:
+            header.setdefault(match.group(1), match.group(2))
+    config = (path.parent / header["config"]) if "config" in header else None
+    return Scenario(path, lines, header.get("title", path.stem), config, header.get("expect", ""))
+
+
+def bundled() -> list[Path]:
+    return sorted(SCENARIOS.glob("*.jsonl"))

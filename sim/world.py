@@ -1,0 +1,342 @@
+"""The emulated AWS account: moto in-process, with the stack's resources created from the
+synthesized template, generically by resource type."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import botocore.loaders
+import botocore.session
+from moto import mock_aws
+
+from sim.cfn import Physical, SimError, Template
+from sim.faults import Fault
+from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld
+from sim.router import Router
+
+ACCOUNT = "123456789012"  # moto's default account
+REGION = "us-west-2"
+PAGE_CAPTURE_QUEUE = "medic-sim-page-capture"
+
+
+@functools.cache
+def _loader() -> Any:
+    return botocore.loaders.create_loader()
+
+
+def _botocore_session() -> botocore.session.Session:
+    """A fresh session sharing one service-model loader: parsing the SageMaker model once is enough."""
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _loader())
+    return session
+
+
+@dataclass
+class Function:
+    logical_id: str
+    name: str
+    arn: str
+    handler: str
+    environment: dict[str, str] = field(default_factory=dict)
+    max_retries: int = 2  # Lambda async invocation default
+
+
+@dataclass
+class Rule:
+    logical_id: str
+    name: str
+    bus: str
+    probe_queue_url: str
+    functions: list[Function]
+
+
+class World:
+    """``with World(template, config, faults) as world:`` the emulated account, ready for events."""
+
+    def __init__(self, template: dict, config: Any = None, faults: Iterable[Fault] = (),
+                 region: str = REGION, account: str = ACCOUNT) -> None:
+        self.template = Template(template, region, account)
+        self.config = config
+        self.region = region
+        self.account = account
+        self.functions: dict[str, Function] = {}
+        self.rules: list[Rule] = []
+        self.page_queue_url = ""
+        self.topics: list[str] = []
+        self.mode_parameters: list[str] = []
+        self.hyperpod = HyperPodWorld(account, region, f"arn:aws:iam::{account}:role/medic-sim-hyperpod-nodes")
+        self.router = Router(faults, {
+            "sagemaker:BatchRebootClusterNodes": self.hyperpod.batch_reboot,
+            "sagemaker:BatchReplaceClusterNodes": self.hyperpod.batch_replace,
+        })
+        self.stored: dict[str, list[dict]] = {}  # accepted directives not emulated yet
+        self._mock: Any = None
+        self._clients: dict[str, Any] = {}
+
+    # lifecycle
+    def __enter__(self) -> World:
+        self._mock = mock_aws()
+        self._mock.start()
+        try:
+            # The harness's own clients (setup, page capture) keep moto's plain behaviour: no faults.
+            self.harness = boto3.Session(region_name=self.region, botocore_session=_botocore_session())
+            # The handlers' clients come from boto3's default session, routed through the router.
+            boto3.setup_default_session(region_name=self.region, botocore_session=_botocore_session())
+            self.router.install(boto3.DEFAULT_SESSION)
+            self.router.__enter__()
+            self._create_resources()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.router.__exit__()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self.harness.client(service, region_name=self.region)
+        return self._clients[service]
+
+    # resources from the template
+    def _create_resources(self) -> None:
+        t = self.template
+        for lid, _ in t.of_type("AWS::KMS::Key"):
+            key = self.client("kms").create_key(Description=f"{lid} (replay)")["KeyMetadata"]
+            t.physical[lid] = Physical(key["KeyId"], {"Arn": key["Arn"], "KeyId": key["KeyId"]})
+        for lid, _ in t.of_type("AWS::KMS::Alias"):
+            props = t.resolve(t.properties(lid))
+            self.client("kms").create_alias(AliasName=props["AliasName"], TargetKeyId=props["TargetKeyId"])
+            t.physical[lid] = Physical(props["AliasName"])
+        for lid, _ in t.of_type("AWS::SQS::Queue"):
+            self._queue(lid)
+        for lid, _ in t.of_type("AWS::SQS::Queue"):  # redrive policies once every queue exists
+            redrive = t.properties(lid).get("RedrivePolicy")
+            if redrive:
+                self.client("sqs").set_queue_attributes(QueueUrl=t.physical[lid].ref, Attributes={
+                    "RedrivePolicy": json.dumps(t.resolve(redrive))})
+        for lid, _ in t.of_type("AWS::SNS::Topic"):
+            self._topic(lid)
+        for lid, _ in t.of_type("AWS::DynamoDB::Table") + t.of_type("AWS::DynamoDB::GlobalTable"):
+            self._table(lid)
+        for lid, _ in t.of_type("AWS::SSM::Parameter"):
+            self._parameter(lid)
+        for lid, _ in t.of_type("AWS::Lambda::Function"):
+            props = t.properties(lid)
+            name = props.get("FunctionName") if isinstance(props.get("FunctionName"), str) else t.default_name(lid)
+            arn = t.arn("lambda", f"function:{name}")
+            t.physical[lid] = Physical(name, {"Arn": arn})
+            self.functions[lid] = Function(lid, name, arn, props.get("Handler", ""))
+        for lid, function in self.functions.items():
+            variables = t.properties(lid).get("Environment", {}).get("Variables", {})
+            function.environment = {key: str(value) for key, value in t.resolve(variables).items()}
+        for lid, _ in t.of_type("AWS::Lambda::EventInvokeConfig"):
+            props = t.properties(lid)
+            target = t.resolve(props.get("FunctionName"))
+            for function in self.functions.values():
+                if target in (function.name, function.arn) and "MaximumRetryAttempts" in props:
+                    function.max_retries = int(props["MaximumRetryAttempts"])
+        for lid, _ in t.of_type("AWS::Events::EventBus"):
+            name = t.resolve(t.properties(lid).get("Name")) or t.default_name(lid)
+            arn = self.client("events").create_event_bus(Name=name)["EventBusArn"]
+            t.physical[lid] = Physical(name, {"Arn": arn, "Name": name})
+        for lid, _ in t.of_type("AWS::Events::Rule"):
+            self._rule(lid)
+        self._capture_pages()
+
+    def _queue(self, lid: str) -> None:
+        t = self.template
+        props = t.properties(lid)
+        name = t.resolve(props.get("QueueName")) or t.default_name(lid, 75 if props.get("FifoQueue") else 80)
+        if props.get("FifoQueue") and not name.endswith(".fifo"):
+            name += ".fifo"
+        attributes = {key: str(t.resolve(props[key])).lower() if isinstance(props[key], bool)
+                      else str(t.resolve(props[key]))
+                      for key in ("FifoQueue", "ContentBasedDeduplication", "KmsMasterKeyId",
+                                  "MessageRetentionPeriod", "VisibilityTimeout", "DelaySeconds",
+                                  "ReceiveMessageWaitTimeSeconds", "SqsManagedSseEnabled")
+                      if key in props}
+        sqs = self.client("sqs")
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        t.physical[lid] = Physical(url, {"Arn": arn, "QueueName": name, "QueueUrl": url})
+
+    def _topic(self, lid: str) -> None:
+        t = self.template
+        props = t.properties(lid)
+        name = t.resolve(props.get("TopicName")) or t.default_name(lid, 256)
+        attributes = {key: str(t.resolve(props[key])) for key in ("KmsMasterKeyId", "DisplayName") if key in props}
+        arn = self.client("sns").create_topic(Name=name, Attributes=attributes)["TopicArn"]
+        t.physical[lid] = Physical(arn, {"TopicArn": arn, "TopicName": name})
+        self.topics.append(arn)
+
+    def _table(self, lid: str) -> None:
+        t = self.template
+        props = t.resolve(t.properties(lid))
+        name = props.get("TableName") or t.default_name(lid, 255)
+        args: dict[str, Any] = {"TableName": name, "KeySchema": props["KeySchema"],
+                                "AttributeDefinitions": props["AttributeDefinitions"]}
+        if props.get("ProvisionedThroughput"):
+            args["ProvisionedThroughput"] = props["ProvisionedThroughput"]
+        else:
+            args["BillingMode"] = "PAY_PER_REQUEST"
+        for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+            if props.get(key):
+                args[key] = props[key]
+        if props.get("StreamSpecification", {}).get("StreamViewType"):
+            args["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
+        dynamodb = self.client("dynamodb")
+        table = dynamodb.create_table(**args)["TableDescription"]
+        ttl = props.get("TimeToLiveSpecification")
+        if ttl and ttl.get("Enabled"):
+            dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification={
+                "Enabled": True, "AttributeName": ttl["AttributeName"]})
+        t.physical[lid] = Physical(name, {"Arn": table["TableArn"], "StreamArn": table.get("LatestStreamArn", "")})
+
+    def _parameter(self, lid: str) -> None:
+        t = self.template
+        props = t.resolve(t.properties(lid))
+        name = props.get("Name") or t.default_name(lid, 2048)
+        self.client("ssm").put_parameter(Name=name, Value=str(props.get("Value", "")),
+                                         Type=props.get("Type", "String"), Overwrite=True)
+        t.physical[lid] = Physical(name, {"Type": props.get("Type", "String"), "Value": str(props.get("Value", ""))})
+        self.mode_parameters.append(name)
+
+    def _rule(self, lid: str) -> None:
+        t = self.template
+        props = t.properties(lid)
+        if props.get("State", "ENABLED") != "ENABLED" or "EventPattern" not in props:
+            return  # disabled rules and schedules deliver nothing here
+        name = t.resolve(props.get("Name")) or t.default_name(lid, 64)
+        bus = t.resolve(props.get("EventBusName")) or "default"
+        events, sqs = self.client("events"), self.client("sqs")
+        pattern = t.resolve(props["EventPattern"])
+        events.put_rule(Name=name, EventBusName=bus, State="ENABLED",
+                        EventPattern=pattern if isinstance(pattern, str) else json.dumps(pattern))
+        # Which rule matched is learned from moto's own routing: one probe queue per rule.
+        probe = sqs.create_queue(QueueName=f"medic-sim-probe-{lid}"[:80])["QueueUrl"]
+        probe_arn = sqs.get_queue_attributes(QueueUrl=probe, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        functions = []
+        for target in t.resolve(props.get("Targets", [])):
+            matched = [f for f in self.functions.values() if target.get("Arn") in (f.arn, f.name)]
+            if not matched:
+                raise SimError(f"template: rule {lid} targets {target.get('Arn')!r}, which the replay "
+                               "cannot invoke (only the stack's Lambda functions)")
+            functions.extend(matched)
+        events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "sim-probe", "Arn": probe_arn}])
+        self.rules.append(Rule(lid, name, bus, probe, functions))
+
+    def _capture_pages(self) -> None:
+        """Every page actually published lands in a queue subscribed to each topic."""
+        sqs, sns = self.client("sqs"), self.client("sns")
+        self.page_queue_url = sqs.create_queue(QueueName=PAGE_CAPTURE_QUEUE, Attributes={
+            "MessageRetentionPeriod": "1209600"})["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=self.page_queue_url,
+                                       AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        for topic in self.topics:
+            sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+
+    # routing
+    def route(self, event: dict) -> list[Function]:
+        """The functions the stack's rules deliver this event to, as moto's EventBridge matches it."""
+        from datetime import datetime
+
+        entry: dict[str, Any] = {"Source": str(event.get("source", "")),
+                                 "DetailType": str(event.get("detail-type", "")),
+                                 "Detail": json.dumps(event.get("detail", {})),
+                                 "Resources": [str(r) for r in event.get("resources", []) or []]}
+        try:
+            entry["Time"] = datetime.fromisoformat(str(event.get("time", "")).replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        events, sqs = self.client("events"), self.client("sqs")
+        targets: list[Function] = []
+        for bus in dict.fromkeys(rule.bus for rule in self.rules):
+            events.put_events(Entries=[{**entry, "EventBusName": bus}])
+        for rule in self.rules:
+            delivered = False
+            while True:
+                messages = sqs.receive_message(QueueUrl=rule.probe_queue_url, MaxNumberOfMessages=10)
+                if not messages.get("Messages"):
+                    break
+                delivered = True
+                for message in messages["Messages"]:
+                    sqs.delete_message(QueueUrl=rule.probe_queue_url, ReceiptHandle=message["ReceiptHandle"])
+            if delivered:
+                targets.extend(rule.functions)
+        return targets
+
+    def drain_pages(self) -> list[dict]:
+        sqs = self.client("sqs")
+        pages = []
+        while True:
+            messages = sqs.receive_message(QueueUrl=self.page_queue_url, MaxNumberOfMessages=10,
+                                           MessageAttributeNames=["All"]).get("Messages", [])
+            if not messages:
+                return pages
+            for message in messages:
+                envelope = json.loads(message["Body"])
+                attributes = {name: value.get("Value") for name, value in
+                              (envelope.get("MessageAttributes") or {}).items()}
+                page: dict[str, Any] = {"topic": envelope.get("TopicArn"), "subject": envelope.get("Subject"),
+                                        "message": envelope.get("Message"), "attributes": attributes}
+                if "record" in attributes:
+                    try:
+                        page["record"] = json.loads(attributes["record"])
+                    except (TypeError, ValueError):
+                        page["record"] = None
+                pages.append(page)
+                sqs.delete_message(QueueUrl=self.page_queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    # the HyperPod world
+    def configured(self, cluster: str) -> Any:
+        return self.config.cluster(cluster) if self.config is not None else None
+
+    def protected_groups(self, cluster: str) -> list[str]:
+        spec = self.configured(cluster)
+        return list(spec.protected_groups) if spec is not None else ["controller", "login"]
+
+    def ensure_cluster(self, name: str, groups: dict[str, int] | None = None) -> None:
+        if self.hyperpod.has_cluster(name):
+            if groups is not None:
+                raise ValueError(f"cluster {name!r} already exists")
+            return
+        spec = self.configured(name)
+        if spec is not None:
+            self.hyperpod.cluster_ids[spec.id] = name
+        if groups is None:
+            eks = spec is not None and spec.orchestrator == "eks"
+            groups = {"workers": DEFAULT_WORKERS} if eks else {"controller": 1, "workers": DEFAULT_WORKERS}
+        self.hyperpod.create_cluster(self.client("sagemaker"), name, groups)
+
+    def prepare_for(self, event: dict) -> None:
+        """Create what the event refers to: a configured cluster, and an undeclared node in it."""
+        detail = event.get("detail")
+        if not isinstance(detail, dict):
+            return
+        cluster = detail.get("ClusterName")
+        if not isinstance(cluster, str) or self.configured(cluster) is None:
+            return
+        self.ensure_cluster(cluster)
+        node_id = detail.get("InstanceId")
+        if isinstance(node_id, str) and INSTANCE_ID.match(node_id) and not self.hyperpod.node(cluster, node_id):
+            protected = self.protected_groups(cluster)
+            groups = self.hyperpod.groups(cluster)
+            group = next((g for g in groups if g not in protected), None)
+            if group is None:
+                group = "workers"
+            self.hyperpod.put_node(cluster, node_id, group)
+
+    # environment for an invocation
+    def environment(self, function: Function) -> dict[str, str]:
+        # Lambda sets the region; X-Ray is not emulated.
+        return {**function.environment, "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
+                "POWERTOOLS_TRACE_DISABLED": "true"}
