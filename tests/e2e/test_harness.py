@@ -1,0 +1,192 @@
+"""Specification of the harness itself: the emulated HyperPod node actions, fault injection at the
+HTTP layer, and the world built from a template (a hand-written one in the synthesized shape)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+import time_machine
+from botocore.exceptions import ClientError, ParamValidationError
+from moto.core.models import botocore_stubber
+
+from sim.faults import FaultSpecError, parse_fault
+from sim.scenario import DEMO_CONFIG
+from sim.synth import load_config
+from sim.world import World
+from tests.e2e.conftest import sample
+from tests.e2e.template_fixture import template
+
+CLUSTER = "pretrain-slurm"
+NODE = "i-0d4e5f60718293a4b"
+
+
+@pytest.fixture
+def world_with(request) -> Iterator:
+    worlds = []
+
+    def _world(*faults: str) -> World:
+        config = load_config(DEMO_CONFIG)
+        world = World(template(config), config, [parse_fault(spec) for spec in faults]).__enter__()
+        worlds.append(world)
+        return world
+
+    yield _world
+    for world in reversed(worlds):
+        world.__exit__()
+
+
+@pytest.fixture
+def world(world_with) -> World:
+    world = world_with()
+    world.prepare_for(sample("hyperpod-node-health-unhealthy"))  # pretrain-slurm, with NODE in it
+    return world
+
+
+def test_the_world_is_built_from_the_template(world):
+    # Given the template's function environment refers to the table, topic and parameter
+    env = world.functions["NodeFnABC"].environment
+    # Then each reference resolves to an emulated resource that exists
+    assert boto3.client("dynamodb").describe_time_to_live(TableName=env["LEDGER_TABLE"])[
+        "TimeToLiveDescription"]["AttributeName"] == "expires_at"
+    assert boto3.client("sns").get_topic_attributes(TopicArn=env["PAGE_TOPIC_ARN"])["Attributes"]["KmsMasterKeyId"]
+    assert boto3.client("ssm").get_parameter(Name=env["MODE_PARAMETER"])["Parameter"]["Value"] == "act"
+    assert env["STACK"] == "Medic-us-west-2"
+    assert world.functions["NodeFnABC"].max_retries == 2
+
+
+def test_routing_uses_the_rules_event_patterns(world):
+    node_event = sample("hyperpod-node-health-unhealthy")
+    assert [f.logical_id for f in world.route(node_event)] == ["NodeFnABC"]
+    assert world.route({**node_event, "detail-type": "SageMaker HyperPod Cluster State Change"}) == []
+    assert world.route(sample("training-job-failed")) == []
+
+
+def test_a_configured_cluster_is_created_on_the_fly_and_an_undeclared_node_joins_the_workers(world):
+    groups = boto3.client("sagemaker").describe_cluster(ClusterName=CLUSTER)["InstanceGroups"]
+    assert {g["InstanceGroupName"]: g["CurrentCount"] for g in groups} == {"controller": 1, "workers": 17}
+    node = boto3.client("sagemaker").describe_cluster_node(ClusterName=CLUSTER, NodeId=NODE)["NodeDetails"]
+    assert (node["InstanceGroupName"], node["InstanceStatus"]["Status"]) == ("workers", "Running")
+    # Emulated nodes carry valid instance ids, as real ones do
+    listed = boto3.client("sagemaker").list_cluster_nodes(ClusterName=CLUSTER)["ClusterNodeSummaries"]
+    assert all(s["InstanceId"].startswith("i-0") and len(s["InstanceId"]) == 19 for s in listed)
+
+
+def test_invalid_instance_ids_and_unconfigured_clusters_are_left_alone(world):
+    hostile = sample("hyperpod-node-health-unhealthy")
+    hostile["detail"]["InstanceId"] = "i-0abc; rm -rf /"
+    world.prepare_for(hostile)
+    assert world.hyperpod.node(CLUSTER, "i-0abc; rm -rf /") is None
+    elsewhere = sample("hyperpod-node-health-unhealthy")
+    elsewhere["detail"]["ClusterName"] = "someone-elses"
+    world.prepare_for(elsewhere)
+    assert not world.hyperpod.has_cluster("someone-elses")
+
+
+def test_batch_node_actions_answer_per_node_like_the_service(world):
+    sagemaker = boto3.client("sagemaker")
+    world.hyperpod.put_node(CLUSTER, "i-0c0ffee0c0ffee001", "controller")
+    response = sagemaker.batch_replace_cluster_nodes(
+        ClusterName=CLUSTER, NodeIds=[NODE, "i-0123456789abcdef0", "i-0c0ffee0c0ffee001"])
+    assert response["Successful"] == [NODE]
+    assert {f["NodeId"]: f["ErrorCode"] for f in response["Failed"]} == {
+        "i-0123456789abcdef0": "InstanceIdNotFound", "i-0c0ffee0c0ffee001": "InvalidInstanceStatus"}
+    assert "controller nodes cannot be replaced" in response["Failed"][1]["Message"]
+    # A node being repaired cannot be acted on again
+    again = sagemaker.batch_reboot_cluster_nodes(ClusterName=CLUSTER, NodeIds=[NODE])
+    assert again["Failed"][0]["ErrorCode"] == "InstanceIdInUse" and "Successful" not in again
+    status = sagemaker.describe_cluster_node(ClusterName=CLUSTER, NodeId=NODE)["NodeDetails"]["InstanceStatus"]
+    assert status["Status"] == "Pending"
+    assert world.router.calls["sagemaker:BatchReplaceClusterNodes"] == 1
+
+
+def test_the_repair_ends_after_its_emulated_duration(world):
+    with time_machine.travel(datetime(2026, 11, 20, 8, 0, tzinfo=UTC), tick=False):
+        boto3.client("sagemaker").batch_reboot_cluster_nodes(ClusterName=CLUSTER, NodeIds=[NODE])
+    assert world.hyperpod.node(CLUSTER, NODE).status == "SystemUpdating"
+    world.hyperpod.finish_repairs(datetime(2026, 11, 20, 8, 5, tzinfo=UTC))
+    assert world.hyperpod.node(CLUSTER, NODE).status == "SystemUpdating"
+    world.hyperpod.finish_repairs(datetime(2026, 11, 20, 8, 0, tzinfo=UTC) + timedelta(minutes=10))
+    assert world.hyperpod.node(CLUSTER, NODE).status == "Running"
+
+
+def test_invalid_parameters_fail_as_with_real_aws(world):
+    sagemaker = boto3.client("sagemaker")
+    # botocore validates against the real service model before anything is sent
+    with pytest.raises(ParamValidationError):
+        sagemaker.batch_replace_cluster_nodes(ClusterName=CLUSTER, NodeIds=[])
+    # patterns are the service's to check
+    with pytest.raises(ClientError) as bad_id:
+        sagemaker.batch_replace_cluster_nodes(ClusterName=CLUSTER, NodeIds=["i-0abc; rm -rf /"])
+    assert bad_id.value.response["Error"]["Code"] == "ValidationException"
+    with pytest.raises(ClientError) as missing:
+        sagemaker.batch_reboot_cluster_nodes(ClusterName="no-such-cluster", NodeIds=[NODE])
+    assert missing.value.response["Error"]["Code"] == "ResourceNotFound"
+    assert world.hyperpod.actions == []
+
+
+def test_the_router_is_the_only_before_send_responder_of_handler_clients(world):
+    client = boto3.client("dynamodb")
+    handlers = list(client.meta.events._emitter._handlers.prefix_search("before-send.dynamodb.PutItem"))
+    assert botocore_stubber not in handlers
+    assert handlers[0].__self__ is world.router
+
+
+def test_a_faulted_call_fails_with_its_code_and_has_no_side_effect(world_with):
+    world = world_with("dynamodb:PutItem=ValidationException:1")
+    table = world.functions["NodeFnABC"].environment["LEDGER_TABLE"]
+    dynamodb = boto3.client("dynamodb")
+    with pytest.raises(ClientError) as error:
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "sk": {"S": "b"}})
+    assert error.value.response["Error"]["Code"] == "ValidationException"
+    assert "Item" not in dynamodb.get_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"S": "b"}})
+    # the next call goes through
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "sk": {"S": "b"}})
+    assert dynamodb.get_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"S": "b"}})["Item"]
+
+
+def test_throttling_is_retried_by_botocore_with_backoff_recorded_not_slept(world_with):
+    world = world_with("ssm:GetParameter=ThrottlingException:2")
+    name = world.functions["NodeFnABC"].environment["MODE_PARAMETER"]
+    response = boto3.client("ssm").get_parameter(Name=name)
+    assert response["ResponseMetadata"]["RetryAttempts"] == 2
+    assert (world.router.calls["ssm:GetParameter"], world.router.attempts["ssm:GetParameter"]) == (1, 3)
+    assert len(world.router.backoff_seconds) == 2
+
+
+def test_faults_speak_each_protocol(world_with):
+    world = world_with("sns:Publish=InternalError:99", "s3:ListBuckets=SlowDown:99",
+                       "sagemaker:DescribeCluster=ServiceUnavailable:99")
+    cases = [
+        (lambda: boto3.client("sns").publish(TopicArn=world.topics[0], Message="x"), "InternalError", 500),
+        (lambda: boto3.client("s3").list_buckets(), "SlowDown", 503),
+        (lambda: boto3.client("sagemaker").describe_cluster(ClusterName=CLUSTER), "ServiceUnavailable", 503),
+    ]
+    for call, code, status in cases:
+        with pytest.raises(ClientError) as error:
+            call()
+        assert error.value.response["Error"]["Code"] == code
+        assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+    assert world.drain_pages() == []  # the failed publish published nothing
+
+
+def test_the_harness_own_clients_are_not_faulted(world_with):
+    world = world_with("sqs:ReceiveMessage=AccessDenied:99")
+    assert world.drain_pages() == []
+
+
+@pytest.mark.parametrize(("spec", "complaint"), [
+    ("sagemaker", "expected --fault service:Operation=ErrorCode:N"),
+    ("sagemakr:BatchReplaceClusterNodes=X:1", "unknown service 'sagemakr' (did you mean sagemaker?)"),
+    ("sagemaker:BatchReplaceNodes=X:1",
+     "has no operation 'BatchReplaceNodes' (did you mean BatchReplaceClusterNodes?)"),
+    ("sagemaker:BatchReplaceClusterNodes=Bad Code:1", "error code 'Bad Code'"),
+    ("sagemaker:BatchReplaceClusterNodes=ThrottlingException:0", "count '0' must be a whole number >= 1"),
+    ("sagemaker:BatchReplaceClusterNodes=ThrottlingException:two", "count 'two'"),
+])
+def test_a_bad_fault_spec_names_the_bad_part(spec, complaint):
+    with pytest.raises(FaultSpecError) as error:
+        parse_fault(spec)
+    assert complaint in str(error.value)
