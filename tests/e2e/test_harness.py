@@ -3,6 +3,7 @@ HTTP layer, and the world built from a template (a hand-written one in the synth
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -190,3 +191,43 @@ def test_a_bad_fault_spec_names_the_bad_part(spec, complaint):
     with pytest.raises(FaultSpecError) as error:
         parse_fault(spec)
     assert complaint in str(error.value)
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    from tests.e2e import standin
+
+    monkeypatch.setattr(standin, "calls", [])
+    config = load_config(DEMO_CONFIG)
+    stack = template(config)
+    stack["Resources"]["NodeFnABC"]["Properties"]["Handler"] = "tests.e2e.standin.handler"
+    return stack, standin
+
+
+def test_handler_output_stays_off_stdout_and_records_come_in_order(stand_in, capsys):
+    import io
+
+    from sim.replay import run
+
+    stack, standin = stand_in
+    handler_output, lines = io.StringIO(), []
+    result = run([json.dumps(sample("hyperpod-node-health-unhealthy"))], DEMO_CONFIG, template=stack,
+                 out=lines.append, handler_output=handler_output)
+    assert capsys.readouterr().out == ""
+    assert "EMF metric line" in handler_output.getvalue()
+    assert lines == result.lines
+    assert [(r["kind"], r["outcome"], r["function"]) for r in lines] == [("record", "executed", "Medic-NodeFnABC")]
+    assert lines[0]["timestamp"] == "2026-11-20T08:14:05.000+00:00"  # the event's time, not the wall clock
+
+
+def test_a_failing_handler_is_retried_like_an_async_lambda_invoke(stand_in, capsys):
+    from sim.replay import run
+
+    stack, standin = stand_in
+    failing = sample("hyperpod-node-health-unhealthy")
+    failing["detail"]["fail_times"] = 2
+    result = run([json.dumps(failing)], DEMO_CONFIG, template=stack)
+    # Lambda retries an async invoke twice, about a minute and then two minutes later
+    assert [f"{at:%H:%M:%S}" for at in standin.calls] == ["08:14:05", "08:15:05", "08:17:05"]
+    assert [r["attempt"] for r in result.records] == [3]
+    assert len(result.errors) == 2 and "RuntimeError: stand-in failure" in capsys.readouterr().err
