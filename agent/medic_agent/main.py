@@ -45,8 +45,9 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class _StopPolling(Exception):  # noqa: N818 - control flow, not an error
-    """Raised by the signal handler to cut a long-poll short."""
+class _StopPolling(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised by the signal handler to cut a long-poll short. A BaseException, like KeyboardInterrupt, so
+    botocore's and urllib3's `except Exception` (which retry) let it through."""
 
 
 class Agent:
@@ -91,10 +92,10 @@ class Agent:
     def poll(self) -> int:
         """One cycle: heartbeat if due, one long-poll, handle what it brought. Returns messages handled."""
         self.heartbeat_if_due()
-        if self.stopping:
-            return 0
-        self._receiving = True
+        self._receiving = True  # from here a stop signal interrupts: set before the check, so none slips between
         try:
+            if self.stopping:
+                return 0
             messages = self.queue.receive()
         finally:
             self._receiving = False
