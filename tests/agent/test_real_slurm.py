@@ -1,0 +1,200 @@
+"""The agent, as its own process, against a real Slurm (munged + slurmctld + slurmd on localhost) and emulated AWS.
+
+Assertions are on Slurm's own state (`scontrol show job` Restarts, `scontrol show node` Reason), the
+ledger, the queue, and the argv the agent handed to scontrol/squeue (recorded by a spying wrapper that
+then runs the real binary).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.agent.fakes import ledger_item
+
+
+def test_requeues_a_running_job_by_id(cluster):
+    # Given a real batch job, running
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    assert cluster.slurm.job(job_id)["Restarts"] == "0"
+    # When Medic queues a requeue for it and the agent polls
+    body = cluster.command(job_id=job_id)
+    cluster.send(body)
+    run = cluster.run_agent()
+    # Then Slurm requeued it: its restart count went up
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+    assert cluster.slurm_calls() == [f"scontrol requeue {job_id}"]
+    # And the ledger has the real outcome, and the message is gone
+    result = cluster.result(body)
+    assert result["status"] == "executed"
+    assert result["message"] == f"scontrol requeue {job_id}: exit 0"
+    assert result["target"] == job_id and result["cluster"] == cluster.name
+    assert cluster.queue_depth() == 0
+    # And it heartbeated, and said what it did in JSON lines
+    beat = ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "heartbeat")
+    assert beat is not None and beat["version"]
+    executed = [line for line in run.lines if line["message"] == "command executed"]
+    assert executed and executed[0]["command_id"] == body["command_id"] and executed[0]["target"] == job_id
+
+
+def test_requeues_every_job_with_a_name(cluster):
+    # Given two running jobs named llama3-70b and one other job
+    named = [cluster.slurm.submit("llama3-70b"), cluster.slurm.submit("llama3-70b")]
+    other = cluster.slurm.submit("eval")
+    for job_id in [*named, other]:
+        cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    # When Medic asks to requeue llama3-70b
+    body = cluster.command(job_name="llama3-70b")
+    cluster.send(body)
+    cluster.run_agent()
+    # Then both llama3-70b jobs restarted, and the other did not
+    assert [cluster.slurm.job(job_id)["Restarts"] for job_id in named] == ["1", "1"]
+    assert cluster.slurm.job(other)["Restarts"] == "0"
+    calls = cluster.slurm_calls()
+    assert calls[0] == "squeue --noheader --format=%i --name=llama3-70b"
+    assert sorted(calls[1:]) == sorted(f"scontrol requeue {job_id}" for job_id in named)
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["target"] == "name:llama3-70b"
+    assert sorted(item["S"] for item in result["job_ids"]) == sorted(named)
+
+
+def test_slurm_refusing_is_reported_as_failed(cluster):
+    # Given a job id Slurm does not know
+    body = cluster.command(job_id="999999")
+    cluster.send(body)
+    cluster.run_agent()
+    # Then the ledger says failed, with Slurm's own words
+    result = cluster.result(body)
+    assert result["status"] == "failed"
+    assert result["message"].startswith("scontrol requeue 999999: exit 1")
+    assert "Invalid job id" in result["message"]
+    assert cluster.queue_depth() == 0
+
+
+@pytest.mark.parametrize("repair", ["Replace", "Reboot"])
+def test_marks_a_node_for_repair_with_the_exact_reason(cluster, repair):
+    # Given the cluster's node, idle
+    node = cluster.slurm.node
+    assert cluster.slurm.node_state() == "idle"
+    # When Medic asks for the Slurm-native repair of it
+    body = cluster.command(kind="fail_node", node=node, repair=repair)
+    cluster.send(body)
+    cluster.run_agent()
+    # Then Slurm has the node in FAIL with reason exactly Action:<repair>
+    try:
+        assert "fail" in cluster.slurm.node_state()
+        assert cluster.slurm.node_reason() == f"Action:{repair}"
+        assert cluster.slurm_calls() == [f"scontrol update NodeName={node} State=FAIL Reason=Action:{repair}"]
+        assert cluster.result(body)["status"] == "executed"
+    finally:
+        cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+    assert cluster.slurm.node_state() == "idle"
+
+
+def test_hostile_values_are_refused_and_nothing_runs(cluster, tmp_path):
+    # Given a running job, and commands whose values would do harm through a shell
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    canary = tmp_path / "canary"
+    hostile = [
+        cluster.command(job_id=f"{job_id}; rm -rf /"),
+        cluster.command(job_id="$(reboot)"),
+        cluster.command(job_id=f"$(touch {canary})"),
+        cluster.command(job_id=f"{job_id}\n"),
+        cluster.command(job_name=f"pretrain;touch {canary}"),
+        cluster.command(job_name="pretrain`reboot`"),
+        cluster.command(kind="fail_node", node=f"{cluster.slurm.node}; touch {canary}", repair="Replace"),
+        cluster.command(kind="fail_node", node="$(reboot)", repair="Replace"),
+        cluster.command(kind="fail_node", node="ALL", repair="Replace"),
+        cluster.command(kind="fail_node", node=cluster.slurm.node, repair="Replace Reason=x"),
+        cluster.command(kind="scancel", job_id=job_id),
+    ]
+    for body in hostile:
+        cluster.send(body)
+    # When the agent polls (twice: one receive brings at most 10)
+    cluster.run_agent()
+    cluster.run_agent()
+    # Then every one is refused in the ledger, with the reason
+    for body in hostile:
+        result = cluster.result(body)
+        assert result is not None, body
+        assert result["status"] == "refused", (body, result)
+    # And nothing ran: no scontrol or squeue was started at all, no canary, Slurm untouched
+    assert cluster.slurm_calls() == []
+    assert not canary.exists()
+    assert cluster.slurm.job(job_id)["Restarts"] == "0"
+    assert cluster.slurm.job(job_id)["JobState"] == "RUNNING"
+    assert cluster.slurm.node_state() in ("mixed", "allocated")
+    assert cluster.slurm.node_reason() == ""
+    assert cluster.queue_depth() == 0
+
+
+def test_a_command_delivered_twice_runs_once(cluster):
+    # Given a running job, and the same command delivered twice (two SQS messages, one command id)
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    body = cluster.command(job_id=job_id)
+    cluster.send(body)
+    cluster.send(body)
+    # When the agent polls
+    run = cluster.run_agent()
+    # Then scontrol ran once, the job restarted once, and both messages are gone
+    assert cluster.slurm_calls() == [f"scontrol requeue {job_id}"]
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+    assert cluster.result(body)["status"] == "executed"
+    assert "command already handled; not run again" in run.messages()
+    assert cluster.queue_depth() == 0
+
+
+def test_a_restarted_agent_does_not_rerun_a_command(cluster):
+    # Given an agent process that requeued a job
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    body = cluster.command(job_id=job_id)
+    cluster.send(body)
+    cluster.run_agent()
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+    # When the command comes back to a new agent process with the same state file
+    cluster.send(body)
+    cluster.run_agent()
+    # And again after the ledger's claim is gone too (expired, restored table): the state file alone
+    cluster.dynamodb.delete_item(TableName=cluster.table, Key={"pk": {"S": f"command#{body['command_id']}"},
+                                                               "sk": {"S": "claim"}})
+    cluster.send(body)
+    cluster.run_agent()
+    # Then it never ran again
+    assert cluster.slurm_calls() == [f"scontrol requeue {job_id}"]
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+    assert cluster.result(body)["status"] == "executed"
+    assert cluster.queue_depth() == 0
+    assert json.loads(cluster.state_file.read_text())["commands"][body["command_id"]]["status"] == "done"
+
+
+def test_sigterm_stops_the_agent_cleanly_mid_poll(cluster):
+    # Given the agent running as a service would: long-polling an empty queue
+    process = subprocess.Popen(cluster.agent_argv("--wait-seconds", "20"), env=cluster.env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # its heartbeat shows it reached the loop
+            if ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "heartbeat"):
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        # When systemd stops it
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    # Then it exits 0 well before the long-poll would have ended, saying so
+    assert process.returncode == 0, err
+    assert time.monotonic() - started < 5
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert lines[-1]["message"] == "agent stopped" and lines[-1]["reason"] == "signal"
