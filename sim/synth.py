@@ -48,7 +48,9 @@ def cache_key(config_path: Path) -> str:
             digest.update(f"{version_of}={metadata.version(version_of)}".encode())
         except metadata.PackageNotFoundError:
             pass
-    for source in sorted((ROOT / "infra").rglob("*.py")) + [ROOT / "functions" / "medic" / "config.py"]:
+    sources = sorted((ROOT / "infra").rglob("*.py")) + [ROOT / "functions" / "medic" / "config.py",
+                                                         ROOT / "cdk.json", ROOT / "cdk.context.json"]
+    for source in sources:
         if source.is_file():
             digest.update(str(source.relative_to(ROOT)).encode())
             digest.update(source.read_bytes())
@@ -71,6 +73,17 @@ def stack_template(config_path: Path, cache: Path = CACHE) -> dict:
     return template
 
 
+def _cdk_context() -> dict:
+    """The context ``cdk synth`` would pass: cdk.json's feature flags and cdk.context.json."""
+    context: dict = {}
+    for name, key in (("cdk.json", "context"), ("cdk.context.json", None)):
+        path = ROOT / name
+        if path.is_file():
+            data = json.loads(path.read_text())
+            context.update(data.get(key, {}) if key else data)
+    return context
+
+
 def synthesize(config_path: Path) -> dict:
     for warning in ("END_OF_LIFE", "DEPRECATED", "UNTESTED"):  # jsii's Node version banners, not ours
         os.environ.setdefault(f"JSII_SILENCE_WARNING_{warning}_NODE_VERSION", "1")
@@ -85,7 +98,7 @@ def synthesize(config_path: Path) -> dict:
         raise SimError(f"cannot synthesize the stack: {error} (is infra/ there and the venv active?)") from None
     config = load_config(config_path)
     with tempfile.TemporaryDirectory(prefix="medic-sim-synth-") as outdir:
-        app = cdk.App(outdir=outdir)
+        app = cdk.App(outdir=outdir, context=_cdk_context())
         MedicStack(app, STACK_NAME, config=config)
         assembly = app.synth()
         return assembly.get_stack_by_name(STACK_NAME).template

@@ -322,7 +322,8 @@ class World:
         detail = event.get("detail")
         if not isinstance(detail, dict):
             return
-        cluster = detail.get("ClusterName")
+        nested = detail.get("EventDetails")  # "SageMaker HyperPod Cluster Event" nests its details
+        cluster = detail.get("ClusterName") or (nested.get("ClusterName") if isinstance(nested, dict) else None)
         if not isinstance(cluster, str) or self.configured(cluster) is None:
             return
         self.ensure_cluster(cluster)
