@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -84,12 +85,23 @@ def _cdk_context() -> dict:
     return context
 
 
+def _quiet_node_banners(node: str) -> None:
+    """jsii prints a large banner about the Node version on every start; it is not the replay's news."""
+    try:
+        version = subprocess.run([node, "--version"],  # noqa: S603 - the very binary jsii runs
+                                 capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    major = version.strip().lstrip("v").split(".")[0]
+    for warning in ("END_OF_LIFE", "DEPRECATED", "UNTESTED"):
+        os.environ.setdefault(f"JSII_SILENCE_WARNING_{warning}_NODE_VERSION", major)
+
+
 def synthesize(config_path: Path) -> dict:
-    for warning in ("END_OF_LIFE", "DEPRECATED", "UNTESTED"):  # jsii's Node version banners, not ours
-        os.environ.setdefault(f"JSII_SILENCE_WARNING_{warning}_NODE_VERSION", "1")
     local_node = ROOT / "node_modules" / "node" / "bin" / "node"  # Node pinned through package.json
     if local_node.is_file():
         os.environ.setdefault("JSII_NODE", str(local_node))
+    _quiet_node_banners(os.environ.get("JSII_NODE", "node"))
     try:
         import aws_cdk as cdk
 
