@@ -1,0 +1,155 @@
+"""agent/install.sh, with fakes at its edges: a resource_config.json like HyperPod's, a python whose
+`-m venv` makes a recording pip, and a recording systemctl. Nothing is installed on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
+INSTALL = AGENT_DIR / "install.sh"
+CONTROLLER_IP, WORKER_IP = "10.1.0.5", "10.1.0.6"
+ARGS = ["--controller-group", "controller-machine", "--cluster", "pretrain-slurm",
+        "--queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/medic-agent-pretrain-slurm",
+        "--table", "medic-ledger", "--region", "us-east-1"]
+
+
+class Node:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.calls = root / "calls.log"
+        self.prefix = root / "opt" / "medic-agent"
+        self.env_file = root / "etc" / "medic-agent.env"
+        self.unit_dir = root / "etc" / "systemd" / "system"
+        (root / "etc").mkdir()
+        self.resource_config = root / "resource_config.json"
+        self.resource_config.write_text(json.dumps({
+            "ClusterConfig": {"ClusterName": "pretrain-slurm"},
+            "InstanceGroups": [
+                {"Name": "controller-machine", "Instances": [{"CustomerIpAddress": CONTROLLER_IP,
+                                                              "InstanceName": "controller-machine-1"}]},
+                {"Name": "worker-group-1", "Instances": [{"CustomerIpAddress": WORKER_IP}]},
+            ],
+        }))
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        self._script(bin_dir / "systemctl", f'echo "systemctl $*" >> "{self.calls}"\n')
+        self.python = self._script(bin_dir / "python3", f"""
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+    mkdir -p "$3/bin"
+    printf '#!/bin/sh\\necho "pip $*" >> "{self.calls}"\\n' > "$3/bin/pip"
+    chmod +x "$3/bin/pip"
+    echo "venv $3" >> "{self.calls}"
+    exit 0
+fi
+exec "{sys.executable}" "$@"
+""")
+        self.path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+    @staticmethod
+    def _script(path: Path, body: str) -> Path:
+        path.write_text("#!/bin/sh\n" + body)
+        path.chmod(0o755)
+        return path
+
+    def install(self, *args: str, address: str = CONTROLLER_IP) -> subprocess.CompletedProcess:
+        argv = ["bash", str(INSTALL), *args, "--node-address", address, "--resource-config", str(self.resource_config),
+                "--prefix", str(self.prefix), "--env-file", str(self.env_file), "--unit-dir", str(self.unit_dir),
+                "--python", str(self.python)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**os.environ, "PATH": self.path})
+
+    def recorded(self) -> list[str]:
+        return self.calls.read_text().splitlines() if self.calls.exists() else []
+
+
+@pytest.fixture
+def node(tmp_path):
+    return Node(tmp_path)
+
+
+def test_on_a_worker_it_does_nothing(node):
+    done = node.install(*ARGS, address=WORKER_IP)
+    assert done.returncode == 0, done.stderr
+    assert ("instance group 'worker-group-1', not the controller group 'controller-machine': nothing to do"
+            in done.stderr)
+    assert node.recorded() == []
+    assert not node.env_file.exists() and not node.unit_dir.exists() and not node.prefix.exists()
+
+
+def test_on_the_controller_it_installs_configures_and_starts(node):
+    done = node.install(*ARGS, "--node-pattern", r"ip-[0-9-]+|login\d")
+    assert done.returncode == 0, done.stderr
+    assert node.recorded() == [
+        f"venv {node.prefix}",
+        f"pip install --quiet --upgrade --disable-pip-version-check {AGENT_DIR}",
+        "systemctl daemon-reload", "systemctl enable medic-agent.service", "systemctl restart medic-agent.service",
+    ]
+    assert node.env_file.read_text().splitlines() == [
+        "# Written by medic-agent install.sh",
+        "MEDIC_CLUSTER='pretrain-slurm'",
+        "MEDIC_QUEUE_URL='https://sqs.us-east-1.amazonaws.com/123456789012/medic-agent-pretrain-slurm'",
+        "MEDIC_TABLE='medic-ledger'",
+        "MEDIC_REGION='us-east-1'",
+        "AWS_REGION='us-east-1'",
+        r"MEDIC_NODE_PATTERN='ip-[0-9-]+|login\d'",
+    ]
+    assert node.env_file.stat().st_mode & 0o777 == 0o600
+    unit = (node.unit_dir / "medic-agent.service").read_text()
+    assert f"ExecStart={node.prefix}/bin/medic-agent\n" in unit
+    assert f"EnvironmentFile={node.env_file}\n" in unit
+    assert "Restart=always\n" in unit
+
+
+def test_no_start_enables_without_starting(node):
+    done = node.install(*ARGS, "--no-start")
+    assert done.returncode == 0, done.stderr
+    assert "systemctl enable medic-agent.service" in node.recorded()
+    assert "systemctl restart medic-agent.service" not in node.recorded()
+
+
+def test_offline_install_from_a_wheelhouse(node, tmp_path):
+    done = node.install(*ARGS, "--wheelhouse", str(tmp_path / "wheels"))
+    assert done.returncode == 0, done.stderr
+    assert (f"pip install --quiet --upgrade --disable-pip-version-check --no-index --find-links {tmp_path / 'wheels'} "
+            f"{AGENT_DIR}") in node.recorded()
+
+
+@pytest.mark.parametrize("change", [
+    ("--cluster", "x'; rm -rf / #"),
+    ("--cluster", "a b"),
+    ("--queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/q\nMEDIC_CLUSTER=other"),
+    ("--queue-url", "http://169.254.169.254/latest/meta-data"),
+    ("--table", "t;reboot"),
+    ("--region", "us-east-1'"),
+    ("--controller-group", "$(reboot)"),
+    ("--node-pattern", "x'\nMEDIC_CLUSTER='other"),
+])
+def test_hostile_or_malformed_values_are_refused_before_anything_happens(node, change):
+    option, value = change
+    args = list(ARGS)
+    if option in args:
+        args[args.index(option) + 1] = value
+    else:
+        args += [option, value]
+    done = node.install(*args)
+    assert done.returncode == 2
+    assert option in done.stderr
+    assert node.recorded() == [] and not node.env_file.exists()
+
+
+def test_missing_required_option(node):
+    done = node.install(*ARGS[2:])
+    assert done.returncode == 2 and "--controller-group is required" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_shellcheck_clean():
+    done = subprocess.run(["shellcheck", str(INSTALL), str(AGENT_DIR.parent / ".ci" / "install-slurm.sh")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
