@@ -112,7 +112,9 @@ class Replay:
         self.out = out
         self.err = err
         self.handler_output = handler_output
-        self.result = ReplayResult()
+        router = world.router  # the result shows the live counters
+        self.result = ReplayResult(calls=router.calls, attempts=router.attempts, injected=router.injected,
+                                   node_actions=world.hyperpod.actions)
         self.now: datetime | None = None  # the replay clock: the last event's time
         self._last_function: str | None = None
         self._monotonic_base = time.monotonic()
@@ -307,9 +309,6 @@ class Replay:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-        router = self.world.router
-        self.result.calls, self.result.attempts, self.result.injected = router.calls, router.attempts, router.injected
-        self.result.node_actions = self.world.hyperpod.actions
 
     def _monotonic(self) -> float:
         """Monotonic time that follows the replay clock, so the handlers' short caches expire as in AWS."""
