@@ -356,6 +356,9 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
     with World(template, config, parsed) as world:
         replay = Replay(world, out or (lambda line: None), err or sys.stderr, sink)
         replay._cold_start()
-        for lineno, text in enumerate(lines, 1):
-            replay.line(lineno, text)
+        try:
+            for lineno, text in enumerate(lines, 1):
+                replay.line(lineno, text)
+        finally:
+            replay._cold_start()  # no client of this emulated world outlives it
         return replay.result
