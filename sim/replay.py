@@ -31,10 +31,9 @@ import time_machine
 
 from sim.cfn import SimError
 from sim.faults import Fault, parse_fault
-from sim.synth import ROOT, load_config, stack_template
+from sim.synth import ROOT, import_paths, load_config, stack_template
 from sim.world import Function, World
 
-FUNCTIONS = ROOT / "functions"
 HANDLER_LOGGER = "medic"  # the Powertools logger the handlers write their records through
 RECORD_MESSAGE = "remediation"
 LAMBDA_RETRY_DELAYS = (timedelta(minutes=1), timedelta(minutes=2))  # async invoke retries, roughly
@@ -288,8 +287,7 @@ class Replay:
             self._epoch = datetime.now(UTC)
         saved = {key: os.environ.get(key) for key in self.world.environment(function)}
         os.environ.update(self.world.environment(function))
-        if str(FUNCTIONS) not in sys.path:
-            sys.path.insert(0, str(FUNCTIONS))
+        import_paths()
         logger = logging.getLogger(HANDLER_LOGGER)
         try:
             with mock.patch("time.monotonic", self._monotonic), contextlib.redirect_stdout(self.handler_output):

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -24,8 +25,16 @@ CACHE = ROOT / "build" / "sim-cache"
 STACK_NAME = "Medic"
 
 
+def import_paths() -> None:
+    """The Lambda asset (functions/, where the shared config model lives) and the repo root (infra/)."""
+    for path in (ROOT / "functions", ROOT):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+
+
 def load_config(path: Path) -> Any:
     """The typed Medic config, validated as ``cdk synth`` validates it."""
+    import_paths()
     try:
         from infra.config import load_config as infra_load_config
     except ImportError:  # infra not there (yet): the shared model validates the same way
@@ -98,6 +107,7 @@ def _quiet_node_banners(node: str) -> None:
 
 
 def synthesize(config_path: Path) -> dict:
+    import_paths()
     local_node = ROOT / "node_modules" / "node" / "bin" / "node"  # Node pinned through package.json
     if local_node.is_file():
         os.environ.setdefault("JSII_NODE", str(local_node))
