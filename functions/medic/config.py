@@ -94,6 +94,9 @@ class TrainingJobs(_Strict):
     # Execution roles Medic may pass to the restarted jobs (iam:PassRole). Empty: any role in
     # the account, limited to the SageMaker service by condition.
     role_arns: list[str] = Field(default_factory=list)
+    # Buckets holding these jobs' checkpoints (s3:ListBucket, to see a checkpoint exists). Empty:
+    # any bucket of the account.
+    checkpoint_buckets: list[str] = Field(default_factory=list)
 
     @field_validator("role_arns")
     @classmethod
@@ -102,6 +105,14 @@ class TrainingJobs(_Strict):
             if not re.match(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$", arn):
                 raise ValueError(f"not an IAM role ARN: {arn!r}")
         return arns
+
+    @field_validator("checkpoint_buckets")
+    @classmethod
+    def _buckets(cls, buckets: list[str]) -> list[str]:
+        for bucket in buckets:
+            if not re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", bucket):
+                raise ValueError(f"not an S3 bucket name: {bucket!r}")
+        return buckets
 
 
 class FailureRule(_Strict):

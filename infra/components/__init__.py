@@ -1,0 +1,1 @@
+"""One construct per concern; MedicStack composes them."""

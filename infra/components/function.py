@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS = ROOT / "functions"
+POWERTOOLS_ACCOUNT = "017000801446"  # AWS's account publishing the public Powertools layers
+
+
+def powertools_layer_arn(version: int) -> str:
+    return (f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_ACCOUNT}:layer:"
+            f"AWSLambdaPowertoolsPythonV3-python313-arm64:{version}")
+
+
+class DeadLetterQueue(Construct):
+    """Where events that could not be handled wait for an operator (14 days, encrypted, TLS only)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey) -> None:
+        super().__init__(scope, construct_id)
+        self.queue = sqs.Queue(
+            self, "Queue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        Validations.of(self.queue).acknowledge(Acknowledgment(
+            id="AwsSolutions::AwsSolutions-SQS3",
+            reason="This queue is itself a dead-letter queue; its depth alarm pages an operator."))
+
+
+class MedicFunction(Construct):
+    """A Medic handler: Python 3.13 on arm64, Powertools v3 and the pinned boto3 as layers, its own
+    log group and least-privilege role, async retries twice, then its dead-letter queue."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, handler: str, description: str,
+                 environment: dict[str, str], layers: list[lambda_.ILayerVersion], key: kms.IKey,
+                 timeout_seconds: int = 60, memory_size: int = 512) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
+                                       removal_policy=RemovalPolicy.RETAIN)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description=f"Medic {construct_id}")
+        self.role.add_to_policy(iam.PolicyStatement(
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[self.log_group.log_group_arn]))
+        self.function = lambda_.Function(
+            self, "Function",
+            description=description,
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler,
+            code=lambda_.Code.from_asset(str(FUNCTIONS), exclude=["**/__pycache__", "**/*.pyc"]),
+            layers=layers,
+            role=self.role,
+            log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            timeout=Duration.seconds(timeout_seconds),
+            memory_size=memory_size,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={"POWERTOOLS_SERVICE_NAME": "medic", "POWERTOOLS_METRICS_NAMESPACE": "Medic",
+                         **environment},
+            dead_letter_queue=self.dead_letters,
+            retry_attempts=2,
+            max_event_age=Duration.hours(6),
+        )
+        # Exact actions (no ReEncrypt*, no GenerateDataKey*): the ledger, the topic and the DLQ use this key.
+        self.role.add_to_policy(iam.PolicyStatement(
+            actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+            resources=[key.key_arn]))
+        Validations.of(self.role).acknowledge(Acknowledgment(
+            id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+            reason="X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
+                   "permissions; every other statement names its resources."))
+        Validations.of(self.function).acknowledge(Acknowledgment(
+            id="AwsSolutions::AwsSolutions-L1",
+            reason="Pinned to Python 3.13: the Powertools v3 layer and the tested runtime are python313."))

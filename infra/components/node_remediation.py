@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.components.function import MedicFunction
+from infra.components.shared import Shared
+
+NODE_HEALTH_EVENT = "SageMaker HyperPod Cluster Node Health Event"
+NODE_ACTIONS = ["sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode",
+                "sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes"]
+
+
+def cluster_arn(cluster_id: str) -> str:
+    return f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:cluster/{cluster_id}"
+
+
+class NodeRemediation(Construct):
+    """Node health events of the configured clusters → the node remediation function."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
+        super().__init__(scope, construct_id)
+        config = shared.config
+        self.handler = MedicFunction(
+            self, "Handler",
+            handler="medic.handlers.node_health.handler",
+            description="Medic: reboot or replace unhealthy HyperPod nodes under guardrails",
+            environment=shared.environment(),
+            layers=list(shared.layers),
+            key=shared.key,
+        )
+        role = self.handler.role
+        role.add_to_policy(iam.PolicyStatement(
+            actions=NODE_ACTIONS, resources=[cluster_arn(cluster.id) for cluster in config.clusters]))
+        shared.grant_ledger_paging_mode(role)
+
+        self.rule = events.Rule(
+            self, "Rule",
+            description="HyperPod node health events of the clusters Medic manages",
+            event_pattern=events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=[NODE_HEALTH_EVENT],
+                account=[Aws.ACCOUNT_ID],
+                detail={"ClusterName": [cluster.name for cluster in config.clusters]},
+            ),
+        )
+        self.rule.add_target(targets.LambdaFunction(
+            self.handler.function,
+            dead_letter_queue=self.handler.dead_letters,
+            retry_attempts=185,
+            max_event_age=Duration.hours(24),
+        ))

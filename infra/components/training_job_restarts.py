@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Aws, Duration, Validations
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.components.function import MedicFunction
+from infra.components.shared import Shared
+
+TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
+
+
+def training_job_arn(name_pattern: str) -> str:
+    return f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:training-job/{name_pattern}"
+
+
+class TrainingJobRestarts(Construct):
+    """Failed training jobs under a configured prefix → restart from the checkpoint (or page)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
+        super().__init__(scope, construct_id)
+        specs = shared.config.training_jobs
+        self.handler = MedicFunction(
+            self, "Handler",
+            handler="medic.handlers.training_job.handler",
+            description="Medic: restart failed SageMaker training jobs from their checkpoints",
+            environment=shared.environment(),
+            layers=list(shared.layers),
+            key=shared.key,
+        )
+        role = self.handler.role
+        # Lower-case too: SageMaker ARNs carry the job name lower-cased.
+        prefixes = sorted({spec.prefix for spec in specs} | {spec.prefix.lower() for spec in specs})
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags", "sagemaker:CreateTrainingJob",
+                     "sagemaker:AddTags"],
+            resources=[training_job_arn(f"{prefix}*") for prefix in prefixes]))
+        for prefix in prefixes:
+            Validations.of(role).acknowledge(Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+                   f"<AWS::AccountId>:training-job/{prefix}*]",
+                reason=f"Restarts create new jobs named {prefix}...-r<k>: the configured prefix is the scope."))
+        role.add_to_policy(self._pass_role(specs))
+        role.add_to_policy(self._list_checkpoints(specs))
+        shared.grant_ledger_paging_mode(role)
+
+        self.rule = events.Rule(
+            self, "Rule",
+            description="Failed SageMaker training jobs Medic may restart",
+            event_pattern=events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=[TRAINING_JOB_EVENT],
+                account=[Aws.ACCOUNT_ID],
+                detail={"TrainingJobStatus": ["Failed"],
+                        "TrainingJobName": [{"prefix": spec.prefix} for spec in specs]},
+            ),
+        )
+        self.rule.add_target(targets.LambdaFunction(
+            self.handler.function,
+            dead_letter_queue=self.handler.dead_letters,
+            retry_attempts=185,
+            max_event_age=Duration.hours(24),
+        ))
+
+    def _pass_role(self, specs) -> iam.PolicyStatement:
+        roles = sorted({arn for spec in specs for arn in spec.role_arns})
+        condition = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+        if roles:
+            return iam.PolicyStatement(actions=["iam:PassRole"], resources=roles, conditions=condition)
+        Validations.of(self.handler.role).acknowledge(Acknowledgment(
+            id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*]",
+            reason="No training_jobs.role_arns configured: the restarted job keeps its own execution role, "
+                   "any role of this account, and only SageMaker may receive it (iam:PassedToService)."))
+        return iam.PolicyStatement(actions=["iam:PassRole"],
+                                   resources=[f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/*"],
+                                   conditions=condition)
+
+    def _list_checkpoints(self, specs) -> iam.PolicyStatement:
+        buckets = sorted({bucket for spec in specs for bucket in spec.checkpoint_buckets})
+        if buckets:
+            return iam.PolicyStatement(actions=["s3:ListBucket"],
+                                       resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}" for bucket in buckets])
+        Validations.of(self.handler.role).acknowledge(Acknowledgment(
+            id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*]",
+            reason="No training_jobs.checkpoint_buckets configured: Medic only lists (never reads) the "
+                   "checkpoint prefix of the failed job, which may be in any bucket."))
+        return iam.PolicyStatement(actions=["s3:ListBucket"], resources=[f"arn:{Aws.PARTITION}:s3:::*"])

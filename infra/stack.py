@@ -1,0 +1,46 @@
+"""MedicStack: composes one construct per concern from the validated config."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack, Validations
+from aws_cdk import aws_lambda as lambda_
+from cdk_nag import AwsSolutionsChecks
+from constructs import Construct
+
+from infra.components.boto3_layer import Boto3Layer
+from infra.components.encryption import MedicKey
+from infra.components.function import powertools_layer_arn
+from infra.components.ledger import LedgerTable
+from infra.components.mode import ModeParameter
+from infra.components.node_remediation import NodeRemediation
+from infra.components.paging import PagingTopic
+from infra.components.shared import Shared
+from infra.components.training_job_restarts import TrainingJobRestarts
+from medic.config import MedicConfig
+
+
+class MedicStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: MedicConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, description="Medic: auto-remediation for HyperPod and training jobs",
+                         **kwargs)
+        Validations.of(self).add_plugins(AwsSolutionsChecks())
+        key = MedicKey(self, "Encryption").key
+        shared = Shared(
+            config=config,
+            key=key,
+            table=LedgerTable(self, "Ledger", key=key).table,
+            topic=PagingTopic(self, "Paging", key=key, notify=config.notify).topic,
+            mode=ModeParameter(self, "Mode", initial_mode=config.mode).parameter,
+            layers=(
+                lambda_.LayerVersion.from_layer_version_arn(
+                    self, "Powertools", powertools_layer_arn(config.powertools_layer_version)),
+                Boto3Layer(self, "Boto3").layer,
+            ),
+        )
+        self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
+        self.training_job_restarts = (
+            TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
+
+        CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
+        CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
+        CfnOutput(self, "ModeParameterName", value=shared.mode.parameter_name)
