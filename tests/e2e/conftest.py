@@ -37,25 +37,9 @@ def replay() -> Replay:
         else:
             lines = lines_of(source)
         config = config or DEMO_CONFIG
-        return run(lines, config, faults, template=_stand_in_template(config))
+        return run(lines, config, faults)
 
     return _replay
-
-
-def infra_missing() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("infra") is None
-
-
-needs_infra = pytest.mark.skipif(infra_missing(), reason="infra/ (the CDK stack) is not there yet")
-
-
-def _stand_in_template(config: Path) -> dict | None:  # TEMPORARY until infra/ lands
-    from sim.synth import load_config
-    from tests.e2e.template_fixture import template
-
-    return template(load_config(config)) if infra_missing() else None
 
 
 def outcomes(result: ReplayResult) -> list[tuple[str, str]]:

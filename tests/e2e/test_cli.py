@@ -9,10 +9,8 @@ import sys
 from sim.cli import main
 from sim.scenario import DEMO_CONFIG, SCENARIOS, bundled
 from sim.synth import ROOT
-from tests.e2e.conftest import needs_infra
 
 
-@needs_infra
 def test_sim_replay_prints_only_json_lines_records_then_pages():
     # Given the protected-node scenario, with the handlers' own log lines left on (stderr)
     # When it is replayed from the command line
@@ -35,7 +33,6 @@ def test_a_bad_fault_spec_is_a_usage_error(capsys):
     assert "count '0' must be a whole number >= 1" in capsys.readouterr().err
 
 
-@needs_infra
 def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out

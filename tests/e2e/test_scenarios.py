@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from sim.scenario import SCENARIOS
 from sim.scenarios.generate import event
 from tests.e2e.conftest import DRY_RUN_CONFIG, node_action_calls, outcomes, sample
@@ -30,9 +28,6 @@ def test_a_gpu_fault_replaces_the_node_without_paging(replay):
     assert result.pages == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "contract mismatch in functions/medic: decide_node checks the node's repair status before the ledger, so a "
-    "redelivery after Medic's own replace (node now Pending) is recorded 'deferred', not 'duplicate'"))
 def test_b_a_repeated_delivery_is_handled_once(replay):
     # Given the same event delivered twice
     result = replay(SCENARIOS / "b-repeat-delivery.jsonl")

@@ -78,6 +78,16 @@ def test_the_same_fault_inside_the_cooldown_is_a_duplicate(fault, action):
     assert (decision.outcome, decision.page) == (Outcome.DUPLICATE, Page.NONE)
 
 
+def test_a_redelivery_after_medics_own_repair_started_is_a_duplicate_not_deferred():
+    # Given Medic replaced the node a minute ago, and HyperPod now shows it Pending
+    state = acted(Fault.GPU_FATAL, Action.REPLACE_NODE, minutes_ago=1)
+    node = NodeInfo(NODE, "gpu-workers", "Pending")
+    # When the same event is delivered again
+    decision = decide_node(context(fault=Fault.GPU_FATAL, state=state, node=node))
+    # Then it reads as what it is: already handled by Medic
+    assert (decision.outcome, decision.page) == (Outcome.DUPLICATE, Page.NONE)
+
+
 def test_the_same_fault_after_the_cooldown_acts_again():
     state = acted(Fault.GPU_FATAL, Action.REPLACE_NODE, minutes_ago=61)
     assert decide_node(context(fault=Fault.GPU_FATAL, state=state)).outcome is Outcome.EXECUTED

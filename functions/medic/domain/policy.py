@@ -72,6 +72,15 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
 
     action, escalation = _intended_action(ctx)
     attempt = _attempt(ctx)
+    state, cooldown = ctx.state, timedelta(minutes=ctx.guardrails.node_cooldown_minutes)
+    in_cooldown = state is not None and ctx.now - state.acted_at < cooldown
+    # Before the node's status: after Medic's own repair the node is Pending, and a redelivered
+    # event must read as the duplicate it is, not as someone else's repair.
+    if in_cooldown and state.fault == fault.value and state.action == action.value:
+        return NodeDecision(action, Outcome.DUPLICATE,
+                            f"Already handled: {state.action} for {state.fault} at {_hhmm(state.acted_at)} "
+                            f"({state.outcome}), inside the {cooldown_minutes(ctx)}-minute cooldown.",
+                            attempt=state.attempt)
     if ctx.node.instance_group in ctx.cluster.protected_groups:
         return NodeDecision(action, Outcome.SUPPRESSED,
                             f"Instance group {ctx.node.instance_group} is protected; Medic never acts on it. "
@@ -80,19 +89,11 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
     if ctx.node.status in IN_REPAIR_STATUSES:
         return NodeDecision(action, Outcome.DEFERRED,
                             f"Node status is {ctx.node.status}: a repair is already in progress.", attempt=attempt)
-
-    state, cooldown = ctx.state, timedelta(minutes=ctx.guardrails.node_cooldown_minutes)
-    if state is not None and ctx.now - state.acted_at < cooldown:
-        if state.fault == fault.value and state.action == action.value:
-            return NodeDecision(action, Outcome.DUPLICATE,
-                                f"Already handled: {state.action} for {state.fault} at {_hhmm(state.acted_at)} "
-                                f"({state.outcome}), inside the {cooldown_minutes(ctx)}-minute cooldown.",
-                                attempt=state.attempt)
-        if not escalation:
-            return NodeDecision(action, Outcome.SUPPRESSED,
-                                f"Node was acted on at {_hhmm(state.acted_at)} ({state.action}), inside the "
-                                f"{cooldown_minutes(ctx)}-minute cooldown; it is failing again ({fault.value}).",
-                                page=Page.INCIDENT, attempt=attempt)
+    if in_cooldown and not escalation:
+        return NodeDecision(action, Outcome.SUPPRESSED,
+                            f"Node was acted on at {_hhmm(state.acted_at)} ({state.action}), inside the "
+                            f"{cooldown_minutes(ctx)}-minute cooldown; it is failing again ({fault.value}).",
+                            page=Page.INCIDENT, attempt=attempt)
 
     because = (f"rebooted at {_hhmm(state.last_reboot_at)} and failed again: escalating to replace"
                if escalation and state and state.last_reboot_at else f"fault {fault.value} calls for {_verb(action)}")
