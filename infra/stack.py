@@ -44,3 +44,9 @@ class MedicStack(Stack):
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
         CfnOutput(self, "ModeParameterName", value=shared.mode.parameter_name)
+        for name, construct in (("NodeRemediation", self.node_remediation),
+                                ("TrainingJobRestarts", self.training_job_restarts)):
+            if construct is not None:
+                CfnOutput(self, f"{name}LogGroup", value=construct.handler.log_group.log_group_name)
+                CfnOutput(self, f"{name}DeadLetterQueueUrl", value=construct.handler.dead_letters.queue_url)
+                CfnOutput(self, f"{name}FunctionName", value=construct.handler.function.function_name)
