@@ -1,0 +1,193 @@
+"""Commands for the on-cluster Slurm agent: validated here, and again by the agent before it runs them.
+
+The patterns are the agent's own (agent/medic_agent/commands.py), used the same way: full match,
+ASCII only. `$` alone would accept a trailing newline and `\\d` Unicode digits; neither may reach
+a command line. tests/unit/test_slurm.py checks both sides agree.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from re import Pattern
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from medic.config import CLUSTER_NAME_PATTERN
+from medic.domain.models import Outcome
+from medic.domain.pages import PageText, console_link
+
+JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
+JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
+NODE_NAME = re.compile(r"ip-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}", re.ASCII)
+COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
+REPAIRS = ("Replace", "Reboot")
+HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
+# What the agent writes as a command's result status.
+RESULT_STATUSES = ("executed", "failed", "refused")
+
+
+class InvalidCommand(ValueError):
+    """A value that must never reach the agent (or a command line)."""
+
+
+def matches(pattern: Pattern[str], value: Any) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def valid_job_id(value: Any) -> bool:
+    return matches(JOB_ID, value)
+
+
+def valid_job_name(value: Any) -> bool:
+    return matches(JOB_NAME, value)
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """A value as it may appear in a reason: quoted (newlines escaped) and truncated."""
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+class RequeueJobDetail(BaseModel):
+    """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name, and why."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cluster: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    job_name: str | None = None
+    job_id: str | None = None
+    reason: str = Field(min_length=1, max_length=2000)
+
+    @field_validator("job_id")
+    @classmethod
+    def _job_id(cls, value: str | None) -> str | None:
+        if value is not None and not valid_job_id(value):
+            raise ValueError(f"must be 1-10 ASCII digits, got {shown(value)}")
+        return value
+
+    @field_validator("job_name")
+    @classmethod
+    def _job_name(cls, value: str | None) -> str | None:
+        if value is not None and not valid_job_name(value):
+            raise ValueError(f"must match {JOB_NAME.pattern}, got {shown(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RequeueJobDetail:
+        if (self.job_id is None) == (self.job_name is None):
+            raise ValueError("give exactly one of job_id or job_name")
+        return self
+
+    @property
+    def job(self) -> str:
+        return self.job_id if self.job_id is not None else str(self.job_name)
+
+
+class RequeueJobEvent(EventBridgeModel):
+    """source "medic.operator", detail-type "Medic Requeue Job"."""
+
+    source: Literal["medic.operator"]
+    detail_type: Literal["Medic Requeue Job"] = Field(alias="detail-type")
+    detail: RequeueJobDetail
+
+
+class AgentResult(BaseModel):
+    """A `command#<id>/result` ledger item as the agent writes it (agent/medic_agent/ledger.py), deserialized."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pk: str = Field(pattern=r"^command#[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+    sk: Literal["result"]
+    status: Literal["executed", "failed", "refused"]
+    message: str = ""
+    cluster: str = ""
+    kind: str = ""
+    target: str = ""
+    incident: str = ""
+    job_ids: list[str] = Field(default_factory=list)
+    finished_at: str = ""
+
+    @property
+    def command_id(self) -> str:
+        return self.pk.removeprefix("command#")
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    command_id: str
+    cluster: str
+    kind: str  # requeue_job | fail_node
+    incident: str
+    issued_at: datetime
+    job_id: str | None = None
+    job_name: str | None = None
+    node: str | None = None
+    repair: str | None = None  # Replace | Reboot
+
+    def body(self) -> dict:
+        """The queue message, exactly as the agent parses it."""
+        fields = {"command_id": self.command_id, "cluster": self.cluster, "kind": self.kind,
+                  "incident": self.incident, "issued_at": self.issued_at.isoformat()}
+        optional = {"job_id": self.job_id, "job_name": self.job_name, "node": self.node, "repair": self.repair}
+        return {**fields, **{key: value for key, value in optional.items() if value is not None}}
+
+
+def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None:
+    """InvalidCommand unless exactly one of a valid job id or a valid job name is given."""
+    if (job_id is None) == (job_name is None):
+        raise InvalidCommand("requeue_job needs exactly one of job_id or job_name")
+    if job_id is not None and not valid_job_id(job_id):
+        raise InvalidCommand(f"job_id must be 1-10 ASCII digits: {shown(job_id)}")
+    if job_name is not None and not valid_job_name(job_name):
+        raise InvalidCommand(f"job_name must match {JOB_NAME.pattern}: {shown(job_name)}")
+
+
+def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str | None = None,
+                    job_name: str | None = None) -> AgentCommand:
+    """`scontrol requeue <job_id>`, or every job named job_name; InvalidCommand unless exactly one is valid."""
+    validate_requeue_target(job_id=job_id, job_name=job_name)
+    return AgentCommand(command_id=str(uuid.uuid4()), cluster=cluster, kind="requeue_job", incident=incident,
+                        issued_at=now, job_id=job_id, job_name=job_name)
+
+
+def heartbeat_is_fresh(last_heartbeat: datetime | None, now: datetime) -> bool:
+    return last_heartbeat is not None and now - last_heartbeat <= HEARTBEAT_STALE_AFTER
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Slurm's output as part of a one-sentence reason: whitespace collapsed, shortened."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+SLURM_NEXT_STEP = {
+    "agent_down": "Check medic-agent on the controller node (systemctl status medic-agent; "
+                  "journalctl -u medic-agent), then requeue the job by hand if it still needs it.",
+    "gave_up": "The job keeps failing: find out why before requeueing it by hand (scontrol requeue <id>).",
+    "failed": "Check the job in Slurm (squeue, sacct) and requeue it by hand if it still needs it.",
+}
+
+
+def slurm_job_page(record: dict, details: str, region: str, situation: str = "failed") -> PageText:
+    """The page for a Slurm job Medic could not (or would not) requeue."""
+    outcome = Outcome(record["outcome"])
+    what = {Outcome.FAILED: "requeue FAILED", Outcome.SUPPRESSED: "requeue held back"}.get(outcome, outcome.value)
+    subject = f"[Medic] {record['cluster']} job {record['job']}: {what}"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"Slurm job:      {record['job']}",
+        f"Requested:      {details[:800]}",
+        "",
+        f"What Medic did: {record['action']}: {record['outcome']} (attempt {record['attempt']})",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     {SLURM_NEXT_STEP.get(situation, SLURM_NEXT_STEP['failed'])}",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject, body)

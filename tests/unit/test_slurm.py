@@ -1,0 +1,163 @@
+"""Specification: what Medic lets through to a Slurm agent, and that it agrees with the agent itself."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from medic.adapters.slurm_queue import SlurmQueues
+from medic.domain.slurm import (
+    COMMAND_ID,
+    JOB_ID,
+    JOB_NAME,
+    NODE_NAME,
+    AgentResult,
+    InvalidCommand,
+    RequeueJobDetail,
+    heartbeat_is_fresh,
+    one_line,
+    requeue_command,
+    valid_job_id,
+    valid_job_name,
+)
+
+AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
+if str(AGENT_DIR) not in sys.path:
+    sys.path.insert(0, str(AGENT_DIR))
+
+from medic_agent import commands as agent  # noqa: E402
+
+NOW = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
+
+GOOD_IDS = ["1", "4211", "9999999999"]
+BAD_IDS = ["", "1;rm -rf /", "12\n", "\n12", " 12", "12 ", "-1", "+1", "1.0", "0x1f", "12345678901",
+           "\u0661\u0662", "\uff11\uff12", "\u00b2", "4211_3", "$(id)", "`id`", 4211, None, ["4211"]]
+GOOD_NAMES = ["llama3-70b", "a", "train.v2_final", "A" * 128, "-x"]
+BAD_NAMES = ["", "a b", "x; reboot", "$(curl evil.example)", "train\n", "train\r", "a" * 129, "j\u00f6b",
+             "\u0430bc", "job/../../etc", "a,b", "a=b", "\x00", 42, None]
+
+
+@pytest.mark.parametrize("value", GOOD_IDS)
+def test_job_ids_of_ascii_digits_are_accepted(value):
+    assert valid_job_id(value)
+
+
+@pytest.mark.parametrize("value", BAD_IDS, ids=repr)
+def test_anything_else_is_not_a_job_id(value):
+    assert not valid_job_id(value)
+
+
+@pytest.mark.parametrize("value", GOOD_NAMES)
+def test_plain_job_names_are_accepted(value):
+    assert valid_job_name(value)
+
+
+@pytest.mark.parametrize("value", BAD_NAMES, ids=repr)
+def test_names_with_other_characters_are_refused(value):
+    assert not valid_job_name(value)
+
+
+@pytest.mark.parametrize("ours, theirs", [(JOB_ID, agent.JOB_ID), (JOB_NAME, agent.JOB_NAME),
+                                          (NODE_NAME, agent.NODE_NAME), (COMMAND_ID, agent.COMMAND_ID)])
+def test_the_patterns_are_the_agents_own(ours, theirs):
+    # Given Medic's pattern and the agent's for the same value
+    # Then they are the same pattern with the same flags (full match, ASCII)
+    assert (ours.pattern, ours.flags) == (theirs.pattern, theirs.flags)
+
+
+@pytest.mark.parametrize("value", GOOD_IDS + BAD_IDS, ids=repr)
+def test_medic_and_the_agent_agree_on_every_job_id(value):
+    assert valid_job_id(value) == agent.matches(agent.JOB_ID, value)
+
+
+@pytest.mark.parametrize("value", GOOD_NAMES + BAD_NAMES, ids=repr)
+def test_medic_and_the_agent_agree_on_every_job_name(value):
+    assert valid_job_name(value) == agent.matches(agent.JOB_NAME, value)
+
+
+@pytest.mark.parametrize("target", [{"job_id": "4211"}, {"job_name": "llama3-70b"}])
+def test_the_agent_accepts_every_requeue_command_medic_builds(target):
+    # Given a requeue command Medic built
+    command = requeue_command("pretrain-slurm", "job:slurm:pretrain-slurm:x", NOW, **target)
+    # When the agent parses its queue message
+    parsed = agent.parse(json.dumps(command.body()), cluster="pretrain-slurm")
+    # Then it is the same requeue, for the same incident
+    assert parsed.action == agent.RequeueJob(**target)
+    assert (parsed.command_id, parsed.incident, parsed.kind) == (command.command_id, command.incident, "requeue_job")
+    assert parsed.issued_at == NOW.isoformat()
+
+
+@pytest.mark.parametrize("target", [{}, {"job_id": "1", "job_name": "a"}, {"job_id": "12\n"},
+                                    {"job_id": "\u0661"}, {"job_name": "a b"}], ids=repr)
+def test_a_requeue_command_needs_exactly_one_valid_target(target):
+    with pytest.raises(InvalidCommand):
+        requeue_command("pretrain-slurm", "job:x", NOW, **target)
+
+
+def test_each_command_has_its_own_id():
+    ids = {requeue_command("c", "i", NOW, job_id="1").command_id for _ in range(50)}
+    assert len(ids) == 50 and all(COMMAND_ID.fullmatch(i) for i in ids)
+
+
+@pytest.mark.parametrize("age, fresh", [(timedelta(0), True), (timedelta(minutes=5), True),
+                                        (timedelta(minutes=5, seconds=1), False), (timedelta(hours=3), False)])
+def test_a_heartbeat_older_than_five_minutes_is_stale(age, fresh):
+    assert heartbeat_is_fresh(NOW - age, NOW) is fresh
+
+
+def test_no_heartbeat_is_stale():
+    assert heartbeat_is_fresh(None, NOW) is False
+
+
+def test_a_request_detail_names_one_job():
+    detail = RequeueJobDetail.model_validate({"cluster": "pretrain-slurm", "job_id": "4211", "reason": "hang"})
+    assert (detail.job, detail.job_name) == ("4211", None)
+    by_name = RequeueJobDetail.model_validate({"cluster": "pretrain-slurm", "job_name": "x", "reason": "hang"})
+    assert by_name.job == "x"
+
+
+@pytest.mark.parametrize("change", [{"job_id": 4211}, {"job_id": "12\n"}, {"job_name": "x"}, {"job_id": None},
+                                    {"reason": None}, {"reason": "r" * 2001}, {"cluster": "a b"}, {"extra": 1}],
+                         ids=repr)
+def test_a_request_detail_refuses_anything_unclear(change):
+    detail = {"cluster": "pretrain-slurm", "job_id": "4211", "reason": "hang", **change}
+    detail = {key: value for key, value in detail.items() if value is not None}
+    with pytest.raises(ValidationError):
+        RequeueJobDetail.model_validate(detail)
+
+
+def test_an_agent_result_reads_as_the_agent_writes_it():
+    result = AgentResult.model_validate({
+        "pk": "command#6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", "sk": "result", "status": "executed",
+        "message": "scontrol requeue 4211: exit 0", "job_ids": ["4211"], "host": "ip-10-1-88-145"})
+    assert (result.command_id, result.job_ids) == ("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", ["4211"])
+
+
+@pytest.mark.parametrize("change", [{"status": "done"}, {"sk": "claim"}, {"pk": "command#a b"}], ids=repr)
+def test_an_agent_result_with_unknown_values_does_not_parse(change):
+    with pytest.raises(ValidationError):
+        AgentResult.model_validate({"pk": "command#abc", "sk": "result", "status": "executed", **change})
+
+
+def test_slurm_output_becomes_one_short_line():
+    assert one_line("scontrol requeue 4211: exit 1:\nInvalid job id\n  specified") == \
+        "scontrol requeue 4211: exit 1: Invalid job id specified"
+    assert len(one_line("x " * 1000)) == 300
+
+
+def test_the_queues_come_from_a_json_object():
+    url = "https://sqs.us-west-2.amazonaws.com/123456789012/medic-agent-pretrain-slurm"
+    assert SlurmQueues.from_json(json.dumps({"pretrain-slurm": url})).queue_urls == {"pretrain-slurm": url}
+    assert SlurmQueues.from_json(None).queue_urls == {}
+    assert SlurmQueues.from_json("").queue_urls == {}
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"c": 1}', '{"c": "http://sqs.example"}'])
+def test_a_malformed_queue_map_fails_loudly(text):
+    with pytest.raises(ValueError, match="SLURM_QUEUES"):
+        SlurmQueues.from_json(text)
