@@ -1,0 +1,527 @@
+"""The probe: aggregate in memory on the training thread, publish from a daemon thread once per period.
+
+Hot path (`Probe.step`): a few type checks, one uncontended lock, a handful of float updates. No clock
+reads, no formatting, no I/O, nothing that can raise into the training loop.
+
+Background thread: resolves credentials lazily (a probe without credentials turns itself off), then
+once per period swaps the period's aggregates out under the lock and publishes them with one
+PutMetricData call (or one EMF JSON line on stdout). Failures are counted and logged, never raised.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import math
+import operator
+import os
+import socket
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+log = logging.getLogger("medic_probe")
+
+DEFAULT_NAMESPACE = "Medic/Training"
+
+# CloudWatch rejects NaN and +-Infinity, and any value outside +-2^360; magnitudes under 2^-360 are
+# rejected too (we publish those as 0). A loss outside that range counts as non-finite.
+CW_LIMIT = 2.0**360
+CW_TINY = 2.0**-360
+_LIMIT = CW_LIMIT  # module global read by step(): one dict lookup
+_MAX_DIMENSION_VALUE = 1024
+
+# Metric names (the contract with Medic's alarms).
+HEARTBEAT = "Heartbeat"
+STEP = "Step"
+LOSS = "Loss"
+TOKENS_PER_SECOND = "TokensPerSecond"
+LAST_CHECKPOINT_STEP = "LastCheckpointStep"
+NON_FINITE_LOSS = "NonFiniteLoss"
+
+_UNITS = {
+    HEARTBEAT: "Count",
+    STEP: "None",
+    LOSS: "None",
+    TOKENS_PER_SECOND: "Count/Second",
+    LAST_CHECKPOINT_STEP: "None",
+    NON_FINITE_LOSS: "Count",
+}
+
+_NOT_NUMBERS = (str, bytes, bytearray, bool)
+
+
+def _to_float(value: Any) -> float | None:
+    """The slow path for a loss or a throughput that is not a plain float: numpy scalars, ints, 0-d tensors.
+
+    Strings are refused even when they parse, and so are bools: a caller passing them has a bug.
+    """
+    if isinstance(value, _NOT_NUMBERS):
+        return None
+    try:
+        return float(value)
+    except Exception:
+        return None
+
+
+def _to_step(value: Any) -> int | None:
+    """A step number from an int-like (numpy ints, integral floats); None if it is not one."""
+    if isinstance(value, _NOT_NUMBERS) or value is None:
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    try:
+        return operator.index(value)
+    except Exception:
+        return None
+
+
+def _env_rank() -> int:
+    for name in ("RANK", "SLURM_PROCID"):
+        raw = os.environ.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw)
+    return 0
+
+
+def _env_node() -> str:
+    for name in ("SLURMD_NODENAME", "SM_CURRENT_HOST"):
+        raw = os.environ.get(name, "").strip()
+        if raw:
+            return raw
+    try:
+        return socket.gethostname().split(".")[0] or "unknown"
+    except Exception:
+        return "unknown"
+
+
+def _dimension_value(value: Any, what: str) -> str:
+    """CloudWatch dimension values: 1 to 1024 ASCII characters, not all whitespace."""
+    text = str(value).encode("ascii", "replace").decode("ascii").strip()[:_MAX_DIMENSION_VALUE]
+    if not text:
+        raise ValueError(f"medic_probe: {what} must be a non-empty string, got {value!r}")
+    return text
+
+
+def _cw_value(value: float) -> float | None:
+    """A value CloudWatch accepts, or None when there is none (non-finite, or beyond +-2^360)."""
+    if not -CW_LIMIT < value < CW_LIMIT:
+        return None
+    if -CW_TINY < value < CW_TINY:
+        return 0.0
+    return value
+
+
+class _Period:
+    """What one period aggregated. Plain attributes; step() writes them under the probe's lock."""
+
+    __slots__ = ("steps", "loss_n", "loss_sum", "loss_min", "loss_max", "non_finite",
+                 "tps_n", "tps_sum", "tps_min", "tps_max", "checkpointed")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.loss_n = 0
+        self.loss_sum = 0.0
+        self.loss_min = math.inf
+        self.loss_max = -math.inf
+        self.non_finite = 0
+        self.tps_n = 0
+        self.tps_sum = 0.0
+        self.tps_min = math.inf
+        self.tps_max = -math.inf
+        self.checkpointed = False
+
+
+class Probe:
+    """Publishes a training job's progress to CloudWatch (namespace `Medic/Training` by default).
+
+    >>> probe = Probe(job="llama3-70b")                      # doctest: +SKIP
+    >>> probe.step(step, loss=loss, tokens_per_sec=tps)      # every step: cheap, never raises
+    >>> probe.checkpoint(step)                               # after a checkpoint is saved
+
+    Only rank 0 publishes unless `all_ranks=True` (then the other ranks publish only their node's
+    throughput). Without credentials, or without boto3 (unless `emf=True`), the probe does nothing.
+    """
+
+    def __init__(self, job: str, *, cluster: str | None = None, node: str | None = None,
+                 namespace: str = DEFAULT_NAMESPACE, period_seconds: float = 60.0, rank: int | None = None,
+                 all_ranks: bool = False, client: Any = None, emf: bool = False, region: str | None = None,
+                 start: bool = True) -> None:
+        """`start=False` keeps the background thread from starting: the caller calls `flush()` itself (tests)."""
+        self.job = _dimension_value(job, "job")
+        self.cluster = None if cluster is None else _dimension_value(cluster, "cluster")
+        self.node = _dimension_value(node if node is not None else _env_node(), "node")
+        self.namespace = _dimension_value(namespace, "namespace")
+        try:
+            period = float(period_seconds)
+        except (TypeError, ValueError):
+            period = math.nan
+        if not 0 < period < math.inf:
+            raise ValueError(f"medic_probe: period_seconds must be a positive number, got {period_seconds!r}")
+        self.period_seconds = period
+        self.rank = _env_rank() if rank is None else int(rank)
+        self.all_ranks = bool(all_ranks)
+        self.emf = bool(emf)
+        self.region = region
+        # Rank 0 publishes the job's metrics; other ranks (with all_ranks) only their node's throughput.
+        self.publishes_job_metrics = self.rank == 0
+
+        self.publish_failures = 0
+        """PutMetricData calls (or EMF writes) that failed; the period's data is dropped, not retried."""
+        self.published = 0
+        """Successful publishes."""
+        self.bad_inputs = 0
+        """Arguments step()/checkpoint() ignored: None as a step, strings, bools, objects that are not numbers."""
+
+        self._client = client
+        self._disabled_reason: str | None = None
+        self._lock = threading.Lock()          # guards the aggregates; held for a few float updates
+        self._flush_lock = threading.Lock()    # one flush at a time (thread, flush(), close())
+        self._period = _Period()
+        self._last_step: int | None = None
+        self._last_checkpoint: int | None = None
+        self._started = False                  # anything recorded yet: before that nothing is published
+        self._stop = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        # The hot-path switch: False on ranks that do not publish, after close(), and once disabled.
+        self._active = self.all_ranks or self.rank == 0
+        if self._active:
+            atexit.register(self.close)
+            if start:
+                self._thread = threading.Thread(target=self._run, name="medic-probe", daemon=True)
+                self._thread.start()
+
+    # -- hot path -------------------------------------------------------------------------------------
+
+    def step(self, step: Any, loss: Any = None, tokens_per_sec: Any = None) -> None:
+        """Record one training step. Cheap (well under 10 us), never raises, never blocks on I/O."""
+        if not self._active:
+            return
+        try:
+            bad = 0
+            if type(step) is not int:
+                step = _to_step(step)
+                if step is None:
+                    bad += 1
+            if loss is not None and type(loss) is not float:
+                loss = _to_float(loss)
+                if loss is None:
+                    bad += 1
+            if tokens_per_sec is not None and type(tokens_per_sec) is not float:
+                tokens_per_sec = _to_float(tokens_per_sec)
+                if tokens_per_sec is None:
+                    bad += 1
+            with self._lock:
+                p = self._period
+                p.steps += 1
+                if step is not None:
+                    self._last_step = step
+                if loss is not None:
+                    # One chained comparison: False for NaN, +-inf and anything CloudWatch would refuse.
+                    if -_LIMIT < loss < _LIMIT:
+                        p.loss_n += 1
+                        p.loss_sum += loss
+                        if loss < p.loss_min:
+                            p.loss_min = loss
+                        if loss > p.loss_max:
+                            p.loss_max = loss
+                    else:
+                        p.non_finite += 1
+                if tokens_per_sec is not None:
+                    if 0.0 <= tokens_per_sec < _LIMIT:
+                        p.tps_n += 1
+                        p.tps_sum += tokens_per_sec
+                        if tokens_per_sec < p.tps_min:
+                            p.tps_min = tokens_per_sec
+                        if tokens_per_sec > p.tps_max:
+                            p.tps_max = tokens_per_sec
+                    else:
+                        bad += 1
+                if bad:
+                    self.bad_inputs += bad
+                self._started = True
+        except Exception:  # the training loop comes first
+            self.bad_inputs += 1
+
+    def checkpoint(self, step: Any) -> None:
+        """Record that a checkpoint of `step` was saved (published as LastCheckpointStep). Never raises."""
+        if not self._active:
+            return
+        try:
+            value = step if type(step) is int else _to_step(step)
+            with self._lock:
+                if value is None:
+                    self.bad_inputs += 1
+                    return
+                self._last_checkpoint = value
+                self._period.checkpointed = True
+                self._started = True
+        except Exception:
+            self.bad_inputs += 1
+
+    # -- state ----------------------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """False on ranks that do not publish, once closed, and once the probe found it cannot publish."""
+        return self._active
+
+    @property
+    def disabled_reason(self) -> str | None:
+        return self._disabled_reason
+
+    # -- publishing -----------------------------------------------------------------------------------
+
+    def flush(self) -> bool:
+        """Publish what was aggregated since the last flush, now, in the calling thread.
+
+        The background thread calls this once per period; tests and close() call it directly.
+        Returns True if something was published. Never raises.
+        """
+        return self._flush(final=False)
+
+    def _flush(self, final: bool, timeout: float = -1) -> bool:
+        if not self._active:
+            return False
+        if not self._flush_lock.acquire(timeout=timeout):
+            log.warning("medic_probe: a publish is still running; skipping the final flush")
+            return False
+        try:
+            return self._flush_locked(final)
+        except Exception:  # a bug here must not kill the thread or the caller
+            self.publish_failures += 1
+            log.exception("medic_probe: flush failed")
+            return False
+        finally:
+            self._flush_lock.release()
+
+    def _flush_locked(self, final: bool) -> bool:
+        if not self._ensure_sink():
+            return False
+        with self._lock:
+            period, self._period = self._period, _Period()
+            last_step, last_checkpoint, started = self._last_step, self._last_checkpoint, self._started
+        if not started:
+            return False  # nothing recorded yet (model still loading): publish nothing, not zeros
+        if final and period.steps == 0 and not period.checkpointed:
+            return False  # close() right after a flush: nothing new to say
+        now = time.time()
+        if self.emf:
+            return self._write_emf(period, last_step, last_checkpoint, now)
+        data = self._metric_data(period, last_step, last_checkpoint, now)
+        if not data:
+            return False
+        try:
+            self._client.put_metric_data(Namespace=self.namespace, MetricData=data)
+        except Exception as exc:
+            self.publish_failures += 1
+            log.warning("medic_probe: PutMetricData failed (%d so far), dropped %d metrics: %s",
+                        self.publish_failures, len(data), exc)
+            return False
+        self.published += 1
+        return True
+
+    def _ensure_sink(self) -> bool:
+        """Somewhere to publish: stdout (EMF), the injected client, or a client made from the environment.
+
+        Resolving credentials can take seconds (instance metadata), so it happens here, in the
+        background thread's first flush, never in step(). No credentials, no region or no boto3:
+        the probe turns itself off for good.
+        """
+        if self.emf or self._client is not None:
+            return True
+        try:
+            import boto3
+            from botocore.config import Config
+            from botocore.exceptions import NoRegionError
+        except ImportError:
+            self._disable("boto3 is not installed (pip install 'medic-probe[aws]', or use emf=True)")
+            return False
+        session = boto3.session.Session(region_name=self.region)
+        try:
+            credentials = session.get_credentials()
+        except Exception as exc:
+            credentials = None
+            log.debug("medic_probe: credential resolution failed: %s", exc)
+        if credentials is None:
+            self._disable("no AWS credentials found")
+            return False
+        config = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3, "mode": "standard"})
+        try:
+            self._client = session.client("cloudwatch", config=config)
+        except NoRegionError:
+            self._disable("no AWS region configured (pass region= or set AWS_REGION)")
+            return False
+        except Exception as exc:
+            self.publish_failures += 1
+            log.warning("medic_probe: cannot create the CloudWatch client, will retry: %s", exc)
+            return False
+        return True
+
+    def _disable(self, reason: str) -> None:
+        self._disabled_reason = reason
+        self._active = False
+        log.warning("medic_probe: %s; the probe for job %s does nothing", reason, self.job)
+
+    def _job_dimensions(self) -> list:
+        dims = [[("Job", self.job)]]
+        if self.cluster is not None:
+            dims.append([("Job", self.job), ("Cluster", self.cluster)])
+        return dims
+
+    def _node_dimensions(self) -> list:
+        return [("Job", self.job), ("Node", self.node)]
+
+    def _metric_data(self, p: _Period, last_step: int | None, last_checkpoint: int | None,
+                     now: float) -> list:
+        """PutMetricData entries. Loss and TokensPerSecond go as statistic sets: Average is the period's
+        mean, Minimum/Maximum keep a dip or a spike visible."""
+        timestamp = datetime.fromtimestamp(now, tz=timezone.utc)
+        data: list = []
+
+        def add(name: str, dims: list, value: float | None = None, stats: dict | None = None) -> None:
+            entry: dict = {"MetricName": name, "Dimensions": [{"Name": k, "Value": v} for k, v in dims],
+                           "Timestamp": timestamp, "Unit": _UNITS[name]}
+            if stats is not None:
+                entry["StatisticValues"] = stats
+            else:
+                entry["Value"] = value
+            data.append(entry)
+
+        def scalar(name: str, dims_list: list, value: float | None) -> None:
+            safe = None if value is None else _cw_value(float(value))
+            if safe is not None:
+                for dims in dims_list:
+                    add(name, dims, value=safe)
+
+        def statistic(name: str, dims_list: list, n: int, total: float, low: float, high: float) -> None:
+            if n <= 0:
+                return
+            values = [_cw_value(total), _cw_value(low), _cw_value(high)]
+            if None in values:  # the sum overflowed CloudWatch's range: the mean alone still fits
+                scalar(name, dims_list, total / n)
+                return
+            stats = {"SampleCount": float(n), "Sum": values[0], "Minimum": values[1], "Maximum": values[2]}
+            for dims in dims_list:
+                add(name, dims, stats=stats)
+
+        if self.publishes_job_metrics:
+            job = self._job_dimensions()
+            scalar(HEARTBEAT, job, p.steps)
+            scalar(STEP, job, last_step)
+            scalar(NON_FINITE_LOSS, job, p.non_finite)
+            statistic(LOSS, job, p.loss_n, p.loss_sum, p.loss_min, p.loss_max)
+            statistic(TOKENS_PER_SECOND, job, p.tps_n, p.tps_sum, p.tps_min, p.tps_max)
+            scalar(LAST_CHECKPOINT_STEP, job, last_checkpoint)
+        statistic(TOKENS_PER_SECOND, [self._node_dimensions()], p.tps_n, p.tps_sum, p.tps_min, p.tps_max)
+        return data
+
+    def _emf_document(self, p: _Period, last_step: int | None, last_checkpoint: int | None,
+                      now: float) -> dict | None:
+        """One CloudWatch Embedded Metric Format document. EMF has no statistic sets: means are sent."""
+        values: dict = {}
+        job_metrics: list = []
+        node_metrics: list = []
+
+        def put(name: str, value: float | None, into: list) -> None:
+            safe = None if value is None else _cw_value(float(value))
+            if safe is not None:
+                values[name] = safe
+                into.append({"Name": name, "Unit": _UNITS[name]})
+
+        tps = p.tps_sum / p.tps_n if p.tps_n else None
+        if self.publishes_job_metrics:
+            put(HEARTBEAT, p.steps, job_metrics)
+            put(STEP, last_step, job_metrics)
+            put(NON_FINITE_LOSS, p.non_finite, job_metrics)
+            put(LOSS, p.loss_sum / p.loss_n if p.loss_n else None, job_metrics)
+            put(TOKENS_PER_SECOND, tps, job_metrics)
+            put(LAST_CHECKPOINT_STEP, last_checkpoint, job_metrics)
+        put(TOKENS_PER_SECOND, tps, node_metrics)  # the same root value, also under [Job, Node]
+        directives = []
+        if job_metrics:
+            directives.append({"Namespace": self.namespace,
+                               "Dimensions": [[k for k, _ in dims] for dims in self._job_dimensions()],
+                               "Metrics": job_metrics})
+        if node_metrics:
+            directives.append({"Namespace": self.namespace, "Dimensions": [["Job", "Node"]],
+                               "Metrics": node_metrics})
+        if not directives:
+            return None
+        doc: dict = {"_aws": {"Timestamp": int(now * 1000), "CloudWatchMetrics": directives},
+                     "Job": self.job, "Node": self.node, "Rank": self.rank}
+        if self.cluster is not None:
+            doc["Cluster"] = self.cluster
+        doc.update(values)
+        return doc
+
+    def _write_emf(self, p: _Period, last_step: int | None, last_checkpoint: int | None, now: float) -> bool:
+        doc = self._emf_document(p, last_step, last_checkpoint, now)
+        if doc is None:
+            return False
+        try:
+            line = json.dumps(doc, allow_nan=False, separators=(",", ":"))
+            out = sys.stdout
+            out.write(line + "\n")
+            out.flush()
+        except Exception as exc:
+            self.publish_failures += 1
+            log.warning("medic_probe: writing the EMF line failed (%d so far): %s", self.publish_failures, exc)
+            return False
+        self.published += 1
+        return True
+
+    # -- background thread and lifecycle ----------------------------------------------------------------
+
+    def _delay(self) -> float:
+        """Seconds to the next flush. Flushes land mid-period on the wall clock (hh:mm:30 for 60 s), so
+        each one-minute CloudWatch bucket gets exactly one datapoint and an alarm on Heartbeat never
+        sees an empty minute from jitter alone."""
+        period = self.period_seconds
+        delay = period - ((time.time() - period / 2) % period)
+        if delay < period / 4:  # woke a hair early: that boundary is done, take the next one
+            delay += period
+        return delay
+
+    def _run(self) -> None:
+        try:
+            with self._flush_lock:
+                self._ensure_sink()  # decide early whether there is anything to do
+        except Exception:
+            log.exception("medic_probe: setup failed")
+        while self._active and not self._stop.wait(self._delay()):
+            self.flush()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread and publish what is left. Idempotent; registered with atexit. Never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._stop.set()
+            thread = self._thread
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout)
+            self._flush(final=True, timeout=timeout)
+        except Exception:
+            log.exception("medic_probe: close failed")
+        finally:
+            self._active = False
+            try:
+                atexit.unregister(self.close)
+            except Exception:  # interpreter shutting down
+                log.debug("medic_probe: atexit.unregister failed", exc_info=True)
+
+    def __enter__(self) -> Probe:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Probe(job={self.job!r}, cluster={self.cluster!r}, node={self.node!r}, rank={self.rank}, "
+                f"enabled={self._active}, published={self.published}, publish_failures={self.publish_failures})")
