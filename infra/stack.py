@@ -15,6 +15,7 @@ from infra.components.mode import ModeParameter
 from infra.components.node_remediation import NodeRemediation
 from infra.components.paging import PagingTopic
 from infra.components.shared import Shared
+from infra.components.slurm_agents import SlurmJobRequeue
 from infra.components.training_job_restarts import TrainingJobRestarts
 from medic.config import MedicConfig
 
@@ -38,6 +39,9 @@ class MedicStack(Stack):
             ),
         )
         self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
+        self.slurm_job_requeue = (
+            SlurmJobRequeue(self, "SlurmJobRequeue", shared=shared)
+            if any(cluster.orchestrator == "slurm" for cluster in config.clusters) else None)
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 

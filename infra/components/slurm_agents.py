@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Aws, CfnOutput, Duration, Stack, Validations
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.components.function import DeadLetterQueue, MedicFunction
+from infra.components.shared import Shared
+
+REQUEUE_SOURCE = "medic.operator"
+REQUEUE_DETAIL_TYPE = "Medic Requeue Job"
+
+
+class AgentQueue(Construct):
+    """One Slurm cluster's command queue for its agent, and the managed policy its instance role needs."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared, cluster: str) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=shared.key).queue
+        self.queue = sqs.Queue(
+            self, "Queue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=shared.key,
+            enforce_ssl=True,
+            visibility_timeout=Duration.minutes(5),
+            retention_period=Duration.days(1),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=5),
+        )
+        # The agent may take commands from its own queue and write only its cluster's heartbeat and
+        # command items (command ids are random UUIDs issued by Medic).
+        self.policy = iam.ManagedPolicy(
+            self, "AgentPolicy",
+            description=f"Medic agent on the {cluster} Slurm controller: its command queue and ledger items",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
+                             "sqs:GetQueueAttributes"],
+                    resources=[self.queue.queue_arn]),
+                iam.PolicyStatement(actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+                                    resources=[shared.key.key_arn]),
+                iam.PolicyStatement(
+                    actions=["dynamodb:PutItem"],
+                    resources=[shared.table.table_arn],
+                    conditions={"ForAllValues:StringLike": {
+                        "dynamodb:LeadingKeys": ["command#*", f"agent#{cluster}"]}}),
+            ],
+        )
+        CfnOutput(self, "QueueUrl", value=self.queue.queue_url,
+                  description=f"--queue-url for the medic agent on {cluster}")
+        CfnOutput(self, "AgentPolicyArn", value=self.policy.managed_policy_arn,
+                  description=f"attach to the {cluster} cluster's instance role")
+
+
+class SlurmJobRequeue(Construct):
+    """Slurm clusters: a command queue per cluster for the on-cluster agent; operator requeue requests
+    (an EventBridge event) → the requeue function; the agent's results (ledger stream) → their record."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
+        super().__init__(scope, construct_id)
+        clusters = [cluster for cluster in shared.config.clusters if cluster.orchestrator == "slurm"]
+        self.queues = {cluster.name: AgentQueue(self, f"Agent-{cluster.name}", shared=shared, cluster=cluster.name)
+                       for cluster in clusters}
+        # Queue URLs are tokens until deploy: the stack renders the JSON with them resolved.
+        queue_urls = Stack.of(self).to_json_string({name: agent.queue.queue_url for name, agent in self.queues.items()})
+
+        self.requeue = MedicFunction(
+            self, "RequeueHandler",
+            handler="medic.handlers.requeue_request.handler",
+            description="Medic: requeue a Slurm job through the cluster's agent",
+            environment={**shared.environment(), "SLURM_QUEUES": queue_urls},
+            layers=list(shared.layers),
+            key=shared.key,
+        )
+        shared.grant_ledger_paging_mode(self.requeue.role)
+        self.requeue.role.add_to_policy(iam.PolicyStatement(
+            actions=["sqs:SendMessage"], resources=[agent.queue.queue_arn for agent in self.queues.values()]))
+        self.rule = events.Rule(
+            self, "RequeueRule",
+            description="Operator requests to requeue a Slurm job",
+            event_pattern=events.EventPattern(
+                source=[REQUEUE_SOURCE], detail_type=[REQUEUE_DETAIL_TYPE], account=[Aws.ACCOUNT_ID],
+                detail={"cluster": list(self.queues)}),
+        )
+        self.rule.add_target(targets.LambdaFunction(
+            self.requeue.function, dead_letter_queue=self.requeue.dead_letters,
+            retry_attempts=185, max_event_age=Duration.hours(24)))
+
+        self.results = MedicFunction(
+            self, "AgentResultsHandler",
+            handler="medic.handlers.agent_results.handler",
+            description="Medic: record the Slurm agent's command results",
+            environment=shared.environment(),
+            layers=list(shared.layers),
+            key=shared.key,
+        )
+        shared.grant_ledger_paging_mode(self.results.role)
+        self.results.role.add_to_policy(iam.PolicyStatement(
+            actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
+                     "dynamodb:ListStreams"],
+            resources=[shared.table.table_stream_arn]))
+        self.results.function.add_event_source(sources.DynamoEventSource(
+            shared.table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=25,
+            bisect_batch_on_error=True,
+            retry_attempts=10,
+            report_batch_item_failures=True,
+            on_failure=sources.SqsDlq(self.results.dead_letters),
+            filters=[lambda_.FilterCriteria.filter({
+                "eventName": lambda_.FilterRule.or_("INSERT", "MODIFY"),
+                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.is_equal("result")}}}})],
+        ))
+        for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
+            Validations.of(self.results.role).acknowledge(Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM5[Action::{action}]",
+                reason="CDK's grant for the stream's on-failure queue; the statement names Medic's own key only."))
+

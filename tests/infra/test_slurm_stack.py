@@ -1,0 +1,73 @@
+"""Specification: Slurm clusters get an agent queue, a managed policy for the controller, the operator
+requeue rule and the agent-results stream."""
+
+from __future__ import annotations
+
+import json
+
+from tests.infra.conftest import one, resources
+from tests.infra.test_node_remediation_stack import matches
+
+
+def requeue_event(cluster: str = "pretrain-slurm", account: str = "123456789012") -> dict:
+    return {"version": "0", "id": "5d3c7e0a-1111-2222-3333-444455556666", "detail-type": "Medic Requeue Job",
+            "source": "medic.operator", "account": account, "time": "2026-11-20T08:14:05Z",
+            "region": "us-west-2", "resources": [],
+            "detail": {"cluster": cluster, "job_name": "llama3-70b", "reason": "stalled at step 1200"}}
+
+
+def test_each_slurm_cluster_has_an_encrypted_agent_queue_with_a_dead_letter_queue(raw):
+    queue = one(raw, "AWS::SQS::Queue", "SlurmJobRequeueAgentpretrainslurmQueue")["Properties"]
+    assert queue["KmsMasterKeyId"]["Fn::GetAtt"][0].startswith("EncryptionKey")
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+    # EKS clusters get none
+    assert not [lid for lid in resources(raw, "AWS::SQS::Queue") if "finetune" in lid]
+
+
+def test_the_agent_policy_is_scoped_to_its_queue_and_its_ledger_items(raw):
+    (policy,) = resources(raw, "AWS::IAM::ManagedPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    queue = next(s for s in statements if "sqs:ReceiveMessage" in s["Action"])
+    assert queue["Resource"]["Fn::GetAtt"][0].startswith("SlurmJobRequeueAgentpretrainslurmQueue")
+    ledger = next(s for s in statements if s["Action"] == "dynamodb:PutItem")
+    assert ledger["Condition"] == {"ForAllValues:StringLike": {
+        "dynamodb:LeadingKeys": ["command#*", "agent#pretrain-slurm"]}}
+    assert "sqs:SendMessage" not in json.dumps(statements)
+
+
+def test_the_stack_outputs_the_queue_url_and_policy_for_the_install_script(raw):
+    outputs = json.dumps(raw["Outputs"])
+    assert "SlurmJobRequeueAgentpretrainslurmQueueUrl" in outputs
+    assert "SlurmJobRequeueAgentpretrainslurmAgentPolicyArn" in outputs
+
+
+def test_the_requeue_rule_takes_operator_requests_for_configured_slurm_clusters_only(raw):
+    rule = one(raw, "AWS::Events::Rule", "SlurmJobRequeueRequeueRule")["Properties"]
+    assert matches(rule["EventPattern"], requeue_event())
+    assert not matches(rule["EventPattern"], requeue_event(cluster="finetune-eks"))
+    assert not matches(rule["EventPattern"], requeue_event(account="999999999999"))
+    assert "DeadLetterConfig" in rule["Targets"][0]
+
+
+def test_the_requeue_function_knows_the_queues_and_may_only_send_to_them(raw):
+    function = one(raw, "AWS::Lambda::Function", "SlurmJobRequeueRequeueHandler")["Properties"]
+    assert function["Handler"] == "medic.handlers.requeue_request.handler"
+    assert "pretrain-slurm" in json.dumps(function["Environment"]["Variables"]["SLURM_QUEUES"])
+    policy = one(raw, "AWS::IAM::Policy", "SlurmJobRequeueRequeueHandlerRole")["Properties"]["PolicyDocument"]
+    send = next(s for s in policy["Statement"] if s["Action"] == "sqs:SendMessage")
+    queues = send["Resource"] if isinstance(send["Resource"], list) else [send["Resource"]]
+    names = sorted(queue["Fn::GetAtt"][0] for queue in queues)
+    # the agent queue, and the function's own dead-letter queue (async invoke failures)
+    assert [name[:38] for name in names] == ["SlurmJobRequeueAgentpretrainslurmQueue",
+                                             "SlurmJobRequeueRequeueHandlerDeadLette"]
+
+
+def test_agent_results_reach_their_function_from_the_ledger_stream_without_blocking_it(raw):
+    (mapping,) = resources(raw, "AWS::Lambda::EventSourceMapping").values()
+    properties = mapping["Properties"]
+    assert properties["EventSourceArn"]["Fn::GetAtt"][1] == "StreamArn"
+    assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert properties["BisectBatchOnFunctionError"] is True
+    assert "OnFailure" in properties["DestinationConfig"]
+    (pattern,) = [json.loads(f["Pattern"]) for f in properties["FilterCriteria"]["Filters"]]
+    assert pattern["dynamodb"]["Keys"]["sk"]["S"] == ["result"]
