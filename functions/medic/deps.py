@@ -13,6 +13,7 @@ from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
+from medic.adapters.slurm_queue import SlurmQueues
 from medic.adapters.training import TrainingJobs
 from medic.config import MedicConfig
 from medic.ledger import Ledger
@@ -29,6 +30,7 @@ class Deps:
     now: Callable[[], datetime] = clock.now
     training: TrainingJobs = field(default_factory=TrainingJobs)
     checkpoints: Checkpoints = field(default_factory=Checkpoints)
+    slurm: SlurmQueues = field(default_factory=lambda: SlurmQueues({}))
 
 
 @functools.cache
@@ -41,4 +43,5 @@ def dependencies() -> Deps:
         pager=Pager(os.environ["PAGE_TOPIC_ARN"]),
         mode=ModeSwitch(os.environ["MODE_PARAMETER"], default=config.mode),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        slurm=SlurmQueues.from_json(os.environ.get("SLURM_QUEUES")),
     )

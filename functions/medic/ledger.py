@@ -130,6 +130,62 @@ class Ledger:
             "attribute_not_exists(pk)", {},
         )
 
+    def agent_heartbeat(self, cluster: str) -> datetime | None:
+        """When the cluster's Slurm agent last reported in (agents write it; dry runs read the real one)."""
+        item = self.client.get_item(TableName=self.table, ConsistentRead=True,
+                                    Key={"pk": {"S": f"agent#{cluster}"}, "sk": {"S": "heartbeat"}}).get("Item")
+        return datetime.fromisoformat(item["at"]["S"]) if item else None
+
+    def claim_job_restart(self, lineage: str, max_restarts: int, now: datetime) -> int | None:
+        """Count one more restart of a job lineage; None when the budget is spent. Atomic under races."""
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": f"{self.namespace}lineage#{lineage}"}, "sk": {"S": "restarts"}},
+                UpdateExpression="ADD restarts :one SET last_restart_at = :now, expires_at = :exp",
+                ConditionExpression="attribute_not_exists(restarts) OR restarts < :max",
+                ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(max_restarts)},
+                                           ":now": {"S": now.isoformat()},
+                                           ":exp": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
+                ReturnValues="UPDATED_NEW",
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return None
+            raise
+        return int(response["Attributes"]["restarts"]["N"])
+
+    def record_command(self, command_id: str, context: dict[str, str], now: datetime) -> None:
+        """What a queued agent command is for, so its result can be recorded against the same incident."""
+        item = {"pk": {"S": f"command#{command_id}"}, "sk": {"S": "issued"},
+                **{key: {"S": value} for key, value in context.items()},
+                "issued_at": {"S": now.isoformat()},
+                "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}}
+        self.client.put_item(TableName=self.table, Item=item)
+
+    def command_context(self, command_id: str) -> dict[str, str]:
+        """What record_command wrote for the command; empty when Medic has no record of issuing it."""
+        item = self.client.get_item(TableName=self.table, ConsistentRead=True,
+                                    Key={"pk": {"S": f"command#{command_id}"}, "sk": {"S": "issued"}}).get("Item")
+        return {key: value["S"] for key, value in (item or {}).items() if "S" in value and key not in ("pk", "sk")}
+
+    def claim_command_record(self, command_id: str, now: datetime) -> bool:
+        """True for the first delivery of a command's result: its final record is written once."""
+        return self._conditional_put(
+            {"pk": {"S": f"command#{command_id}"}, "sk": {"S": "recorded"}, "recorded_at": {"S": now.isoformat()},
+             "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
+            "attribute_not_exists(pk)", {},
+        )
+
+    def claim_request(self, trigger: str, event_id: str, now: datetime) -> bool:
+        """True for the first delivery of an explicit request (an event id names one request)."""
+        return self._conditional_put(
+            {"pk": {"S": f"{self.namespace}request#{trigger}#{event_id}"}, "sk": {"S": "claim"},
+             "claimed_at": {"S": now.isoformat()},
+             "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
+            "attribute_not_exists(pk)", {},
+        )
+
     def set_outcome(self, cluster: str, node_id: str, outcome: str) -> None:
         self.client.update_item(
             TableName=self.table, Key=self._node_key(cluster, node_id),

@@ -22,6 +22,7 @@ class Trigger(StrEnum):
     JOB_STATE = "job_state"
     ALARM = "alarm"
     RECONCILE = "reconcile"
+    OPERATOR = "operator"  # an explicit request from a person or a tool ("Medic Requeue Job")
 
 
 class Action(StrEnum):
@@ -55,6 +56,7 @@ class Fault(StrEnum):
     JOB_NOT_RETRYABLE = "job_not_retryable"  # the job would fail the same way again
     JOB_UNKNOWN = "job_unknown"  # unrecognized failure reason: a human decides
     JOB_STOPPED = "job_stopped"  # stopped by a user: never restarted
+    OPERATOR_REQUEST = "operator_request"  # a person asked for the action (no fault classified by Medic)
     INVALID = "invalid"  # the event itself could not be used
 
 

@@ -1,0 +1,21 @@
+"""Lambda entry point for "Medic Requeue Job" (source medic.operator): requeue a Slurm job through its agent.
+
+    aws events put-events --entries '[{"Source": "medic.operator", "DetailType": "Medic Requeue Job",
+      "Detail": "{\"cluster\": \"pretrain-slurm\", \"job_id\": \"4211\", \"reason\": \"NCCL hang\"}"}]'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from medic.deps import dependencies
+from medic.obs import logger, tracer
+from medic.slurm_requeue import handle_requeue_event
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    return handle_requeue_event(event, dependencies())

@@ -1,0 +1,146 @@
+"""Slurm job requeues through the cluster's agent, in two halves.
+
+Request (handlers/requeue_request.py, or any trigger that builds a RequeueRequest):
+  parse → check the target and the cluster → claim the request → agent alive? → mode → spend the
+  job's restart budget → remember the command (`command#<id>/issued`) → queue it → `deferred` record.
+Result (handlers/agent_results.py, the ledger's stream): the agent writes `command#<id>/result`
+  → claim `command#<id>/recorded` → final `executed` or `failed` record against the same incident
+  (and a page on failure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.deps import Deps
+from medic.domain.models import Action, Fault, Outcome, Trigger
+from medic.domain.slurm import (
+    InvalidCommand,
+    RequeueJobEvent,
+    heartbeat_is_fresh,
+    requeue_command,
+    slurm_job_page,
+    validate_requeue_target,
+)
+from medic.paging import page_incident
+from medic.records import complete, emit, rejected, short
+
+# Context keys record_command stores beside the record's own fields.
+DETAILS_KEY = "details"
+COMMAND_KEY = "command_id"
+
+
+@dataclass(frozen=True)
+class RequeueRequest:
+    mode: str
+    cluster: str
+    incident: str
+    trigger: str
+    event_id: str
+    fault: str
+    context: str  # what the human should know if this pages (the operator's reason, the alarm's reason, ...)
+    job_name: str | None = None
+    job_id: str | None = None
+
+    @property
+    def job(self) -> str:
+        return self.job_id if self.job_id is not None else str(self.job_name)
+
+
+def slurm_job_incident(cluster: str, job: str) -> str:
+    return f"job:slurm:{cluster}:{job}"
+
+
+# --- the request
+
+
+def handle_requeue_event(raw: Any, deps: Deps) -> dict:
+    """A "Medic Requeue Job" event (source medic.operator) → one remediation record."""
+    mode = deps.mode.current()
+    try:
+        event = RequeueJobEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.OPERATOR, "requeue request")
+    detail = event.detail
+    return requeue_slurm_job(RequeueRequest(
+        mode=mode, cluster=detail.cluster, incident=slurm_job_incident(detail.cluster, detail.job),
+        trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value,
+        context=detail.reason, job_name=detail.job_name, job_id=detail.job_id,
+    ), deps)
+
+
+def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
+    ledger = deps.ledger.for_mode(request.mode)
+    base = {"incident": request.incident, "trigger": request.trigger, "event_id": request.event_id,
+            "cluster": request.cluster, "job": request.job, "fault": request.fault,
+            "action": Action.REQUEUE_JOB, "mode": request.mode}
+    now = deps.now()
+
+    def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0) -> dict:
+        action = Action.NONE if outcome is Outcome.REJECTED else Action.REQUEUE_JOB
+        record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt})
+        if page and request.mode != "dry_run":
+            text = slurm_job_page(record, request.context, deps.region, situation=page)
+            record["paged"] = page_incident(deps, ledger, record, text)
+        return emit(record)
+
+    try:  # checked whoever the caller is: nothing unvalidated reaches the ledger or the queue
+        validate_requeue_target(job_id=request.job_id, job_name=request.job_name)
+    except InvalidCommand as error:
+        return finish(Outcome.REJECTED, f"Refused: {error}.")
+    cluster = deps.config.cluster(request.cluster)
+    if cluster is None or cluster.orchestrator != "slurm":
+        what = "is not managed by Medic" if cluster is None else f"is orchestrated by {cluster.orchestrator}"
+        return finish(Outcome.REJECTED, f"Refused: cluster {request.cluster} {what}; Medic requeues jobs only "
+                                        "on its configured Slurm clusters.")
+    if not ledger.claim_request(str(request.trigger), request.event_id, now):
+        return finish(Outcome.DUPLICATE, f"Request {request.event_id} was already handled.")
+    if not deps.slurm.has_queue(cluster.name):
+        return finish(Outcome.FAILED, f"Medic has no agent queue for Slurm cluster {cluster.name} (SLURM_QUEUES); "
+                                      "nothing was queued.", page="failed")
+    max_restarts = deps.config.guardrails_for(cluster).max_job_restarts
+
+    try:
+        heartbeat = deps.ledger.agent_heartbeat(cluster.name)
+    except (ClientError, BotoCoreError) as error:
+        return finish(Outcome.FAILED, f"Could not read the agent's heartbeat ({error_code(error)}); nothing was "
+                                      "queued.", page="failed")
+    if not heartbeat_is_fresh(heartbeat, now):
+        seen = heartbeat.strftime("%Y-%m-%d %H:%M UTC") if heartbeat else "never"
+        return finish(Outcome.FAILED, f"The Medic agent on {cluster.name} is not reporting (last heartbeat: "
+                                      f"{seen}); nothing was queued.", page="agent_down")
+    if request.mode == "paused":
+        return finish(Outcome.SUPPRESSED, f"Medic is paused; would requeue {request.job} through the agent.",
+                      page="failed")
+    if request.mode == "dry_run":
+        return finish(Outcome.DRY_RUN, f"Dry run: would requeue {request.job} through the agent.")
+
+    lineage = request.incident.removeprefix("job:")
+    try:
+        restarts = ledger.claim_job_restart(lineage, max_restarts, now)
+    except (ClientError, BotoCoreError) as error:
+        return finish(Outcome.FAILED, f"Could not count the job's restarts ({error_code(error)}); nothing was "
+                                      "queued.", page="failed")
+    if restarts is None:
+        return finish(Outcome.SUPPRESSED, f"Giving up: restart budget spent ({max_restarts} requeues of "
+                                          f"{request.job}).", page="gave_up", attempt=max_restarts + 1)
+    try:
+        command = requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
+                                  job_name=request.job_name)
+        context = {key: str(value) for key, value in base.items() if value is not None}
+        ledger.record_command(command.command_id, {**context, "attempt": str(restarts),
+                                                   DETAILS_KEY: request.context[:1000]}, now)
+        deps.slurm.send(command)
+    except InvalidCommand as error:  # unreachable after the checks above; kept as the last line of defence
+        return finish(Outcome.REJECTED, f"Refused to queue: {error}.", attempt=restarts)
+    except (ClientError, BotoCoreError) as error:
+        return finish(Outcome.FAILED, f"Could not queue the requeue ({error_code(error)}): {short(str(error))}",
+                      page="failed", attempt=restarts)
+    return finish(Outcome.DEFERRED, f"Requeue of {request.job} (attempt {restarts} of {max_restarts}) queued "
+                                    f"for the agent as command {command.command_id}; its result is recorded "
+                                    "when the agent reports.", attempt=restarts)

@@ -1,0 +1,150 @@
+"""A Slurm cluster's side of Medic in emulated AWS: its agent queue (SQS), the ledger's stream
+(DynamoDB Streams, as Lambda delivers it), and the real medic-agent from agent/ running in-process
+with a fake in place of subprocess.run. Both sides of the command/result contract are the real code."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from medic.adapters.slurm_queue import SlurmQueues
+from tests.functional.conftest import CLUSTER, REGION, TABLE, Medic
+from tests.helpers import load_event
+
+AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
+if str(AGENT_DIR) not in sys.path:
+    sys.path.insert(0, str(AGENT_DIR))
+
+from medic_agent.commands import RequeueJob  # noqa: E402,F401 - re-exported for the tests
+from medic_agent.commands import parse as agent_parse  # noqa: E402,F401
+from medic_agent.ledger import Ledger as AgentLedger  # noqa: E402
+from medic_agent.main import Agent  # noqa: E402
+from medic_agent.queue import Queue  # noqa: E402
+from medic_agent.slurm import Slurm  # noqa: E402
+from medic_agent.state import State  # noqa: E402
+
+CONTROLLER = "ip-10-1-88-145"
+STREAM_LABEL = "2026-11-20T08:00:00.000"
+
+
+@dataclass
+class FakeSlurm:
+    """Stands in for subprocess.run: answers `scontrol requeue` / `squeue` from a script, runs nothing."""
+
+    answers: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # "scontrol requeue" -> (rc, out, err)
+    argvs: list[list[str]] = field(default_factory=list)
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        argv = [Path(argv[0]).name, *argv[1:]]
+        self.argvs.append(argv)
+        returncode, stdout, stderr = self.answers.get(" ".join(argv[:2]), (0, "", ""))
+        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+
+class SlurmWorld:
+    def __init__(self, medic: Medic, tmp_path: Path) -> None:
+        self.medic = medic
+        self.sqs = medic.sqs
+        self.dynamodb = medic.deps.ledger.client
+        self.queue_url = self.sqs.create_queue(QueueName=f"medic-agent-{CLUSTER}")["QueueUrl"]
+        medic.deps.slurm = SlurmQueues({CLUSTER: self.queue_url}, self.sqs)
+        self.dynamodb.update_table(TableName=TABLE, StreamSpecification={
+            "StreamEnabled": True, "StreamViewType": "NEW_IMAGE"})
+        self.stream_arn = self.dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+        # botocore sends stream calls to an account endpoint moto does not serve: use the regional one.
+        self.streams = boto3.client("dynamodbstreams", region_name=REGION,
+                                    endpoint_url=f"https://streams.dynamodb.{REGION}.amazonaws.com")
+        shard = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        self._iterator = self.streams.get_shard_iterator(StreamArn=self.stream_arn, ShardId=shard,
+                                                         ShardIteratorType="LATEST")["ShardIterator"]
+        self.slurm = FakeSlurm()
+        self.bin_dir = tmp_path / "slurm-bin"
+        self.bin_dir.mkdir()
+        for program in ("scontrol", "squeue"):  # resolvable, never run (FakeSlurm answers instead)
+            (self.bin_dir / program).write_text("#!/bin/sh\nexit 99\n")
+            (self.bin_dir / program).chmod(0o755)
+        self.state_file = tmp_path / "agent-state.json"
+        self.agent_ledger = AgentLedger(TABLE, lambda: self.dynamodb)
+
+    # --- the agent
+
+    def heartbeat(self, age: timedelta = timedelta(seconds=30)) -> None:
+        """The agent reports in (written by the agent's own ledger code)."""
+        self.agent_ledger.heartbeat(CLUSTER, self.medic.clock[0] - age, CONTROLLER, "0.1.0")
+
+    def run_agent(self) -> None:
+        """One poll of the real agent on the controller: claim, run (fake Slurm), write the result, delete."""
+        agent = Agent(cluster=CLUSTER, queue=Queue(self.queue_url, lambda: self.sqs, wait_seconds=0),
+                      ledger=self.agent_ledger, slurm=Slurm(bin_dir=str(self.bin_dir), runner=self.slurm),
+                      state=State(str(self.state_file)), host=CONTROLLER,
+                      heartbeat_seconds=3600, clock=lambda: self.medic.clock[0] + timedelta(seconds=2))
+        agent.poll()
+
+    def put_result(self, command_id: str, status: str, message: str, **fields: Any) -> None:
+        """A result as the agent writes it, without running the agent."""
+        self.agent_ledger.put_result({
+            "command_id": command_id, "cluster": CLUSTER, "kind": "requeue_job", "target": "4211",
+            "incident": f"job:slurm:{CLUSTER}:4211", "host": CONTROLLER, "agent_version": "0.1.0",
+            "status": status, "message": message, "finished_at": self.medic.clock[0].isoformat(), **fields,
+        }, self.medic.clock[0])
+
+    # --- the queue
+
+    def queued(self) -> list[dict]:
+        """The messages waiting for the agent (left on the queue)."""
+        messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
+                                            VisibilityTimeout=0).get("Messages", [])
+        return [json.loads(message["Body"]) for message in messages]
+
+    def depth(self) -> int:
+        attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        return sum(int(value) for value in attributes.values())
+
+    # --- the ledger
+
+    def items(self) -> list[dict]:
+        return self.dynamodb.scan(TableName=TABLE)["Items"]
+
+    def item(self, pk: str, sk: str) -> dict | None:
+        return self.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}}).get("Item")
+
+    def stream_event(self) -> dict:
+        """The stream records written since the last call, as Lambda delivers them to the function."""
+        records = []
+        while True:
+            response = self.streams.get_records(ShardIterator=self._iterator)
+            self._iterator = response["NextShardIterator"]
+            if not response["Records"]:
+                break
+            records.extend(response["Records"])
+        for record in records:
+            change = record["dynamodb"]
+            created = change["ApproximateCreationDateTime"]
+            change["ApproximateCreationDateTime"] = int(created.timestamp()) if isinstance(created, datetime) \
+                else created
+            record.update({"awsRegion": REGION, "eventVersion": "1.1",
+                           "eventSourceARN": f"{self.stream_arn.split('/stream/')[0]}/stream/{STREAM_LABEL}"})
+        return {"Records": records}
+
+    # --- requests
+
+    def request_event(self, event_id: str | None = None, **detail: Any) -> dict:
+        """The sample "Medic Requeue Job" event with its detail changed (a None value removes the key)."""
+        event = copy.deepcopy(load_event("medic-requeue-job"))
+        for key, value in detail.items():
+            if value is None:
+                event["detail"].pop(key, None)
+            else:
+                event["detail"][key] = value
+        if event_id is not None:
+            event["id"] = event_id
+        return event

@@ -1,0 +1,237 @@
+"""Specification: an operator's "Medic Requeue Job" request becomes one validated command for the
+cluster's agent (moto SQS and DynamoDB; the agent's own parser reads what Medic queued)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from medic import clock
+from medic.adapters.slurm_queue import SlurmQueues
+from medic.config import parse_config
+from medic.deps import dependencies
+from medic.handlers import requeue_request
+from medic.slurm_requeue import handle_requeue_event
+from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, TABLE, medic_world
+from tests.functional.slurm_world import RequeueJob, SlurmWorld, agent_parse
+
+EVENT_ID = "3f2b8c1d-6e4a-4b9f-a7d2-1c5e8f0b9a34"
+
+
+@pytest.fixture
+def slurm(medic, tmp_path) -> SlurmWorld:
+    return SlurmWorld(medic, tmp_path)
+
+
+def request(slurm: SlurmWorld, event_id: str | None = None, **detail) -> dict:
+    return handle_requeue_event(slurm.request_event(event_id, **detail), slurm.medic.deps)
+
+
+def test_a_request_with_a_live_agent_queues_one_validated_command(slurm):
+    # Given the agent on the controller reported in 30 seconds ago
+    slurm.heartbeat()
+    # When an operator asks Medic to requeue job 4211
+    record = request(slurm)
+    # Then exactly one command is queued for the agent, and the agent itself accepts it
+    [body] = slurm.queued()
+    command = agent_parse(json.dumps(body), cluster=CLUSTER)
+    assert command.action == RequeueJob(job_id="4211")
+    assert (command.kind, command.incident) == ("requeue_job", f"job:slurm:{CLUSTER}:4211")
+    assert set(body) == {"command_id", "cluster", "kind", "incident", "issued_at", "job_id"}
+    # And the decision is recorded as deferred to the agent, against the job's incident
+    assert record["outcome"] == "deferred"
+    assert (record["trigger"], record["action"], record["fault"]) == ("operator", "requeue_job", "operator_request")
+    assert (record["cluster"], record["job"], record["attempt"], record["paged"]) == (CLUSTER, "4211", 1, False)
+    assert record["event_id"] == EVENT_ID
+    assert body["command_id"] in record["reason"]
+    # And the command's context waits in the ledger for the agent's result
+    issued = slurm.item(f"command#{body['command_id']}", "issued")
+    assert issued["incident"]["S"] == f"job:slurm:{CLUSTER}:4211" and issued["trigger"]["S"] == "operator"
+    assert slurm.medic.log.lines[-1]["outcome"] == "deferred"
+
+
+def test_a_request_by_job_name_queues_the_name(slurm):
+    # Given a live agent
+    slurm.heartbeat()
+    # When the operator names the job instead of giving its id
+    record = request(slurm, job_id=None, job_name="llama3-70b")
+    # Then the agent gets the name (it resolves the ids itself)
+    [body] = slurm.queued()
+    assert agent_parse(json.dumps(body), cluster=CLUSTER).action == RequeueJob(job_name="llama3-70b")
+    assert (record["outcome"], record["job"], record["incident"]) == (
+        "deferred", "llama3-70b", f"job:slurm:{CLUSTER}:llama3-70b")
+
+
+@pytest.mark.parametrize("heartbeat_age", [timedelta(minutes=6), None], ids=["stale", "missing"])
+def test_an_agent_that_is_not_reporting_pages_and_nothing_is_queued(slurm, heartbeat_age):
+    # Given the agent last reported 6 minutes ago, or never
+    if heartbeat_age is not None:
+        slurm.heartbeat(age=heartbeat_age)
+    # When a requeue is requested
+    record = request(slurm)
+    # Then nothing is queued, and a human is paged about the agent
+    assert slurm.depth() == 0
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert "not reporting" in record["reason"]
+    [page] = slurm.medic.pages()
+    assert "medic-agent" in page["Message"] and CLUSTER in page["Subject"]
+    # And no restart was counted against the job
+    assert slurm.item(f"lineage#slurm:{CLUSTER}:4211", "restarts") is None
+
+
+def test_a_spent_restart_budget_gives_up_with_one_page(slurm):
+    # Given a live agent and the job already requeued max_job_restarts (3) times
+    slurm.heartbeat()
+    outcomes = [request(slurm, event_id=f"request-{n}")["outcome"] for n in range(3)]
+    assert outcomes == ["deferred"] * 3
+    # When two more requests come in
+    records = [request(slurm, event_id=f"request-{n}") for n in (3, 4)]
+    # Then both are suppressed, nothing more is queued, and the human is paged once
+    assert [r["outcome"] for r in records] == ["suppressed", "suppressed"]
+    assert "Giving up" in records[0]["reason"] and records[0]["attempt"] == 4
+    assert [r["paged"] for r in records] == [True, False]
+    assert slurm.depth() == 3
+    [page] = slurm.medic.pages()
+    assert "requeue held back" in page["Subject"]
+
+
+HOSTILE = [
+    {"job_id": "1;rm -rf /"},
+    {"job_id": "12\n"},
+    {"job_id": "\u0661\u0662"},  # Arabic-Indic digits: \d would take them
+    {"job_id": "\uff11\uff12"},  # fullwidth digits
+    {"job_id": "12345678901"},  # 11 digits
+    {"job_id": 4211},  # a number, not a string
+    {"job_id": ""},
+    {"job_id": None, "job_name": "x; reboot"},
+    {"job_id": None, "job_name": "$(curl evil.example)"},
+    {"job_id": None, "job_name": "train\n"},
+    {"job_id": None, "job_name": "a" * 129},
+    {"job_id": None, "job_name": "j\u00f6b"},
+    {"job_name": "llama3-70b"},  # both an id and a name
+    {"job_id": None},  # neither
+    {"cluster": "pretrain-slurm; reboot"},
+    {"reason": ""},
+    {"unexpected": "field"},
+]
+
+
+@pytest.mark.parametrize("detail", HOSTILE, ids=[repr(d)[:40] for d in HOSTILE])
+def test_hostile_or_malformed_requests_are_rejected_and_nothing_is_queued(slurm, detail):
+    # Given a live agent
+    slurm.heartbeat()
+    items_before = slurm.items()
+    # When a request carries a value that must never reach a command line
+    record = request(slurm, **detail)
+    # Then it is rejected, nothing is queued, nothing is written, nobody is paged
+    assert (record["outcome"], record["action"], record["trigger"]) == ("rejected", "none", "operator")
+    assert slurm.depth() == 0
+    assert slurm.items() == items_before
+    assert slurm.medic.pages() == []
+
+
+@pytest.mark.parametrize("cluster", ["unknown-cluster", "finetune-eks"])
+def test_a_cluster_that_is_not_a_configured_slurm_cluster_is_rejected(slurm, cluster):
+    # Given a live agent on the Slurm cluster
+    slurm.heartbeat()
+    # When a request names a cluster Medic does not manage, or an EKS cluster
+    record = request(slurm, cluster=cluster)
+    # Then it is rejected and nothing is queued
+    assert (record["outcome"], record["cluster"], record["paged"]) == ("rejected", cluster, False)
+    assert slurm.depth() == 0
+
+
+def test_a_dry_run_queues_nothing_and_spends_no_budget(slurm):
+    # Given Medic in dry_run and a live agent
+    slurm.medic.set_mode("dry_run")
+    slurm.heartbeat()
+    # When a requeue is requested
+    record = request(slurm)
+    # Then it says what it would have done, and queues nothing
+    assert (record["outcome"], record["mode"]) == ("dry_run", "dry_run")
+    assert slurm.depth() == 0
+    assert slurm.item(f"lineage#slurm:{CLUSTER}:4211", "restarts") is None
+
+
+def test_paused_medic_queues_nothing_and_pages(slurm):
+    # Given Medic paused and a live agent
+    slurm.medic.set_mode("paused")
+    slurm.heartbeat()
+    # When a requeue is requested
+    record = request(slurm)
+    # Then it is suppressed, nothing is queued, and the requester's reason reaches the page
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert slurm.depth() == 0
+    [page] = slurm.medic.pages()
+    assert "NCCL all-reduce" in page["Message"]
+
+
+def test_a_request_delivered_twice_queues_one_command(slurm):
+    # Given a live agent
+    slurm.heartbeat()
+    # When EventBridge delivers the same request twice
+    first, second = request(slurm), request(slurm)
+    # Then one command is queued and the second delivery is recorded as a duplicate
+    assert (first["outcome"], second["outcome"]) == ("deferred", "duplicate")
+    assert slurm.depth() == 1
+
+
+def test_a_queue_that_cannot_be_reached_fails_and_pages(slurm):
+    # Given a live agent but a queue that no longer exists
+    slurm.heartbeat()
+    slurm.sqs.delete_queue(QueueUrl=slurm.queue_url)
+    # When a requeue is requested
+    record = request(slurm)
+    # Then the decision fails with the SQS error and pages
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert "Could not queue" in record["reason"]
+
+
+def test_a_slurm_cluster_without_an_agent_queue_fails_and_pages(slurm):
+    # Given a deployment whose SLURM_QUEUES lacks the cluster
+    slurm.heartbeat()
+    slurm.medic.deps.slurm = SlurmQueues({}, slurm.sqs)
+    # When a requeue is requested
+    record = request(slurm)
+    # Then it fails without spending the budget, and pages
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert "no agent queue" in record["reason"]
+    assert slurm.item(f"lineage#slurm:{CLUSTER}:4211", "restarts") is None
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "medic-requeue-request"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:medic-requeue-request"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000002"
+
+
+@pytest.fixture
+def deployed(aws_credentials, monkeypatch, tmp_path):
+    """The environment the stack sets on the function, with SLURM_QUEUES."""
+    config = parse_config(CONFIG)
+    for medic in medic_world(config):
+        slurm = SlurmWorld(medic, tmp_path)
+        for name, value in {"MEDIC_CONFIG": config.to_env(), "LEDGER_TABLE": TABLE, "MODE_PARAMETER": MODE_PARAMETER,
+                            "PAGE_TOPIC_ARN": medic.deps.pager.topic_arn,
+                            "SLURM_QUEUES": json.dumps({CLUSTER: slurm.queue_url})}.items():
+            monkeypatch.setenv(name, value)
+        dependencies.cache_clear()
+        yield slurm
+        dependencies.cache_clear()
+
+
+def test_the_deployed_handler_reads_its_queues_from_the_environment(deployed):
+    # Given the deployed environment and an agent that reported in just now (real time)
+    deployed.medic.clock[0] = clock.now()
+    deployed.heartbeat(age=timedelta(0))
+    # When the request reaches the deployed handler
+    record = requeue_request.handler(deployed.request_event(), LambdaContext())
+    # Then the command is on the cluster's queue
+    assert record["outcome"] == "deferred"
+    assert dependencies().slurm.queue_urls == {CLUSTER: deployed.queue_url}
+    assert len(deployed.queued()) == 1
