@@ -41,6 +41,10 @@ LOSS = "Loss"
 TOKENS_PER_SECOND = "TokensPerSecond"
 LAST_CHECKPOINT_STEP = "LastCheckpointStep"
 NON_FINITE_LOSS = "NonFiniteLoss"
+# The job's recent throughput level: an exponential moving average of the per-period means over
+# about BASELINE_MINUTES. Medic's slowdown alarm compares TokensPerSecond against it.
+TOKENS_PER_SECOND_BASELINE = "TokensPerSecondBaseline"
+BASELINE_MINUTES = 30
 
 _UNITS = {
     HEARTBEAT: "Count",
@@ -49,6 +53,7 @@ _UNITS = {
     TOKENS_PER_SECOND: "Count/Second",
     LAST_CHECKPOINT_STEP: "None",
     NON_FINITE_LOSS: "Count",
+    TOKENS_PER_SECOND_BASELINE: "Count/Second",
 }
 
 _NOT_NUMBERS = (str, bytes, bytearray, bool)
@@ -184,6 +189,7 @@ class Probe:
         self._last_step: int | None = None
         self._last_checkpoint: int | None = None
         self._started = False                  # anything recorded yet: before that nothing is published
+        self._tps_baseline: float | None = None  # updated by flushes only (step() never touches it)
         self._stop = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -309,6 +315,7 @@ class Probe:
             return False  # nothing recorded yet (model still loading): publish nothing, not zeros
         if final and period.steps == 0 and not period.checkpointed:
             return False  # close() right after a flush: nothing new to say
+        self._update_baseline(period)
         now = time.time()
         if self.emf:
             return self._write_emf(period, last_step, last_checkpoint, now)
@@ -324,6 +331,19 @@ class Probe:
             return False
         self.published += 1
         return True
+
+    def _update_baseline(self, period: _Period) -> None:
+        """Move the throughput baseline toward this period's mean (a new process starts at its first value)."""
+        if not period.tps_n:
+            return
+        mean = period.tps_sum / period.tps_n
+        if not math.isfinite(mean):
+            return
+        if self._tps_baseline is None:
+            self._tps_baseline = mean
+        else:
+            weight = min(1.0, self.period_seconds / (BASELINE_MINUTES * 60))
+            self._tps_baseline += weight * (mean - self._tps_baseline)
 
     def _ensure_sink(self) -> bool:
         """Somewhere to publish: stdout (EMF), the injected client, or a client made from the environment.
@@ -416,6 +436,8 @@ class Probe:
             scalar(NON_FINITE_LOSS, job, p.non_finite)
             statistic(LOSS, job, p.loss_n, p.loss_sum, p.loss_min, p.loss_max)
             statistic(TOKENS_PER_SECOND, job, p.tps_n, p.tps_sum, p.tps_min, p.tps_max)
+            if p.tps_n:
+                scalar(TOKENS_PER_SECOND_BASELINE, job, self._tps_baseline)
             scalar(LAST_CHECKPOINT_STEP, job, last_checkpoint)
         statistic(TOKENS_PER_SECOND, [self._node_dimensions()], p.tps_n, p.tps_sum, p.tps_min, p.tps_max)
         return data
@@ -440,6 +462,7 @@ class Probe:
             put(NON_FINITE_LOSS, p.non_finite, job_metrics)
             put(LOSS, p.loss_sum / p.loss_n if p.loss_n else None, job_metrics)
             put(TOKENS_PER_SECOND, tps, job_metrics)
+            put(TOKENS_PER_SECOND_BASELINE, self._tps_baseline if tps is not None else None, job_metrics)
             put(LAST_CHECKPOINT_STEP, last_checkpoint, job_metrics)
         put(TOKENS_PER_SECOND, tps, node_metrics)  # the same root value, also under [Job, Node]
         directives = []

@@ -40,8 +40,10 @@ class TestBatching:
         assert (tps["Minimum"], tps["Maximum"]) == (1001.0, 2000.0)
         assert metrics[("TokensPerSecond", JOB)]["Unit"] == "Count/Second"
         assert metrics[("TokensPerSecond", JOB_NODE)]["StatisticValues"] == tps
+        assert metrics[("TokensPerSecondBaseline", JOB)]["Value"] == pytest.approx(1500.5)  # first period
         assert set(metrics) == {("Heartbeat", JOB), ("Step", JOB), ("NonFiniteLoss", JOB), ("Loss", JOB),
-                                ("TokensPerSecond", JOB), ("TokensPerSecond", JOB_NODE)}
+                                ("TokensPerSecond", JOB), ("TokensPerSecondBaseline", JOB),
+                                ("TokensPerSecond", JOB_NODE)}
 
     def test_given_a_cluster_when_flushed_then_job_metrics_go_under_job_and_job_cluster_and_throughput_per_node(
             self, make_probe, fake):
@@ -56,7 +58,8 @@ class TestBatching:
             assert (name, JOB) in metrics
             assert (name, JOB_CLUSTER) in metrics
         assert ("TokensPerSecond", JOB_NODE) in metrics
-        assert len(metrics) == 13
+        assert ("TokensPerSecondBaseline", JOB_CLUSTER) in metrics
+        assert len(metrics) == 15
 
     def test_given_two_periods_when_flushed_each_time_then_aggregates_reset_but_step_and_checkpoint_persist(
             self, make_probe, fake):
@@ -76,6 +79,29 @@ class TestBatching:
         assert second[("Loss", JOB)]["StatisticValues"]["Sum"] == 8.0
         assert second[("LastCheckpointStep", JOB)]["Value"] == 9
         assert ("TokensPerSecond", JOB) not in second
+
+    def test_given_steady_throughput_then_a_sudden_drop_when_flushed_then_the_baseline_lags_behind(
+            self, make_probe, fake):
+        # Given 30 periods at 1000 tokens/s
+        probe = make_probe(client=fake)
+        for period in range(30):
+            probe.step(period, tokens_per_sec=1000.0)
+            probe.flush()
+        # When throughput halves for one period
+        probe.step(30, tokens_per_sec=500.0)
+        probe.flush()
+        # Then the baseline still reads close to the recent level, so TokensPerSecond / baseline < 0.6
+        last = by_metric(fake.calls[-1])
+        baseline = last[("TokensPerSecondBaseline", JOB)]["Value"]
+        assert 950 < baseline < 1000
+        tps = last[("TokensPerSecond", JOB)]["StatisticValues"]
+        assert tps["Sum"] / tps["SampleCount"] / baseline < 0.6
+
+    def test_given_a_period_without_throughput_when_flushed_then_no_baseline_is_sent(self, make_probe, fake):
+        probe = make_probe(client=fake)
+        probe.step(1, loss=1.0)
+        probe.flush()
+        assert ("TokensPerSecondBaseline", JOB) not in by_metric(fake.calls[0])
 
     def test_given_no_step_yet_when_flushed_then_nothing_is_published(self, make_probe, fake):
         probe = make_probe(client=fake)  # the model is still loading

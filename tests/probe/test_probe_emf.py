@@ -49,7 +49,8 @@ class TestEmf:
         assert job["Namespace"] == node["Namespace"] == "Medic/Training"
         assert job["Dimensions"] == [["Job"], ["Job", "Cluster"]]
         assert {m["Name"] for m in job["Metrics"]} == {
-            "Heartbeat", "Step", "NonFiniteLoss", "Loss", "TokensPerSecond", "LastCheckpointStep"}
+            "Heartbeat", "Step", "NonFiniteLoss", "Loss", "TokensPerSecond", "TokensPerSecondBaseline",
+            "LastCheckpointStep"}
         assert node == {"Namespace": "Medic/Training", "Dimensions": [["Job", "Node"]],
                         "Metrics": [{"Name": "TokensPerSecond", "Unit": "Count/Second"}]}
         assert (doc["Job"], doc["Cluster"], doc["Node"], doc["Rank"]) == ("llama3-70b", "ml-cluster", "ip-10-1-2-3", 0)

@@ -53,7 +53,8 @@ class TestAgainstMoto:
         job = frozenset({("Job", "llama3-70b")})
         job_cluster = frozenset({("Job", "llama3-70b"), ("Cluster", "ml-cluster")})
         job_node = frozenset({("Job", "llama3-70b"), ("Node", "ip-10-1-2-3")})
-        expected = {(name, d) for name in ("Heartbeat", "Step", "Loss", "TokensPerSecond", "LastCheckpointStep",
+        expected = {(name, d) for name in ("Heartbeat", "Step", "Loss", "TokensPerSecond", "TokensPerSecondBaseline",
+                                           "LastCheckpointStep",
                                            "NonFiniteLoss") for d in (job, job_cluster)}
         assert listed(cloudwatch) == expected | {("TokensPerSecond", job_node)}
         assert metric_value(cloudwatch, "Heartbeat", {"Job": "llama3-70b"}, "Sum") == [101.0]
