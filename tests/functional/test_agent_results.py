@@ -1,0 +1,268 @@
+"""Specification: the agent's command results, read from the ledger's stream, become the final
+remediation record of each requeue (moto DynamoDB Streams and SQS; the real agent in-process)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from medic.handlers import agent_results
+from tests.functional.conftest import CLUSTER
+from tests.functional.slurm_world import SlurmWorld
+from tests.helpers import load_event
+
+SAMPLE_COMMAND = "6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13"
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "medic-agent-results"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:medic-agent-results"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000003"
+
+
+@pytest.fixture
+def slurm(medic, tmp_path, monkeypatch) -> SlurmWorld:
+    world = SlurmWorld(medic, tmp_path)
+    monkeypatch.setattr(agent_results, "dependencies", lambda: medic.deps)
+    world.heartbeat()
+    return world
+
+
+def deliver(slurm: SlurmWorld, event: dict) -> tuple[dict, list[dict]]:
+    """Invoke the function with a stream batch: its response, and the remediation records it wrote."""
+    before = len(slurm.medic.log.lines)
+    response = agent_results.handler(event, LambdaContext())
+    return response, slurm.medic.log.lines[before:]
+
+
+def requeue(slurm: SlurmWorld, event_id: str = "3f2b8c1d-6e4a-4b9f-a7d2-1c5e8f0b9a34", **detail: Any) -> dict:
+    from medic.slurm_requeue import handle_requeue_event
+
+    record = handle_requeue_event(slurm.request_event(event_id, **detail), slurm.medic.deps)
+    assert record["outcome"] == "deferred"
+    return record
+
+
+def test_an_executed_requeue_is_recorded_as_executed_on_the_same_incident(slurm):
+    # Given a requeue Medic queued, and the agent that ran it (Slurm said yes)
+    deferred = requeue(slurm)
+    slurm.stream_event()  # (Medic's own writes so far)
+    slurm.run_agent()
+    assert slurm.slurm.argvs == [["scontrol", "requeue", "4211"]]
+    # When the ledger's stream brings the agent's writes to the function
+    response, records = deliver(slurm, slurm.stream_event())
+    # Then the requeue's final record says executed, on the same incident, event and attempt
+    assert response == {"batchItemFailures": []}
+    [record] = records
+    assert record["outcome"] == "executed"
+    for key in ("incident", "trigger", "event_id", "cluster", "job", "fault", "action", "attempt", "mode"):
+        assert record[key] == deferred[key], key
+    assert "requeued Slurm job 4211" in record["reason"] and "exit 0" in record["reason"]
+    assert record["paged"] is False and slurm.medic.pages() == []
+
+
+def test_a_requeue_by_name_lists_the_jobs_slurm_requeued(slurm):
+    # Given a requeue by name, and Slurm finding two jobs with that name
+    requeue(slurm, job_id=None, job_name="llama3-70b")
+    slurm.slurm.answers["squeue --noheader"] = (0, "4211\n4212\n", "")
+    slurm.run_agent()
+    # When the result arrives
+    _, [record] = deliver(slurm, slurm.stream_event())
+    # Then the record names both job ids
+    assert record["outcome"] == "executed" and "requeued Slurm job 4211, 4212" in record["reason"]
+
+
+def test_a_failed_requeue_is_recorded_with_slurms_message_and_pages_once(slurm):
+    # Given the agent ran the requeue and Slurm refused it
+    requeue(slurm)
+    slurm.slurm.answers["scontrol requeue"] = (1, "", "scontrol: error: Invalid job id specified\n")
+    slurm.run_agent()
+    # When the result arrives
+    response, [record] = deliver(slurm, slurm.stream_event())
+    # Then the final record is failed, says what Slurm said, and a human is paged
+    assert response == {"batchItemFailures": []}
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert "could not run" in record["reason"] and "Invalid job id specified" in record["reason"]
+    [page] = slurm.medic.pages()
+    assert page["Subject"] == f"[Medic] {CLUSTER} job 4211: requeue FAILED"
+    assert "Invalid job id specified" in page["Message"] and "NCCL all-reduce" in page["Message"]
+
+
+def test_a_refused_command_is_recorded_as_failed_and_pages(slurm):
+    # Given a queued requeue whose result the agent wrote as refused
+    requeue(slurm)
+    [body] = slurm.queued()
+    slurm.put_result(body["command_id"], "refused", "command is for cluster 'other', this agent serves 'x'")
+    # When the result arrives
+    _, [record] = deliver(slurm, slurm.stream_event())
+    # Then it is failed, and paged
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert "refused" in record["reason"]
+
+
+def test_a_result_delivered_twice_is_recorded_and_paged_once(slurm):
+    # Given a failed requeue's result in the stream
+    requeue(slurm)
+    slurm.slurm.answers["scontrol requeue"] = (1, "", "Requested operation is presently disabled")
+    slurm.run_agent()
+    event = slurm.stream_event()
+    # When the stream delivers the same batch twice (a retry after a timeout)
+    _, first = deliver(slurm, event)
+    response, second = deliver(slurm, copy.deepcopy(event))
+    # Then there is one final record and one page
+    assert [r["outcome"] for r in first] == ["failed"] and second == []
+    assert response == {"batchItemFailures": []}
+    assert len(slurm.medic.pages()) == 1
+
+
+def test_a_result_written_twice_by_the_agent_is_recorded_once(slurm):
+    # Given a queued requeue and its result, written again (the agent retried a write that had landed)
+    requeue(slurm)
+    [body] = slurm.queued()
+    slurm.put_result(body["command_id"], "executed", "scontrol requeue 4211: exit 0", job_ids=["4211"])
+    slurm.put_result(body["command_id"], "executed", "scontrol requeue 4211: exit 0", job_ids=["4211"])
+    # When both writes (INSERT, then MODIFY) arrive
+    _, records = deliver(slurm, slurm.stream_event())
+    # Then one final record
+    assert [r["outcome"] for r in records] == ["executed"]
+
+
+def test_a_jobs_failed_requeues_page_once_per_incident(slurm):
+    # Given two requeues of the same job, both failing in Slurm
+    slurm.slurm.answers["scontrol requeue"] = (1, "", "Job is not in a requeueable state")
+    outcomes = []
+    for n in range(2):
+        requeue(slurm, event_id=f"request-{n}")
+        slurm.run_agent()
+        # When each result arrives
+        outcomes += [r["outcome"] for r in deliver(slurm, slurm.stream_event())[1]]
+    # Then both are recorded as failed, but the human is paged once
+    assert outcomes == ["failed", "failed"]
+    assert len(slurm.medic.pages()) == 1
+
+
+def test_a_successful_requeue_ends_the_incident(slurm):
+    # Given a failed requeue of a job (paged), then a successful one
+    slurm.slurm.answers["scontrol requeue"] = (1, "", "Job is not in a requeueable state")
+    requeue(slurm, event_id="request-0")
+    slurm.run_agent()
+    deliver(slurm, slurm.stream_event())
+    slurm.slurm.answers.clear()
+    requeue(slurm, event_id="request-1")
+    slurm.run_agent()
+    deliver(slurm, slurm.stream_event())
+    assert len(slurm.medic.pages()) == 1
+    # When a later requeue of the job fails
+    slurm.slurm.answers["scontrol requeue"] = (1, "", "Job is not in a requeueable state")
+    requeue(slurm, event_id="request-2")
+    slurm.run_agent()
+    _, [record] = deliver(slurm, slurm.stream_event())
+    # Then it is a new incident for the human: paged again
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+
+
+def test_the_sample_batch_records_its_one_result_and_skips_the_rest(slurm):
+    # Given a stream batch as AWS delivers it: the agent's claim, its result, a heartbeat, a TTL delete,
+    # for a command Medic has no record of issuing
+    event = load_event("ledger-stream-agent-result")
+    # When the function gets it
+    response, records = deliver(slurm, event)
+    # Then the result alone is recorded, from what the agent wrote
+    assert response == {"batchItemFailures": []}
+    [record] = records
+    assert (record["outcome"], record["incident"], record["cluster"], record["job"]) == (
+        "executed", f"job:slurm:{CLUSTER}:4211", CLUSTER, "4211")
+    assert record["trigger"] == "reconcile" and "no record of issuing" in record["reason"]
+
+
+def test_the_sample_result_of_an_issued_command_carries_its_request(slurm):
+    # Given Medic issued the sample's command for an operator request
+    slurm.medic.deps.ledger.record_command(SAMPLE_COMMAND, {
+        "incident": f"job:slurm:{CLUSTER}:4211", "trigger": "operator", "event_id": "request-9",
+        "cluster": CLUSTER, "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act",
+        "attempt": "2", "details": "hung"}, slurm.medic.clock[0])
+    # When its result arrives
+    _, [record] = deliver(slurm, load_event("ledger-stream-agent-result"))
+    # Then the final record continues the request's
+    assert (record["trigger"], record["event_id"], record["attempt"], record["outcome"]) == (
+        "operator", "request-9", 2, "executed")
+
+
+class FlakyLedgerClient:
+    """The real (moto) DynamoDB client, except reads of one command's context, which are throttled."""
+
+    def __init__(self, client: Any, command_id: str) -> None:
+        self._client = client
+        self.command_id = command_id
+        self.failing = True
+
+    def get_item(self, **kwargs: Any) -> dict:
+        if self.failing and kwargs["Key"]["pk"]["S"] == f"command#{self.command_id}":
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                              "GetItem")
+        return self._client.get_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def two_results() -> dict:
+    event = load_event("ledger-stream-agent-result")
+    first = event["Records"][1]
+    second = copy.deepcopy(first)
+    other = "0b9e4d2c-5a8f-4e71-b3c6-9d1f7a2e8c40"
+    for image in (second["dynamodb"]["Keys"], second["dynamodb"]["NewImage"]):
+        image["pk"]["S"] = f"command#{other}"
+    second["dynamodb"]["SequenceNumber"] = "4421584900000000017450439500"
+    second["eventID"] = "1679091c5a880faf6fb5e6087eb1b2dc"
+    return {"Records": [first, second]}
+
+
+def test_a_record_that_fails_is_reported_alone_and_recorded_when_retried(slurm):
+    # Given two results in one batch, and the ledger throttling reads for the first one's command
+    flaky = FlakyLedgerClient(slurm.dynamodb, SAMPLE_COMMAND)
+    slurm.medic.deps.ledger._client = flaky
+    event = two_results()
+    # When the batch arrives
+    response, records = deliver(slurm, event)
+    # Then the first is reported as a batch item failure (by sequence number), the second is recorded
+    assert response == {"batchItemFailures": [{"itemIdentifier": "4421584600000000017450439233"}]}
+    assert len(records) == 1
+    # And when the stream retries from the failed record, once the ledger recovers
+    flaky.failing = False
+    response, records = deliver(slurm, event)
+    # Then the first is recorded now, and the second not again
+    assert response == {"batchItemFailures": []}
+    assert len(records) == 1 and records[0]["incident"] == f"job:slurm:{CLUSTER}:4211"
+
+
+def test_a_malformed_result_is_rejected_once_and_does_not_block_the_stream(slurm):
+    # Given a result item whose status Medic does not know (an agent from the future)
+    event = load_event("ledger-stream-agent-result")
+    event["Records"][1]["dynamodb"]["NewImage"]["status"]["S"] = "partially_done"
+    # When it arrives, twice
+    response, records = deliver(slurm, event)
+    _, again = deliver(slurm, copy.deepcopy(event))
+    # Then one rejected record names the problem; nothing is retried or paged
+    assert response == {"batchItemFailures": []}
+    [record] = records
+    assert (record["outcome"], record["fault"], record["action"]) == ("rejected", "invalid", "none")
+    assert "status" in record["reason"] and again == []
+    assert slurm.medic.pages() == []
+
+
+def test_writes_that_are_not_results_are_skipped(slurm):
+    # Given a batch of Medic's and the agent's other writes (claims, heartbeats, TTL deletes)
+    event = load_event("ledger-stream-agent-result")
+    event["Records"] = [r for i, r in enumerate(event["Records"]) if i != 1]
+    # When it arrives
+    response, records = deliver(slurm, event)
+    # Then nothing is recorded and nothing is written
+    assert (response, records) == ({"batchItemFailures": []}, [])
+    assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
