@@ -11,7 +11,7 @@ action and a dry run still shows what the budget and cooldown would do.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -134,7 +134,11 @@ class Ledger:
         """When the cluster's Slurm agent last reported in (agents write it; dry runs read the real one)."""
         item = self.client.get_item(TableName=self.table, ConsistentRead=True,
                                     Key={"pk": {"S": f"agent#{cluster}"}, "sk": {"S": "heartbeat"}}).get("Item")
-        return datetime.fromisoformat(item["at"]["S"]) if item else None
+        try:
+            at = datetime.fromisoformat(item["at"]["S"]) if item else None
+        except (KeyError, TypeError, ValueError):
+            return None  # unreadable: as good as no heartbeat
+        return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
 
     def claim_job_restart(self, lineage: str, max_restarts: int, now: datetime) -> int | None:
         """Count one more restart of a job lineage; None when the budget is spent. Atomic under races."""

@@ -82,6 +82,20 @@ def test_an_agent_that_is_not_reporting_pages_and_nothing_is_queued(slurm, heart
     assert slurm.item(f"lineage#slurm:{CLUSTER}:4211", "restarts") is None
 
 
+@pytest.mark.parametrize("at, outcome", [("2026-11-20T08:13:00", "deferred"), ("2026-11-20T07:00:00", "failed"),
+                                        ("yesterday", "failed"), (None, "failed")])
+def test_a_heartbeat_without_a_time_zone_is_utc_and_an_unreadable_one_is_stale(slurm, at, outcome):
+    # Given a heartbeat item whose time has no zone (UTC), is not a time, or is missing
+    item = {"pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}}
+    if at is not None:
+        item["at"] = {"S": at}
+    slurm.dynamodb.put_item(TableName=TABLE, Item=item)
+    # When a requeue is requested
+    record = request(slurm)
+    # Then a recent naive time counts as fresh, anything else as an agent not reporting
+    assert record["outcome"] == outcome
+
+
 def test_a_spent_restart_budget_gives_up_with_one_page(slurm):
     # Given a live agent and the job already requeued max_job_restarts (3) times
     slurm.heartbeat()
