@@ -81,9 +81,16 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# The calls that change something outside Medic, as the demo's summary counts them.
+ACTION_CALLS = {"sagemaker:BatchRebootClusterNodes": "BatchRebootClusterNodes",
+                "sagemaker:BatchReplaceClusterNodes": "BatchReplaceClusterNodes",
+                "sagemaker:CreateTrainingJob": "CreateTrainingJob",
+                "sqs:SendMessage": "SendMessage (agent queue)"}
+
+
 def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
     records, pages = result.records, result.pages
-    rows = [("time", "node", "fault", "action", "outcome", "paged", "reason")]
+    rows = [("time", "node/job", "fault", "action", "outcome", "paged", "reason")]
     for record in records:
         rows.append((str(record.get("timestamp", ""))[11:19], str(record.get("node_id") or record.get("job") or "-"),
                      str(record.get("fault")), str(record.get("action")), str(record.get("outcome")),
@@ -96,11 +103,14 @@ def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
         if index == 0:
             lines.append("   " + "  ".join("-" * width for width in widths) + "  " + "-" * 6)
     outcomes = Counter(record.get("outcome") for record in records)
-    node_calls = {key.split(":", 1)[1]: count for key, count in sorted(result.calls.items())
-                  if key.startswith("sagemaker:Batch")}
+    action_calls = {label: result.calls[key] for key, label in ACTION_CALLS.items() if result.calls.get(key)}
     summary = ", ".join(f"{outcome} {count}" for outcome, count in outcomes.most_common()) or "no records"
-    calls = ", ".join(f"{name} {count}" for name, count in node_calls.items()) or "none"
-    lines.append(f"   summary: {summary} · pages {len(pages)} · node action calls: {calls}")
+    calls = ", ".join(f"{name} {count}" for name, count in action_calls.items()) or "none"
+    lines.append(f"   summary: {summary} · pages {len(pages)} · action calls: {calls}")
+    for job in result.training_jobs:
+        lines.append(f"   job started: {job.get('name')} from checkpoint {job.get('checkpoint') or '(none)'}")
+    for run in getattr(result, "slurm_runs", []):
+        lines.append(f"   slurm ({run.get('cluster')}): {_truncate(str(run.get('describe')), 100)}")
     for page in pages:
         lines.append(f"   page: {_truncate(str(page.get('subject')), 100)}")
     return "\n".join(lines) + "\n"

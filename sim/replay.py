@@ -59,6 +59,11 @@ class ReplayResult:
     def pages(self) -> list[dict]:
         return [line for line in self.lines if line["kind"] == "page"]
 
+    @property
+    def training_jobs(self) -> list[dict]:
+        """Training jobs the handlers created (CreateTrainingJob calls the emulated SageMaker accepted)."""
+        return [line for line in self.lines if line["kind"] == "training_job"]
+
 
 @dataclass
 class LambdaContext:
@@ -221,15 +226,11 @@ class Replay:
             self.world.client("ssm").put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
 
     def _directive_training_job(self, value: Any) -> None:
-        self._store("training_job", value, "TrainingJobName")
+        self.world.training.put(value)
 
     def _directive_slurm_job(self, value: Any) -> None:
-        self._store("slurm_job", value, "id")
-
-    def _store(self, kind: str, value: Any, required: str) -> None:
-        if not isinstance(value, dict) or required not in value:
-            raise ValueError(f"expected an object with {required!r}")
-        self.world.stored.setdefault(kind, []).append(value)
+        if not isinstance(value, dict) or "id" not in value:
+            raise ValueError("expected an object with 'id'")
 
     # events
     def event(self, lineno: int, event: dict) -> None:
@@ -270,6 +271,8 @@ class Replay:
                 print(f"sim: {function.name} raised on attempt {attempt + 1} of {1 + function.max_retries}"
                       f"{' (event dropped to the DLQ)' if gives_up else ''}:\n    {tail}", file=self.err)
                 self.result.errors.append(f"{function.name} raised on attempt {attempt + 1}")
+        for job in self.world.training.drain_created():
+            self.emit({"kind": "training_job", **job})
         for record in capture.records:
             self.emit({"kind": "record", **record})
         for page in self.world.drain_pages():

@@ -24,14 +24,19 @@ from moto.core.models import botocore_stubber
 
 from sim.faults import Fault, error_response
 
-Emulated = Callable[[AWSPreparedRequest], AWSResponse]
+# An emulated operation answers the request itself, or returns None to leave it to moto.
+Emulated = Callable[[AWSPreparedRequest], AWSResponse | None]
+# An observer sees each request moto answered, with the answer (to record or adjust what moto did).
+Observer = Callable[[AWSPreparedRequest, AWSResponse], None]
 _OPERATION = "sim.operation"
 
 
 class Router:
-    def __init__(self, faults: Iterable[Fault] = (), emulated: dict[str, Emulated] | None = None) -> None:
+    def __init__(self, faults: Iterable[Fault] = (), emulated: dict[str, Emulated] | None = None,
+                 observers: dict[str, Observer] | None = None) -> None:
         self.faults = {fault.key: fault for fault in faults}
         self.emulated = dict(emulated or {})
+        self.observers = dict(observers or {})
         self.calls: Counter[str] = Counter()  # API calls, by service:Operation
         self.attempts: Counter[str] = Counter()  # HTTP attempts (retries included)
         self.injected: Counter[str] = Counter()  # attempts answered with an injected fault
@@ -75,5 +80,13 @@ class Router:
                                       f"{fault.code} injected by the replay harness "
                                       f"({fault.fired} of {fault.count}).")
             if key in self.emulated:
-                return self.emulated[key](request)
+                response = self.emulated[key](request)
+                if response is not None:
+                    return response
+            observer = self.observers.get(key)
+            if observer is not None:
+                response = botocore_stubber(request=request, **kwargs)
+                if response is not None:
+                    observer(request, response)
+                return response
         return botocore_stubber(request=request, **kwargs)

@@ -18,10 +18,12 @@ from sim.cfn import Physical, SimError, Template
 from sim.faults import Fault
 from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld
 from sim.router import Router
+from sim.training import TrainingWorld
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-west-2"
 PAGE_CAPTURE_QUEUE = "medic-sim-page-capture"
+TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
 
 
 @functools.cache
@@ -70,11 +72,14 @@ class World:
         self.topics: list[str] = []
         self.mode_parameters: list[str] = []
         self.hyperpod = HyperPodWorld(account, region, f"arn:aws:iam::{account}:role/medic-sim-hyperpod-nodes")
+        self.training = TrainingWorld(account, region, self.client)
         self.router = Router(faults, {
             "sagemaker:BatchRebootClusterNodes": self.hyperpod.batch_reboot,
             "sagemaker:BatchReplaceClusterNodes": self.hyperpod.batch_replace,
+            "sagemaker:ListTags": self.training.list_tags,
+        }, observers={
+            "sagemaker:CreateTrainingJob": self.training.observe_create,
         })
-        self.stored: dict[str, list[dict]] = {}  # accepted directives not emulated yet
         self._mock: Any = None
         self._clients: dict[str, Any] = {}
 
@@ -318,9 +323,16 @@ class World:
         self.hyperpod.create_cluster(self.client("sagemaker"), name, groups)
 
     def prepare_for(self, event: dict) -> None:
-        """Create what the event refers to: a configured cluster, and an undeclared node in it."""
+        """Create what the event refers to: a configured cluster, and an undeclared node in it; a
+        training job under a configured prefix (a known job takes the event's status)."""
         detail = event.get("detail")
         if not isinstance(detail, dict):
+            return
+        if event.get("detail-type") == TRAINING_JOB_EVENT:
+            name = detail.get("TrainingJobName")
+            configured = (isinstance(name, str) and self.config is not None
+                          and self.config.training_jobs_for(name) is not None)
+            self.training.sync(detail, create=configured)
             return
         nested = detail.get("EventDetails")  # "SageMaker HyperPod Cluster Event" nests its details
         cluster = detail.get("ClusterName") or (nested.get("ClusterName") if isinstance(nested, dict) else None)

@@ -1,7 +1,9 @@
 """Writes the bundled demo scenarios (``python -m sim.scenarios.generate``); the files are committed.
 
-Every event has the exact shape of a "SageMaker HyperPod Cluster Node Health Event" as AWS
-delivers it (events/hyperpod-node-health-unhealthy.json), with the instance, time and reason varied.
+Every event has the exact shape AWS delivers: "SageMaker HyperPod Cluster Node Health Event"
+(events/hyperpod-node-health-unhealthy.json) with the instance, time and reason varied;
+"SageMaker Training Job State Change" (events/training-job-failed.json) with the job, time,
+reason and tags varied; and the operator's "Medic Requeue Job" (source medic.operator).
 """
 
 from __future__ import annotations
@@ -39,6 +41,48 @@ BASE = {
         },
     },
 }
+TRAINING_BASE = {
+    "version": "0",
+    "id": "7d8e9f0a-1b2c-4d3e-8f4a-5b6c7d8e9f0a",
+    "detail-type": "SageMaker Training Job State Change",
+    "source": "aws.sagemaker",
+    "account": "123456789012",
+    "time": "2026-11-21T02:40:12Z",
+    "region": "us-west-2",
+    "resources": ["arn:aws:sagemaker:us-west-2:123456789012:training-job/ft-mistral-7b-0042"],
+    "detail": {
+        "TrainingJobName": "ft-mistral-7b-0042",
+        "TrainingJobArn": "arn:aws:sagemaker:us-west-2:123456789012:training-job/ft-mistral-7b-0042",
+        "TrainingJobStatus": "Failed",
+        "SecondaryStatus": "Failed",
+        "FailureReason": "InternalServerError: We encountered an internal error. Please try again.",
+        "HyperParameters": {"epochs": "3", "lr": "0.0002"},
+        "AlgorithmSpecification": {"TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/ft:latest",
+                                   "TrainingInputMode": "File"},
+        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerTrainingRole",
+        "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3Uri": "s3://ml-data-123456789012/ft/train/",
+            "S3DataDistributionType": "FullyReplicated"}}}],
+        "OutputDataConfig": {"S3OutputPath": "s3://ml-artifacts-123456789012/ft/output/"},
+        "CheckpointConfig": {"S3Uri": "s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/",
+                             "LocalPath": "/opt/ml/checkpoints"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 500},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 432000},
+        "CreationTime": "1763686000000",
+        "TrainingStartTime": "1763686300000",
+        "TrainingEndTime": "1763692812000",
+        "LastModifiedTime": "1763692812000",
+        "SecondaryStatusTransitions": [],
+        "Tags": {},
+    },
+}
+JOB = "ft-mistral-7b-0042"
+T_JOB = datetime(2026, 11, 21, 2, 40, 12, tzinfo=UTC)
+CHECKPOINT = "s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/checkpoint-1200.pt"
+INTERNAL_ERROR = "InternalServerError: We encountered an internal error. Please try again."
+CUDA_OOM = ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"torch.OutOfMemoryError: CUDA out "
+            "of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.11 GiB of which 1.02 GiB is "
+            "free.\"\nCommand \"/opt/conda/bin/python3.10 train.py --epochs 3 --lr 0.0002\", exit code: 1")
 RECOMMENDATION = {"Terminate": "Please Replace the Faulty Node.", "Reboot": "Please Reboot the Faulty Node."}
 
 
@@ -53,6 +97,29 @@ def event(node: str = NODE, at: datetime = T0, fault: str = "NvidiaErrorTerminat
                                      "on this node and is unhealthy.")
     summary["Recommendation"] = RECOMMENDATION["Reboot" if fault.endswith("Reboot") else "Terminate"]
     return result
+
+
+def training_failed(job: str = JOB, at: datetime = T_JOB, reason: str = INTERNAL_ERROR,
+                    tags: dict[str, str] | None = None) -> dict:
+    """A training job's Failed state change, as SageMaker sends it (the detail carries the job's tags)."""
+    result = copy.deepcopy(TRAINING_BASE)
+    arn = f"arn:aws:sagemaker:us-west-2:123456789012:training-job/{job.lower()}"
+    result["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/{job}/{at.isoformat()}/{reason[:40]}"))
+    result["time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    result["resources"] = [arn]
+    detail = result["detail"]
+    millis = int(at.timestamp() * 1000)
+    detail.update({"TrainingJobName": job, "TrainingJobArn": arn, "FailureReason": reason, "Tags": dict(tags or {}),
+                   "CreationTime": str(millis - 7_200_000), "TrainingStartTime": str(millis - 6_900_000),
+                   "TrainingEndTime": str(millis), "LastModifiedTime": str(millis)})
+    return result
+
+
+def restart_failed(attempt: int, at: datetime) -> dict:
+    """Medic's restart number ``attempt`` of the job failing the same way."""
+    name = f"{JOB}-r{attempt}"
+    return training_failed(name, at, tags={"medic:lineage": JOB, "medic:attempt": str(attempt),
+                                           "medic:restarted-from": JOB if attempt == 1 else f"{JOB}-r{attempt - 1}"})
 
 
 def node_id(index: int) -> str:
@@ -94,6 +161,19 @@ def scenarios() -> dict[str, tuple[list[str], list[dict]]]:
             "expect: the first rejected with no call; the next valid event still executes",
         ], [event("i-0abc; rm -rf /", event_id="6e0c1d1e-0b7a-4b8e-9a0e-1f2a3b4c5d6e"),
             event("i-0a1b2c3d4e5f60718", T0 + timedelta(minutes=1))]),
+        "h-training-job-restart.jsonl": ([
+            "title: (h) Training job: a retryable failure with a checkpoint in S3 -> restart from it",
+            "expect: restart_job executed, new job ft-mistral-7b-0042-r1 with the same checkpoint URI, no page",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed()]),
+        "i-training-job-gives-up.jsonl": ([
+            "title: (i) Training job: every restart fails the same way until the budget is spent",
+            "expect: three restarts executed (r1..r3), then suppressed with one give-up page",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(),
+            *(restart_failed(k, T_JOB + timedelta(hours=3 * k)) for k in (1, 2, 3))]),
+        "j-training-job-not-retryable.jsonl": ([
+            "title: (j) Training job: CUDA out of memory is not retryable",
+            "expect: no restart, one page for a human",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=CUDA_OOM)]),
     }
 
 

@@ -39,5 +39,6 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys):
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 7
-    assert "time      node" in out
+    assert out.count("   summary: ") == len(bundled()) == 10
+    assert "time      node/job" in out
+    assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out
