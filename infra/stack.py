@@ -16,6 +16,7 @@ from infra.components.node_remediation import NodeRemediation
 from infra.components.paging import PagingTopic
 from infra.components.shared import Shared
 from infra.components.slurm_agents import SlurmJobRequeue
+from infra.components.training_alarms import AlarmResponse, TrainingAlarms
 from infra.components.training_job_restarts import TrainingJobRestarts
 from medic.config import MedicConfig
 
@@ -42,6 +43,13 @@ class MedicStack(Stack):
         self.slurm_job_requeue = (
             SlurmJobRequeue(self, "SlurmJobRequeue", shared=shared)
             if any(cluster.orchestrator == "slurm" for cluster in config.clusters) else None)
+        self.training_alarms = TrainingAlarms(self, "TrainingAlarms", shared=shared)
+        agents = self.slurm_job_requeue.queues if self.slurm_job_requeue else {}
+        self.alarm_response = AlarmResponse(
+            self, "AlarmResponse", shared=shared, alarms=self.training_alarms,
+            slurm_queues={name: agent.queue.queue_url for name, agent in agents.items()},
+            slurm_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
+        ) if self.training_alarms.names else None
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 
@@ -49,7 +57,8 @@ class MedicStack(Stack):
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
         CfnOutput(self, "ModeParameterName", value=shared.mode.parameter_name)
         for name, construct in (("NodeRemediation", self.node_remediation),
-                                ("TrainingJobRestarts", self.training_job_restarts)):
+                                ("TrainingJobRestarts", self.training_job_restarts),
+                                ("AlarmResponse", self.alarm_response)):
             if construct is not None:
                 CfnOutput(self, f"{name}LogGroup", value=construct.handler.log_group.log_group_name)
                 CfnOutput(self, f"{name}DeadLetterQueueUrl", value=construct.handler.dead_letters.queue_url)

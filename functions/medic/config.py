@@ -76,6 +76,9 @@ class Cluster(_Strict):
     node_recovery: Literal["automatic", "none"] = "none"
     protected_groups: list[str] = Field(default_factory=lambda: ["controller", "login"])
     guardrails: GuardrailOverrides = Field(default_factory=GuardrailOverrides)
+    # EKS clusters: the EKS cluster's name, for the Container Insights failed-node alarm (Slurm
+    # clusters use HyperPod's own cluster_failed_node_count). Unset on EKS: no failed-node alarm.
+    eks_cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 
     @field_validator("protected_groups")
     @classmethod
@@ -156,9 +159,27 @@ DEFAULT_FAILURE_RULES = (
 
 
 class Job(_Strict):
+    """A long-running job the training probe reports on; Medic's alarms watch its metrics."""
+
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
     cluster: str
+    # Stall: no training step (probe heartbeat) for this long.
     stall_minutes: int = Field(default=10, ge=1, le=24 * 60)
+    # Divergence: a NaN/inf loss always; a loss above this ceiling too, when set.
+    loss_ceiling: float | None = None
+    # Slowdown: throughput below this fraction of its recent level (the probe's baseline) ...
+    slowdown_fraction: float = Field(default=0.6, gt=0, lt=1)
+    # ... for this many minutes.
+    slowdown_minutes: int = Field(default=10, ge=1, le=24 * 60)
+    # Proof of recovery: after Medic restarts the job, training must resume within this.
+    recovery_minutes: int = Field(default=20, ge=5, le=24 * 60)
+
+    @field_validator("loss_ceiling")
+    @classmethod
+    def _finite(cls, ceiling: float | None) -> float | None:
+        if ceiling is not None and not (-1e300 < ceiling < 1e300):
+            raise ValueError(f"loss_ceiling must be a finite number, got {ceiling!r}")
+        return ceiling
 
 
 class MedicConfig(_Strict):
@@ -178,6 +199,10 @@ class MedicConfig(_Strict):
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:
             raise ValueError(f"clusters: duplicate cluster name(s) {duplicated}")
+        jobs = [job.name for job in self.jobs]
+        duplicated_jobs = sorted({name for name in jobs if jobs.count(name) > 1})
+        if duplicated_jobs:
+            raise ValueError(f"jobs: duplicate job name(s) {duplicated_jobs}")
         for index, job in enumerate(self.jobs):
             if job.cluster not in names:
                 raise ValueError(
@@ -196,6 +221,9 @@ class MedicConfig(_Strict):
     def max_restarts_for(self, spec: TrainingJobs) -> int:
         return self.guardrails.max_job_restarts if spec.max_restarts is None else spec.max_restarts
 
+    def job(self, name: str) -> Job | None:
+        return next((job for job in self.jobs if job.name == name), None)
+
     def guardrails_for(self, cluster: Cluster) -> Guardrails:
         overrides = cluster.guardrails.model_dump(exclude_none=True)
         return self.guardrails.model_copy(update=overrides)
@@ -207,6 +235,19 @@ class MedicConfig(_Strict):
     @classmethod
     def from_env(cls, value: str) -> MedicConfig:
         return cls.model_validate_json(value)
+
+
+# Medic's alarms are named medic-<kind>-<job or cluster>: the rule takes only these, and the alarm
+# handler reads kind and subject back from the name (kinds never contain each other as prefixes).
+ALARM_PREFIX = "medic-"
+JOB_ALARM_KINDS = ("stall", "divergence", "slowdown")
+CLUSTER_ALARM_KINDS = ("failed-nodes",)
+
+
+def alarm_name(kind: str, subject: str) -> str:
+    if kind not in JOB_ALARM_KINDS + CLUSTER_ALARM_KINDS:
+        raise ValueError(f"unknown alarm kind {kind!r}")
+    return f"{ALARM_PREFIX}{kind}-{subject}"
 
 
 class ConfigError(ValueError):

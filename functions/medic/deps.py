@@ -11,6 +11,7 @@ from datetime import datetime
 from medic import clock
 from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
+from medic.adapters.metrics import TrainingMetrics
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.adapters.slurm_queue import SlurmQueues
@@ -30,6 +31,7 @@ class Deps:
     now: Callable[[], datetime] = clock.now
     training: TrainingJobs = field(default_factory=TrainingJobs)
     checkpoints: Checkpoints = field(default_factory=Checkpoints)
+    metrics: TrainingMetrics = field(default_factory=TrainingMetrics)
     slurm: SlurmQueues = field(default_factory=lambda: SlurmQueues({}))
 
 

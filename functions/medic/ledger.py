@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 
 from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
+from medic.domain.alarms import RecoveryWatch
 from medic.domain.models import ClusterAction, ClusterState, NodeState
 
 NODE_STATE_DAYS = 7  # long enough for escalation memory and cooldowns; TTL cleans up after
@@ -221,6 +222,88 @@ class Ledger:
 
     def release_storm_page(self, cluster: str) -> None:
         self.client.delete_item(TableName=self.table, Key=self._storm_key(cluster))
+
+    # --- alarms and proof of recovery
+
+    def claim_alarm_transition(self, alarm: str, state: str, state_timestamp: str, now: datetime) -> bool:
+        """True for the first delivery of an alarm entering a state (its state timestamp names the transition)."""
+        return self._conditional_put(
+            {"pk": {"S": f"{self.namespace}alarm#{alarm}"}, "sk": {"S": f"transition#{state}#{state_timestamp}"},
+             "claimed_at": {"S": now.isoformat()},
+             "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
+            "attribute_not_exists(pk)", {},
+        )
+
+    def alarm_incident(self, alarm: str) -> dict[str, str] | None:
+        """The open incident of an alarm (from its ALARM until its OK), or None."""
+        item = self.client.get_item(TableName=self.table, ConsistentRead=True, Key=self._alarm_key(alarm)).get("Item")
+        return {key: value["S"] for key, value in item.items() if "S" in value} if item else None
+
+    def open_alarm_incident(self, alarm: str, incident: str, now: datetime) -> None:
+        self.client.update_item(
+            TableName=self.table, Key=self._alarm_key(alarm),
+            UpdateExpression="SET incident = :i, opened_at = if_not_exists(opened_at, :now), expires_at = :exp",
+            ExpressionAttributeValues={":i": {"S": incident}, ":now": {"S": now.isoformat()},
+                                       ":exp": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
+        )
+
+    def close_alarm_incident(self, alarm: str, incident: str) -> None:
+        """OK after ALARM: the next ALARM is a new incident that may restart and page again."""
+        for key in (self._alarm_key(alarm), self._page_key(incident), self._page_key(f"{incident}:recovery"),
+                    self._escalation_key(incident), self._recovery_key(incident)):
+            self.client.delete_item(TableName=self.table, Key=key)
+
+    def incident_paged(self, incident: str) -> bool:
+        return "Item" in self.client.get_item(TableName=self.table, ConsistentRead=True, Key=self._page_key(incident))
+
+    def escalate(self, incident: str, now: datetime) -> None:
+        """A restart did not bring training back: no more automatic restarts until the incident closes."""
+        self.client.put_item(TableName=self.table, Item={
+            **self._escalation_key(incident), "escalated_at": {"S": now.isoformat()},
+            "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}})
+
+    def is_escalated(self, incident: str) -> bool:
+        return "Item" in self.client.get_item(TableName=self.table, ConsistentRead=True,
+                                              Key=self._escalation_key(incident))
+
+    def cluster_actions_since(self, cluster: str, since: datetime) -> int:
+        """How many node actions Medic took on the cluster since then (its guardrail history)."""
+        item = self.client.get_item(TableName=self.table, ConsistentRead=True,
+                                    Key=self._cluster_key(cluster)).get("Item")
+        return sum(1 for action in _cluster_state(item).actions if action.at >= since)
+
+    def watch_recovery(self, watch: RecoveryWatch) -> None:
+        self.client.put_item(TableName=self.table, Item={
+            **self._recovery_key(watch.incident), "job": {"S": watch.job}, "cluster": {"S": watch.cluster},
+            "restarted_at": {"S": watch.restarted_at.isoformat()}, "deadline": {"S": watch.deadline.isoformat()},
+            "attempt": {"N": str(watch.attempt)},
+            "expires_at": {"N": str(_epoch(watch.deadline + timedelta(days=NODE_STATE_DAYS)))}})
+
+    def recoveries(self) -> list[RecoveryWatch]:
+        """Every open recovery watch (one partition: a handful of items at most)."""
+        watches = []
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(TableName=self.table, ConsistentRead=True,
+                                       KeyConditionExpression="pk = :pk",
+                                       ExpressionAttributeValues={":pk": {"S": f"{self.namespace}recovery#watch"}}):
+            for item in page.get("Items", []):
+                watches.append(RecoveryWatch(
+                    incident=item["sk"]["S"], job=item["job"]["S"], cluster=item["cluster"]["S"],
+                    restarted_at=datetime.fromisoformat(item["restarted_at"]["S"]),
+                    deadline=datetime.fromisoformat(item["deadline"]["S"]), attempt=int(item["attempt"]["N"])))
+        return watches
+
+    def end_recovery(self, incident: str) -> None:
+        self.client.delete_item(TableName=self.table, Key=self._recovery_key(incident))
+
+    def _alarm_key(self, alarm: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}alarm#{alarm}"}, "sk": {"S": "open"}}
+
+    def _escalation_key(self, incident: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}incident#{incident}"}, "sk": {"S": "escalated"}}
+
+    def _recovery_key(self, incident: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}recovery#watch"}, "sk": {"S": incident}}
 
     def _conditional_put(self, item: dict, condition: str, values: dict) -> bool:
         try:

@@ -30,6 +30,11 @@ def page_cluster_summary(deps: Deps, ledger: Ledger, record: dict, text: PageTex
     return _publish(deps, record, text, release=lambda: ledger.release_storm_page(record["cluster"]))
 
 
+def page_resolution(deps: Deps, record: dict, text: PageText) -> bool:
+    """The all-clear for an incident that paged: once per closing transition (the caller deduped it)."""
+    return _publish(deps, record, text, release=lambda: None)
+
+
 def _publish(deps: Deps, record: dict, text: PageText, release: Callable[[], None]) -> bool:
     try:
         deps.pager.page(text.subject, text.body, json.dumps(complete({**record, "paged": True})))

@@ -43,7 +43,7 @@ class MedicFunction(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, handler: str, description: str,
                  environment: dict[str, str], layers: list[lambda_.ILayerVersion], key: kms.IKey,
-                 timeout_seconds: int = 60, memory_size: int = 512) -> None:
+                 timeout_seconds: int = 60, memory_size: int = 512, unscoped_reason: str = "") -> None:
         super().__init__(scope, construct_id)
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
         self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
@@ -79,8 +79,8 @@ class MedicFunction(Construct):
             resources=[key.key_arn]))
         Validations.of(self.role).acknowledge(Acknowledgment(
             id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-            reason="X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
-                   "permissions; every other statement names its resources."))
+            reason=("X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
+                    f"permissions. {unscoped_reason} Every other statement names its resources.")))
         Validations.of(self.function).acknowledge(Acknowledgment(
             id="AwsSolutions::AwsSolutions-L1",
             reason="Pinned to Python 3.13: the Powertools v3 layer and the tested runtime are python313."))

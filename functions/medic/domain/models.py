@@ -57,6 +57,12 @@ class Fault(StrEnum):
     JOB_UNKNOWN = "job_unknown"  # unrecognized failure reason: a human decides
     JOB_STOPPED = "job_stopped"  # stopped by a user: never restarted
     OPERATOR_REQUEST = "operator_request"  # a person asked for the action (no fault classified by Medic)
+    STALLED = "stalled"  # the training probe's heartbeat stopped
+    DIVERGED = "diverged"  # a NaN/inf loss, or a loss above the configured ceiling
+    SLOWED = "slowed"  # throughput well below its recent level
+    FAILED_NODES = "failed_nodes"  # HyperPod reports failed nodes for longer than a repair takes
+    RECOVERED = "recovered"  # proof of recovery: training resumed after Medic's restart
+    NO_PROGRESS = "no_progress"  # proof of recovery failed: no training progress after the restart
     INVALID = "invalid"  # the event itself could not be used
 
 

@@ -1,0 +1,79 @@
+"""CloudWatch metrics: what the training probe reported (progress, last checkpoint, per-node throughput)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from medic.adapters.aws import client as make_client
+from medic.domain.alarms import Progress
+
+PROBE_NAMESPACE = "Medic/Training"
+MAX_NODES = 64  # a page lists the slowest nodes; more would not fit a page anyway
+
+
+class TrainingMetrics:
+    def __init__(self, client: Any = None, namespace: str = PROBE_NAMESPACE) -> None:
+        self._client = client
+        self.namespace = namespace
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = make_client("cloudwatch")
+        return self._client
+
+    def progress(self, job: str, since: datetime, until: datetime) -> Progress:
+        """Steps counted (Heartbeat Sum) and the highest step reported since ``since``."""
+        values = self._query(since, until, [
+            ("steps", self._stat(job, "Heartbeat", "Sum", since, until)),
+            ("step", self._stat(job, "Step", "Maximum", since, until)),
+        ])
+        steps = values.get("steps", [])
+        last = values.get("step", [])
+        return Progress(steps=sum(steps), last_step=max(last) if last else None)
+
+    def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:
+        values = self._query(now - lookback, now, [
+            ("ckpt", self._stat(job, "LastCheckpointStep", "Maximum", now - lookback, now))]).get("ckpt", [])
+        return max(values) if values else None
+
+    def node_throughput(self, job: str, now: datetime,
+                        window: timedelta = timedelta(minutes=15)) -> list[tuple[str, float]]:
+        """Each node's mean tokens/s over the window, slowest first (the straggler heads the list)."""
+        nodes: list[str] = []
+        paginator = self.client.get_paginator("list_metrics")
+        for page in paginator.paginate(Namespace=self.namespace, MetricName="TokensPerSecond",
+                                       Dimensions=[{"Name": "Job", "Value": job}, {"Name": "Node"}]):
+            for metric in page.get("Metrics", []):
+                node = next((d["Value"] for d in metric.get("Dimensions", []) if d["Name"] == "Node"), None)
+                if node and node not in nodes:
+                    nodes.append(node)
+            if len(nodes) >= MAX_NODES:
+                break
+        nodes = nodes[:MAX_NODES]
+        if not nodes:
+            return []
+        queries = [(f"n{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "TokensPerSecond",
+                                              "Dimensions": [{"Name": "Job", "Value": job},
+                                                             {"Name": "Node", "Value": node}]},
+                                   "Period": int(window.total_seconds()), "Stat": "Average"})
+                   for index, node in enumerate(nodes)]
+        values = self._query(now - window, now, queries)
+        means = [(node, values[f"n{index}"][0]) for index, node in enumerate(nodes) if values.get(f"n{index}")]
+        return sorted(means, key=lambda pair: pair[1])
+
+    def _stat(self, job: str, name: str, stat: str, since: datetime, until: datetime) -> dict:
+        seconds = max(60, int((until - since).total_seconds()) // 60 * 60)
+        return {"Metric": {"Namespace": self.namespace, "MetricName": name,
+                           "Dimensions": [{"Name": "Job", "Value": job}]},
+                "Period": min(seconds, 86400), "Stat": stat}
+
+    def _query(self, start: datetime, end: datetime, stats: list[tuple[str, dict]]) -> dict[str, list[float]]:
+        queries = [{"Id": query_id, "MetricStat": stat, "ReturnData": True} for query_id, stat in stats]
+        values: dict[str, list[float]] = {}
+        paginator = self.client.get_paginator("get_metric_data")
+        for page in paginator.paginate(MetricDataQueries=queries, StartTime=start, EndTime=end):
+            for result in page.get("MetricDataResults", []):
+                values.setdefault(result["Id"], []).extend(result.get("Values", []))
+        return values

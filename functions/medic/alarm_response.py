@@ -1,0 +1,115 @@
+"""Act on Medic's alarms: a stalled job is requeued from its checkpoint (then watched until training
+resumes), divergence, slowdown and lasting failed nodes page a human, OK closes the incident."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.deps import Deps
+from medic.domain.alarms import (
+    AlarmContext,
+    AlarmKind,
+    AlarmStateChangeEvent,
+    AlarmSubject,
+    Plan,
+    RecoveryWatch,
+    alarm_subject,
+    decide_alarm,
+    recovery_deadline,
+)
+from medic.domain.models import Action, Fault, Outcome, Trigger
+from medic.domain.pages import alarm_page
+from medic.obs import logger
+from medic.paging import page_incident, page_resolution
+from medic.records import complete, emit, rejected, short
+from medic.slurm_requeue import RequeueRequest, requeue_slurm_job, slurm_job_incident
+
+
+def incident_of(subject: AlarmSubject) -> str:
+    """A stalled Slurm job shares its incident (and restart budget) with operator requeues of that job."""
+    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "slurm":
+        return slurm_job_incident(subject.cluster.name, subject.job.name)
+    return subject.incident
+
+
+def respond_to_alarm(raw: Any, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    try:
+        event = AlarmStateChangeEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.ALARM, "alarm state change event")
+    detail, now = event.detail, deps.now()
+    subject = alarm_subject(detail.alarmName, deps.config)
+    if subject is None:
+        return emit({"incident": f"alarm:{detail.alarmName}", "trigger": Trigger.ALARM, "event_id": event.id,
+                     "fault": Fault.UNKNOWN, "action": Action.NONE, "outcome": Outcome.IGNORED, "mode": mode,
+                     "reason": f"Alarm {detail.alarmName} is not one of Medic's configured alarms."})
+    incident = incident_of(subject)
+    ledger = deps.ledger.for_mode(mode)
+    first_delivery = ledger.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp, now)
+    open_incident = ledger.alarm_incident(subject.name)
+    nodes_in_repair = 0
+    if subject.kind is AlarmKind.FAILED_NODES and detail.state.value == "ALARM":
+        window = timedelta(minutes=deps.config.guardrails_for(subject.cluster).repair_minutes)
+        nodes_in_repair = ledger.cluster_actions_since(subject.cluster.name, now - window)
+    decision = decide_alarm(AlarmContext(
+        subject=subject, state=detail.state.value, episode_seen=not first_delivery,
+        incident_open=open_incident is not None,
+        incident_paged=open_incident is not None and ledger.incident_paged(incident),
+        escalated=open_incident is not None and ledger.is_escalated(incident),
+        nodes_in_repair=nodes_in_repair, mode=mode))
+
+    if decision.plan is Plan.REQUEUE:
+        ledger.open_alarm_incident(subject.name, incident, now)
+        record = requeue_slurm_job(RequeueRequest(
+            mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
+            event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
+            job_name=subject.job.name), deps)
+        if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued for the agent
+            ledger.watch_recovery(RecoveryWatch(
+                incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
+                deadline=recovery_deadline(subject.job, now), attempt=record["attempt"]))
+        return record
+
+    record = complete({"incident": incident, "trigger": Trigger.ALARM, "event_id": event.id,
+                       "cluster": subject.cluster.name, "job": subject.job.name if subject.job else None,
+                       "fault": subject.fault.value, "action": decision.action, "outcome": decision.outcome,
+                       "reason": decision.reason, "mode": mode})
+    if detail.state.value == "ALARM" and decision.outcome is not Outcome.DUPLICATE:
+        ledger.open_alarm_incident(subject.name, incident, now)
+    if decision.page and mode != "dry_run":
+        text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
+        record["paged"] = (page_resolution(deps, record, text) if decision.close_incident
+                           else page_incident(deps, ledger, record, text))
+    if decision.close_incident:
+        ledger.close_alarm_incident(subject.name, incident)
+    return emit(record)
+
+
+def _details(subject: AlarmSubject, deps: Deps) -> list[str]:
+    """What the metrics add to a page; a metrics outage must not stop the page."""
+    if subject.job is None:
+        return []
+    try:
+        if subject.kind is AlarmKind.DIVERGENCE:
+            step = deps.metrics.last_checkpoint_step(subject.job.name, deps.now())
+            return [f"Last checkpoint:  step {step:.0f}" if step is not None else
+                    "Last checkpoint:  none reported by the probe in the last 24 h"]
+        if subject.kind is AlarmKind.SLOWDOWN:
+            nodes = deps.metrics.node_throughput(subject.job.name, deps.now())
+            if not nodes:
+                return ["Per node:       no per-node throughput reported"]
+            fastest = nodes[-1][1] or 1.0
+            return ["Per node (tokens/s, last 15 min, slowest first):",
+                    *[f"  {node:<24} {value:>12.1f}  ({value / fastest:.0%} of the fastest)"
+                      for node, value in nodes[:16]]]
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("metrics unavailable for the page", extra={"alarm": subject.name,
+                                                                  "error_code": error_code(error)})
+        return [f"(metrics unavailable: {short(error_code(error), 80)})"]
+    return []

@@ -1,0 +1,17 @@
+"""Lambda entry point for "CloudWatch Alarm State Change" of Medic's own alarms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from medic.alarm_response import respond_to_alarm
+from medic.deps import dependencies
+from medic.obs import logger, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    return respond_to_alarm(event, dependencies())

@@ -1,0 +1,60 @@
+"""Proof of recovery: after Medic restarts a job, did training really resume? Run on a schedule over
+the open recovery watches; each ends in one record: resumed (quietly) or no progress (one page, and
+no further automatic restart until the stall alarm has been OK)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from medic.adapters.aws import error_code
+from medic.deps import Deps
+from medic.domain.alarms import RecoveryWatch, Verdict, judge_recovery
+from medic.domain.models import Action, Fault, Outcome, Trigger
+from medic.domain.pages import alarm_page
+from medic.obs import logger
+from medic.paging import page_incident
+from medic.records import complete, emit
+
+
+def check_recoveries(event: Any, deps: Deps) -> list[dict]:
+    run_id = str(event.get("id", "schedule")) if isinstance(event, dict) else "schedule"
+    now = deps.now()
+    records = []
+    for watch in deps.ledger.recoveries():
+        try:
+            progress = deps.metrics.progress(watch.job, watch.restarted_at, now)
+        except (ClientError, BotoCoreError) as error:  # next run tries again; the watch stays
+            logger.warning("progress unavailable", extra={"incident": watch.incident,
+                                                          "error_code": error_code(error)})
+            continue
+        verdict = judge_recovery(watch, progress, now)
+        if verdict is Verdict.WAITING:
+            continue
+        records.append(_conclude(watch, verdict, progress.steps, progress.last_step, run_id, deps))
+    return records
+
+
+def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: float | None, run_id: str,
+              deps: Deps) -> dict:
+    ledger = deps.ledger
+    minutes = (deps.now() - watch.restarted_at).total_seconds() / 60
+    base = {"incident": watch.incident, "trigger": Trigger.RECONCILE, "event_id": run_id, "cluster": watch.cluster,
+            "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(), "attempt": watch.attempt}
+    if verdict is Verdict.RESUMED:
+        record = complete({**base, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
+                           "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: "
+                                     f"{steps:.0f} steps in {minutes:.0f} min, now at step {last_step:.0f}."})
+        ledger.end_recovery(watch.incident)
+        return emit(record)
+    record = complete({**base, "fault": Fault.NO_PROGRESS, "outcome": Outcome.FAILED,
+                       "reason": f"No training progress {minutes:.0f} min after Medic's restart at "
+                                 f"{watch.restarted_at:%H:%M} UTC; not restarting again blindly."})
+    ledger.escalate(watch.incident, deps.now())
+    alarm = f"stall alarm of {watch.job}"
+    text = alarm_page(record, alarm, "The job was restarted but its heartbeat and step did not resume.", [],
+                      deps.region)
+    record["paged"] = page_incident(deps, ledger, {**record, "incident": f"{watch.incident}:recovery"}, text)
+    ledger.end_recovery(watch.incident)
+    return emit(record)

@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Aws, Duration, Stack, Tags
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.components.function import MedicFunction
+from infra.components.shared import Shared
+from medic.config import Cluster, Guardrails, Job, alarm_name
+
+PROBE_NAMESPACE = "Medic/Training"
+ALARM_EVENT = "CloudWatch Alarm State Change"
+MAX_NAMES_IN_PATTERN = 1500  # characters of alarm names listed in the rule; beyond, match the prefix
+MINUTE = Duration.minutes(1)
+METRICS_UNSCOPED = ("CloudWatch GetMetricData/ListMetrics support no resource-level permissions; "
+                    "Medic reads the probe's and HyperPod's metrics with them, never writes.")
+
+
+def _probe_metric(job: Job, name: str, statistic: str) -> cw.Metric:
+    return cw.Metric(namespace=PROBE_NAMESPACE, metric_name=name, dimensions_map={"Job": job.name},
+                     statistic=statistic, period=MINUTE)
+
+
+class TrainingAlarms(Construct):
+    """Alarms on the training probe's metrics (per job) and on HyperPod's failed-node count (per cluster).
+
+    Each alarm's name (medic-<kind>-<subject>), description and tags say what it watches, so the
+    alarm handler routes it without a lookup table. No alarm actions: Medic decides who hears of it.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
+        super().__init__(scope, construct_id)
+        config = shared.config
+        self.alarms: list[cw.Alarm] = []
+        self.names: list[str] = []
+        for job in config.jobs:
+            self._stall(job)
+            self._divergence(job)
+            self._slowdown(job)
+        for cluster in config.clusters:
+            self._failed_nodes(cluster, config.guardrails_for(cluster))
+
+    def _alarm(self, construct_id: str, *, kind: str, subject: str, cluster: str, job: str | None,
+               description: str, metric: cw.IMetric, threshold: float,
+               comparison: cw.ComparisonOperator, periods: int, missing: cw.TreatMissingData) -> cw.Alarm:
+        labels = {"medic:kind": kind, "medic:cluster": cluster, **({"medic:job": job} if job else {})}
+        name = alarm_name(kind, subject)
+        alarm = cw.Alarm(
+            self, construct_id,
+            alarm_name=name,
+            alarm_description=f"{description} {json.dumps(labels, separators=(',', ':'))}",
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            treat_missing_data=missing,
+        )
+        for key, value in labels.items():
+            Tags.of(alarm).add(key, value)
+        self.alarms.append(alarm)
+        self.names.append(name)
+        return alarm
+
+    def _stall(self, job: Job) -> None:
+        self._alarm(
+            f"Stall-{job.name}", kind="stall", subject=job.name, cluster=job.cluster, job=job.name,
+            description=f"Training heartbeat for {job.name} has stopped: no step for {job.stall_minutes} minutes.",
+            metric=_probe_metric(job, "Heartbeat", "Sum"),
+            threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD, periods=job.stall_minutes,
+            # a dead process publishes nothing: silence is the stall
+            missing=cw.TreatMissingData.BREACHING)
+
+    def _divergence(self, job: Job) -> None:
+        non_finite = _probe_metric(job, "NonFiniteLoss", "Sum")
+        if job.loss_ceiling is None:
+            metric: cw.IMetric = non_finite
+            what = "a NaN or infinite loss"
+        else:
+            metric = cw.MathExpression(
+                expression=f"IF(FILL(nonfinite, 0) > 0 OR FILL(loss, 0) > {job.loss_ceiling!r}, 1, 0)",
+                using_metrics={"nonfinite": non_finite, "loss": _probe_metric(job, "Loss", "Maximum")},
+                label="diverged", period=MINUTE)
+            what = f"a NaN or infinite loss, or a loss above {job.loss_ceiling!r}"
+        self._alarm(
+            f"Divergence-{job.name}", kind="divergence", subject=job.name, cluster=job.cluster, job=job.name,
+            description=f"Training of {job.name} diverged: {what}.",
+            metric=metric, threshold=1, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            periods=1, missing=cw.TreatMissingData.NOT_BREACHING)
+
+    def _slowdown(self, job: Job) -> None:
+        ratio = cw.MathExpression(
+            expression="IF(FILL(baseline, 0) > 0, tps / baseline, 1)",
+            using_metrics={"tps": _probe_metric(job, "TokensPerSecond", "Average"),
+                           "baseline": _probe_metric(job, "TokensPerSecondBaseline", "Average")},
+            label="throughput / recent level", period=MINUTE)
+        self._alarm(
+            f"Slowdown-{job.name}", kind="slowdown", subject=job.name, cluster=job.cluster, job=job.name,
+            description=(f"Training of {job.name} slowed down: throughput below {job.slowdown_fraction:.0%} of its "
+                         f"recent level for {job.slowdown_minutes} minutes."),
+            metric=ratio, threshold=job.slowdown_fraction, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            periods=job.slowdown_minutes, missing=cw.TreatMissingData.NOT_BREACHING)
+
+    def _failed_nodes(self, cluster: Cluster, guardrails: Guardrails) -> None:
+        if cluster.orchestrator == "slurm":
+            metric = cw.Metric(namespace="/aws/sagemaker/Clusters", metric_name="cluster_failed_node_count",
+                               dimensions_map={"ClusterId": cluster.id}, statistic="Maximum", period=MINUTE)
+        elif cluster.eks_cluster_name:
+            metric = cw.Metric(namespace="ContainerInsights", metric_name="cluster_failed_node_count",
+                               dimensions_map={"ClusterName": cluster.eks_cluster_name}, statistic="Maximum",
+                               period=MINUTE)
+        else:
+            return  # EKS without its EKS cluster name: nothing to watch
+        self._alarm(
+            f"FailedNodes-{cluster.name}", kind="failed-nodes", subject=cluster.name, cluster=cluster.name,
+            job=None,
+            description=(f"Cluster {cluster.name} has had failed nodes for {guardrails.repair_minutes} minutes, "
+                         "longer than a repair should take."),
+            metric=metric, threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            periods=guardrails.repair_minutes, missing=cw.TreatMissingData.NOT_BREACHING)
+
+
+class AlarmResponse(Construct):
+    """Medic's alarms changing state → the alarm handler; and a schedule that checks training resumed
+    after each restart (proof of recovery)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared, alarms: TrainingAlarms,
+                 slurm_queues: dict[str, str], slurm_queue_arns: list[str]) -> None:
+        super().__init__(scope, construct_id)
+        environment = {**shared.environment(),
+                       "SLURM_QUEUES": Stack.of(self).to_json_string(slurm_queues)}
+        self.handler = MedicFunction(
+            self, "Handler", handler="medic.handlers.alarm.handler",
+            description="Medic: act on training and cluster alarms (restart, page, close)",
+            environment=environment, layers=list(shared.layers), key=shared.key,
+            unscoped_reason=METRICS_UNSCOPED)
+        self.recovery = MedicFunction(
+            self, "RecoveryCheck", handler="medic.handlers.recovery_check.handler",
+            description="Medic: check that training resumed after each restart; escalate if not",
+            environment=environment, layers=list(shared.layers), key=shared.key,
+            unscoped_reason=METRICS_UNSCOPED)
+        for function in (self.handler, self.recovery):
+            shared.grant_ledger_paging_mode(function.role)
+            function.role.add_to_policy(iam.PolicyStatement(
+                actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"], resources=["*"]))
+        if slurm_queue_arns:  # only the alarm handler requeues; the recovery check escalates by page
+            self.handler.role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
+                                                                resources=slurm_queue_arns))
+
+        names = alarms.names
+        matched = names if sum(len(name) for name in names) <= MAX_NAMES_IN_PATTERN else [{"prefix": "medic-"}]
+        self.rule = events.Rule(
+            self, "Rule",
+            description="State changes of Medic's own alarms",
+            event_pattern=events.EventPattern(
+                source=["aws.cloudwatch"], detail_type=[ALARM_EVENT], account=[Aws.ACCOUNT_ID],
+                detail={"alarmName": matched, "state": {"value": ["ALARM", "OK"]}}),
+        )
+        self.rule.add_target(targets.LambdaFunction(
+            self.handler.function, dead_letter_queue=self.handler.dead_letters,
+            retry_attempts=185, max_event_age=Duration.hours(24)))
+        self.schedule = events.Rule(
+            self, "RecoverySchedule",
+            description="Medic: proof-of-recovery check after restarts",
+            schedule=events.Schedule.rate(Duration.minutes(5)),
+        )
+        self.schedule.add_target(targets.LambdaFunction(
+            self.recovery.function, dead_letter_queue=self.recovery.dead_letters, retry_attempts=2,
+            max_event_age=Duration.minutes(10)))

@@ -1,0 +1,216 @@
+"""Specification: Medic's alarms drive remediation — a stalled Slurm job is requeued through the agent
+and watched until training resumes; divergence, slowdown and lasting failed nodes page; OK closes.
+Against moto (DynamoDB, SQS, SNS, SSM, CloudWatch) with the real agent's parser and ledger code."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from datetime import datetime, timedelta
+
+import boto3
+import pytest
+
+from medic.adapters.metrics import TrainingMetrics
+from medic.alarm_response import respond_to_alarm
+from medic.config import parse_config
+from medic.recovery import check_recoveries
+from tests.functional.conftest import CLUSTER, CONFIG, REGION, medic_world
+from tests.functional.slurm_world import SlurmWorld, agent_parse
+from tests.helpers import load_event
+
+JOB = "llama3-70b"
+INCIDENT = f"job:slurm:{CLUSTER}:{JOB}"
+ALARM_AT = "2026-11-21T03:10:00+00:00"
+JOBS_CONFIG = {**CONFIG, "jobs": [{"name": JOB, "cluster": CLUSTER, "stall_minutes": 5, "recovery_minutes": 20},
+                                  {"name": "mistral-ft", "cluster": "finetune-eks"}]}
+
+
+@pytest.fixture
+def medic(aws_credentials):
+    yield from medic_world(parse_config(JOBS_CONFIG))
+
+
+@pytest.fixture
+def slurm(medic, tmp_path) -> SlurmWorld:
+    medic.at(ALARM_AT)
+    medic.deps.metrics = TrainingMetrics(boto3.client("cloudwatch", region_name=REGION))
+    return SlurmWorld(medic, tmp_path)
+
+
+def alarm(name: str = f"medic-stall-{JOB}", state: str = "ALARM", at: str = "2026-11-21T03:10:00.000+0000",
+          event_id: str | None = None) -> dict:
+    event = copy.deepcopy(load_event("cloudwatch-alarm-state-change"))
+    event["detail"]["alarmName"] = name
+    event["resources"] = [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{name}"]
+    event["detail"]["state"].update(value=state, timestamp=at)
+    event["detail"]["previousState"]["value"] = "OK" if state == "ALARM" else "ALARM"
+    # each transition is its own EventBridge event (a redelivery repeats the id)
+    event["id"] = event_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{state}/{at}"))
+    return event
+
+
+def probe_reports(name: str, value: float, at: datetime, **dimensions: str) -> None:
+    dims = [{"Name": "Job", "Value": JOB}, *({"Name": k, "Value": v} for k, v in dimensions.items())]
+    boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
+        {"MetricName": name, "Dimensions": dims, "Value": value, "Timestamp": at}])
+
+
+def test_the_sample_stall_alarm_requeues_the_job_through_the_agent(slurm):
+    # Given a live agent on the controller
+    slurm.heartbeat()
+    # When the sample stall alarm of llama3-70b fires
+    record = respond_to_alarm(load_event("cloudwatch-alarm-state-change"), slurm.medic.deps)
+    # Then one requeue-by-name command is queued for the agent, recorded against the job's incident
+    [body] = slurm.queued()
+    assert agent_parse(json.dumps(body), cluster=CLUSTER).action.job_name == JOB
+    assert (record["trigger"], record["fault"], record["action"], record["outcome"]) == (
+        "alarm", "stalled", "requeue_job", "deferred")
+    assert (record["incident"], record["job"], record["paged"]) == (INCIDENT, JOB, False)
+    # And Medic now watches for proof that training resumed
+    assert [watch.incident for watch in slurm.medic.deps.ledger.recoveries()] == [INCIDENT]
+
+
+def test_repeated_alarm_deliveries_take_one_action(slurm):
+    slurm.heartbeat()
+    first = respond_to_alarm(alarm(event_id="a1"), slurm.medic.deps)
+    again = respond_to_alarm(alarm(event_id="a2"), slurm.medic.deps)  # same transition, delivered twice
+    assert (first["outcome"], again["outcome"]) == ("deferred", "duplicate")
+    assert slurm.depth() == 1
+
+
+def test_training_that_resumes_after_the_requeue_closes_the_watch_quietly(slurm):
+    # Given Medic requeued the stalled job at 03:10
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    restarted = slurm.medic.clock[0]
+    # And the probe reports steps again from 03:16
+    for minute in range(6, 9):
+        probe_reports("Heartbeat", 20, restarted + timedelta(minutes=minute))
+        probe_reports("Step", 1200 + 20 * minute, restarted + timedelta(minutes=minute))
+    # When the recovery check runs at 03:20
+    slurm.medic.at("2026-11-21T03:20:00+00:00")
+    [record] = check_recoveries({"id": "run-1"}, slurm.medic.deps)
+    # Then training counts as resumed, with no page, and the watch ends
+    assert (record["fault"], record["outcome"], record["paged"], record["trigger"]) == (
+        "recovered", "ignored", False, "reconcile")
+    assert "60 steps" in record["reason"] and "step 1360" in record["reason"]
+    assert slurm.medic.pages() == []
+    assert slurm.medic.deps.ledger.recoveries() == []
+
+
+def test_before_the_deadline_without_progress_medic_keeps_waiting(slurm):
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    slurm.medic.at("2026-11-21T03:20:00+00:00")
+    assert check_recoveries({"id": "run-1"}, slurm.medic.deps) == []
+    assert len(slurm.medic.deps.ledger.recoveries()) == 1
+
+
+def test_no_progress_after_the_restart_escalates_once_and_blocks_blind_restarts(slurm):
+    # Given Medic requeued the job at 03:10 and the probe stayed silent
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    # When the recovery check runs after the 20-minute deadline, twice
+    slurm.medic.at("2026-11-21T03:31:00+00:00")
+    [record] = check_recoveries({"id": "run-1"}, slurm.medic.deps)
+    assert check_recoveries({"id": "run-2"}, slurm.medic.deps) == []
+    # Then one escalation page, recorded as failed
+    assert (record["fault"], record["outcome"], record["paged"]) == ("no_progress", "failed", True)
+    [page] = slurm.medic.pages()
+    assert JOB in page["Subject"] and "not restarting again blindly" in page["Message"]
+    # And when the stall alarm fires again (a new transition), Medic does not requeue blindly
+    slurm.heartbeat()
+    slurm.queued()
+    depth_before = slurm.depth()
+    again = respond_to_alarm(alarm(at="2026-11-21T03:40:00.000+0000"), slurm.medic.deps)
+    assert (again["outcome"], again["paged"]) == ("suppressed", False)
+    assert slurm.depth() == depth_before
+
+
+def test_ok_after_the_stall_closes_the_incident_and_allows_the_next_restart(slurm):
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    slurm.medic.at("2026-11-21T03:31:00+00:00")
+    check_recoveries({"id": "run-1"}, slurm.medic.deps)  # escalated
+    slurm.medic.pages()
+    ok = respond_to_alarm(alarm(state="OK", at="2026-11-21T03:35:00.000+0000"), slurm.medic.deps)
+    assert (ok["outcome"], ok["action"]) == ("ignored", "none")
+    assert "back to OK" in ok["reason"]
+    slurm.heartbeat()
+    slurm.medic.at("2026-11-21T05:00:00+00:00")
+    slurm.heartbeat()
+    next_stall = respond_to_alarm(alarm(at="2026-11-21T05:00:00.000+0000"), slurm.medic.deps)
+    assert next_stall["outcome"] == "deferred"
+
+
+def test_divergence_pages_with_the_last_checkpoint_and_restarts_nothing(slurm):
+    # Given the probe reported a checkpoint at step 1200
+    slurm.heartbeat()
+    probe_reports("LastCheckpointStep", 1200, slurm.medic.clock[0] - timedelta(minutes=30))
+    # When the divergence alarm fires
+    record = respond_to_alarm(alarm(f"medic-divergence-{JOB}"), slurm.medic.deps)
+    # Then a human is paged with the step to roll back to, and nothing is queued
+    assert (record["fault"], record["action"], record["outcome"], record["paged"]) == (
+        "diverged", "none", "deferred", True)
+    [page] = slurm.medic.pages()
+    assert "step 1200" in page["Message"]
+    assert slurm.depth() == 0
+    # And OK afterwards closes the incident with an all-clear page, since it had paged
+    ok = respond_to_alarm(alarm(f"medic-divergence-{JOB}", state="OK", at="2026-11-21T04:00:00.000+0000"),
+                          slurm.medic.deps)
+    assert (ok["outcome"], ok["paged"]) == ("ignored", True)
+    [all_clear] = slurm.medic.pages()
+    assert "resolved" in all_clear["Subject"]
+
+
+def test_slowdown_pages_with_the_slowest_node_first(slurm):
+    at = slurm.medic.clock[0] - timedelta(minutes=5)
+    for node, value in (("ip-10-1-2-3", 1000.0), ("ip-10-1-2-4", 310.0), ("ip-10-1-2-5", 990.0)):
+        probe_reports("TokensPerSecond", value, at, Node=node)
+    record = respond_to_alarm(alarm(f"medic-slowdown-{JOB}"), slurm.medic.deps)
+    assert (record["fault"], record["paged"]) == ("slowed", True)
+    [page] = slurm.medic.pages()
+    lines = [line for line in page["Message"].splitlines() if line.strip().startswith("ip-")]
+    assert lines[0].split()[0] == "ip-10-1-2-4" and "31% of the fastest" in lines[0]
+
+
+def test_failed_nodes_page_only_when_medic_is_not_already_repairing_them(slurm):
+    record = respond_to_alarm(alarm(f"medic-failed-nodes-{CLUSTER}"), slurm.medic.deps)
+    assert (record["fault"], record["outcome"], record["paged"]) == ("failed_nodes", "deferred", True)
+
+
+def test_an_eks_job_that_stalls_pages_instead_of_restarting(slurm):
+    record = respond_to_alarm(alarm("medic-stall-mistral-ft"), slurm.medic.deps)
+    assert (record["outcome"], record["paged"]) == ("deferred", True)
+    assert slurm.depth() == 0
+
+
+def test_dry_run_decides_without_queueing_or_watching(slurm):
+    slurm.heartbeat()
+    slurm.medic.set_mode("dry_run")
+    record = respond_to_alarm(alarm(), slurm.medic.deps)
+    assert record["outcome"] == "dry_run"
+    assert slurm.depth() == 0
+    assert slurm.medic.deps.ledger.recoveries() == []
+
+
+def test_an_alarm_medic_does_not_own_is_ignored_without_any_call(slurm):
+    record = respond_to_alarm(alarm("cpu-high-on-login-node"), slurm.medic.deps)
+    assert (record["outcome"], record["action"]) == ("ignored", "none")
+    assert slurm.depth() == 0 and slurm.medic.pages() == []
+
+
+@pytest.mark.parametrize("change", [
+    {"alarmName": "medic-stall-llama3-70b; rm -rf /"},
+    {"alarmName": 42},
+    {"state": {"value": "EXPLODED", "timestamp": "2026-11-21T03:10:00.000+0000"}},
+    {"state": None},
+])
+def test_a_malformed_alarm_event_is_rejected_and_nothing_is_done(slurm, change):
+    event = alarm()
+    event["detail"].update(change)
+    record = respond_to_alarm(event, slurm.medic.deps)
+    assert (record["outcome"], record["action"]) == ("rejected", "none")
+    assert slurm.depth() == 0 and slurm.medic.pages() == []

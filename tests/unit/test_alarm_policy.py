@@ -1,0 +1,128 @@
+"""Specification: Medic's alarms — what they are about, what Medic decides, and when training counts as resumed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from medic.config import alarm_name, parse_config
+from medic.domain.alarms import (
+    AlarmContext,
+    AlarmKind,
+    Plan,
+    Progress,
+    RecoveryWatch,
+    Verdict,
+    alarm_subject,
+    decide_alarm,
+    judge_recovery,
+)
+from medic.domain.models import Action, Outcome
+
+CONFIG = parse_config({
+    "clusters": [{"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"},
+                 {"name": "finetune-eks", "id": "p7r2m4x9c1qa", "orchestrator": "eks"}],
+    "jobs": [{"name": "llama3-70b", "cluster": "pretrain-slurm"},
+             {"name": "stall-detector-v2", "cluster": "pretrain-slurm"},
+             {"name": "mistral-ft", "cluster": "finetune-eks"}],
+})
+NOW = datetime(2026, 11, 21, 3, 10, tzinfo=UTC)
+
+
+def context(name: str = "medic-stall-llama3-70b", state: str = "ALARM", **changes) -> AlarmContext:
+    fields = {"subject": alarm_subject(name, CONFIG), "state": state, "episode_seen": False, "incident_open": False,
+              "incident_paged": False, "escalated": False, "nodes_in_repair": 0, "mode": "act", **changes}
+    return AlarmContext(**fields)
+
+
+def test_the_sample_alarm_is_the_stall_alarm_of_a_configured_job():
+    subject = alarm_subject("medic-stall-llama3-70b", CONFIG)
+    assert (subject.kind, subject.job.name, subject.cluster.name) == (AlarmKind.STALL, "llama3-70b", "pretrain-slurm")
+
+
+def test_a_job_name_that_contains_a_kind_is_still_read_right():
+    subject = alarm_subject(alarm_name("slowdown", "stall-detector-v2"), CONFIG)
+    assert (subject.kind, subject.job.name) == (AlarmKind.SLOWDOWN, "stall-detector-v2")
+
+
+def test_a_cluster_alarm_names_its_cluster():
+    subject = alarm_subject("medic-failed-nodes-finetune-eks", CONFIG)
+    assert (subject.kind, subject.job, subject.cluster.name) == (AlarmKind.FAILED_NODES, None, "finetune-eks")
+
+
+@pytest.mark.parametrize("name", ["cpu-high", "medic-stall-unknown-job", "medic-reboot-llama3-70b",
+                                  "medic-failed-nodes-nope"])
+def test_alarms_that_are_not_medics_configured_alarms_have_no_subject(name):
+    assert alarm_subject(name, CONFIG) is None
+
+
+def test_a_stalled_slurm_job_is_requeued():
+    decision = decide_alarm(context())
+    assert (decision.plan, decision.action) == (Plan.REQUEUE, Action.REQUEUE_JOB)
+
+
+def test_a_repeated_delivery_of_the_same_transition_is_a_duplicate():
+    decision = decide_alarm(context(episode_seen=True))
+    assert (decision.plan, decision.outcome, decision.page) == (Plan.RECORD, Outcome.DUPLICATE, False)
+
+
+def test_after_a_restart_that_did_not_help_medic_does_not_restart_again():
+    decision = decide_alarm(context(escalated=True, incident_open=True))
+    assert (decision.plan, decision.outcome, decision.page) == (Plan.RECORD, Outcome.SUPPRESSED, False)
+
+
+def test_a_stalled_job_on_eks_pages_because_medic_has_no_restart_path_there():
+    decision = decide_alarm(context("medic-stall-mistral-ft"))
+    assert (decision.plan, decision.outcome, decision.page) == (Plan.RECORD, Outcome.DEFERRED, True)
+
+
+def test_divergence_pages_and_never_restarts():
+    decision = decide_alarm(context("medic-divergence-llama3-70b"))
+    assert (decision.plan, decision.action, decision.page) == (Plan.RECORD, Action.NONE, True)
+    assert "diverge again" in decision.reason
+
+
+def test_slowdown_pages():
+    assert decide_alarm(context("medic-slowdown-llama3-70b")).page
+
+
+def test_failed_nodes_that_medic_is_repairing_do_not_page():
+    decision = decide_alarm(context("medic-failed-nodes-pretrain-slurm", nodes_in_repair=2))
+    assert (decision.outcome, decision.page) == (Outcome.DEFERRED, False)
+
+
+def test_failed_nodes_nobody_is_repairing_page():
+    assert decide_alarm(context("medic-failed-nodes-pretrain-slurm", nodes_in_repair=0)).page
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_ok_after_alarm_closes_the_incident_and_pages_only_if_the_incident_had_paged(paged):
+    decision = decide_alarm(context(state="OK", incident_open=True, incident_paged=paged))
+    assert (decision.outcome, decision.close_incident, decision.page) == (Outcome.IGNORED, True, paged)
+
+
+def test_ok_without_an_open_incident_changes_nothing():
+    decision = decide_alarm(context(state="OK"))
+    assert (decision.close_incident, decision.page) == (False, False)
+
+
+def test_insufficient_data_is_not_acted_on():
+    assert decide_alarm(context(state="INSUFFICIENT_DATA")).plan is Plan.RECORD
+
+
+WATCH = RecoveryWatch(incident="job:slurm:pretrain-slurm:llama3-70b", job="llama3-70b", cluster="pretrain-slurm",
+                      restarted_at=NOW, deadline=NOW + timedelta(minutes=20), attempt=1)
+
+
+def test_steps_after_the_restart_prove_recovery_even_before_the_deadline():
+    assert judge_recovery(WATCH, Progress(steps=40, last_step=1240), NOW + timedelta(minutes=5)) is Verdict.RESUMED
+
+
+def test_without_steps_medic_waits_until_the_deadline():
+    assert judge_recovery(WATCH, Progress(steps=0, last_step=None), NOW + timedelta(minutes=19)) is Verdict.WAITING
+
+
+def test_without_steps_at_the_deadline_recovery_failed():
+    verdict = judge_recovery(WATCH, Progress(steps=0, last_step=1200), NOW + timedelta(minutes=20))
+    assert verdict is Verdict.NO_PROGRESS
