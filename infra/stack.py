@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Stack, Validations
 from aws_cdk import aws_lambda as lambda_
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from constructs import Construct
 
 from infra.components.boto3_layer import Boto3Layer
 from infra.components.encryption import MedicKey
-from infra.components.function import powertools_layer_arn
+from infra.components.function import DeadLetterQueue, MedicFunction, powertools_layer_arn
 from infra.components.ledger import LedgerTable
 from infra.components.mode import ModeParameter
 from infra.components.node_remediation import NodeRemediation
+from infra.components.operations import Operations
 from infra.components.paging import PagingTopic
 from infra.components.shared import Shared
 from infra.components.slurm_agents import SlurmJobRequeue
@@ -25,7 +26,7 @@ class MedicStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: MedicConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, description="Medic: auto-remediation for HyperPod and training jobs",
                          **kwargs)
-        Validations.of(self).add_plugins(AwsSolutionsChecks())
+        Validations.of(self).add_plugins(AwsSolutionsChecks(), ServerlessChecks())
         key = MedicKey(self, "Encryption").key
         shared = Shared(
             config=config,
@@ -53,6 +54,13 @@ class MedicStack(Stack):
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 
+        # Last: it looks after every function and dead-letter queue the constructs above created.
+        self.operations = Operations(
+            self, "Operations", topic=shared.topic, mode_parameter=shared.mode.parameter_name,
+            functions=[c for c in self.node.find_all() if isinstance(c, MedicFunction)],
+            dead_letter_queues={_short_path(c): c.queue for c in self.node.find_all()
+                                if isinstance(c, DeadLetterQueue)})
+
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
         CfnOutput(self, "ModeParameterName", value=shared.mode.parameter_name)
@@ -63,3 +71,9 @@ class MedicStack(Stack):
                 CfnOutput(self, f"{name}LogGroup", value=construct.handler.log_group.log_group_name)
                 CfnOutput(self, f"{name}DeadLetterQueueUrl", value=construct.handler.dead_letters.queue_url)
                 CfnOutput(self, f"{name}FunctionName", value=construct.handler.function.function_name)
+
+
+def _short_path(construct: DeadLetterQueue) -> str:
+    """The DLQ's owner, e.g. NodeRemediation-Handler (stable, readable in alarm names and widgets)."""
+    parts = construct.node.path.split("/")[1:-1]
+    return "-".join(parts)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -26,6 +28,21 @@ class RecordFormatter(LambdaPowertoolsFormatter):
 logger = Logger(service=SERVICE, logger_formatter=RecordFormatter())
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE)
+_event_time: ContextVar[datetime | None] = ContextVar("event_time", default=None)
+ACTED = frozenset({"executed", "dry_run"})
+
+
+def note_event(event: Any) -> None:
+    """Remember when the event being handled happened, to measure the time from event to action."""
+    when = None
+    if isinstance(event, dict) and isinstance(event.get("time"), str):
+        try:
+            when = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+        except ValueError:
+            when = None
+        if when is not None and when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+    _event_time.set(when)
 
 
 def emit_record(record: dict) -> None:
@@ -35,6 +52,14 @@ def emit_record(record: dict) -> None:
         metric.add_dimension(name="action", value=str(record["action"]))
         metric.add_dimension(name="outcome", value=str(record["outcome"]))
         metric.add_dimension(name="trigger", value=str(record["trigger"]))
+    happened = _event_time.get()
+    if happened is not None and str(record["outcome"]) in ACTED and str(record["action"]) != "none":
+        seconds = max(0.0, (datetime.now(UTC) - happened).total_seconds())
+        with single_metric(name="EventToActionSeconds", unit=MetricUnit.Seconds, value=seconds,
+                           namespace=NAMESPACE) as metric:
+            metric.add_dimension(name="action", value=str(record["action"]))
+            metric.add_metadata(key="cluster", value=record.get("cluster") or "-")
+            metric.add_metadata(key="incident", value=record["incident"])
 
 
 def count(name: str, value: float = 1) -> None:

@@ -10,7 +10,8 @@ class MedicKey(Construct):
     """The customer-managed key for the ledger, the paging topic and the dead-letter queues.
 
     CloudWatch alarms cannot publish to a topic encrypted with the AWS-managed SNS key, and
-    EventBridge cannot write to a DLQ under the AWS-managed SQS key: both need this key's policy.
+    EventBridge (rule DLQs) and SNS (undelivered pages) cannot write to a queue under the
+    AWS-managed SQS key: each needs this key's policy.
     """
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
@@ -21,7 +22,7 @@ class MedicKey(Construct):
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com"):
+        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com", "sns.amazonaws.com"):
             self.key.add_to_resource_policy(iam.PolicyStatement(
                 sid=f"Allow{service.split('.')[0].capitalize()}ToUseKey",
                 principals=[iam.ServicePrincipal(service)],

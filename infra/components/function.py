@@ -32,9 +32,9 @@ class DeadLetterQueue(Construct):
             enforce_ssl=True,
             retention_period=Duration.days(14),
         )
-        Validations.of(self.queue).acknowledge(Acknowledgment(
-            id="AwsSolutions::AwsSolutions-SQS3",
-            reason="This queue is itself a dead-letter queue; its depth alarm pages an operator."))
+        for rule in ("AwsSolutions::AwsSolutions-SQS3", "Serverless::Serverless-SQSRedrivePolicy"):
+            Validations.of(self.queue).acknowledge(Acknowledgment(
+                id=rule, reason="This queue is itself a dead-letter queue; its depth alarm pages an operator."))
 
 
 class MedicFunction(Construct):
@@ -45,6 +45,7 @@ class MedicFunction(Construct):
                  environment: dict[str, str], layers: list[lambda_.ILayerVersion], key: kms.IKey,
                  timeout_seconds: int = 60, memory_size: int = 512, unscoped_reason: str = "") -> None:
         super().__init__(scope, construct_id)
+        self.timeout_seconds = timeout_seconds
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
         self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
                                        removal_policy=RemovalPolicy.RETAIN)
@@ -81,6 +82,10 @@ class MedicFunction(Construct):
             id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
             reason=("X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
                     f"permissions. {unscoped_reason} Every other statement names its resources.")))
+        for rule in ("AwsSolutions::AwsSolutions-L1", "Serverless::Serverless-LambdaLatestVersion"):
+            Validations.of(self.function).acknowledge(Acknowledgment(
+                id=rule, reason="Pinned to Python 3.13: the Powertools v3 layer and the tested runtime are python313."))
         Validations.of(self.function).acknowledge(Acknowledgment(
-            id="AwsSolutions::AwsSolutions-L1",
-            reason="Pinned to Python 3.13: the Powertools v3 layer and the tested runtime are python313."))
+            id="Serverless::Serverless-LambdaAsyncFailureDestination",
+            reason="Failed async invocations go to the function's dead-letter queue (the event itself, redrivable "
+                   "as is, next to the rule's undeliverable events); a destination would deliver them twice."))

@@ -31,8 +31,9 @@ def two_jobs(tmp_path_factory) -> dict:
 
 
 def alarms(raw: dict) -> dict[str, dict]:
+    """Medic's training and cluster alarms (its health alarms are unnamed and page directly)."""
     found = resources(raw, "AWS::CloudWatch::Alarm").values()
-    return {res["Properties"]["AlarmName"]: res["Properties"] for res in found}
+    return {res["Properties"]["AlarmName"]: res["Properties"] for res in found if "AlarmName" in res["Properties"]}
 
 
 def tags(alarm: dict) -> dict[str, str]:

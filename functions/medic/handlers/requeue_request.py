@@ -11,11 +11,12 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from medic.deps import dependencies
-from medic.obs import logger, tracer
+from medic.obs import logger, note_event, tracer
 from medic.slurm_requeue import handle_requeue_event
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    note_event(event)
     return handle_requeue_event(event, dependencies())

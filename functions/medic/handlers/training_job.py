@@ -8,10 +8,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from medic.deps import dependencies
 from medic.job_restart import restart_training_job
-from medic.obs import logger, tracer
+from medic.obs import logger, note_event, tracer
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    note_event(event)
     return restart_training_job(event, dependencies())

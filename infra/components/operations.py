@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.components.function import MedicFunction
+
+FIVE_MINUTES = Duration.minutes(5)
+RECORDS = 'filter message = "remediation"'
+RECORD_FIELDS = "fields @timestamp, cluster, instance_group, node_id, job, trigger, fault, action, outcome, paged, " \
+                "reason, incident"
+QUERIES = {
+    "All decisions (last 24 h: set the time range)": f"{RECORD_FIELDS}\n| {RECORDS}\n| sort @timestamp desc\n"
+                                                     "| limit 10000",
+    "Failed and suppressed": f'{RECORD_FIELDS}\n| {RECORDS}\n| filter outcome in ["failed", "suppressed"]\n'
+                             "| sort @timestamp desc",
+    "One node or job (edit the filter)": f'{RECORD_FIELDS}\n| {RECORDS}\n'
+                                         '| filter node_id = "i-0123456789abcdef0" or job = "llama3-70b"\n'
+                                         "| sort @timestamp asc",
+    "Time from event to action per cluster": "filter ispresent(EventToActionSeconds)\n"
+                                             "| stats avg(EventToActionSeconds) as mean_s, "
+                                             "pct(EventToActionSeconds, 50) as p50_s, "
+                                             "pct(EventToActionSeconds, 99) as p99_s, count(*) as actions by cluster",
+}
+
+
+class Operations(Construct):
+    """What operators look at and what wakes them when Medic itself is unwell: health alarms on every
+    function and dead-letter queue (paging through Medic's topic), the dashboard, saved queries."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, topic: sns.ITopic, mode_parameter: str,
+                 functions: list[MedicFunction], dead_letter_queues: dict[str, sqs.IQueue]) -> None:
+        super().__init__(scope, construct_id)
+        page = actions.SnsAction(topic)
+        self.health_alarms: list[cw.Alarm] = []
+        for function in functions:
+            self._function_alarms(function, page)
+        for name, queue in dead_letter_queues.items():
+            alarm = queue.metric_approximate_number_of_messages_visible(
+                period=FIVE_MINUTES, statistic="Maximum").create_alarm(
+                self, f"DeadLetters-{name}",
+                alarm_description=(f"Medic: events wait in the dead-letter queue {name}. They failed every retry: "
+                                   "see README 'A dead-letter queue has messages'."),
+                threshold=0, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1, treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
+            alarm.add_alarm_action(page)
+            self.health_alarms.append(alarm)
+
+        log_groups = [function.log_group for function in functions]
+        for index, (title, query) in enumerate(QUERIES.items()):
+            # L1: the saved query reads exactly as written here
+            logs.CfnQueryDefinition(self, f"Query{index}", name=f"Medic/{title}", query_string=query,
+                                    log_group_names=[group.log_group_name for group in log_groups])
+        self.dashboard = self._dashboard(functions, dead_letter_queues, log_groups, mode_parameter)
+
+    def _function_alarms(self, function: MedicFunction, page: actions.SnsAction) -> None:
+        handler = function.function
+        name = function.node.path.replace("/", "-")
+        timeout_ms = function.timeout_seconds * 1000
+        for kind, metric, threshold, what in (
+            ("Errors", handler.metric_errors(period=FIVE_MINUTES, statistic="Sum"), 0,
+             "raised errors (the events are retried, then kept in its dead-letter queue)"),
+            ("Throttles", handler.metric_throttles(period=FIVE_MINUTES, statistic="Sum"), 0,
+             "was throttled (account concurrency)"),
+            ("Duration", handler.metric_duration(period=FIVE_MINUTES, statistic="Maximum"), 0.8 * timeout_ms,
+             f"ran for more than 80% of its {function.timeout_seconds} s timeout"),
+        ):
+            alarm = metric.create_alarm(
+                self, f"{kind}-{name}",
+                alarm_description=f"Medic's function {name} {what}. Its log group says why.",
+                threshold=threshold, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1, treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
+            alarm.add_alarm_action(page)
+            self.health_alarms.append(alarm)
+
+    def _dashboard(self, functions: list[MedicFunction], dead_letter_queues: dict[str, sqs.IQueue],
+                   log_groups: list[logs.ILogGroup], mode_parameter: str) -> cw.Dashboard:
+        names = [group.log_group_name for group in log_groups]
+
+        def records(title: str, query: str, width: int = 12, view: cw.LogQueryVisualizationType =
+                    cw.LogQueryVisualizationType.TABLE) -> cw.LogQueryWidget:
+            return cw.LogQueryWidget(title=title, log_group_names=names, query_string=query, width=width,
+                                     height=6, view=view)
+
+        dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.days(1))
+        dashboard.add_widgets(
+            cw.TextWidget(markdown=(
+                "# Medic\nEvery decision is a remediation record. Mode parameter: "
+                f"`{mode_parameter}` (act | dry_run | paused): `medic status`, `medic pause --reason ...`."),
+                width=24, height=2),
+            records("Actions and outcomes per cluster (hourly)",
+                    f"{RECORDS} | stats count(*) as decisions by bin(1h), cluster, action, outcome",
+                    width=12, view=cw.LogQueryVisualizationType.BAR),
+            cw.GraphWidget(
+                title="Suppressed, failed, pages", width=12, height=6,
+                left=[_search("Remediations", "outcome", "suppressed"), _search("Remediations", "outcome", "failed"),
+                      cw.Metric(namespace="Medic", metric_name="Pages", statistic="Sum", period=FIVE_MINUTES),
+                      cw.Metric(namespace="Medic", metric_name="PageFailures", statistic="Sum",
+                                period=FIVE_MINUTES)]),
+        )
+        dashboard.add_widgets(
+            records("Open incidents (latest decision per incident, not closed)",
+                    f"{RECORDS} | stats latest(outcome) as outcome, latest(fault) as fault, "
+                    "latest(@timestamp) as last by incident, cluster"
+                    ' | filter fault not in ["healthy", "recovered"] and outcome not in ["ignored"]'
+                    " | sort last desc | limit 50"),
+            cw.GraphWidget(
+                title="Time from event to action (s)", width=12, height=6,
+                left=[cw.MathExpression(expression=f"SEARCH('{{Medic,action}} MetricName=\"EventToActionSeconds\"', "
+                                                   f"'{stat}', 300)", label=stat, period=FIVE_MINUTES)
+                      for stat in ("p50", "p99")]),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(title="Dead-letter queues (messages waiting)", width=12, height=6,
+                           left=[queue.metric_approximate_number_of_messages_visible(
+                               period=FIVE_MINUTES, statistic="Maximum", label=name)
+                               for name, queue in dead_letter_queues.items()]),
+            records("Mode at the latest decisions", f"{RECORDS} | stats latest(mode) as mode, "
+                                                    "latest(@timestamp) as at by bin(1h) | sort at desc | limit 24"),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(title="Medic functions: errors and throttles", width=12, height=6,
+                           left=[metric for function in functions for metric in (
+                               function.function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+                               function.function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"))]),
+            records("Latest remediation records", f"{RECORD_FIELDS} | {RECORDS} | sort @timestamp desc | limit 50"),
+        )
+        return dashboard
+
+
+def _search(metric: str, dimension: str, value: str) -> cw.MathExpression:
+    return cw.MathExpression(
+        expression=f"SUM(SEARCH('{{Medic,action,outcome,trigger}} MetricName=\"{metric}\" {dimension}=\"{value}\"', "
+                   "'Sum', 300))",
+        label=value, period=FIVE_MINUTES)
+

@@ -1,0 +1,63 @@
+"""Specification: what operators get from the stack — health alarms that page, a dashboard, saved
+Logs Insights queries — and the Serverless checks passing with the AwsSolutions ones."""
+
+from __future__ import annotations
+
+import json
+
+from tests.infra.conftest import resources
+
+
+def health_alarms(raw: dict) -> list[dict]:
+    return [res["Properties"] for res in resources(raw, "AWS::CloudWatch::Alarm").values()
+            if "AlarmName" not in res["Properties"]]
+
+
+def test_every_function_has_error_throttle_and_duration_alarms_that_page(raw):
+    functions = [lid for lid in resources(raw, "AWS::Lambda::Function")]
+    alarms = health_alarms(raw)
+    for metric in ("Errors", "Throttles", "Duration"):
+        watched = [a for a in alarms if a.get("MetricName") == metric]
+        assert len(watched) == len(functions), metric
+        for alarm in watched:
+            assert alarm["AlarmActions"] == [{"Ref": next(iter(resources(raw, "AWS::SNS::Topic")))}]
+    duration = next(a for a in alarms if a.get("MetricName") == "Duration")
+    assert (duration["Statistic"], duration["Threshold"]) == ("Maximum", 48000)  # 80% of 60 s
+
+
+def test_every_dead_letter_queue_pages_when_it_holds_messages(raw):
+    queues = resources(raw, "AWS::SQS::Queue")
+    dead_letter_queues = {lid for lid in queues if "DeadLetters" in lid or "Undelivered" in lid}
+    watched = {a["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in health_alarms(raw)
+               if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"}
+    assert watched == dead_letter_queues and len(watched) >= 6
+    for alarm in health_alarms(raw):
+        if alarm.get("MetricName") == "ApproximateNumberOfMessagesVisible":
+            assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+            assert "AlarmActions" in alarm
+
+
+def test_pages_that_cannot_be_delivered_wait_in_a_queue(raw):
+    for subscription in resources(raw, "AWS::SNS::Subscription").values():
+        target = subscription["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        assert "Undelivered" in target
+
+
+def test_the_saved_queries_cover_the_log_groups_of_every_function(raw):
+    queries = {q["Properties"]["Name"]: q["Properties"] for q in resources(raw, "AWS::Logs::QueryDefinition").values()}
+    assert set(queries) == {"Medic/All decisions (last 24 h: set the time range)", "Medic/Failed and suppressed",
+                            "Medic/One node or job (edit the filter)", "Medic/Time from event to action per cluster"}
+    log_groups = {lid for lid in resources(raw, "AWS::Logs::LogGroup")}
+    for query in queries.values():
+        assert {ref["Ref"] for ref in query["LogGroupNames"]} == log_groups
+    assert 'filter outcome in ["failed", "suppressed"]' in queries["Medic/Failed and suppressed"]["QueryString"]
+    assert "pct(EventToActionSeconds, 99)" in queries["Medic/Time from event to action per cluster"]["QueryString"]
+
+
+def test_the_dashboard_shows_outcomes_pages_incidents_latency_queues_mode_and_records(raw):
+    (dashboard,) = resources(raw, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for title in ("Actions and outcomes per cluster", "Suppressed, failed, pages", "Open incidents",
+                  "Time from event to action", "Dead-letter queues", "Mode at the latest decisions",
+                  "Latest remediation records", "errors and throttles"):
+        assert title in body, title
