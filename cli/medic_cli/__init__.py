@@ -1,0 +1,1 @@
+"""``medic``: the operators' command line for Medic (status, history, pause/resume/mode, explain)."""

@@ -1,0 +1,5 @@
+import sys
+
+from medic_cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,205 @@
+"""The commands: each reads what it needs through the Context and prints a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from botocore.exceptions import ClientError
+
+from medic.ledger import Ledger
+from medic_cli import history as hist
+from medic_cli import ledger_view
+from medic_cli.context import CliError, Context
+from medic_cli.explain import explain
+from medic_cli.mode import read_mode, set_mode
+from medic_cli.render import json_block, json_line, table, when
+
+RECENT_ACTIONS_SHOWN = 20
+
+
+def run(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    handler = {"status": status, "history": history, "pause": pause, "resume": resume, "mode": mode,
+               "explain": explain_command}[args.command]
+    return handler(args, ctx, out, err)
+
+
+# --- status
+
+def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    now = ctx.now()
+    since = hist.parse_since(args.since, now)
+    reading = read_mode(ctx)
+    dynamodb = ctx.client("dynamodb")
+    last = ledger_view.mode_changes(dynamodb, ctx.table, ctx.stack, limit=1)
+    snapshot = ledger_view.scan(dynamodb, ctx.table)
+    config = ctx.config
+    incidents = ledger_view.open_incidents(snapshot, lambda name: ledger_view.guardrails_for(config, name), now)
+    actions = ledger_view.recent_actions(snapshot, since)
+    dry_run = reading.effective == "dry_run"
+    budgets = ledger_view.budgets(snapshot, config, now, dry_run=dry_run)
+
+    if args.json:
+        print(json_block({
+            "stack": ctx.stack, "mode": reading.effective, "mode_value": reading.value,
+            "mode_parameter": reading.parameter, "last_mode_change": last[0].as_json() if last else None,
+            "ledger_table": ctx.table, "config": ctx.loaded_config.source,
+            "open_incidents": incidents, "recent_actions": actions, "budgets_ledger": "dry_run" if dry_run else "real",
+            "budgets": [budget.as_json() for budget in budgets]}), file=out)
+        return 0
+
+    stored = "" if reading.value == reading.effective else f"  (parameter holds {reading.value!r}: read as paused)"
+    lines = [f"Medic stack {ctx.stack}  (ledger {ctx.table})",
+             f"Mode:         {reading.effective}{stored}  [{reading.parameter}]",
+             f"Last change:  {_change_text(last[0]) if last else 'none recorded by medic'}",
+             f"Config:       {ctx.loaded_config.source}", ""]
+    lines.append(f"Open incidents: {len(incidents)}")
+    if incidents:
+        lines.append(_indent(table(("incident", "since (UTC)", "state"),
+                                   [(i["incident"], i["since"], "; ".join(i["states"])) for i in incidents])))
+    lines += ["", f"Recent actions since {when(since)} UTC (ledger: each node's last action, job restarts; "
+                  "`medic history` for every decision): {len(actions)}"]
+    if actions:
+        shown = actions[:RECENT_ACTIONS_SHOWN]
+        lines.append(_indent(table(("time (UTC)", "cluster", "node/job", "action", "fault", "outcome", "try"),
+                                   [(a["at"], a["cluster"], a["subject"], a["action"], a["fault"], a["outcome"],
+                                     a["attempt"]) for a in shown])))
+        if len(actions) > len(shown):
+            lines.append(f"  ... and {len(actions) - len(shown)} more (--json for all)")
+    copy = " (the dry-run copy: mode is dry_run)" if dry_run else ""
+    lines += ["", f"Guardrail budgets, rolling hour{copy}:"]
+    if budgets:
+        lines.append(_indent(table(
+            ("cluster", "used", "max/hour", "left", "in repair", "next frees (UTC)"),
+            [(b.cluster, b.used, b.limit, b.left, f"{b.in_repair} in {b.repair_minutes} min", b.next_free_at)
+             for b in budgets])))
+    else:
+        lines.append("  no clusters (pass --config medic.yaml to list the configured clusters)")
+    print("\n".join(lines), file=out)
+    return 0
+
+
+def _change_text(change: ledger_view.ModeChange) -> str:
+    reason = f": {change.reason!r}" if change.reason else ""
+    return f"{when(change.at)} UTC {change.previous or '?'} -> {change.mode} by {change.who}{reason}"
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+# --- history
+
+def history(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    now = ctx.now()
+    since_text = args.since or (None if args.from_file else "24h")
+    outcomes = frozenset(o.strip() for value in args.outcome for o in value.split(",") if o.strip())
+    filters = hist.Filters(since=hist.parse_since(since_text, now) if since_text else None,
+                           until=hist.parse_since(args.until, now) if args.until else None,
+                           cluster=args.cluster, node=args.node, job=args.job, outcomes=outcomes)
+    if args.from_file:
+        records = hist.from_file(args.from_file, filters)
+    else:
+        ctx.log_group_names = args.log_group or ctx.log_group_names
+        records = hist.from_logs(ctx.client("logs"), ctx.log_groups, filters, warn=err)
+    total = len(records)
+    records = hist.newest(records, args.limit or None)
+    if args.json:
+        for record in records:
+            print(json_line(hist.as_json(record)), file=out)
+        return 0
+    source = args.from_file if args.from_file else ", ".join(ctx.log_groups)
+    window = f" since {when(filters.since)} UTC" if filters.since else ""
+    print(f"Remediation records{window} from {source}", file=out)
+    if records:
+        print(hist.as_table(records), file=out)
+    shown = f" (showing the newest {len(records)}; --limit)" if total > len(records) else ""
+    print(hist.summary(records) + shown, file=out)
+    if args.node and not args.from_file:
+        print(_node_ledger_text(ctx, args.node, args.cluster or next(
+            (r["cluster"] for r in reversed(records) if r.get("cluster")), None)), file=out)
+    return 0
+
+
+def _node_ledger_text(ctx: Context, node: str, cluster: str | None) -> str:
+    """The ledger's memory of the node: what the next decision about it will see."""
+    if not cluster:
+        return f"Ledger, node {node}: pass --cluster to read its state"
+    try:
+        state, _ = Ledger(ctx.table, ctx.client("dynamodb")).load(cluster, node)
+    except (CliError, ClientError) as error:
+        return f"Ledger, node {node}: not readable ({error})"
+    if state is None:
+        return f"Ledger, node {cluster}/{node}: no action remembered (none in the last 7 days)"
+    reboot = f", last reboot {when(state.last_reboot_at)} UTC" if state.last_reboot_at else ""
+    return (f"Ledger, node {cluster}/{node}: last {state.action} for {state.fault} at {when(state.acted_at)} UTC "
+            f"({state.outcome}), attempt {state.attempt}{reboot}")
+
+
+# --- mode
+
+def pause(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    return _set(ctx, "paused", args.reason, out)
+
+
+def resume(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    return _set(ctx, "act", args.reason, out)
+
+
+def mode(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    if args.mode:
+        return _set(ctx, args.mode, args.reason, out)
+    reading = read_mode(ctx)
+    stored = "" if reading.value == reading.effective else f" (parameter holds {reading.value!r}: read as paused)"
+    print(f"Mode: {reading.effective}{stored}  [{reading.parameter}]", file=out)
+    changes = ledger_view.mode_changes(ctx.client("dynamodb"), ctx.table, ctx.stack, limit=max(args.last, 1))
+    if changes:
+        print(table(("changed at (UTC)", "from", "to", "by", "reason"),
+                    [(c.at, c.previous, c.mode, c.who, c.reason) for c in changes]), file=out)
+    else:
+        print("No changes recorded by medic.", file=out)
+    return 0
+
+
+def _set(ctx: Context, new_mode: str, reason: str, out: TextIO) -> int:
+    change, before = set_mode(ctx, new_mode, reason)
+    if change is None:
+        print(f"Mode is already {before.value} [{before.parameter}]; nothing changed.", file=out)
+        return 0
+    print(f"Mode: {change.previous} -> {change.mode}  [{before.parameter}]", file=out)
+    print(f"Recorded in {ctx.table}: {json_line(change.as_json())}", file=out)
+    print("The functions read the new mode within 30 seconds.", file=out)
+    return 0
+
+
+# --- explain
+
+def explain_command(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    try:
+        raw = json.loads(sys.stdin.read() if args.event == "-" else Path(args.event).read_text())
+    except OSError as error:
+        raise CliError(f"cannot read {args.event}: {error.strerror}") from None
+    except ValueError as error:
+        raise CliError(f"{args.event} is not JSON: {error}") from None
+    explanation = explain(ctx, raw, read_mode(ctx))
+    if args.json:
+        print(json_block(explanation.as_json()), file=out)
+        return 0
+    record = explanation.record
+    subject = record.get("node_id") or record.get("job") or record.get("incident")
+    lines = [f"Event {record['event_id']} ({record['trigger']}): {record.get('cluster') or ''} {subject}".rstrip(),
+             *(f"  {label + ':':<14}{text}" for label, text in explanation.facts),
+             "",
+             f"Decision:  {record['action']} -> {record['outcome']}"
+             + (f" (attempt {record['attempt']})" if record.get("attempt") else ""),
+             f"Why:       {record['reason']}",
+             f"Incident:  {record['incident']}",
+             "Medic would:",
+             *(f"  {i}. {step}" for i, step in enumerate(explanation.would, 1)),
+             "",
+             "Nothing was changed: explain only reads (no claim, no action, no page, no record)."]
+    print("\n".join(lines), file=out)
+    return 0

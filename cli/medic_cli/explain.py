@@ -1,0 +1,298 @@
+"""``medic explain EVENT.json``: what Medic would decide for this event right now, and why, without acting.
+
+The same steps as the handlers (functions/medic/node_remediation.py, job_restart.py) up to the decision:
+parse the event with Medic's models, classify the fault, read the live ledger and the node or job, and
+call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob,
+ListTags, ListObjectsV2, DynamoDB reads); nothing is claimed, executed, paged or recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.adapters.checkpoints import Checkpoints
+from medic.adapters.hyperpod import HyperPod
+from medic.adapters.training import TrainingJobs
+from medic.config import MedicConfig
+from medic.domain.faults import classify
+from medic.domain.job_faults import classify_failure
+from medic.domain.job_policy import Checkpoint, JobContext, decide_job, lineage_of
+from medic.domain.models import (
+    Action,
+    EventEnvelope,
+    Fault,
+    NodeHealthEvent,
+    NodeState,
+    Outcome,
+    TrainingJobStateEvent,
+    Trigger,
+)
+from medic.domain.policy import NodeContext, NodeDecision, Page, decide_node
+from medic.ledger import Ledger
+from medic_cli.context import CliError, Context
+from medic_cli.mode import ModeReading
+from medic_cli.render import parse_time, when
+
+NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
+JOB_STATE = "SageMaker Training Job State Change"
+SUPPORTED = f"explain supports node health events ({NODE_HEALTH!r}) and training job state changes ({JOB_STATE!r})"
+STORM_WINDOW = timedelta(hours=1)  # as medic.node_remediation.STORM_WINDOW
+API_FOR_ACTION = {Action.REBOOT_NODE: "BatchRebootClusterNodes", Action.REPLACE_NODE: "BatchReplaceClusterNodes"}
+
+
+@dataclass
+class Explanation:
+    record: dict  # the remediation record's decision fields, as the handler would write them
+    page: str = "none"  # none | incident | storm
+    would: list[str] = field(default_factory=list)  # what the handler would do next, in order
+    facts: list[tuple[str, str]] = field(default_factory=list)  # what the decision was based on
+
+    def as_json(self) -> dict:
+        return {"record": self.record, "page": self.page, "would": self.would,
+                "facts": {label: text for label, text in self.facts}}
+
+
+def explain(ctx: Context, raw: Any, mode: ModeReading) -> Explanation:
+    if not isinstance(raw, dict):
+        raise CliError(f"the event must be one JSON object (an EventBridge event); {SUPPORTED}")
+    detail_type = raw.get("detail-type")
+    if detail_type == NODE_HEALTH:
+        return explain_node(ctx, raw, mode)
+    if detail_type == JOB_STATE:
+        return explain_job(ctx, raw, mode)
+    raise CliError(f"{SUPPORTED}; this event's detail-type is {detail_type!r}")
+
+
+def _config(ctx: Context) -> MedicConfig:
+    if ctx.config is None:
+        raise CliError("explain needs Medic's config (clusters, guardrails): pass --config medic.yaml, or let it "
+                       "read the deployed one (lambda:GetFunctionConfiguration on the stack's functions)")
+    return ctx.config
+
+
+def _base_facts(ctx: Context, mode: ModeReading) -> list[tuple[str, str]]:
+    stored = "" if mode.value == mode.effective else f" (parameter holds {mode.value!r}: read as paused)"
+    return [("mode", f"{mode.effective}{stored} from {mode.parameter}"),
+            ("config", ctx.loaded_config.source),
+            ("decided at", f"{when(ctx.now())} UTC (now, not the event's time)")]
+
+
+def _rejected(raw: dict, error: ValidationError, trigger: Trigger, what: str, mode: str,
+              facts: list[tuple[str, str]]) -> Explanation:
+    try:
+        event_id = EventEnvelope.model_validate(raw).id
+    except ValidationError:
+        event_id = "unknown"
+    problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5])
+    record = {"incident": f"event:{event_id}", "trigger": trigger.value, "event_id": event_id,
+              "fault": Fault.INVALID.value, "action": Action.NONE.value, "outcome": Outcome.REJECTED.value,
+              "reason": f"Invalid {what}: {problems}", "mode": mode, "attempt": 0}
+    return Explanation(record, would=["record the rejection; act on nothing"], facts=facts)
+
+
+# --- node health
+
+def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanation:
+    mode = mode_reading.effective
+    facts = _base_facts(ctx, mode_reading)
+    try:
+        event = NodeHealthEvent.model_validate(raw)
+    except ValidationError as error:
+        return _rejected(raw, error, Trigger.NODE_HEALTH, "node health event", mode, facts)
+    config = _config(ctx)
+    detail = event.detail
+    summary = detail.HealthSummary
+    base = {"incident": f"node:{detail.ClusterName}:{detail.InstanceId}", "trigger": Trigger.NODE_HEALTH.value,
+            "event_id": event.id, "cluster": detail.ClusterName, "instance_group": None,
+            "node_id": detail.InstanceId, "job": None, "mode": mode}
+    fault = classify(summary.HealthStatus, summary.HealthStatusReason)
+    facts.append(("fault", f"{fault.value} (health {summary.HealthStatus}: {summary.HealthStatusReason!r})"))
+    cluster = config.cluster(detail.ClusterName)
+    if cluster is None:
+        return Explanation(_record(base, fault, NodeDecision(
+            Action.NONE, Outcome.IGNORED, f"Cluster {detail.ClusterName} is not managed by Medic.")),
+            would=["record it; act on nothing"], facts=facts)
+
+    hyperpod = HyperPod(ctx.client("sagemaker"))
+    ledger = Ledger(ctx.table, ctx.client("dynamodb")).for_mode(mode)
+    node = None
+    if fault not in (Fault.HEALTHY, Fault.USER_APP_ERROR):
+        try:
+            node = hyperpod.describe_node(cluster.name, detail.InstanceId)
+        except (ClientError, BotoCoreError) as error:
+            decision = NodeDecision(Action.NONE, Outcome.FAILED, page=Page.INCIDENT,
+                                    reason=f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
+            explanation = Explanation(_record(base, fault, decision), facts=facts)
+            return _with_page(explanation, decision.page, ledger, ctx.now(), mode, cluster.name)
+        facts.append(("node", f"group {node.instance_group}, status {node.status} (DescribeClusterNode)"
+                      if node else "not in the cluster (DescribeClusterNode)"))
+    if node is not None:
+        base["instance_group"] = node.instance_group
+
+    guardrails = config.guardrails_for(cluster)
+    now = ctx.now()
+    state, cluster_state = ledger.load(cluster.name, detail.InstanceId)
+    facts.append(("ledger", _node_state_text(state) + (" [dry-run copy]" if ledger.namespace else "")))
+    hour = sum(1 for action in cluster_state.actions if action.at > now - timedelta(hours=1))
+    repair = sum(1 for action in cluster_state.actions
+                 if action.at > now - timedelta(minutes=guardrails.repair_minutes))
+    facts.append(("cluster", f"{hour} node action(s) in the last hour (max {guardrails.max_node_actions_per_hour}), "
+                             f"{repair} inside the {guardrails.repair_minutes}-minute repair window "
+                             f"(breaker above {guardrails.max_fraction_in_repair:.0%} of the cluster)"))
+    sizes: list[int] = []
+
+    def cluster_size() -> int:
+        sizes.append(hyperpod.cluster_size(cluster.name))
+        return sizes[-1]
+
+    decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault, node=node,
+                                       state=state, cluster_state=cluster_state, cluster_size=cluster_size, now=now))
+    if sizes:
+        facts.append(("cluster size", f"{sizes[-1]} node(s) (DescribeCluster)"))
+    explanation = Explanation(_record(base, fault, decision), facts=facts)
+    if decision.close_incident:
+        explanation.would.append(f"close incident {base['incident']} (its next failure may page again)")
+    if decision.outcome in (Outcome.EXECUTED, Outcome.DRY_RUN):
+        copy = "its dry-run copy in " if ledger.namespace else ""
+        explanation.would.append(f"claim the action in {copy}ledger {ctx.table} (conditional write)")
+    if decision.executes:
+        explanation.would.append(f"call {API_FOR_ACTION[decision.action]}(ClusterName={cluster.name}, "
+                                 f"NodeIds=[{detail.InstanceId}]); HyperPod's answer decides the final outcome")
+    elif decision.outcome is Outcome.DRY_RUN:
+        explanation.would.append("call nothing (dry run)")
+    return _with_page(explanation, decision.page, ledger, now, mode, cluster.name)
+
+
+def _node_state_text(state: NodeState | None) -> str:
+    if state is None:
+        return "no earlier action on this node"
+    text = (f"last {state.action} for {state.fault} at {when(state.acted_at)} UTC ({state.outcome}), "
+            f"attempt {state.attempt}")
+    if state.last_reboot_at:
+        text += f"; last reboot {when(state.last_reboot_at)} UTC"
+    return text
+
+
+def _record(base: dict, fault: Fault, decision: NodeDecision) -> dict:
+    return {**base, "fault": fault.value, "action": decision.action.value, "outcome": decision.outcome.value,
+            "reason": decision.reason, "attempt": decision.attempt}
+
+
+def _with_page(explanation: Explanation, page: Page, ledger: Ledger, now: datetime, mode: str,
+               cluster: str | None) -> Explanation:
+    """Whether the handler would page: at most once per incident, one storm summary per cluster per hour."""
+    incident = explanation.record["incident"]
+    if page is Page.NONE:
+        explanation.would.append("page nobody")
+    elif mode == "dry_run":
+        explanation.would.append(f"page nobody (dry run; a real run would send a {page.value} page)")
+    elif page is Page.INCIDENT:
+        if ledger.incident_paged(incident):
+            explanation.would.append(f"page nobody: incident {incident} already paged")
+        else:
+            explanation.page = page.value
+            explanation.would.append(f"page once for incident {incident}")
+    else:
+        sent = _storm_paged_at(ledger, cluster or "")
+        if sent and now - sent < STORM_WINDOW:
+            explanation.would.append(f"page nobody: the storm summary for {cluster} went out at {when(sent)} UTC")
+        else:
+            explanation.page = page.value
+            explanation.would.append(f"send the storm summary page for cluster {cluster} (once per hour)")
+    explanation.would.append("write the remediation record")
+    return explanation
+
+
+def _storm_paged_at(ledger: Ledger, cluster: str) -> datetime | None:
+    """The cluster's last storm page (the ledger's ``cluster#<name>/storm`` item); Ledger has no reader for it."""
+    item = ledger.client.get_item(TableName=ledger.table, ConsistentRead=True, Key={
+        "pk": {"S": f"{ledger.namespace}cluster#{cluster}"}, "sk": {"S": "storm"}}).get("Item")
+    return parse_time(item.get("paged_at", {}).get("S")) if item else None
+
+
+# --- training job state changes
+
+def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanation:
+    mode = mode_reading.effective
+    facts = _base_facts(ctx, mode_reading)
+    try:
+        event = TrainingJobStateEvent.model_validate(raw)
+    except ValidationError as error:
+        return _rejected(raw, error, Trigger.JOB_STATE, "training job state event", mode, facts)
+    config = _config(ctx)
+    detail = event.detail
+    name, reason = detail.TrainingJobName, detail.FailureReason
+    base = {"incident": f"job:{name}", "trigger": Trigger.JOB_STATE.value, "event_id": event.id, "cluster": None,
+            "instance_group": None, "node_id": None, "job": name, "mode": mode}
+    spec = config.training_jobs_for(name)
+    failure = classify_failure(reason, config.job_failure_rules)
+    facts.append(("failure", f"{failure.fault.value} (rule {failure.label}; status {detail.TrainingJobStatus}, "
+                             f"reason {reason!r})"))
+
+    def done(fault: Fault, action: Action, outcome: Outcome, why: str, attempt: int = 0,
+             page: Page = Page.NONE, ledger: Ledger | None = None) -> Explanation:
+        record = {**base, "fault": fault.value, "action": action.value, "outcome": outcome.value, "reason": why,
+                  "attempt": attempt}
+        explanation = Explanation(record, facts=facts)
+        if ledger is None:
+            explanation.would += ["page nobody", "write the remediation record"]
+            return explanation
+        return _with_page(explanation, page, ledger, ctx.now(), mode, None)
+
+    if spec is None:
+        return done(failure.fault, Action.NONE, Outcome.IGNORED,
+                    f"Training job {name} matches no configured prefix; Medic leaves it alone.")
+    ledger = Ledger(ctx.table, ctx.client("dynamodb")).for_mode(mode)
+    training = TrainingJobs(ctx.client("sagemaker"))
+    try:
+        tags = {**(detail.Tags or {}), **training.tags(detail.TrainingJobArn)}
+    except (ClientError, BotoCoreError) as error:
+        return done(failure.fault, Action.NONE, Outcome.FAILED, f"Could not read the job's tags ({error_code(error)}).",
+                    page=Page.INCIDENT, ledger=ledger)
+    lineage = lineage_of(name, tags)
+    base["incident"] = f"job:{lineage.root}"
+    facts.append(("lineage", f"{lineage.root}, {lineage.restarts} restart(s) before this job"))
+    if detail.TrainingJobStatus == "Failed" and _job_failure_claimed(ledger, name):
+        return done(failure.fault, Action.NONE, Outcome.DUPLICATE, f"This failure of {name} was already handled.",
+                    attempt=lineage.restarts + 1)
+
+    max_restarts = config.max_restarts_for(spec)
+    checkpoint, description = Checkpoint.NOT_CONFIGURED, None
+    if (detail.TrainingJobStatus == "Failed" and failure.fault is Fault.JOB_RETRYABLE
+            and lineage.restarts < max_restarts):
+        try:
+            description = training.describe(name)
+            uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
+            if uri:
+                present = Checkpoints(ctx.client("s3")).exist(uri)
+                checkpoint = Checkpoint.PRESENT if present else Checkpoint.EMPTY
+            facts.append(("checkpoint", f"{checkpoint.value}" + (f" ({uri})" if uri else "")))
+        except (ClientError, BotoCoreError, ValueError) as error:
+            return done(failure.fault, Action.NONE, Outcome.FAILED,
+                        f"Could not read the job or its checkpoint ({error_code(error)}): {error}",
+                        page=Page.INCIDENT, ledger=ledger)
+    decision = decide_job(JobContext(mode=mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
+                                     max_restarts=max_restarts, checkpoint=checkpoint,
+                                     allow_without_checkpoint=spec.allow_restart_without_checkpoint))
+    explanation = done(decision.fault, decision.action, decision.outcome, decision.reason, decision.attempt,
+                       decision.page, ledger)
+    steps = []
+    if detail.TrainingJobStatus == "Failed":
+        steps.append(f"claim this failure of {name} in the ledger (handled once)")
+    if decision.executes:
+        steps.append(f"call CreateTrainingJob {lineage.next_name()} (a clone of {name}, tagged with its lineage)")
+    explanation.would[:0] = steps
+    return explanation
+
+
+def _job_failure_claimed(ledger: Ledger, job_name: str) -> bool:
+    """The ``jobfail#<job>/claim`` item Ledger.claim_job_failure writes; Ledger has no reader for it."""
+    return "Item" in ledger.client.get_item(TableName=ledger.table, ConsistentRead=True, Key={
+        "pk": {"S": f"{ledger.namespace}jobfail#{job_name}"}, "sk": {"S": "claim"}})
+

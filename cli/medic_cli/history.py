@@ -1,0 +1,182 @@
+"""``medic history``: the remediation records, from CloudWatch Logs or from a ``sim replay`` output file.
+
+Every decision is one JSON log line with ``"message": "remediation"`` in a Medic function's log group
+(functions/medic/obs.py); ``sim replay`` prints the same records as ``{"kind": "record", ...}`` lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from botocore.exceptions import ClientError
+
+from medic.domain.models import RemediationRecord
+from medic_cli.context import CliError
+from medic_cli.render import parse_time, table, when
+
+RECORD_FIELDS = tuple(RemediationRecord.model_fields)
+MAX_EVENTS = 20_000  # per log group: a bound on what one command reads
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+# Values that can go into a CloudWatch Logs filter pattern as a quoted string without escaping.
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9:._/-]{1,256}$")
+
+
+@dataclass(frozen=True)
+class Filters:
+    since: datetime | None = None
+    until: datetime | None = None
+    cluster: str | None = None
+    node: str | None = None
+    job: str | None = None
+    outcomes: frozenset[str] = frozenset()
+
+    def matches(self, record: dict) -> bool:
+        at = record.get("_at")
+        if self.since and at and at < self.since:
+            return False
+        if self.until and at and at > self.until:
+            return False
+        if self.cluster and record.get("cluster") != self.cluster:
+            return False
+        if self.node and record.get("node_id") != self.node:
+            return False
+        if self.job and record.get("job") != self.job and record.get("incident") != f"job:{self.job}":
+            return False  # --job ROOT also matches the restarts of its lineage (incident job:ROOT)
+        return not self.outcomes or record.get("outcome") in self.outcomes
+
+    def log_pattern(self) -> str:
+        """A CloudWatch Logs JSON filter pattern that narrows the search on the service side."""
+        terms = ['$.message = "remediation"']
+        for path, value in (("cluster", self.cluster), ("node_id", self.node)):
+            if value and _SAFE_VALUE.match(value):
+                terms.append(f'$.{path} = "{value}"')
+        if self.job and _SAFE_VALUE.match(self.job):
+            terms.append(f'($.job = "{self.job}" || $.incident = "job:{self.job}")')
+        return "{ " + " && ".join(terms) + " }"
+
+
+def parse_since(value: str, now: datetime) -> datetime:
+    """``24h``, ``30m``, ``7d``, ``2w``, ``90s`` before now, or an ISO time."""
+    match = _DURATION.match(value)
+    if match:
+        return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    moment = parse_time(value)
+    if moment is None:
+        raise CliError(f"--since {value!r}: expected a duration such as 24h, 30m, 7d, or an ISO time")
+    return moment
+
+
+# --- sources
+
+def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO = sys.stderr) -> list[dict]:
+    """FilterLogEvents over each log group, newest window only (--since), parsed and filtered here too."""
+    records = []
+    for group in groups:
+        request: dict[str, Any] = {"logGroupName": group, "filterPattern": filters.log_pattern()}
+        if filters.since:
+            request["startTime"] = int(filters.since.timestamp() * 1000)
+        if filters.until:
+            request["endTime"] = int(filters.until.timestamp() * 1000)
+        seen = 0
+        try:
+            for page in logs.get_paginator("filter_log_events").paginate(**request):
+                for event in page.get("events", []):
+                    seen += 1
+                    record = parse_line(event.get("message", ""))
+                    if record is None:
+                        continue
+                    at = datetime.fromtimestamp(event["timestamp"] / 1000, UTC) if "timestamp" in event else None
+                    record["_at"] = at or record.get("_at")
+                    record["log_group"] = group
+                    records.append(record)
+                if seen >= MAX_EVENTS:
+                    print(f"medic: {group}: stopped after {seen} log events; narrow with --since or filters",
+                          file=warn)
+                    break
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                print(f"medic: log group {group} does not exist (yet): skipped", file=warn)
+                continue
+            raise
+    return [record for record in records if filters.matches(record)]
+
+
+def from_file(path: str, filters: Filters, stdin: TextIO = sys.stdin) -> list[dict]:
+    """Records from a ``sim replay`` output (JSON Lines; pages and other lines are skipped)."""
+    if path == "-":
+        lines: Iterable[str] = stdin.read().splitlines()
+    else:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError as error:
+            raise CliError(f"cannot read {path}: {error.strerror}") from None
+    records = [record for record in (parse_line(line) for line in lines) if record is not None]
+    return [record for record in records if filters.matches(record)]
+
+
+def parse_line(line: str) -> dict | None:
+    """A remediation record from one line: a sim ``record`` line, a bare record (``medic history --json``)
+    or a Powertools log line with ``"message": "remediation"``; None for anything else."""
+    start = line.find("{")
+    if start < 0:
+        return None
+    try:
+        data = json.loads(line[start:])
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("message"), dict):  # a log line wrapped once more (Lambda JSON log format)
+        data = data["message"]
+    kind = data.get("kind")
+    if "_aws" in data:  # an EMF metric line: it carries some record fields as dimensions, but is no record
+        return None
+    is_record = (kind == "record" or data.get("message") == "remediation"
+                 or (kind is None and "message" not in data and {"incident", "outcome", "action"} <= data.keys()))
+    if not is_record:
+        return None
+    record = {name: data.get(name) for name in RECORD_FIELDS}
+    record["_at"] = parse_time(data.get("timestamp"))
+    return record
+
+
+def newest(records: list[dict], limit: int | None) -> list[dict]:
+    """Oldest first (a log reads top to bottom), keeping the newest ``limit``."""
+    ordered = sorted(records, key=lambda record: record.get("_at") or datetime.min.replace(tzinfo=UTC))
+    return ordered[-limit:] if limit else ordered
+
+
+# --- output
+
+def as_json(record: dict) -> dict:
+    out = {name: record.get(name) for name in RECORD_FIELDS}
+    out["timestamp"] = record["_at"].isoformat() if record.get("_at") else None
+    if record.get("log_group"):
+        out["log_group"] = record["log_group"]
+    return out
+
+
+def as_table(records: list[dict]) -> str:
+    rows = [(when(r.get("_at")), r.get("cluster"), r.get("node_id") or r.get("job") or r.get("incident"),
+             r.get("instance_group"), r.get("fault"), r.get("action"), r.get("outcome"), r.get("paged"),
+             r.get("attempt"), r.get("reason")) for r in records]
+    return table(("time (UTC)", "cluster", "node/job", "group", "fault", "action", "outcome", "paged", "try",
+                  "reason"), rows)
+
+
+def summary(records: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[str(record.get("outcome"))] = counts.get(str(record.get("outcome")), 0) + 1
+    parts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items()))
+    pages = sum(1 for record in records if record.get("paged"))
+    return f"{len(records)} decision(s): {parts or 'none'}; {pages} paged"
+

@@ -1,0 +1,123 @@
+"""``medic``: see what Medic did and steer it without a deploy.
+
+  medic status                      mode, open incidents, recent actions, guardrail budgets left
+  medic history [filters] [--json]  the remediation records (CloudWatch Logs, or --from-file a sim replay)
+  medic pause --reason TEXT         mode paused (decide and record, act on nothing), recorded with who and why
+  medic resume [--reason TEXT]      mode act
+  medic mode [act|dry_run|paused]   show the mode and its last changes, or set it
+  medic explain EVENT.json          what Medic would decide for this event now, and why; acts on nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from medic_cli.shared import MedicNotFound, ensure_medic
+
+COMMON_DEFAULTS = {"stack": "Medic", "region": None, "profile": None, "config": None, "table": None}
+
+
+def _common(parser: argparse.ArgumentParser, top: bool) -> None:
+    """Options accepted before or after the command (``medic --region X status`` = ``medic status --region X``)."""
+    def default(name: str) -> object:
+        return COMMON_DEFAULTS[name] if top else argparse.SUPPRESS
+
+    group = parser.add_argument_group("where Medic runs")
+    group.add_argument("--stack", default=default("stack"), help="CloudFormation stack name (default: Medic)")
+    group.add_argument("--region", default=default("region"), help="AWS region (default: the usual AWS settings)")
+    group.add_argument("--profile", default=default("profile"), help="AWS profile (default: the usual AWS settings)")
+    group.add_argument("--config", default=default("config"), metavar="PATH",
+                       help="Medic config for guardrails and clusters (default: the deployed functions' config, "
+                            "else ./medic.yaml)")
+    group.add_argument("--table", default=default("table"), metavar="NAME",
+                       help="ledger table (default: the stack output LedgerTableName)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="medic", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(parser, top=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    status = commands.add_parser("status", help="mode, open incidents, recent actions, guardrail budgets left")
+    status.add_argument("--since", default="24h", help="recent actions since (24h, 30m, 7d or an ISO time)")
+    status.add_argument("--json", action="store_true", help="one JSON object")
+    _common(status, top=False)
+
+    history = commands.add_parser("history", help="the remediation records, oldest first",
+                                  description="The remediation records from the stack's log groups "
+                                              "(FilterLogEvents), or from a `sim replay` output file.")
+    history.add_argument("--cluster", help="only this cluster")
+    history.add_argument("--node", help="only this node (instance id); also shows the ledger's state of the node")
+    history.add_argument("--job", help="only this job (a lineage root also matches its restarts)")
+    history.add_argument("--outcome", action="append", default=[],
+                         help="only these outcomes (repeatable or comma-separated: failed,suppressed)")
+    history.add_argument("--since", help="from (24h, 30m, 7d or an ISO time; default 24h, all with --from-file)")
+    history.add_argument("--until", help="until (an ISO time, or a duration before now)")
+    history.add_argument("--limit", type=int, default=500, help="at most this many, the newest (default 500; 0: all)")
+    history.add_argument("--json", action="store_true", help="JSON Lines, one record per line (readable by "
+                                                             "--from-file)")
+    history.add_argument("--from-file", metavar="FILE", help="read `python -m sim replay` output (or --json "
+                                                             "output) instead of CloudWatch Logs ('-' = stdin)")
+    history.add_argument("--log-group", action="append", default=[], metavar="NAME",
+                         help="log group to search (repeatable; default: the stack outputs *LogGroup)")
+    _common(history, top=False)
+
+    pause = commands.add_parser("pause", help="set mode paused: Medic decides and records, acts on nothing, pages")
+    pause.add_argument("--reason", required=True, help="why (recorded with who paused)")
+    _common(pause, top=False)
+    resume = commands.add_parser("resume", help="set mode act")
+    resume.add_argument("--reason", default="", help="why (recorded with who resumed)")
+    _common(resume, top=False)
+    mode = commands.add_parser("mode", help="show the mode and its last changes, or set it")
+    mode.add_argument("mode", nargs="?", choices=("act", "dry_run", "paused"), help="the new mode")
+    mode.add_argument("--reason", default="", help="why (recorded with who changed it)")
+    mode.add_argument("--last", type=int, default=5, help="changes to show without a new mode (default 5)")
+    _common(mode, top=False)
+
+    explain = commands.add_parser("explain", help="what Medic would decide for an event now, and why (acts on "
+                                                  "nothing)")
+    explain.add_argument("event", help="an EventBridge event as JSON: node health or training job state change "
+                                       "('-' = stdin)")
+    explain.add_argument("--json", action="store_true", help="one JSON object")
+    _common(explain, top=False)
+    return parser
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+         context: object = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    args = build_parser().parse_args(argv)
+    try:
+        ensure_medic()
+    except MedicNotFound as error:
+        print(f"medic: {error}", file=err)
+        return 1
+    from medic_cli import commands
+    from medic_cli.context import CliError, Context
+
+    ctx = context if isinstance(context, Context) else Context()
+    ctx.stack, ctx.region, ctx.profile = args.stack, args.region or ctx.region, args.profile or ctx.profile
+    ctx.table_name = args.table or ctx.table_name
+    ctx.config_path = args.config or ctx.config_path
+    try:
+        return commands.run(args, ctx, out, err)
+    except CliError as error:
+        print(f"medic: {error}", file=err)
+        return 1
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        print(f"medic: {error.operation_name} failed: {details.get('Code')}: {details.get('Message')}", file=err)
+        return 1
+    except BotoCoreError as error:
+        print(f"medic: {error} (check AWS credentials and --region/--profile)", file=err)
+        return 1
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

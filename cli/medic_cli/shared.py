@@ -1,0 +1,30 @@
+"""Where Medic's own code (``functions/medic``) comes from: the CLI reuses its config model, ledger
+and pure decision functions rather than copying them.
+
+``functions/`` is the Lambda asset, not an installable package, so an editable install of the CLI
+(``pip install -e ./cli``) finds it next to itself in the repository checkout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+
+
+class MedicNotFound(ImportError):
+    pass
+
+
+def ensure_medic() -> None:
+    """Make ``import medic`` work: already importable, or the checkout's functions/ directory."""
+    if importlib.util.find_spec("medic") is not None:
+        return
+    if (FUNCTIONS / "medic" / "__init__.py").is_file():
+        sys.path.insert(0, str(FUNCTIONS))
+        return
+    raise MedicNotFound(
+        f"cannot import Medic's shared code (functions/medic): expected it at {FUNCTIONS}. "
+        "Install the CLI from a repository checkout with `pip install -e ./cli`.")
