@@ -8,6 +8,7 @@ from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from constructs import Construct
 
 from infra.components.boto3_layer import Boto3Layer
+from infra.components.cluster_events import ClusterEvents
 from infra.components.encryption import MedicKey
 from infra.components.function import DeadLetterQueue, MedicFunction, powertools_layer_arn
 from infra.components.ledger import LedgerTable
@@ -41,6 +42,7 @@ class MedicStack(Stack):
             ),
         )
         self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
+        self.cluster_events = ClusterEvents(self, "ClusterEvents", shared=shared)
         self.slurm_job_requeue = (
             SlurmJobRequeue(self, "SlurmJobRequeue", shared=shared)
             if any(cluster.orchestrator == "slurm" for cluster in config.clusters) else None)
@@ -64,7 +66,7 @@ class MedicStack(Stack):
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
         CfnOutput(self, "ModeParameterName", value=shared.mode.parameter_name)
-        for name, construct in (("NodeRemediation", self.node_remediation),
+        for name, construct in (("NodeRemediation", self.node_remediation), ("ClusterEvents", self.cluster_events),
                                 ("TrainingJobRestarts", self.training_job_restarts),
                                 ("AlarmResponse", self.alarm_response)):
             if construct is not None:

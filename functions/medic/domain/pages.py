@@ -141,3 +141,33 @@ def alarm_page(record: dict, alarm: str, alarm_reason: str, details: list[str], 
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
     ]
     return PageText(subject[:100], "\n".join(body))
+
+
+CLUSTER_EVENT_NEXT_STEP = {
+    "capacity_shortfall": "Capacity is short for this instance type: wait and retry the replacement, use a "
+                          "reservation or another Availability Zone, or shrink the instance group.",
+    "lifecycle_script_failed": "Read the lifecycle script's log in the log group below, fix the script, then "
+                               "replace the node.",
+    "repair_failed": "Check the node in the console; retry the reboot or replacement by hand.",
+}
+
+
+def cluster_event_page(record: dict, description: str, failure_message: str, log_group: str,
+                       region: str) -> PageText:
+    where = record["node_id"] or record["instance_group"] or record["cluster"]
+    subject = f"[Medic] {record['cluster']} {where}: {record['fault']}"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"Node:           {record['node_id'] or '-'} (instance group {record['instance_group'] or '-'})",
+        f"HyperPod says:  {description[:500]}",
+        *([f"Failure:        {failure_message[:800]}"] if failure_message else []),
+        "",
+        f"What Medic did: {_did(record)}",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     {CLUSTER_EVENT_NEXT_STEP.get(record['fault'], 'Read the event and the cluster logs.')}",
+        f"Logs:           CloudWatch log group {log_group}",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject[:100], body)

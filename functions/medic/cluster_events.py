@@ -1,0 +1,64 @@
+"""HyperPod cluster events (Error, and repair-related Warn): record them against the node's open
+incident. A repair Medic started that HyperPod could not complete (no capacity, a failed reboot or
+replacement) closes Medic's action as `failed`; every such event pages once per incident with the
+event's description and the log group to read."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from medic.deps import Deps
+from medic.domain.cluster_events import ClusterEvent, classify_cluster_event, cluster_log_group
+from medic.domain.models import Action, Fault, Outcome, Trigger
+from medic.domain.pages import cluster_event_page
+from medic.paging import page_incident
+from medic.records import complete, emit, rejected, short
+
+# Causes that end a repair Medic started; a lifecycle-script failure on the new node does too.
+ENDS_MEDICS_REPAIR = frozenset({Fault.CAPACITY_SHORTFALL, Fault.REPAIR_FAILED, Fault.LIFECYCLE_SCRIPT_FAILED})
+
+
+def record_cluster_event(raw: Any, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    try:
+        event = ClusterEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.CLUSTER_EVENT, "HyperPod cluster event")
+    details, now = event.detail.EventDetails, deps.now()
+    fault = classify_cluster_event(details)
+    message = details.failure_message
+    base = {"trigger": Trigger.CLUSTER_EVENT, "event_id": event.id, "cluster": details.ClusterName,
+            "instance_group": details.InstanceGroupName, "node_id": details.InstanceId, "fault": fault,
+            "mode": mode, "incident": (f"node:{details.ClusterName}:{details.InstanceId}" if details.InstanceId
+                                       else f"cluster:{details.ClusterName}:{details.InstanceGroupName or '-'}")}
+    cluster = deps.config.cluster(details.ClusterName)
+    if cluster is None:
+        return emit({**base, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                     "reason": f"Cluster {details.ClusterName} is not managed by Medic."})
+    ledger = deps.ledger.for_mode(mode)
+    if not ledger.claim_request(str(Trigger.CLUSTER_EVENT), details.EventId, now):
+        return emit({**base, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
+                     "reason": f"HyperPod event {details.EventId} was already recorded."})
+
+    said = short(f"{details.Description} {message}".strip(), 400)
+    state = ledger.load(cluster.name, details.InstanceId)[0] if details.InstanceId else None
+    guardrails = deps.config.guardrails_for(cluster)
+    window = timedelta(minutes=max(guardrails.repair_minutes, guardrails.node_cooldown_minutes))
+    medics_repair = (state is not None and state.outcome == Outcome.EXECUTED.value
+                     and now - state.acted_at <= window and fault in ENDS_MEDICS_REPAIR)
+    if medics_repair:
+        ledger.set_outcome(cluster.name, details.InstanceId, Outcome.FAILED.value)
+        record = complete({**base, "action": state.action, "outcome": Outcome.FAILED, "attempt": state.attempt,
+                           "reason": f"HyperPod could not complete Medic's {state.action} of {details.InstanceId} "
+                                     f"(started {state.acted_at:%H:%M} UTC): {said}"})
+    else:
+        record = complete({**base, "action": Action.NONE, "outcome": Outcome.DEFERRED,
+                           "reason": f"HyperPod reports ({details.EventLevel}): {said} A human decides."})
+    if mode != "dry_run":
+        text = cluster_event_page(record, details.Description, message,
+                                  cluster_log_group(cluster.name, details.ClusterArn), deps.region)
+        record["paged"] = page_incident(deps, ledger, record, text)
+    return emit(record)

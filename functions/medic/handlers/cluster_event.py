@@ -1,0 +1,18 @@
+"""Lambda entry point for "SageMaker HyperPod Cluster Event" (Error, and repair-related Warn)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from medic.cluster_events import record_cluster_event
+from medic.deps import dependencies
+from medic.obs import logger, note_event, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    note_event(event)
+    return record_cluster_event(event, dependencies())

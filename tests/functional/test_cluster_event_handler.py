@@ -1,0 +1,106 @@
+"""Specification: HyperPod cluster events are recorded against the node's incident; a replacement
+Medic started that failed for capacity closes Medic's action as failed and pages once."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from medic.cluster_events import record_cluster_event
+from tests.functional.conftest import CLUSTER
+from tests.helpers import load_event
+
+NODE = "i-0a1b2c3d4e5f60718"  # the instance in the sample cluster event
+CAPACITY = "We currently do not have sufficient capacity to launch new ml.p5.48xlarge instances. Please try again."
+
+
+def cluster_event(**changes) -> dict:
+    event = copy.deepcopy(load_event("hyperpod-cluster-event-error"))
+    event["detail"]["EventDetails"].update(changes)
+    return event
+
+
+def replaced_by_medic(medic, node: str = NODE) -> None:
+    """Medic replaced the node at 09:00 (the event path, against the Stubber)."""
+    from tests.helpers import node_event
+
+    medic.at("2026-11-20T09:00:00Z")
+    medic.hyperpod.node(node)
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action("batch_replace_cluster_nodes", node)
+    assert medic.handle(node_event(load_event("hyperpod-node-health-unhealthy"), instance_id=node))[
+        "outcome"] == "executed"
+    medic.log.lines.clear()
+
+
+def test_a_replacement_medic_started_that_fails_for_capacity_is_closed_as_failed_and_pages_once(medic):
+    # Given Medic replaced the node two minutes earlier
+    replaced_by_medic(medic)
+    # When HyperPod reports that the new instance could not be launched for lack of capacity
+    medic.at("2026-11-20T09:02:41Z")
+    record = record_cluster_event(cluster_event(), medic.deps)
+    # Then Medic's action is recorded as failed, with the capacity message, on the node's incident
+    assert (record["incident"], record["action"], record["outcome"], record["fault"]) == (
+        f"node:{CLUSTER}:{NODE}", "replace_node", "failed", "capacity_shortfall")
+    assert "sufficient capacity" in record["reason"] and record["trigger"] == "cluster_event"
+    # And one page says so, with the log group to read
+    [page] = medic.pages()
+    assert CAPACITY in page["Message"]
+    assert f"/aws/sagemaker/Clusters/{CLUSTER}/k3v9q2w8x1za" in page["Message"]
+    # And the ledger no longer counts the replacement as done
+    state, _ = medic.deps.ledger.load(CLUSTER, NODE)
+    assert state.outcome == "failed"
+    # And the same failure reported again (another event) pages no more
+    again = record_cluster_event(cluster_event(EventId="2a3b4c5d-0000-4000-8000-000000000001"), medic.deps)
+    assert (again["outcome"], again["paged"]) == ("deferred", False)
+    assert medic.pages() == []
+
+
+def test_an_event_medic_did_not_cause_is_deferred_to_a_human_with_one_page(medic):
+    record = record_cluster_event(cluster_event(), medic.deps)
+    assert (record["action"], record["outcome"], record["paged"]) == ("none", "deferred", True)
+    [page] = medic.pages()
+    assert "capacity_shortfall" in page["Subject"]
+
+
+@pytest.mark.parametrize("description,message,fault", [
+    ("Lifecycle script on_create.sh failed on instance", "", "lifecycle_script_failed"),
+    ("Node replacement failed for instance", "", "repair_failed"),
+    ("Reboot of instance failed", "", "repair_failed"),
+    ("Instance creation in Cluster pretrain-slurm failed", CAPACITY, "capacity_shortfall"),
+    ("Something else went wrong", "", "cluster_error"),
+])
+def test_cluster_events_are_classified(medic, description, message, fault):
+    event = cluster_event(Description=description)
+    event["detail"]["EventDetails"]["EventDetails"]["EventMetadata"]["Instance"]["FailureMessage"] = message
+    assert record_cluster_event(event, medic.deps)["fault"] == fault
+
+
+def test_a_redelivered_event_is_recorded_once(medic):
+    first = record_cluster_event(cluster_event(), medic.deps)
+    second = record_cluster_event(cluster_event(), medic.deps)
+    assert (first["outcome"], second["outcome"]) == ("deferred", "duplicate")
+    assert len(medic.pages()) == 1
+
+
+def test_events_of_clusters_medic_does_not_manage_are_ignored(medic):
+    record = record_cluster_event(cluster_event(ClusterName="someone-else"), medic.deps)
+    assert record["outcome"] == "ignored" and medic.pages() == []
+
+
+@pytest.mark.parametrize("change", [{"InstanceId": "i-0abc; rm -rf /"}, {"EventLevel": "Panic"},
+                                    {"ClusterArn": "arn:aws:s3:::bucket"}, {"EventId": None}])
+def test_a_malformed_cluster_event_is_rejected_without_any_action(medic, change):
+    record = record_cluster_event(cluster_event(**change), medic.deps)
+    assert (record["outcome"], record["action"]) == ("rejected", "none")
+    assert medic.pages() == []
+
+
+def test_dry_run_records_without_paging_or_touching_medics_action(medic):
+    replaced_by_medic(medic)
+    medic.set_mode("dry_run")
+    record = record_cluster_event(cluster_event(), medic.deps)
+    assert record["paged"] is False and medic.pages() == []
+    state, _ = medic.deps.ledger.load(CLUSTER, NODE)
+    assert state.outcome == "executed"
