@@ -1,0 +1,69 @@
+"""Specification: each function may do exactly what its job needs, on named resources."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.infra.conftest import resources
+
+COMMON = {"dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+          "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "kms:Decrypt", "kms:DescribeKey",
+          "kms:Encrypt", "kms:GenerateDataKey", "logs:CreateLogStream", "logs:PutLogEvents", "sns:Publish",
+          "sqs:SendMessage", "ssm:GetParameter", "xray:PutTelemetryRecords", "xray:PutTraceSegments"}
+EXTRA = {
+    "NodeRemediationHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
+                               "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode"},
+    "ClusterEventsHandler": set(),
+    "SlurmJobRequeueRequeueHandler": set(),
+    "SlurmJobRequeueAgentResultsHandler": {"dynamodb:DescribeStream", "dynamodb:GetRecords",
+                                           "dynamodb:GetShardIterator", "dynamodb:ListStreams",
+                                           "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
+                                           "kms:GenerateDataKey*", "kms:ReEncrypt*"},
+    "AlarmResponseHandler": {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"},
+    "AlarmResponseRecoveryCheck": {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"},
+    "TrainingJobRestartsHandler": {"iam:PassRole", "s3:ListBucket", "sagemaker:AddTags",
+                                   "sagemaker:CreateTrainingJob", "sagemaker:DescribeTrainingJob",
+                                   "sagemaker:ListTags"},
+}
+UNSCOPED_ALLOWED = {"xray:PutTelemetryRecords", "xray:PutTraceSegments", "cloudwatch:GetMetricData",
+                    "cloudwatch:ListMetrics", "dynamodb:ListStreams"}  # none support resource-level permissions
+
+
+def statements(raw: dict, owner: str) -> list[dict]:
+    (policy,) = [res for lid, res in resources(raw, "AWS::IAM::Policy").items() if lid.startswith(owner + "Role")]
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def actions_of(statement: dict) -> set[str]:
+    action = statement["Action"]
+    return {action} if isinstance(action, str) else set(action)
+
+
+@pytest.mark.parametrize("owner", sorted(EXTRA))
+def test_each_function_has_exactly_the_actions_it_needs(raw, owner):
+    granted = set().union(*(actions_of(s) for s in statements(raw, owner)))
+    assert granted == COMMON | EXTRA[owner]
+
+
+@pytest.mark.parametrize("owner", sorted(EXTRA))
+def test_only_actions_without_resource_level_permissions_are_granted_on_star(raw, owner):
+    for statement in statements(raw, owner):
+        if statement["Resource"] == "*":
+            assert actions_of(statement) <= UNSCOPED_ALLOWED, statement
+
+
+def test_functions_can_be_invoked_only_by_their_rules(raw):
+    for permission in resources(raw, "AWS::Lambda::Permission").values():
+        properties = permission["Properties"]
+        assert properties["Principal"] == "events.amazonaws.com"
+        assert properties["SourceArn"]["Fn::GetAtt"][1] == "Arn"
+
+
+def test_no_secret_looking_values_in_function_environments(raw):
+    for function in resources(raw, "AWS::Lambda::Function").values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        for name in variables:
+            assert not any(word in name.upper() for word in ("SECRET", "PASSWORD", "TOKEN", "KEY_ID", "ACCESS_KEY"))
+        assert "aws_secret_access_key" not in json.dumps(variables).lower()
