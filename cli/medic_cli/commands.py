@@ -60,8 +60,8 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     if incidents:
         lines.append(_indent(table(("incident", "since (UTC)", "state"),
                                    [(i["incident"], i["since"], "; ".join(i["states"])) for i in incidents])))
-    lines += ["", f"Recent actions since {when(since)} UTC (ledger: each node's last action, job restarts; "
-                  "`medic history` for every decision): {len(actions)}"]
+    lines += ["", f"Recent actions since {when(since)} UTC: {len(actions)} (the ledger keeps each node's last "
+                  "action and job restarts; `medic history` shows every decision)"]
     if actions:
         shown = actions[:RECENT_ACTIONS_SHOWN]
         lines.append(_indent(table(("time (UTC)", "cluster", "node/job", "action", "fault", "outcome", "try"),
@@ -69,7 +69,8 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
                                      a["attempt"]) for a in shown])))
         if len(actions) > len(shown):
             lines.append(f"  ... and {len(actions) - len(shown)} more (--json for all)")
-    copy = " (the dry-run copy: mode is dry_run)" if dry_run else ""
+    copy = {"dry_run": " (the dry-run copy: mode is dry_run)",
+            "paused": " (paused: no node action is taken whatever is left)"}.get(reading.effective, "")
     lines += ["", f"Guardrail budgets, rolling hour{copy}:"]
     if budgets:
         lines.append(_indent(table(

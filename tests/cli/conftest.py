@@ -99,7 +99,7 @@ class Deployed:
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.ssm = boto3.client("ssm", region_name=REGION)
         self.logs = boto3.client("logs", region_name=REGION)
-        self.config_file = tmp_path / "medic.yaml"
+        self.config_file = tmp_path / "team.medic.yaml"
         self.config_file.write_text(CONFIG_YAML)
         self._streams: set[str] = set()
         self.context: Context | None = None
