@@ -191,7 +191,8 @@ def explain_command(args: argparse.Namespace, ctx: Context, out: TextIO, err: Te
         return 0
     record = explanation.record
     subject = record.get("node_id") or record.get("job") or record.get("incident")
-    lines = [f"Event {record['event_id']} ({record['trigger']}): {record.get('cluster') or ''} {subject}".rstrip(),
+    about = " ".join(str(part) for part in (record.get("cluster"), subject) if part)
+    lines = [f"Event {record['event_id']} ({record['trigger']}): {about}",
              *(f"  {label + ':':<14}{text}" for label, text in explanation.facts),
              "",
              f"Decision:  {record['action']} -> {record['outcome']}"

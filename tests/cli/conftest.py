@@ -104,10 +104,14 @@ class Deployed:
         self._streams: set[str] = set()
         self.context: Context | None = None
 
-    def cli(self, *args: str, stdin: str | None = None) -> Result:
+    @staticmethod
+    def new_context() -> Context:
+        return Context(region=REGION, clock=lambda: NOW)
+
+    def cli(self, *args: str, stdin: str | None = None, context: Context | None = None) -> Result:
         """Run ``medic ARGS`` in-process against the emulated account; the clock reads NOW."""
         out, err = io.StringIO(), io.StringIO()
-        self.context = Context(region=REGION, clock=lambda: NOW)
+        self.context = context or self.new_context()
         old_stdin = sys.stdin
         if stdin is not None:
             sys.stdin = io.StringIO(stdin)
