@@ -109,8 +109,10 @@ def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
     lines.append(f"   summary: {summary} · pages {len(pages)} · action calls: {calls}")
     for job in result.training_jobs:
         lines.append(f"   job started: {job.get('name')} from checkpoint {job.get('checkpoint') or '(none)'}")
-    for run in getattr(result, "slurm_runs", []):
-        lines.append(f"   slurm ({run.get('cluster')}): {_truncate(str(run.get('describe')), 100)}")
+    for run in result.slurm_commands:
+        said = f": {run['output']}" if run.get("output") else ""
+        command = " ".join(run["argv"])
+        lines.append(f"   slurm on {run['cluster']}: {command} -> exit {run['exit']}{_truncate(said, 80)}")
     for page in pages:
         lines.append(f"   page: {_truncate(str(page.get('subject')), 100)}")
     return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,12 +31,18 @@ import time_machine
 
 from sim.cfn import SimError
 from sim.faults import Fault, parse_fault
+from sim.slurm import JOB_NAME as SLURM_JOB_NAME
+from sim.slurm import STATES as SLURM_STATES
+from sim.streams import StreamMapping
 from sim.synth import ROOT, import_paths, load_config, stack_template
 from sim.world import Function, World
 
 HANDLER_LOGGER = "medic"  # the Powertools logger the handlers write their records through
 RECORD_MESSAGE = "remediation"
 LAMBDA_RETRY_DELAYS = (timedelta(minutes=1), timedelta(minutes=2))  # async invoke retries, roughly
+AGENT_LAG = timedelta(seconds=1)  # from a command queued to the agent's run and its result on the stream
+SETTLE_ROUNDS = 10
+STREAM_RETRY_CAP = 100  # MaximumRetryAttempts -1 (until the record expires) stops here in the replay
 _STANDARD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 NODE_STATUSES = ("Running", "Failure", "Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress")
 CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -50,6 +56,7 @@ class ReplayResult:
     injected: Counter[str] = field(default_factory=Counter)  # attempts failed by --fault
     errors: list[str] = field(default_factory=list)  # what went to stderr about the input
     node_actions: list[dict] = field(default_factory=list)  # Batch* calls the emulated HyperPod answered
+    invocations: Counter[str] = field(default_factory=Counter)  # handler invocations, by function logical id
 
     @property
     def records(self) -> list[dict]:
@@ -58,6 +65,11 @@ class ReplayResult:
     @property
     def pages(self) -> list[dict]:
         return [line for line in self.lines if line["kind"] == "page"]
+
+    @property
+    def slurm_commands(self) -> list[dict]:
+        """What the agents ran against the fake Slurm: ``cluster``, ``argv``, ``exit``, ``output``."""
+        return [line for line in self.lines if line["kind"] == "slurm_command"]
 
     @property
     def training_jobs(self) -> list[dict]:
@@ -229,8 +241,44 @@ class Replay:
         self.world.training.put(value)
 
     def _directive_slurm_job(self, value: Any) -> None:
-        if not isinstance(value, dict) or "id" not in value:
-            raise ValueError("expected an object with 'id'")
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"id\": <job id>, \"name\": ..., \"state\": ...}")
+        cluster = self._slurm_cluster(value)
+        job_id, name, state = value.get("id"), value.get("name", ""), value.get("state", "RUNNING")
+        if isinstance(job_id, int) and not isinstance(job_id, bool) and 0 < job_id < 10**10:
+            job_id = str(job_id)
+        if not isinstance(job_id, str) or not re.fullmatch(r"[0-9]{1,10}", job_id, re.ASCII):
+            raise ValueError(f"'id' must be a Slurm job id, 1-10 digits (got {job_id!r})")
+        if not isinstance(name, str) or (name and not SLURM_JOB_NAME.match(name)):
+            raise ValueError(f"'name' must be a Slurm job name without spaces (got {name!r})")
+        if state not in SLURM_STATES:
+            raise ValueError(f"'state' must be one of {', '.join(SLURM_STATES)} (got {state!r})")
+        self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state)
+
+    def _directive_agent(self, value: Any) -> None:
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"heartbeat\": true | false | \"<ISO time>\"}")
+        cluster = self._slurm_cluster(value)
+        beat = value.get("heartbeat", True)
+        handle = self.world.slurm.agent(cluster)
+        if isinstance(beat, bool):
+            handle.running = beat  # a running agent reports and polls at every event from now on
+            return
+        when = _parse_time(beat)
+        if when is None:
+            raise ValueError(f"'heartbeat' must be true, false or an ISO 8601 time (got {beat!r})")
+        handle.running = False  # it reported then, and nothing since
+        with time_machine.travel(when, tick=False):
+            self.world.slurm.heartbeat_at(cluster, self.handler_output)
+
+    def _slurm_cluster(self, value: dict) -> str:
+        cluster = value.get("cluster")
+        if not isinstance(cluster, str) or not CLUSTER_NAME.match(cluster):
+            raise ValueError(f"'cluster' must be a cluster name (got {cluster!r})")
+        if cluster not in self.world.slurm.queues:
+            known = ", ".join(sorted(self.world.slurm.queues)) or "none"
+            raise ValueError(f"the stack has no Slurm agent queue for {cluster!r} (agent queues: {known})")
+        return cluster
 
     # events
     def event(self, lineno: int, event: dict) -> None:
@@ -250,27 +298,100 @@ class Replay:
             if not functions:
                 return
             self.world.prepare_for(event)
+            self.settle(when, clock, lag=timedelta(0))  # running agents have just reported in (and polled)
             for function in functions:
                 self.invoke(function, event, when, clock)
+            self.settle(when, clock)
+
+    # what happens after an event: the agents pick up their commands, the streams deliver
+    def agents_cycle(self) -> bool:
+        handled = self.world.slurm.cycle(self.handler_output)
+        for run in self.world.slurm.drain_runs():
+            self.emit({"kind": "slurm_command", **run})
+        return handled
+
+    def settle(self, when: datetime, clock: Any, lag: timedelta = AGENT_LAG) -> None:
+        """Until nothing moves: each running agent takes its queued commands (``lag`` later each round), then
+        each stream mapping delivers the new records its filters keep."""
+        moment = when
+        for _ in range(SETTLE_ROUNDS):
+            moment += lag
+            clock.move_to(moment, tick=False)
+            progressed = self.agents_cycle()
+            for mapping in self.world.streams.mappings:
+                records = self.world.streams.poll(mapping)
+                if records:
+                    progressed = True
+                    self.deliver(mapping, records, clock)
+            if not progressed:
+                return
+
+    def deliver(self, mapping: StreamMapping, records: list[dict], clock: Any) -> None:
+        """Batches of stream records to the mapping's function, retried as Lambda retries a stream batch."""
+        batches = deque(records[i:i + max(1, mapping.batch_size)]
+                        for i in range(0, len(records), max(1, mapping.batch_size)))
+        while batches:
+            batch, attempts = batches.popleft(), 0
+            while batch:
+                response, raised = self.invoke_sync(mapping.function, {"Records": batch}, clock)
+                failed_from = 0 if raised else _first_failed(batch, response, mapping.report_item_failures)
+                if failed_from is None:
+                    break
+                attempts += 1
+                limit = mapping.max_retries if mapping.max_retries >= 0 else STREAM_RETRY_CAP
+                if attempts > limit:
+                    text = (f"{mapping.function.name} failed on {len(batch)} stream record(s) after {attempts} "
+                            f"attempts; dropped to the mapping's on-failure destination")
+                    print(f"sim: {text}", file=self.err)
+                    self.result.errors.append(text)
+                    break
+                if raised and mapping.bisect and len(batch) > 1:
+                    half = len(batch) // 2
+                    batches.appendleft(batch[half:])
+                    batch = batch[:half]
+                else:
+                    batch = batch[failed_from:]
 
     def invoke(self, function: Function, event: dict, when: datetime, clock: Any) -> None:
-        if self._last_function != function.logical_id:  # another function: another container
-            self._cold_start()
-            self._last_function = function.logical_id
+        """An asynchronous invoke (EventBridge): an exception is retried, then the event is dropped."""
         capture = _RecordCapture()
         for attempt in range(1 + function.max_retries):
             clock.move_to(when + sum(LAMBDA_RETRY_DELAYS[:attempt], timedelta()), tick=False)
             try:
-                with self._invocation(function, clock, capture):
-                    handler = _load_handler(function.handler)
-                    handler(copy.deepcopy(event), LambdaContext(function.name, function.arn))
+                self._call(function, event, clock, capture)
                 break
             except Exception:  # noqa: BLE001 - the handler failed: Lambda retries the async invoke
-                tail = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")
                 gives_up = attempt == function.max_retries
-                print(f"sim: {function.name} raised on attempt {attempt + 1} of {1 + function.max_retries}"
-                      f"{' (event dropped to the DLQ)' if gives_up else ''}:\n    {tail}", file=self.err)
-                self.result.errors.append(f"{function.name} raised on attempt {attempt + 1}")
+                self._report_raise(function, f"on attempt {attempt + 1} of {1 + function.max_retries}"
+                                             f"{' (event dropped to the DLQ)' if gives_up else ''}")
+        self._emit_outputs(capture)
+
+    def invoke_sync(self, function: Function, payload: dict, clock: Any) -> tuple[Any, bool]:
+        """A synchronous invoke (an event source mapping): the response, and whether the handler raised."""
+        capture = _RecordCapture()
+        try:
+            response, raised = self._call(function, payload, clock, capture), False
+        except Exception:  # noqa: BLE001 - the mapping decides what a failed batch means
+            self._report_raise(function, f"on a batch of {len(payload.get('Records', []))} stream record(s)")
+            response, raised = None, True
+        self._emit_outputs(capture)
+        return response, raised
+
+    def _call(self, function: Function, payload: dict, clock: Any, capture: _RecordCapture) -> Any:
+        self.result.invocations[function.logical_id] += 1
+        if self._last_function != function.logical_id:  # another function: another container
+            self._cold_start()
+            self._last_function = function.logical_id
+        with self._invocation(function, clock, capture):
+            handler = _load_handler(function.handler)
+            return handler(copy.deepcopy(payload), LambdaContext(function.name, function.arn))
+
+    def _report_raise(self, function: Function, when: str) -> None:
+        tail = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")
+        print(f"sim: {function.name} raised {when}:\n    {tail}", file=self.err)
+        self.result.errors.append(f"{function.name} raised {when.split(' (')[0]}")
+
+    def _emit_outputs(self, capture: _RecordCapture) -> None:
         for job in self.world.training.drain_created():
             self.emit({"kind": "training_job", **job})
         for record in capture.records:
@@ -327,6 +448,23 @@ def _point_streams(logger: logging.Logger, stream: TextIO) -> list[tuple[logging
     return [(handler, old) for handler, old in changed if old is not None]
 
 
+def _first_failed(batch: list[dict], response: Any, reports_item_failures: bool) -> int | None:
+    """None when the batch succeeded, else the index Lambda retries from (the lowest failed record)."""
+    if not reports_item_failures or not isinstance(response, dict):
+        return None
+    failures = response.get("batchItemFailures") or []
+    if not failures:
+        return None
+    sequence = [record.get("dynamodb", {}).get("SequenceNumber") for record in batch]
+    indexes = []
+    for failure in failures:
+        identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
+        if identifier not in sequence:
+            return 0  # an identifier Lambda cannot place: the whole batch is retried
+        indexes.append(sequence.index(identifier))
+    return min(indexes)
+
+
 def _load_handler(spec: str) -> Callable[[dict, Any], Any]:
     module_name, _, function_name = spec.rpartition(".")
     if not module_name:
@@ -356,6 +494,8 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
     sink = handler_output if handler_output is not None else io.StringIO()
     with World(template, config, parsed) as world:
         replay = Replay(world, out or (lambda line: None), err or sys.stderr, sink)
+        for note in world.unsupported:
+            print(f"sim: note: {note}", file=replay.err)
         replay._cold_start()
         try:
             for lineno, text in enumerate(lines, 1):

@@ -18,6 +18,8 @@ from sim.cfn import Physical, SimError, Template
 from sim.faults import Fault
 from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld
 from sim.router import Router
+from sim.slurm import SlurmWorld
+from sim.streams import StreamMapping, Streams, parse_filters
 from sim.training import TrainingWorld
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -73,6 +75,9 @@ class World:
         self.mode_parameters: list[str] = []
         self.hyperpod = HyperPodWorld(account, region, f"arn:aws:iam::{account}:role/medic-sim-hyperpod-nodes")
         self.training = TrainingWorld(account, region, self.client)
+        self.slurm = SlurmWorld(self.client)
+        self.streams = Streams(self.client, region)
+        self.unsupported: list[str] = []  # what the template asks for that the replay does not deliver
         self.router = Router(faults, {
             "sagemaker:BatchRebootClusterNodes": self.hyperpod.batch_reboot,
             "sagemaker:BatchReplaceClusterNodes": self.hyperpod.batch_replace,
@@ -102,13 +107,17 @@ class World:
 
     def __exit__(self, *exc: object) -> None:
         self.router.__exit__()
+        self.slurm.close()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
-            self._clients[service] = self.harness.client(service, region_name=self.region)
+            extra = {}
+            if service == "dynamodbstreams":  # botocore picks the account-based endpoint, which moto does not serve
+                extra["endpoint_url"] = f"https://streams.dynamodb.{self.region}.amazonaws.com"
+            self._clients[service] = self.harness.client(service, region_name=self.region, **extra)
         return self._clients[service]
 
     # resources from the template
@@ -149,6 +158,9 @@ class World:
             for function in self.functions.values():
                 if target in (function.name, function.arn) and "MaximumRetryAttempts" in props:
                     function.max_retries = int(props["MaximumRetryAttempts"])
+        for lid, _ in t.of_type("AWS::Lambda::EventSourceMapping"):
+            self._event_source_mapping(lid)
+        self._slurm_agents()
         for lid, _ in t.of_type("AWS::Events::EventBus"):
             name = t.resolve(t.properties(lid).get("Name")) or t.default_name(lid)
             arn = self.client("events").create_event_bus(Name=name)["EventBusArn"]
@@ -238,6 +250,45 @@ class World:
             functions.extend(matched)
         events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "sim-probe", "Arn": probe_arn}])
         self.rules.append(Rule(lid, name, bus, probe, functions))
+
+    def _event_source_mapping(self, lid: str) -> None:
+        t = self.template
+        props = t.resolve(t.properties(lid))
+        if props.get("Enabled", True) in (False, "false"):
+            return
+        target = str(props.get("FunctionName", ""))
+        function = next((f for f in self.functions.values()
+                         if target in (f.name, f.arn) or target.startswith((f"{f.name}:", f"{f.arn}:"))), None)
+        source = str(props.get("EventSourceArn", ""))
+        if function is None:
+            raise SimError(f"template: event source mapping {lid} targets {target!r}, which the replay cannot invoke")
+        if ":dynamodb:" not in source or "/stream/" not in source:
+            self.unsupported.append(f"event source mapping {lid} ({source or 'no source'} -> {function.name}): only "
+                                    "DynamoDB streams are delivered by the replay")
+            return
+        retries = props.get("MaximumRetryAttempts")
+        self.streams.add(StreamMapping(
+            lid, function, source, parse_filters(props.get("FilterCriteria")),
+            batch_size=int(props.get("BatchSize", 100)),
+            max_retries=int(retries) if retries is not None else -1,
+            bisect=props.get("BisectBatchOnFunctionError") in (True, "true"),
+            report_item_failures="ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or []),
+            starting_position=str(props.get("StartingPosition", "TRIM_HORIZON"))))
+
+    def _slurm_agents(self) -> None:
+        """Where the stack's functions send Slurm agent commands (SLURM_QUEUES), and the ledger they share."""
+        for function in self.functions.values():
+            text = function.environment.get("SLURM_QUEUES")
+            if not text:
+                continue
+            try:
+                queues = json.loads(text)
+            except ValueError as error:
+                raise SimError(f"template: {function.logical_id} SLURM_QUEUES is not JSON: {error}") from None
+            if not isinstance(queues, dict):
+                raise SimError(f"template: {function.logical_id} SLURM_QUEUES is not a JSON object")
+            self.slurm.queues.update({str(cluster): str(url) for cluster, url in queues.items()})
+            self.slurm.table = self.slurm.table or function.environment.get("LEDGER_TABLE", "")
 
     def _capture_pages(self) -> None:
         """Every page actually published lands in a queue subscribed to each topic."""

@@ -83,6 +83,23 @@ INTERNAL_ERROR = "InternalServerError: We encountered an internal error. Please 
 CUDA_OOM = ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"torch.OutOfMemoryError: CUDA out "
             "of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.11 GiB of which 1.02 GiB is "
             "free.\"\nCommand \"/opt/conda/bin/python3.10 train.py --epochs 3 --lr 0.0002\", exit code: 1")
+REQUEUE_BASE = {
+    "version": "0",
+    "id": "3f2b8c1d-6e4a-4b9f-a7d2-1c5e8f0b9a34",
+    "detail-type": "Medic Requeue Job",
+    "source": "medic.operator",
+    "account": "123456789012",
+    "time": "2026-11-20T08:14:05Z",
+    "region": "us-west-2",
+    "resources": [],
+    "detail": {
+        "cluster": "pretrain-slurm",
+        "job_id": "4211",
+        "reason": "llama3-70b stuck in an NCCL all-reduce on ip-10-1-88-23 since 07:52; node replaced, resume from the "
+                  "last checkpoint",
+    },
+}
+SLURM_JOB = {"cluster": "pretrain-slurm", "id": 4211, "name": "llama3-70b"}
 RECOMMENDATION = {"Terminate": "Please Replace the Faulty Node.", "Reboot": "Please Reboot the Faulty Node."}
 
 
@@ -120,6 +137,18 @@ def restart_failed(attempt: int, at: datetime) -> dict:
     name = f"{JOB}-r{attempt}"
     return training_failed(name, at, tags={"medic:lineage": JOB, "medic:attempt": str(attempt),
                                            "medic:restarted-from": JOB if attempt == 1 else f"{JOB}-r{attempt - 1}"})
+
+
+def requeue_request(at: datetime = T0, cluster: str = "pretrain-slurm", reason: str | None = None,
+                    event_id: str | None = None, **target: str) -> dict:
+    """An operator's "Medic Requeue Job" event (PutEvents, source medic.operator); target: job_id= or job_name=."""
+    result = copy.deepcopy(REQUEUE_BASE)
+    detail = {"cluster": cluster, **(target or {"job_id": "4211"}),
+              "reason": reason or REQUEUE_BASE["detail"]["reason"]}
+    result["detail"] = detail
+    result["time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    result["id"] = event_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/requeue/{json.dumps(detail)}/{at}"))
+    return result
 
 
 def node_id(index: int) -> str:
@@ -174,6 +203,17 @@ def scenarios() -> dict[str, tuple[list[str], list[dict]]]:
             "title: (j) Training job: CUDA out of memory is not retryable",
             "expect: no restart, one page for a human",
         ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=CUDA_OOM)]),
+        "k-slurm-requeue.jsonl": ([
+            "title: (k) Slurm: an operator asks to requeue job 4211; the cluster's agent is up",
+            "expect: requeue_job deferred (queued for the agent), then executed when the agent reports; no page",
+        ], [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            requeue_request()]),
+        "l-slurm-agent-down.jsonl": ([
+            "title: (l) Slurm: the same request while the agent has not reported for 12 minutes",
+            "expect: requeue_job failed, nothing queued, one page to check the agent",
+        ], [{"sim": {"slurm_job": SLURM_JOB}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z"}}},
+            requeue_request()]),
     }
 
 

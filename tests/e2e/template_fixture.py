@@ -48,3 +48,22 @@ def template(config: MedicConfig) -> dict:
                 "FunctionName": {"Ref": "NodeFnABC"}, "Qualifier": "$LATEST", "MaximumRetryAttempts": 2}},
         },
     }
+
+
+RESULT_FILTER = '{"eventName":["INSERT","MODIFY"],"dynamodb":{"Keys":{"sk":{"S":["result"]}}}}'
+
+
+def with_stream_mapping(stack: dict, handler: str = "tests.e2e.standin_stream.handler", max_retries: int = 2) -> dict:
+    """The ledger's stream (NEW_IMAGE) → a function, filtered to ``sk = result`` items, as the stack maps it."""
+    resources = stack["Resources"]
+    resources["LedgerABC"]["Properties"]["StreamSpecification"] = {"StreamViewType": "NEW_IMAGE"}
+    resources["StreamFnABC"] = {"Type": "AWS::Lambda::Function", "Properties": {
+        "Handler": handler, "Runtime": "python3.13", "Role": {"Fn::GetAtt": ["NodeFnRoleABC", "Arn"]},
+        "Environment": {"Variables": {"LEDGER_TABLE": {"Ref": "LedgerABC"}}}}}
+    resources["StreamMappingABC"] = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": {
+        "EventSourceArn": {"Fn::GetAtt": ["LedgerABC", "StreamArn"]},
+        "FunctionName": {"Ref": "StreamFnABC"},
+        "FilterCriteria": {"Filters": [{"Pattern": RESULT_FILTER}]},
+        "BatchSize": 2, "MaximumRetryAttempts": max_retries, "BisectBatchOnFunctionError": True,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"], "StartingPosition": "TRIM_HORIZON"}}
+    return stack

@@ -39,6 +39,6 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys):
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 10
+    assert out.count("   summary: ") == len(bundled()) == 12
     assert "time      node/job" in out
     assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out

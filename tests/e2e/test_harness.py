@@ -14,11 +14,12 @@ from botocore.exceptions import ClientError, ParamValidationError
 from moto.core.models import botocore_stubber
 
 from sim.faults import FaultSpecError, parse_fault
+from sim.replay import Replay
 from sim.scenario import DEMO_CONFIG
 from sim.synth import load_config
 from sim.world import World
 from tests.e2e.conftest import sample
-from tests.e2e.template_fixture import template
+from tests.e2e.template_fixture import template, with_stream_mapping
 
 CLUSTER = "pretrain-slurm"
 NODE = "i-0d4e5f60718293a4b"
@@ -231,3 +232,83 @@ def test_a_failing_handler_is_retried_like_an_async_lambda_invoke(stand_in, caps
     assert [f"{at:%H:%M:%S}" for at in standin.calls] == ["08:14:05", "08:15:05", "08:17:05"]
     assert [r["attempt"] for r in result.records] == [3]
     assert len(result.errors) == 2 and "RuntimeError: stand-in failure" in capsys.readouterr().err
+
+
+# DynamoDB stream → Lambda event source mapping
+T_STREAM = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def stream_world(monkeypatch) -> Iterator:
+    from tests.e2e import standin_stream
+
+    monkeypatch.setattr(standin_stream, "batches", [])
+    monkeypatch.setattr(standin_stream, "script", [])
+    config = load_config(DEMO_CONFIG)
+    world = World(with_stream_mapping(template(config)), config).__enter__()
+    yield world, standin_stream
+    world.__exit__()
+
+
+def _put(world: World, pk: str, sk: str, **attributes: str) -> None:
+    table = world.functions["StreamFnABC"].environment["LEDGER_TABLE"]
+    world.client("dynamodb").put_item(TableName=table, Item={
+        "pk": {"S": pk}, "sk": {"S": sk}, **{key: {"S": value} for key, value in attributes.items()}})
+
+
+def _settle(world: World) -> Replay:
+    import io
+
+    replay = Replay(world, lambda line: None, io.StringIO(), io.StringIO())
+    with time_machine.travel(T_STREAM, tick=False) as clock:
+        replay.settle(T_STREAM, clock)
+    return replay
+
+
+def test_the_stream_delivers_what_the_mapping_filter_keeps_in_lambdas_shape(stream_world):
+    world, stand_in = stream_world
+    # Given a claim, a result, a heartbeat, a changed result and a deleted result on the ledger
+    _put(world, "command#1", "claim", host="ip-10-1-0-10")
+    _put(world, "command#1", "result", status="executed")
+    _put(world, "agent#pretrain-slurm", "heartbeat", at="2026-11-20T08:14:05+00:00")
+    _put(world, "command#1", "result", status="failed")
+    table = world.functions["StreamFnABC"].environment["LEDGER_TABLE"]
+    world.client("dynamodb").delete_item(TableName=table, Key={"pk": {"S": "command#1"}, "sk": {"S": "result"}})
+    replay = _settle(world)
+    # Then only the INSERT and MODIFY of the result reach the function, in order, in one batch (size 2)
+    assert [[(r["eventName"], r["dynamodb"]["NewImage"]["status"]["S"]) for r in batch]
+            for batch in stand_in.batches] == [[("INSERT", "executed"), ("MODIFY", "failed")]]
+    record = stand_in.batches[0][0]
+    stream_arn = world.streams.mappings[0].stream_arn
+    assert (record["eventSource"], record["eventVersion"], record["awsRegion"], record["eventSourceARN"]) == (
+        "aws:dynamodb", "1.1", "us-west-2", stream_arn)
+    assert record["dynamodb"]["Keys"] == {"pk": {"S": "command#1"}, "sk": {"S": "result"}}
+    assert record["dynamodb"]["StreamViewType"] == "NEW_IMAGE"
+    assert isinstance(record["dynamodb"]["ApproximateCreationDateTime"], int)
+    assert replay.result.invocations["StreamFnABC"] == 1
+    # And what was delivered is not delivered again
+    _settle(world)
+    assert len(stand_in.batches) == 1
+
+
+def test_reported_batch_item_failures_are_retried_from_the_first_failed_record(stream_world):
+    world, stand_in = stream_world
+    for index in (1, 2, 3):
+        _put(world, f"command#{index}", "result", status="executed")
+    stand_in.script[:] = [[1], None, None]  # the second record of the first batch fails once
+    _settle(world)
+    assert [[r["dynamodb"]["Keys"]["pk"]["S"] for r in batch] for batch in stand_in.batches] == [
+        ["command#1", "command#2"], ["command#2"], ["command#3"]]
+
+
+def test_a_raising_handler_has_its_batch_bisected_then_dropped_after_the_retries(stream_world):
+    world, stand_in = stream_world
+    for index in (1, 2):
+        _put(world, f"command#{index}", "result", status="executed")
+    stand_in.script[:] = [RuntimeError("stand-in failure")] * 10
+    replay = _settle(world)
+    sizes = [len(batch) for batch in stand_in.batches]
+    assert sizes[:2] == [2, 1]  # BisectBatchOnFunctionError: the failing batch is split
+    dropped = [error for error in replay.result.errors if "on-failure destination" in error]
+    assert len(dropped) == 2  # each half, after MaximumRetryAttempts (2)
+    assert sizes == [2, 1, 1, 1, 1, 1]

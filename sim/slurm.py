@@ -1,0 +1,208 @@
+"""Slurm clusters in the emulated world: the real Medic agent (agent/medic_agent) on each cluster's
+controller, against the emulated command queue and ledger, with a fake Slurm behind it.
+
+The agent runs exactly as on a controller node — parse and validate the message, claim it in the
+ledger, run ``scontrol``/``squeue`` as an argv through its own ``Slurm`` class, write the result and
+its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``: a small model of
+the cluster's jobs that answers ``scontrol requeue <id>``, ``squeue --noheader --format=%i
+--name=<name>`` and ``scontrol update NodeName=.. State=FAIL Reason=Action:..`` (nothing is
+executed; the stub programs in a temporary directory exist only so the agent finds its binaries).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from sim.synth import ROOT
+
+# squeue lists jobs still in the queue; finished jobs have left it.
+ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED", "RESIZING")
+STATES = (*ACTIVE, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY")
+# What `scontrol requeue` accepts: a running, suspended or finished batch job (not one still pending).
+REQUEUEABLE = frozenset(STATES) - {"PENDING", "REQUEUED", "CONFIGURING"}
+JOB_NAME = re.compile(r"^[^\s\x00]{1,200}$")
+AGENT_HOST = "ip-10-1-0-10"  # the emulated controller node's hostname
+
+
+def import_agent() -> Any:
+    """The agent package, from agent/ (it is installed on controllers, not in this venv)."""
+    path = str(ROOT / "agent")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import medic_agent.main
+
+    return medic_agent.main
+
+
+@dataclass
+class SlurmJob:
+    job_id: str
+    name: str
+    state: str = "RUNNING"
+    requeues: int = 0
+
+
+@dataclass
+class SlurmCluster:
+    name: str
+    jobs: dict[str, SlurmJob] = field(default_factory=dict)
+    failed_nodes: dict[str, str] = field(default_factory=dict)  # node -> reason
+
+
+class FakeSlurm:
+    """subprocess.run for the agent's Slurm class: answers from the cluster model, records every run."""
+
+    def __init__(self, cluster: SlurmCluster, runs: list[dict]) -> None:
+        self.cluster = cluster
+        self.runs = runs
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        program = Path(argv[0]).name
+        args = list(argv[1:])
+        returncode, stdout, stderr = self._answer(program, args)
+        self.runs.append({"cluster": self.cluster.name, "argv": [program, *args], "exit": returncode,
+                          "output": "\n".join(part for part in (stdout.strip(), stderr.strip()) if part)})
+        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+
+    def _answer(self, program: str, args: list[str]) -> tuple[int, str, str]:
+        jobs = self.cluster.jobs
+        if program == "scontrol" and len(args) == 2 and args[0] == "requeue":
+            job = jobs.get(args[1].split("_")[0])
+            if job is None:
+                return 1, "", f"Invalid job id specified for job {args[1]}"
+            if job.state not in REQUEUEABLE:
+                return 1, "", f"Job is pending execution for job {args[1]}"
+            job.state, job.requeues = "PENDING", job.requeues + 1
+            return 0, "", ""
+        if program == "squeue" and args[:2] == ["--noheader", "--format=%i"] and len(args) == 3 \
+                and args[2].startswith("--name="):
+            name = args[2].removeprefix("--name=")
+            ids = [job.job_id for job in jobs.values() if job.name == name and job.state in ACTIVE]
+            return 0, "".join(f"{job_id}\n" for job_id in ids), ""
+        if program == "scontrol" and len(args) == 4 and args[0] == "update" and args[1].startswith("NodeName=") \
+                and args[2] == "State=FAIL" and args[3].startswith("Reason="):
+            self.cluster.failed_nodes[args[1].removeprefix("NodeName=")] = args[3].removeprefix("Reason=")
+            return 0, "", ""
+        return 1, "", f"{program}: error: the replay's fake Slurm does not know `{' '.join(args)}`"
+
+
+@dataclass
+class AgentHandle:
+    cluster: str
+    queue_url: str
+    agent: Any  # medic_agent.main.Agent
+    running: bool = False
+
+
+class SlurmWorld:
+    def __init__(self, client: Callable[[str], Any]) -> None:
+        self.client = client  # the harness's own clients: the agent's calls are not the handlers'
+        self.clusters: dict[str, SlurmCluster] = {}
+        self.agents: dict[str, AgentHandle] = {}
+        self.runs: list[dict] = []  # every fake scontrol/squeue run, in order
+        self.queues: dict[str, str] = {}  # cluster -> agent queue URL (the stack's SLURM_QUEUES)
+        self.table = ""
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._undrained = 0
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def cluster(self, name: str) -> SlurmCluster:
+        return self.clusters.setdefault(name, SlurmCluster(name))
+
+    def put_job(self, cluster: str, job_id: str, name: str, state: str = "RUNNING") -> None:
+        self.cluster(cluster).jobs[job_id] = SlurmJob(job_id, name, state)
+
+    # the agent
+    def _dir(self) -> Path:
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="medic-sim-slurm-")
+            bin_dir = Path(self._tmp.name) / "bin"
+            bin_dir.mkdir()
+            for program in ("scontrol", "squeue"):
+                stub = bin_dir / program
+                stub.write_text("#!/bin/sh\necho 'the replay answers this in-process' >&2\nexit 97\n")
+                stub.chmod(0o755)
+        return Path(self._tmp.name)
+
+    def agent(self, cluster: str) -> AgentHandle:
+        """The cluster's agent (created stopped); ValueError when the stack has no agent queue for it."""
+        if cluster in self.agents:
+            return self.agents[cluster]
+        if cluster not in self.queues:
+            known = ", ".join(sorted(self.queues)) or "none"
+            raise ValueError(f"the stack has no agent queue for cluster {cluster!r} (SLURM_QUEUES: {known})")
+        agent_main = import_agent()
+        from medic_agent.ledger import Ledger
+        from medic_agent.queue import Queue
+        from medic_agent.slurm import Slurm
+        from medic_agent.state import State
+
+        work = self._dir()
+        agent = agent_main.Agent(
+            cluster=cluster,
+            queue=Queue(self.queues[cluster], lambda: self.client("sqs"), wait_seconds=0, visibility_timeout=120),
+            ledger=Ledger(self.table, lambda: self.client("dynamodb")),
+            slurm=Slurm(bin_dir=str(work / "bin"), timeout=30, runner=FakeSlurm(self.cluster(cluster), self.runs)),
+            state=State(str(work / f"state-{cluster}.json")),
+            heartbeat_seconds=0,  # every cycle reports: cycles run at event times, not every 60 s
+            host=AGENT_HOST,
+        )
+        self.agents[cluster] = AgentHandle(cluster, self.queues[cluster], agent)
+        return self.agents[cluster]
+
+    def cycle(self, out: TextIO) -> bool:
+        """One receive cycle of every running agent (heartbeat included); True when one handled a message."""
+        running = [handle for handle in self.agents.values() if handle.running]
+        if not running:
+            return False
+        handled = 0
+        with _agent_logs(out):
+            for handle in running:
+                handled += handle.agent.poll()
+        return handled > 0
+
+    def heartbeat_at(self, cluster: str, out: TextIO) -> None:
+        """The agent's own heartbeat write, at the current (replay) time."""
+        from medic_agent import __version__
+
+        handle = self.agent(cluster)
+        with _agent_logs(out):
+            handle.agent.ledger.heartbeat(cluster, handle.agent.clock(), handle.agent.host, __version__)
+
+    def drain_runs(self) -> list[dict]:
+        new = self.runs[self._undrained:]
+        self._undrained = len(self.runs)
+        return new
+
+
+@contextlib.contextmanager
+def _agent_logs(out: TextIO) -> Iterator[None]:
+    """The agent's JSON log lines go where the handlers' do, never to stdout."""
+    from medic_agent.logs import JsonFormatter
+
+    logger = logging.getLogger("medic_agent")
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter({"source": "medic-agent"}))
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]

@@ -1,0 +1,102 @@
+"""Lambda event source mappings on DynamoDB streams, as the Lambda service runs them.
+
+moto keeps a stream for each table created with a StreamSpecification and serves it through the
+DynamoDB Streams API (DescribeStream, GetShardIterator, GetRecords), but it does not poll it for
+Lambda. Here each ``AWS::Lambda::EventSourceMapping`` on a table's stream reads the stream with that
+API, from its StartingPosition, turns each record into the shape Lambda delivers (DynamoDB JSON,
+``eventSourceARN``, epoch ``ApproximateCreationDateTime``), keeps those its FilterCriteria match
+(moto's EventBridge pattern matcher: Lambda filters use the same syntax) and hands them to the
+function in batches of BatchSize, in order.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from moto.events.models import EventPattern
+
+
+@dataclass
+class StreamMapping:
+    logical_id: str
+    function: Any  # sim.world.Function
+    stream_arn: str
+    filters: list[EventPattern] = field(default_factory=list)
+    batch_size: int = 100  # Lambda's default for DynamoDB streams
+    max_retries: int = -1  # -1: until the record expires (Lambda's default)
+    bisect: bool = False
+    report_item_failures: bool = False
+    starting_position: str = "TRIM_HORIZON"
+    _iterator: str | None = None
+
+    def matches(self, record: dict) -> bool:
+        return not self.filters or any(pattern.matches_event(record) for pattern in self.filters)
+
+
+def lambda_record(raw: dict, stream_arn: str, region: str) -> dict:
+    """A GetRecords record (botocore-parsed) as Lambda puts it in the event."""
+    record = _jsonable(raw)
+    record["awsRegion"] = region  # moto writes us-east-1 whatever the table's region
+    record["eventVersion"] = "1.1"
+    record["eventSourceARN"] = stream_arn
+    return record
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, datetime):
+        return int(value.timestamp())
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    return value
+
+
+class Streams:
+    def __init__(self, client: Callable[[str], Any], region: str) -> None:
+        self.client = client  # the harness's own clients: reading the stream is not a handler's call
+        self.region = region
+        self.mappings: list[StreamMapping] = []
+
+    def add(self, mapping: StreamMapping) -> None:
+        self.mappings.append(mapping)
+
+    def poll(self, mapping: StreamMapping) -> list[dict]:
+        """The new records on the mapping's stream that its filters keep (those it drops are consumed)."""
+        streams = self.client("dynamodbstreams")
+        if mapping._iterator is None:
+            shards = streams.describe_stream(StreamArn=mapping.stream_arn)["StreamDescription"].get("Shards", [])
+            if not shards:
+                return []
+            position = "LATEST" if mapping.starting_position == "LATEST" else "TRIM_HORIZON"
+            mapping._iterator = streams.get_shard_iterator(
+                StreamArn=mapping.stream_arn, ShardId=shards[0]["ShardId"],
+                ShardIteratorType=position)["ShardIterator"]
+        records: list[dict] = []
+        while True:
+            response = streams.get_records(ShardIterator=mapping._iterator, Limit=1000)
+            mapping._iterator = response.get("NextShardIterator") or mapping._iterator
+            batch = response.get("Records", [])
+            records.extend(lambda_record(raw, mapping.stream_arn, self.region) for raw in batch)
+            if len(batch) < 1000:
+                break
+        return [record for record in records if mapping.matches(record)]
+
+
+def parse_filters(criteria: Any) -> list[EventPattern]:
+    """``FilterCriteria: {Filters: [{Pattern: "<json>"}]}`` → matchers."""
+    if not isinstance(criteria, dict):
+        return []
+    patterns = []
+    for entry in criteria.get("Filters", []) or []:
+        pattern = entry.get("Pattern") if isinstance(entry, dict) else None
+        if pattern is not None:
+            patterns.append(EventPattern.load(pattern if isinstance(pattern, str) else json.dumps(pattern)))
+    return patterns

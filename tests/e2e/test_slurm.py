@@ -1,0 +1,126 @@
+"""Specification: Slurm job requeues, end to end — the operator's request through the synthesized
+rule to the requeue handler, the command on the cluster's agent queue, the real agent running a
+fake ``scontrol``, its result on the ledger's stream, and the results handler's final record."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sim.scenario import SCENARIOS
+from sim.scenarios.generate import SLURM_JOB, T0, requeue_request
+from tests.e2e.conftest import outcomes
+
+SEND = "sqs:SendMessage"
+CLUSTER = "pretrain-slurm"
+AGENT_UP = {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True}}}
+JOB_4211 = {"sim": {"slurm_job": SLURM_JOB}}
+
+
+def results_function(result) -> int:
+    return sum(count for name, count in result.invocations.items() if "AgentResults" in name)
+
+
+def test_k_a_requeue_is_queued_for_the_agent_and_recorded_when_it_reports(replay):
+    # Given job 4211 running on pretrain-slurm, its agent up, and an operator's requeue request
+    result = replay(SCENARIOS / "k-slurm-requeue.jsonl")
+    # Then the request is deferred to the agent, which runs `scontrol requeue 4211`, and its result is recorded
+    assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed")]
+    deferred, executed = result.records
+    assert deferred["incident"] == executed["incident"] == f"job:slurm:{CLUSTER}:4211"
+    assert (deferred["job"], executed["job"], deferred["attempt"], executed["attempt"]) == ("4211", "4211", 1, 1)
+    assert executed["event_id"] == deferred["event_id"]  # the final record answers the request
+    assert "requeued Slurm job 4211" in executed["reason"]
+    assert [(run["argv"], run["exit"]) for run in result.slurm_commands] == [(["scontrol", "requeue", "4211"], 0)]
+    assert [line["kind"] for line in result.lines] == ["record", "slurm_command", "record"]
+    assert executed["timestamp"] > deferred["timestamp"]  # a moment later: the agent's poll, then the stream
+    assert result.calls[SEND] == 1
+    assert result.pages == []
+    # Only the result item reached the results function: claims and heartbeats are filtered out
+    assert results_function(result) == 1
+
+
+def test_l_a_silent_agent_means_a_page_and_nothing_queued(replay):
+    # Given the agent's last heartbeat twelve minutes before the request
+    result = replay(SCENARIOS / "l-slurm-agent-down.jsonl")
+    # Then nothing is queued, nothing runs, and a human is paged to look at the agent
+    assert [(r["action"], r["outcome"], r["paged"]) for r in result.records] == [("requeue_job", "failed", True)]
+    assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in result.records[0]["reason"]
+    assert SEND not in result.calls and result.slurm_commands == []
+    assert len(result.pages) == 1
+    assert "medic-agent" in result.pages[0]["message"]
+    assert results_function(result) == 0
+
+
+def test_an_agent_that_never_reported_is_down_too(replay):
+    result = replay([JOB_4211, requeue_request()])
+    assert outcomes(result) == [("requeue_job", "failed")]
+    assert "last heartbeat: never" in result.records[0]["reason"]
+    assert SEND not in result.calls and len(result.pages) == 1
+
+
+def test_a_requeue_by_name_requeues_every_queued_job_of_that_name(replay):
+    # Given two running jobs named llama3-70b and a finished one (squeue no longer lists it)
+    jobs = [{"sim": {"slurm_job": {"cluster": CLUSTER, "id": job_id, "name": "llama3-70b", "state": state}}}
+            for job_id, state in ((4211, "RUNNING"), (4212, "RUNNING"), (4100, "COMPLETED"))]
+    result = replay([*jobs, AGENT_UP, requeue_request(job_name="llama3-70b")])
+    # Then the agent finds them with squeue and requeues each
+    assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed")]
+    assert [run["argv"] for run in result.slurm_commands] == [
+        ["squeue", "--noheader", "--format=%i", "--name=llama3-70b"],
+        ["scontrol", "requeue", "4211"], ["scontrol", "requeue", "4212"]]
+    assert "requeued Slurm job 4211, 4212" in result.records[1]["reason"]
+    assert result.records[1]["job"] == "llama3-70b"
+
+
+def test_a_requeue_slurm_refuses_fails_and_pages_once(replay):
+    # Given a request for a job Slurm does not know
+    result = replay([JOB_4211, AGENT_UP, requeue_request(job_id="4299")])
+    # Then the agent's failed result becomes a failed record with Slurm's words, and one page
+    assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "failed")]
+    assert [(run["argv"], run["exit"]) for run in result.slurm_commands] == [(["scontrol", "requeue", "4299"], 1)]
+    assert "Invalid job id specified" in result.records[1]["reason"]
+    assert [record["paged"] for record in result.records] == [False, True]
+    assert len(result.pages) == 1 and result.pages[0]["record"]["outcome"] == "failed"
+
+
+def test_a_repeated_request_is_run_once(replay):
+    # Given the same request event delivered twice
+    request = requeue_request()
+    result = replay([JOB_4211, AGENT_UP, request, request])
+    # Then the second is a duplicate: one command queued, one scontrol run
+    assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed"),
+                                ("requeue_job", "duplicate")]
+    assert result.calls[SEND] == 1 and len(result.slurm_commands) == 1
+
+
+def test_a_command_waits_in_the_queue_while_the_agent_is_away(replay):
+    # Given an agent that reported two minutes ago (fresh) but is not polling now
+    away = {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": "2026-11-20T08:12:00Z"}}}
+    second_job = {"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4212, "name": "llama3-8b"}}}
+    result = replay([JOB_4211, second_job, away, requeue_request(),
+                     AGENT_UP, requeue_request(T0 + timedelta(minutes=6), job_id="4212")])
+    # Then the first command waits; when the agent is back it runs it first, then the next one
+    assert [(r["job"], r["outcome"]) for r in result.records] == [
+        ("4211", "deferred"), ("4211", "executed"), ("4212", "deferred"), ("4212", "executed")]
+    assert [run["argv"][-1] for run in result.slurm_commands] == ["4211", "4212"]
+    assert result.records[1]["timestamp"].startswith("2026-11-20T08:20:05")  # when the agent came back
+
+
+def test_a_failed_send_to_the_agent_queue_pages_and_nothing_runs(replay):
+    # Given SQS failing every attempt to queue the command
+    result = replay([JOB_4211, AGENT_UP, requeue_request()], faults=[f"{SEND}=InternalError:20"])
+    # Then the requeue fails and pages; the agent never sees a command
+    assert [(r["outcome"], r["paged"]) for r in result.records] == [("failed", True)]
+    assert result.slurm_commands == [] and len(result.pages) == 1
+
+
+def test_slurm_directives_are_checked(replay):
+    result = replay([{"sim": {"slurm_job": {"cluster": CLUSTER, "id": "42; rm -rf /"}}},
+                     {"sim": {"slurm_job": {"cluster": "finetune-eks", "id": 1}}},
+                     {"sim": {"slurm_job": {"cluster": CLUSTER, "id": 7, "state": "DANCING"}}},
+                     {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": "yesterday"}}}])
+    assert [error.split(":")[0] for error in result.errors] == ["line 1", "line 2", "line 3", "line 4"]
+    assert "1-10 digits" in result.errors[0]
+    assert "no Slurm agent queue for 'finetune-eks'" in result.errors[1]
+    assert "'state' must be one of" in result.errors[2]
+    assert "ISO 8601" in result.errors[3]
