@@ -71,6 +71,8 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
             lines.append(f"  ... and {len(actions) - len(shown)} more (--json for all)")
     copy = {"dry_run": " (the dry-run copy: mode is dry_run)",
             "paused": " (paused: no node action is taken whatever is left)"}.get(reading.effective, "")
+    if config is None:
+        copy += " (default guardrails: no config)"
     lines += ["", f"Guardrail budgets, rolling hour{copy}:"]
     if budgets:
         lines.append(_indent(table(

@@ -76,7 +76,7 @@ def parse_since(value: str, now: datetime) -> datetime:
 
 # --- sources
 
-def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO = sys.stderr) -> list[dict]:
+def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO | None = None) -> list[dict]:
     """FilterLogEvents over each log group, newest window only (--since), parsed and filtered here too."""
     records = []
     for group in groups:
@@ -99,20 +99,20 @@ def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO =
                     records.append(record)
                 if seen >= MAX_EVENTS:
                     print(f"medic: {group}: stopped after {seen} log events; narrow with --since or filters",
-                          file=warn)
+                          file=warn or sys.stderr)
                     break
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                print(f"medic: log group {group} does not exist (yet): skipped", file=warn)
+                print(f"medic: log group {group} does not exist (yet): skipped", file=warn or sys.stderr)
                 continue
             raise
     return [record for record in records if filters.matches(record)]
 
 
-def from_file(path: str, filters: Filters, stdin: TextIO = sys.stdin) -> list[dict]:
+def from_file(path: str, filters: Filters, stdin: TextIO | None = None) -> list[dict]:
     """Records from a ``sim replay`` output (JSON Lines; pages and other lines are skipped)."""
     if path == "-":
-        lines: Iterable[str] = stdin.read().splitlines()
+        lines: Iterable[str] = (stdin or sys.stdin).read().splitlines()
     else:
         try:
             lines = Path(path).read_text().splitlines()

@@ -153,3 +153,15 @@ def test_given_a_sim_replay_output_when_history_from_file_then_records_without_t
     rows = [line for line in result.out.splitlines() if line.startswith("2026-11-20 08:14:05")]
     assert len(rows) == 1 and "controller" in rows[0] and "suppressed" in rows[0] and "yes" in rows[0]
     assert "1 decision(s): 1 suppressed; 1 paged" in result.out
+
+
+def test_given_a_replay_piped_in_when_history_reads_stdin_then_its_records_show(deployed: Deployed):
+    line = json.dumps({"kind": "record", "incident": "job:ft-a", "trigger": "job_state", "event_id": "e1",
+                       "job": "ft-a", "fault": "job_not_retryable", "action": "none", "outcome": "deferred",
+                       "reason": "Not retryable (out_of_memory).", "paged": True, "mode": "act", "attempt": 0,
+                       "timestamp": "2026-11-21T02:40:12.000+00:00"})
+
+    result = deployed.cli("history", "--from-file", "-", "--json", stdin=line + "\n")
+
+    assert [(r["job"], r["outcome"], r["timestamp"]) for r in result.json_lines()] == [
+        ("ft-a", "deferred", "2026-11-21T02:40:12+00:00")]
