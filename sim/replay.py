@@ -312,8 +312,9 @@ class Replay:
 
     def settle(self, when: datetime, clock: Any, lag: timedelta = AGENT_LAG) -> None:
         """Until nothing moves: each running agent takes its queued commands (``lag`` later each round), then
-        each stream mapping delivers the new records its filters keep."""
-        moment = when
+        each stream mapping delivers the new records its filters keep. Starts at ``when`` or, after a
+        handler's retries, when the last retry ran."""
+        moment = max(when, datetime.now(UTC))
         for _ in range(SETTLE_ROUNDS):
             moment += lag
             clock.move_to(moment, tick=False)

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import boto3
 import botocore.loaders
@@ -26,6 +27,15 @@ ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-west-2"
 PAGE_CAPTURE_QUEUE = "medic-sim-page-capture"
 TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
+
+
+@functools.cache
+def _symmetric_key_material(key_spec: str) -> Any:
+    """moto makes an RSA-2048 key pair even for a symmetric key (~0.1 s each); it only ever signs with
+    asymmetric keys, so one pair per process serves every replay's symmetric keys."""
+    from moto.kms.utils import generate_private_key
+
+    return generate_private_key(key_spec)
 
 
 @functools.cache
@@ -124,7 +134,8 @@ class World:
     def _create_resources(self) -> None:
         t = self.template
         for lid, _ in t.of_type("AWS::KMS::Key"):
-            key = self.client("kms").create_key(Description=f"{lid} (replay)")["KeyMetadata"]
+            with mock.patch("moto.kms.models.generate_private_key", _symmetric_key_material):
+                key = self.client("kms").create_key(Description=f"{lid} (replay)")["KeyMetadata"]
             t.physical[lid] = Physical(key["KeyId"], {"Arn": key["Arn"], "KeyId": key["KeyId"]})
         for lid, _ in t.of_type("AWS::KMS::Alias"):
             props = t.resolve(t.properties(lid))
