@@ -10,6 +10,7 @@ action and a dry run still shows what the budget and cooldown would do.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
 from medic.domain.alarms import RecoveryWatch
 from medic.domain.models import ClusterAction, ClusterState, NodeState
+from medic.domain.reconcile import PendingClaim, RepairWatch
 
 NODE_STATE_DAYS = 7  # long enough for escalation memory and cooldowns; TTL cleans up after
 CLUSTER_ACTION_HOURS = 2  # longer than any budget or repair window
@@ -315,6 +317,112 @@ class Ledger:
             raise
         return True
 
+    # --- the reconciler: unfinished claims, repairs in progress, failed nodes already reported
+
+    def cluster_state(self, cluster: str) -> ClusterState:
+        """The cluster's recent node actions (the claims the reconciler re-checks)."""
+        item = self.client.get_item(TableName=self.table, ConsistentRead=True,
+                                    Key=self._cluster_key(cluster)).get("Item")
+        return _cluster_state(item)
+
+    def node_claims(self, cluster: str, node_ids: Iterable[str]) -> dict[str, PendingClaim]:
+        """The node states of these nodes (with their retry count), by node id; nodes without one are absent."""
+        keys = [self._node_key(cluster, node_id) for node_id in dict.fromkeys(node_ids)]
+        claims: dict[str, PendingClaim] = {}
+        for start in range(0, len(keys), 100):  # BatchGetItem takes 100 keys at most
+            pending = keys[start:start + 100]
+            for _ in range(5):  # unprocessed keys (throttling) are asked again, a few times
+                response = self.client.batch_get_item(
+                    RequestItems={self.table: {"Keys": pending, "ConsistentRead": True}})
+                for item in response.get("Responses", {}).get(self.table, []):
+                    claim = _pending_claim(item)
+                    claims[claim.node_id] = claim
+                pending = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+                if not pending:
+                    break
+        return claims
+
+    def retry_claim(self, cluster: str, claim: PendingClaim, now: datetime) -> bool:
+        """Claim an unconfirmed action again (one more retry); False when the node state changed meanwhile."""
+        values = {":v": {"N": str(claim.version)}, ":next": {"N": str(claim.version + 1)},
+                  ":o": {"S": "in_flight"}, ":now": {"S": now.isoformat()}, ":one": {"N": "1"},
+                  ":zero": {"N": "0"}}
+        update = "SET outcome = :o, acted_at = :now, version = :next, retries = if_not_exists(retries, :zero) + :one"
+        if claim.action == "reboot_node":
+            update += ", last_reboot_at = :now"
+        try:
+            self.client.update_item(TableName=self.table, Key=self._node_key(cluster, claim.node_id),
+                                    UpdateExpression=update, ConditionExpression="version = :v",
+                                    ExpressionAttributeValues=values)
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def settle_claim(self, cluster: str, claim: PendingClaim, outcome: str) -> bool:
+        """Write an unfinished claim's final outcome, unless the node state changed since it was read."""
+        try:
+            self.client.update_item(
+                TableName=self.table, Key=self._node_key(cluster, claim.node_id),
+                UpdateExpression="SET outcome = :o, version = :next", ConditionExpression="version = :v",
+                ExpressionAttributeValues={":o": {"S": outcome}, ":v": {"N": str(claim.version)},
+                                           ":next": {"N": str(claim.version + 1)}})
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def repair_watches(self, cluster: str) -> dict[str, RepairWatch]:
+        """The cluster's nodes a sweep saw in repair, by node id (one partition per cluster)."""
+        watches: dict[str, RepairWatch] = {}
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(TableName=self.table, ConsistentRead=True,
+                                       KeyConditionExpression="pk = :pk",
+                                       ExpressionAttributeValues={":pk": {"S": self._repair_pk(cluster)}}):
+            for item in page.get("Items", []):
+                watches[item["sk"]["S"]] = RepairWatch(
+                    node_id=item["sk"]["S"], status=item.get("status", {}).get("S", "Unknown"),
+                    since=datetime.fromisoformat(item["since"]["S"]), reported="reported_at" in item,
+                    medics=item.get("started_by", {}).get("S") == "medic")
+        return watches
+
+    def watch_repair(self, cluster: str, node_id: str, status: str, since: datetime, medics: bool) -> None:
+        """Remember that the node is in repair, since when and who started it (the first write wins)."""
+        self.client.update_item(
+            TableName=self.table, Key={"pk": {"S": self._repair_pk(cluster)}, "sk": {"S": node_id}},
+            UpdateExpression=("SET since = if_not_exists(since, :since), started_by = if_not_exists(started_by, :by), "
+                              "#status = :status, expires_at = :exp"),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":since": {"S": since.isoformat()}, ":status": {"S": status},
+                                       ":by": {"S": "medic" if medics else "hyperpod"},
+                                       ":exp": {"N": str(_epoch(since + timedelta(days=NODE_STATE_DAYS)))}})
+
+    def repair_reported(self, cluster: str, node_id: str, now: datetime) -> None:
+        self.client.update_item(
+            TableName=self.table, Key={"pk": {"S": self._repair_pk(cluster)}, "sk": {"S": node_id}},
+            UpdateExpression="SET reported_at = :now", ExpressionAttributeValues={":now": {"S": now.isoformat()}})
+
+    def end_repair_watch(self, cluster: str, node_id: str) -> None:
+        self.client.delete_item(TableName=self.table,
+                                Key={"pk": {"S": self._repair_pk(cluster)}, "sk": {"S": node_id}})
+
+    def claim_failure_report(self, cluster: str, node_id: str, now: datetime, window: timedelta) -> bool:
+        """True at most once per window for a failed node the reconciler found: it is reported once."""
+        return self._conditional_put(
+            {"pk": {"S": f"{self.namespace}node#{cluster}#{node_id}"}, "sk": {"S": "reconciled"},
+             "reported_at": {"S": now.isoformat()}, "expires_at": {"N": str(_epoch(now + window))}},
+            "attribute_not_exists(pk) OR reported_at < :cutoff", {":cutoff": {"S": (now - window).isoformat()}},
+        )
+
+    def release_failure_report(self, cluster: str, node_id: str) -> None:
+        self.client.delete_item(TableName=self.table, Key={"pk": {"S": f"{self.namespace}node#{cluster}#{node_id}"},
+                                                           "sk": {"S": "reconciled"}})
+
+    def _repair_pk(self, cluster: str) -> str:
+        return f"{self.namespace}repair#{cluster}"
+
 
 def _unchanged(version: int) -> dict:
     if version == 0:
@@ -345,3 +453,12 @@ def _cluster_state(item: dict | None) -> ClusterState:
 
 def _epoch(moment: datetime) -> int:
     return int(moment.timestamp())
+
+
+def _pending_claim(item: dict) -> PendingClaim:
+    node_id = item["pk"]["S"].rsplit("#", 1)[-1]
+    return PendingClaim(
+        node_id=node_id, fault=item["fault"]["S"], action=item["action"]["S"], outcome=item["outcome"]["S"],
+        acted_at=datetime.fromisoformat(item["acted_at"]["S"]), attempt=int(item["attempt"]["N"]),
+        version=int(item["version"]["N"]), retries=int(item.get("retries", {}).get("N", "0")),
+    )

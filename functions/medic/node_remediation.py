@@ -10,11 +10,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
+from medic.adapters.hyperpod import AMBIGUOUS_ERRORS
+from medic.config import Cluster
 from medic.deps import Deps
 from medic.domain.faults import classify
-from medic.domain.models import Action, Fault, NodeHealthEvent, Outcome, Trigger
+from medic.domain.models import Action, ClusterState, Fault, NodeHealthEvent, NodeInfo, Outcome, Trigger
 from medic.domain.pages import node_page, storm_page
 from medic.domain.policy import NodeContext, NodeDecision, Page, decide_node
+from medic.domain.reconcile import IN_FLIGHT, RESULT_UNKNOWN
 from medic.ledger import Ledger, NodeClaim
 from medic.obs import logger
 from medic.paging import page_cluster_summary, page_incident
@@ -53,39 +56,71 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
             return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state=None)
     if node is not None:
         base["instance_group"] = node.instance_group
+    decision, cluster_state = decide_claim_act(deps, ledger, mode, cluster, detail.InstanceId, fault, node,
+                                               base["incident"])
+    return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state)
 
+
+def decide_claim_act(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, node_id: str, fault: Fault,
+                     node: NodeInfo | None, incident: str) -> tuple[NodeDecision, ClusterState]:
+    """The node path the event handler and the reconciler share: decide (pure), claim, act.
+
+    The claim is written as in flight before the call and gets the call's outcome after it, so a run
+    that dies in between leaves a claim the reconciler can tell from a finished one."""
     guardrails = deps.config.guardrails_for(cluster)
     now = deps.now()
     for _ in range(CLAIM_ATTEMPTS):
-        state, cluster_state = ledger.load(cluster.name, detail.InstanceId)
+        state, cluster_state = ledger.load(cluster.name, node_id)
         decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault,
                                            node=node, state=state, cluster_state=cluster_state,
                                            cluster_size=lambda: deps.hyperpod.cluster_size(cluster.name),
                                            now=now))
         if decision.outcome not in (Outcome.EXECUTED, Outcome.DRY_RUN):
             break
-        claim = NodeClaim(cluster.name, detail.InstanceId, fault.value, decision.action.value,
-                          decision.outcome.value, decision.attempt, now)
+        claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,
+                          IN_FLIGHT if decision.executes else decision.outcome.value, decision.attempt, now)
         if ledger.claim(claim, state, cluster_state, reboot=decision.action is Action.REBOOT_NODE):
             break
-        logger.info("claim race lost; re-deciding", extra={"incident": base["incident"]})
+        logger.info("claim race lost; re-deciding", extra={"incident": incident})
     else:
         decision = NodeDecision(decision.action, Outcome.DUPLICATE,
                                 "Another invocation is handling this node right now.", attempt=decision.attempt)
 
     if decision.close_incident:
-        ledger.close_incident(base["incident"])
+        ledger.close_incident(incident)
     if decision.executes:
-        decision = _execute(decision, deps, cluster.name, detail.InstanceId)
-        if decision.outcome is not Outcome.EXECUTED:
-            ledger.set_outcome(cluster.name, detail.InstanceId, decision.outcome.value)
-    return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state)
+        decision = act_on_claim(decision, deps, ledger, cluster.name, node_id)
+    return decision, cluster_state
 
 
-def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> NodeDecision:
+def act_on_claim(decision: NodeDecision, deps: Deps, ledger: Ledger, cluster: str, node_id: str) -> NodeDecision:
+    """Make the claimed call and write what came of it into the claim (the reconciler's retry too)."""
+    decision, outcome = _execute(decision, deps, cluster, node_id)
+    ledger.set_outcome(cluster, node_id, outcome)
+    return decision
+
+
+def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> tuple[NodeDecision, str]:
+    """The call; with the outcome its claim keeps in the ledger (unknown when the answer was lost)."""
+    try:
+        decided = _call(decision, deps, cluster, node_id)
+    except AMBIGUOUS_ERRORS as error:
+        # The request may have reached HyperPod: not repeated, not paged; the claim stays unknown and
+        # the next attempt (or the reconciler) re-checks the node before any new call.
+        unknown = replace(decision, outcome=Outcome.DEFERRED,
+                          reason=f"Result unknown: the {decision.action.value} call was sent but its answer was "
+                                 f"lost ({error_code(error)}); it may have gone through. Medic re-checks the node "
+                                 "(DescribeClusterNode) before any new call and never repeats it blindly.")
+        return unknown, RESULT_UNKNOWN
+    return decided, decided.outcome.value
+
+
+def _call(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> NodeDecision:
     verb = decision.action.value
     try:
         result = deps.hyperpod.act(decision.action, cluster, node_id)
+    except AMBIGUOUS_ERRORS:
+        raise  # the caller records these as unknown
     except (ClientError, BotoCoreError) as error:
         return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
                        reason=f"{verb} call failed ({error_code(error)}): {short(str(error))}")
@@ -110,3 +145,9 @@ def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, ledger
             text = storm_page(record, cluster_state, deps.region, int(STORM_WINDOW.total_seconds() // 60))
             record["paged"] = page_cluster_summary(deps, ledger, record, text, STORM_WINDOW)
     return emit(record)
+
+
+def finish_node_decision(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, ledger: Ledger,
+                         health_reason: str, cluster_state: Any) -> dict:
+    """The record (and page) of a node decision: the event path's last step, shared with the reconciler."""
+    return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state)

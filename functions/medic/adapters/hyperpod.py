@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError
 
 from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
@@ -15,6 +15,10 @@ from medic.domain.models import Action, NodeInfo
 # Failed[] codes meaning HyperPod is already repairing the node.
 REPAIR_IN_PROGRESS_CODES = frozenset({"InstanceIdInUse", "InvalidInstanceStatus"})
 CLUSTER_SIZE_TTL_SECONDS = 300
+# The request was sent and its answer lost (read timeout, connection dropped): the node action may have
+# gone through. Connection failures before sending (EndpointConnectionError, ConnectTimeoutError) are not.
+AMBIGUOUS_ERRORS = (HTTPClientError,)
+NODE_ACTION_OPERATIONS = ("BatchRebootClusterNodes", "BatchReplaceClusterNodes")
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class HyperPod:
 
     def act(self, action: Action, cluster: str, node_id: str) -> NodeActionResult:
         """Reboot or replace one node; HTTP 200 can still carry a per-node failure in Failed[]."""
+        self._refuse_blind_retries()
         call = {
             Action.REBOOT_NODE: self.client.batch_reboot_cluster_nodes,
             Action.REPLACE_NODE: self.client.batch_replace_cluster_nodes,
@@ -76,6 +81,28 @@ class HyperPod:
         if node_id in response.get("Successful", []):
             return NodeActionResult(True)
         return NodeActionResult(False, "NotAcknowledged", "The node is in neither Successful nor Failed.")
+
+    def list_nodes(self, cluster: str) -> list[NodeInfo]:
+        """Every node of the cluster with its instance group and status (ListClusterNodes, all pages)."""
+        nodes = []
+        for page in self.client.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster):
+            for summary in page.get("ClusterNodeSummaries", []):
+                nodes.append(NodeInfo(node_id=summary["InstanceId"], instance_group=summary["InstanceGroupName"],
+                                      status=summary.get("InstanceStatus", {}).get("Status", "Unknown")))
+        return nodes
+
+    def _refuse_blind_retries(self) -> None:
+        """botocore's standard mode retries a read timeout like a throttle; for a node action that would
+        repeat a call that may have gone through. Throttling and 5xx answers are still retried."""
+        events = self.client.meta.events
+        for operation in NODE_ACTION_OPERATIONS:
+            events.register_first(f"needs-retry.sagemaker.{operation}", _no_retry_after_sending,
+                                  unique_id=f"medic-no-blind-retry-{operation}")
+
+
+def _no_retry_after_sending(caught_exception: Exception | None = None, **_: Any) -> None:
+    if isinstance(caught_exception, AMBIGUOUS_ERRORS):
+        raise caught_exception
 
 
 def _is_not_found(error: ClientError) -> bool:

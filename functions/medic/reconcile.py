@@ -1,0 +1,304 @@
+"""The scheduled reconciler: per configured cluster, list the nodes → settle unfinished claims → handle
+failed nodes no incident covers (the event handler's own node path) → time repairs → page → report.
+
+The policy, and why it pages instead of guessing a repair, is in :mod:`medic.domain.reconcile`.
+Each run is bounded (nodes per cluster, and a time reserve before the function's timeout); what it
+did not get to, the next run (5 minutes later) picks up, since every step is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.config import Cluster
+from medic.deps import Deps
+from medic.domain.models import Action, Fault, NodeInfo, Outcome, Trigger
+from medic.domain.pages import PageText, node_page
+from medic.domain.policy import NodeDecision, Page
+from medic.domain.reconcile import (
+    FAILURE,
+    FAILURE_WITHOUT_REASON,
+    MAX_NODE_DECISIONS_PER_CLUSTER,
+    MAX_REPAIR_WATCHES_PER_CLUSTER,
+    NO_HEALTH_REASON,
+    RESERVE_SECONDS,
+    SUMMARY_AFTER,
+    PendingClaim,
+    Resolution,
+    ScheduleEvent,
+    covered,
+    decide_pending,
+    describe_claim,
+    latest_actions,
+    needs_recheck,
+    repair_overdue,
+    repair_since,
+    repair_statuses,
+    slow_repair_page,
+    slow_repair_reason,
+    summary_page,
+)
+from medic.node_remediation import act_on_claim, decide_claim_act, finish_node_decision
+from medic.obs import count, logger
+from medic.paging import page_incident
+from medic.records import complete, emit, rejected
+
+# Medic's own action counts as the start of a repair a sweep finds only if it is this recent;
+# an older action was an earlier repair (the sweep in between would have seen this one).
+MEDIC_REPAIR_LINK = timedelta(minutes=15)
+
+
+def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | None = None) -> dict:
+    """One reconcile run over every configured cluster; returns what it did, per cluster."""
+    mode = deps.mode.current()
+    try:
+        event = ScheduleEvent.model_validate(raw)
+    except ValidationError as error:
+        record = rejected(raw, error, mode, Trigger.RECONCILE, "schedule event")
+        return {"run": record["event_id"], "mode": mode, "rejected": True, "clusters": []}
+    remaining = remaining_seconds or (lambda: float("inf"))
+    report: dict[str, Any] = {"run": event.id, "mode": mode, "clusters": []}
+    for cluster in deps.config.clusters:
+        if remaining() < RESERVE_SECONDS:
+            report["clusters"].append({"cluster": cluster.name, "skipped": "no time left in this run"})
+            continue
+        report["clusters"].append(_Sweep(deps, mode, event.id, cluster, remaining).run())
+    logger.info("reconcile run", extra={"reconcile": report})
+    return report
+
+
+@dataclass
+class _Page:
+    record: dict
+    text: PageText
+    key: str  # the incident whose page claim makes this page once-only
+    after: Callable[[bool], None] = lambda paged: None
+
+
+@dataclass
+class _Sweep:
+    deps: Deps
+    mode: str
+    run_id: str
+    cluster: Cluster
+    remaining: Callable[[], float]
+    pages: list[_Page] = field(default_factory=list)
+    decisions: int = 0
+
+    def __post_init__(self) -> None:
+        self.ledger = self.deps.ledger.for_mode(self.mode)
+        self.guardrails = self.deps.config.guardrails_for(self.cluster)
+        self.cooldown = timedelta(minutes=self.guardrails.node_cooldown_minutes)
+        self.now = self.deps.now()
+        self.report: dict[str, Any] = {
+            "cluster": self.cluster.name, "nodes": 0, "failed": 0, "in_repair": 0, "confirmed": 0, "retried": 0,
+            "gave_up": 0, "failures_reported": 0, "slow_repairs": 0, "pages": 0, "left_for_next_run": 0}
+
+    def run(self) -> dict:
+        try:
+            self._sweep(self.deps.hyperpod.list_nodes(self.cluster.name))
+        except (ClientError, BotoCoreError) as error:  # the next run tries again; a run is never retried
+            logger.warning("reconcile sweep failed", extra={"cluster": self.cluster.name,
+                                                            "error_code": error_code(error)})
+            count("ReconcileErrors")
+            self.report["error"] = error_code(error)
+        finally:
+            self._send_pages()
+        return self.report
+
+    # --- the three sweeps
+
+    def _sweep(self, nodes: list[NodeInfo]) -> None:
+        name = self.cluster.name
+        self.by_id = {node.node_id: node for node in nodes}
+        failed = [node for node in nodes if node.status == FAILURE]
+        self.report.update(nodes=len(nodes), failed=len(failed))
+        cluster_state = self.ledger.cluster_state(name)
+        acted = latest_actions((action.node_id, action.at) for action in cluster_state.actions)
+        claims = self.ledger.node_claims(name, [*acted, *(node.node_id for node in failed)])
+
+        for claim in claims.values():
+            if claim.pending and needs_recheck(claim, self.now) and self._room():
+                self._unfinished(claim)
+        for node in failed:
+            if covered(claims.get(node.node_id), self.now, self.cooldown) or not self._room():
+                continue
+            if self.ledger.incident_paged(_incident(name, node.node_id)):
+                continue  # a human already owns this node's incident
+            if self.ledger.claim_failure_report(name, node.node_id, self.now, self.cooldown):
+                self._failed(node)
+        self._repairs(nodes, acted)
+
+    def _unfinished(self, claim: PendingClaim) -> None:
+        """A claim whose call may or may not have gone through: re-check the node, never call blindly."""
+        name = self.cluster.name
+        try:
+            node = self.deps.hyperpod.describe_node(name, claim.node_id)
+        except (ClientError, BotoCoreError) as error:
+            logger.warning("re-check failed; next run", extra={"node_id": claim.node_id,
+                                                               "error_code": error_code(error)})
+            return
+        self.decisions += 1
+        decision = decide_pending(claim, node, self.now, self.mode)
+        base = self._base(claim.node_id, node or self.by_id.get(claim.node_id))
+        fields = {**base, "fault": claim.fault, "action": describe_claim(claim.action), "attempt": claim.attempt}
+        if decision.resolution is Resolution.WAIT:
+            return  # nothing to record yet: the next run looks again
+        if decision.resolution is Resolution.RETRY:
+            if not self.ledger.retry_claim(name, claim, self.now):
+                return  # the node state changed meanwhile (an event acted): that invocation owns it
+            retry = NodeDecision(describe_claim(claim.action), Outcome.EXECUTED, decision.reason,
+                                 attempt=claim.attempt)
+            done = act_on_claim(retry, self.deps, self.ledger, name, claim.node_id)
+            self.report["retried"] += 1
+            record = complete({**fields, "outcome": done.outcome, "reason": done.reason})
+            self._record(record, page=done.page is Page.INCIDENT, text=self._claim_page(record, claim))
+            return
+        if decision.ledger_outcome and not self.ledger.settle_claim(name, claim, decision.ledger_outcome):
+            return  # settled or claimed anew meanwhile
+        self.report["confirmed" if decision.resolution is Resolution.CONFIRMED else "gave_up"] += 1
+        record = complete({**fields, "outcome": decision.outcome, "reason": decision.reason})
+        self._record(record, page=decision.page, text=self._claim_page(record, claim))
+
+    def _claim_page(self, record: dict, claim: PendingClaim) -> PageText:
+        return node_page(record, f"{claim.fault} (the fault Medic claimed a {claim.action} for)", self.deps.region)
+
+    def _failed(self, node: NodeInfo) -> None:
+        """A failed node no incident covers: the event handler's node path, with no health reason."""
+        self.decisions += 1
+        self.report["failures_reported"] += 1
+        name = self.cluster.name
+        base = self._base(node.node_id, node)
+        decision, cluster_state = decide_claim_act(self.deps, self.ledger, self.mode, self.cluster, node.node_id,
+                                                   Fault.UNKNOWN, node, base["incident"])
+        if decision.page is not Page.INCIDENT:
+            finish_node_decision(base, Fault.UNKNOWN, decision, self.deps, self.ledger, NO_HEALTH_REASON,
+                                 cluster_state)
+            return
+        if decision.action is Action.NONE:  # the unknown-fault branch: say why there is no reason to read
+            decision = replace(decision, reason=FAILURE_WITHOUT_REASON)
+        record = complete({**base, "fault": Fault.UNKNOWN.value, "action": decision.action,
+                           "outcome": decision.outcome, "reason": decision.reason, "attempt": decision.attempt})
+
+        def after(paged: bool) -> None:
+            if self.mode != "dry_run" and not paged and not self.ledger.incident_paged(record["incident"]):
+                self.ledger.release_failure_report(name, node.node_id)  # the page failed: the next run tries again
+
+        self._record(record, page=True, after=after)
+
+    def _repairs(self, nodes: list[NodeInfo], acted: dict) -> None:
+        """Repairs that take longer than the repair window page once; finished ones are forgotten."""
+        name, statuses = self.cluster.name, repair_statuses(self.cluster)
+        watches = self.ledger.repair_watches(name)
+        in_repair = [node for node in nodes if node.status in statuses]
+        self.report["in_repair"] = len(in_repair)
+        writes = 0
+        for node in in_repair:
+            watch = watches.get(node.node_id)
+            if watch is None:
+                if writes >= MAX_REPAIR_WATCHES_PER_CLUSTER or self.remaining() < RESERVE_SECONDS:
+                    self.report["left_for_next_run"] += 1
+                    continue
+                medic_at = acted.get(node.node_id)
+                medics = medic_at is not None and self.now - medic_at <= MEDIC_REPAIR_LINK
+                since = repair_since(None, medic_at if medics else None, self.now)
+                self.ledger.watch_repair(name, node.node_id, node.status, since, medics)
+                writes += 1
+                reported = False
+            else:
+                since, reported, medics = watch.since, watch.reported, watch.medics
+            if reported or not repair_overdue(since, self.now, self.guardrails.repair_minutes):
+                continue
+            self.report["slow_repairs"] += 1
+            base = self._base(node.node_id, node)
+            record = complete({**base, "fault": Fault.FAILED_NODES.value, "action": Action.NONE,
+                               "outcome": Outcome.DEFERRED,
+                               "reason": slow_repair_reason(node, since, self.now, self.guardrails.repair_minutes,
+                                                            medics)})
+            key = f"{base['incident']}:repair"
+
+            def after(paged: bool, node_id: str = node.node_id, key: str = key) -> None:
+                if paged or self.mode == "dry_run" or self.ledger.incident_paged(key):
+                    self.ledger.repair_reported(name, node_id, self.now)
+
+            self._record(record, page=True, key=key, text=slow_repair_page(record, self.deps.region), after=after)
+        for node_id, watch in watches.items():
+            node = self.by_id.get(node_id)
+            if node is None or node.status not in statuses:
+                self.ledger.end_repair_watch(name, node_id)
+                if watch.reported:
+                    self.ledger.release_page(f"{_incident(name, node_id)}:repair")  # a later repair pages again
+
+    # --- records and pages
+
+    def _room(self) -> bool:
+        if self.decisions < MAX_NODE_DECISIONS_PER_CLUSTER and self.remaining() >= RESERVE_SECONDS:
+            return True
+        self.report["left_for_next_run"] += 1
+        return False
+
+    def _base(self, node_id: str, node: NodeInfo | None) -> dict:
+        return {"incident": _incident(self.cluster.name, node_id), "trigger": Trigger.RECONCILE,
+                "event_id": self.run_id, "cluster": self.cluster.name, "node_id": node_id,
+                "instance_group": node.instance_group if node else None, "mode": self.mode}
+
+    def _record(self, record: dict, *, page: bool, key: str | None = None, text: PageText | None = None,
+                after: Callable[[bool], None] = lambda paged: None) -> None:
+        """Emit now, or after the sweep's pages are sent (a dry run pages nobody)."""
+        if not page or self.mode == "dry_run":
+            after(False)
+            emit(record)
+            return
+        self.pages.append(_Page(record, text or node_page(record, NO_HEALTH_REASON, self.deps.region),
+                                key or record["incident"], after))
+
+    def _send_pages(self) -> None:
+        """One page per incident when few; one summary page when many (each incident still claimed once)."""
+        pages, self.pages = self.pages, []
+        if not pages:
+            return
+        try:
+            if len(pages) <= SUMMARY_AFTER:
+                for item in pages:
+                    item.record["paged"] = page_incident(self.deps, self.ledger, {**item.record, "incident": item.key},
+                                                         item.text)
+            else:
+                self._send_summary(pages)
+            for item in pages:
+                item.after(item.record["paged"])
+        except (ClientError, BotoCoreError) as error:  # the ledger failed: records still go out, unpaged
+            logger.warning("reconcile pages failed", extra={"cluster": self.cluster.name,
+                                                            "error_code": error_code(error)})
+        for item in pages:
+            self.report["pages"] += int(item.record["paged"])
+            emit(item.record)
+
+    def _send_summary(self, pages: list[_Page]) -> None:
+        claimed = [item for item in pages if self.ledger.claim_page(item.key, self.now)]
+        if not claimed:
+            return
+        records = [item.record for item in claimed]
+        text = summary_page(self.cluster.name, records, self.deps.region)
+        try:
+            self.deps.pager.page(text.subject, text.body, json.dumps({"records": records}))
+        except (ClientError, BotoCoreError) as error:
+            logger.error("page failed", extra={"cluster": self.cluster.name, "error_code": error_code(error)})
+            count("PageFailures")
+            for item in claimed:
+                self.ledger.release_page(item.key)
+            return
+        count("Pages")
+        for item in claimed:
+            item.record["paged"] = True
+
+
+def _incident(cluster: str, node_id: str) -> str:
+    return f"node:{cluster}:{node_id}"
