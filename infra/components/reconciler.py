@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.components.function import MedicFunction
+from infra.components.node_remediation import cluster_arn
+from infra.components.shared import Shared
+
+RECONCILE_EVERY = Duration.minutes(5)
+# ListClusterNodes to sweep; DescribeClusterNode to re-check a node before any retry; DescribeCluster for the
+# breaker of the shared node path; the node actions for the one retry of a call that did not take.
+RECONCILE_ACTIONS = ["sagemaker:ListClusterNodes", "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode",
+                     "sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes"]
+
+
+class Reconciler(Construct):
+    """Every 5 minutes, the reconciler sweeps the configured clusters: failed nodes no incident covers,
+    node actions claimed but never finished, repairs that take too long (events are best effort)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
+        super().__init__(scope, construct_id)
+        config = shared.config
+        self.handler = MedicFunction(
+            self, "Handler",
+            handler="medic.handlers.reconcile.handler",
+            description="Medic: reconcile HyperPod node status with Medic's ledger (missed events, unfinished "
+                        "actions, long repairs)",
+            environment=shared.environment(),
+            layers=list(shared.layers),
+            key=shared.key,
+        )
+        role = self.handler.role
+        role.add_to_policy(iam.PolicyStatement(
+            actions=RECONCILE_ACTIONS, resources=[cluster_arn(cluster.id) for cluster in config.clusters]))
+        shared.grant_ledger_paging_mode(role)
+
+        self.schedule = events.Rule(
+            self, "Schedule",
+            description="Medic: reconcile cluster node status every 5 minutes",
+            schedule=events.Schedule.rate(RECONCILE_EVERY),
+        )
+        # A run that failed is not worth delivering late: the next one starts within 5 minutes.
+        self.schedule.add_target(targets.LambdaFunction(
+            self.handler.function, dead_letter_queue=self.handler.dead_letters, retry_attempts=2,
+            max_event_age=Duration.minutes(10)))
