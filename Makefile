@@ -10,10 +10,10 @@ CDK := PATH="$(CURDIR)/node_modules/node/bin:$$PATH" npx --no-install cdk
 
 setup: $(VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt cli/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt -e ./cli
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
