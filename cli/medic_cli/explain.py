@@ -160,7 +160,8 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
         explanation.would.append(f"close incident {base['incident']} (its next failure may page again)")
     if decision.outcome in (Outcome.EXECUTED, Outcome.DRY_RUN):
         copy = "its dry-run copy in " if ledger.namespace else ""
-        explanation.would.append(f"claim the action in {copy}ledger {ctx.table} (conditional write)")
+        pending = ", in flight until HyperPod answers" if decision.executes else ""
+        explanation.would.append(f"claim the action in {copy}ledger {ctx.table} (conditional write{pending})")
     if decision.executes:
         explanation.would.append(f"call {API_FOR_ACTION[decision.action]}(ClusterName={cluster.name}, "
                                  f"NodeIds=[{detail.InstanceId}]); HyperPod's answer decides the final outcome")

@@ -12,6 +12,7 @@ Key layout (functions/medic/ledger.py; a ``dry_run#`` prefix marks a dry run's o
   alarm#<alarm>/open               an alarm's open incident
   recovery#watch/<incident>        waiting for training to resume after a restart
   lineage#<root>/restarts          restarts of a training job lineage
+  repair#<cluster>/<node>          a node the reconciler saw in repair (status, since, started_by, reported_at)
   modechange#<stack>/<ISO time>    written by ``medic pause|resume|mode``: mode, previous, who, reason
 """
 
@@ -121,12 +122,23 @@ def open_incidents(snapshot: Snapshot, guardrails_of: Any, now: datetime) -> lis
             deadline = parse_time(_s(item, "deadline"))
             note(sk, f"waiting for training to resume (until {deadline:%H:%M} UTC)" if deadline
                  else "waiting for training to resume", parse_time(_s(item, "restarted_at")))
-        elif kind == "node" and sk == "state" and _s(item, "outcome") == "executed":
+        elif kind == "node" and sk == "state":
             cluster, _, node = rest.partition("#")
-            acted = parse_time(_s(item, "acted_at"))
+            acted, action, outcome = parse_time(_s(item, "acted_at")), _s(item, "action"), _s(item, "outcome")
             repair = timedelta(minutes=guardrails_of(cluster).repair_minutes)
-            if acted and now - acted < repair:
-                note(f"node:{cluster}:{node}", f"{_s(item, 'action')} in progress (since Medic acted)", acted)
+            if outcome == "executed" and acted and now - acted < repair:
+                note(f"node:{cluster}:{node}", f"{action} in progress (since Medic acted)", acted)
+            elif outcome == "in_flight":
+                note(f"node:{cluster}:{node}", f"{action} claimed, call not confirmed yet (in flight)", acted)
+            elif outcome == "unknown":
+                note(f"node:{cluster}:{node}", f"{action} sent, answer lost: the reconciler re-checks the node",
+                     acted)
+        elif kind == "repair":
+            started_by = _s(item, "started_by") or "?"
+            state = f"in repair ({_s(item, 'status') or '?'}, started by {started_by})"
+            if _s(item, "reported_at"):
+                state += ", longer than repair_minutes: paged"
+            note(f"node:{rest}:{sk}", state, parse_time(_s(item, "since")))
     return sorted(incidents.values(), key=lambda entry: entry["since"] or now, reverse=True)
 
 

@@ -67,6 +67,25 @@ def test_given_incidents_waiting_on_people_when_status_then_they_are_listed_as_o
     }
 
 
+def test_given_unconfirmed_calls_and_long_repairs_when_status_then_they_are_open_for_the_reconciler(
+        deployed: Deployed):
+    # Given a claim whose call is in flight, one whose answer was lost, and a repair the reconciler reported
+    deployed.node_state("i-0aaaaaaaaaaaaaaa1", action="replace_node", at=ago(minutes=1), outcome="in_flight")
+    deployed.node_state("i-0bbbbbbbbbbbbbbb2", action="reboot_node", at=ago(minutes=3), outcome="unknown")
+    deployed.put(f"repair#{CLUSTER}", "i-0cccccccccccccc3", status="Pending", since=ago(minutes=50),
+                 started_by="hyperpod", reported_at=ago(minutes=5))
+
+    result = deployed.cli("status", "--config", str(deployed.config_file), "--json")
+
+    incidents = {i["incident"]: i["states"] for i in json.loads(result.out)["open_incidents"]}
+    assert incidents == {
+        f"node:{CLUSTER}:i-0aaaaaaaaaaaaaaa1": ["replace_node claimed, call not confirmed yet (in flight)"],
+        f"node:{CLUSTER}:i-0bbbbbbbbbbbbbbb2": ["reboot_node sent, answer lost: the reconciler re-checks the node"],
+        f"node:{CLUSTER}:i-0cccccccccccccc3": [
+            "in repair (Pending, started by hyperpod), longer than repair_minutes: paged"],
+    }
+
+
 def test_given_actions_today_and_last_week_when_status_then_recent_actions_are_todays_newest_first(
         deployed: Deployed):
     deployed.node_state("i-0aaaaaaaaaaaaaaa1", action="reboot_node", fault="gpu_reboot", at=ago(hours=5))
