@@ -1,0 +1,97 @@
+"""``python -m bench`` (``make bench``): every benchmark in its own interpreter, the table, the README.
+
+    python -m bench                     # all; prints the table, rewrites the README block
+    python -m bench --only cold_start,probe --no-readme
+    python -m bench --quick             # tiny inputs: checks the machinery, numbers mean nothing
+
+Results also go to build/bench/results.json. Exit 0 unless the tool itself breaks: a missed target or a
+failed benchmark is reported, in the table and the README, not raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from bench.common import ROOT, in_subprocess, machine
+from bench.report import block, notes, table, update_readme
+
+PROBE_CODE = "import json; from bench.probe_overhead import run; print(json.dumps(run({args})))"
+
+TOTAL_BUDGET_S = 570  # `make bench` stays under 10 minutes: each benchmark gets at most what is left
+# name -> (module, or None for the probe; timeout in seconds; quick arguments)
+BENCHMARKS = {
+    "probe": (None, 60, []),
+    "cold_start": ("bench.cold_start", 150, ["--repeats", "1"]),
+    "warm": ("bench.warm", 200, ["--node-events", "6", "--job-events", "2", "--calls", "2000", "--repeats", "2"]),
+    "storm": ("bench.storm", 240, ["--events", "20"]),
+    "synth": ("bench.synth", 300, ["--repeats", "1", "--budget-s", "1"]),
+}
+
+
+def _probe(timeout: float, quick: bool) -> dict:
+    import subprocess
+
+    code = PROBE_CODE.format(args="calls=20_000, repeats=3" if quick else "")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,  # noqa: S603
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(lines[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
+    parser.add_argument("--no-readme", action="store_true", help="print only; leave README.md alone")
+    parser.add_argument("--quick", action="store_true", help="tiny inputs (machinery check; implies --no-readme)")
+    args = parser.parse_args(argv)
+    chosen = [name.strip() for name in args.only.split(",")] if args.only else list(BENCHMARKS)
+    unknown = [name for name in chosen if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+
+    results: dict = {"machine": machine()}
+    started = time.perf_counter()
+    for name in chosen:
+        module, timeout, quick_args = BENCHMARKS[name]
+        left = TOTAL_BUDGET_S - (time.perf_counter() - started)
+        if left < 20:
+            results[name] = {"error": f"skipped: the {TOTAL_BUDGET_S} s budget of `make bench` is spent"}
+            continue
+        timeout = min(timeout, left)
+        if name == "synth" and not args.quick:
+            quick_args = ["--budget-s", str(max(1, int(left - 150)))]  # repeats that fit; the last one finishes
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        began = time.perf_counter()
+        if module is None:
+            results[name] = _probe(timeout, args.quick)
+        else:
+            results[name] = in_subprocess(module, timeout, quick_args if args.quick or name == "synth" else ())
+        status = f"error: {results[name]['error']}" if "error" in results[name] else "done"
+        print(f"bench: {name} {status} in {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+    results["total_s"] = round(time.perf_counter() - started, 1)
+
+    out = ROOT / "build" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+
+    print(table(results))
+    print()
+    for line in notes(results):
+        print(f"- {line}")
+    print(f"\nbench: {results['total_s']} s in all", file=sys.stderr)
+    if not (args.no_readme or args.quick or args.only):
+        changed = update_readme(ROOT / "README.md", block(results))
+        print(f"bench: README.md {'updated' if changed else 'unchanged'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

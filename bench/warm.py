@@ -1,0 +1,233 @@
+"""Warm decision latency and AWS calls per remediation, on the emulator; and the pure policy alone.
+
+One replay (``sim.replay.run``, the same code path as ``sim replay``) against a stack synthesized for
+four Slurm clusters with the guardrails wide open (``bench.common.replay_config``), so every event goes the whole way:
+- the node path: new nodes failing ``NvidiaErrorTerminate`` (every fifth ``NvidiaErrorReboot``), 5 s
+  apart, and every tenth event delivered twice (the second is a duplicate);
+- the job path: training jobs failing with a retryable reason and a checkpoint in S3, 30 s apart.
+Each handler call is timed in-process (``bench.instrument``); the first call of a container (cold:
+clients and config built) is reported apart. The emulator's share is moto answering in-process: it
+stands in for the network round trips real AWS would take, so "own" (Medic plus botocore's client-side
+work) is the part that is Medic's to make fast, and the call count is what costs time in AWS.
+
+The pure functions (``decide_node``, ``decide_job``) are timed alone over a cycle of prepared contexts.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.common import (
+    WARM_CLUSTERS,
+    checkpoint_directive,
+    cli,
+    config_file,
+    fmt_ms,
+    job_event,
+    median,
+    node_event,
+    percentile,
+    replay_config,
+    start_time,
+    template_for,
+)
+from bench.instrument import Invocation, call_profile, instrumented
+
+CALL_TARGET = 4  # API round trips for a node replacement, ledger claim included
+# Why each call is on the hot path (the record itself is a log line and an EMF metric on stdout: no call).
+WHY = {
+    "ssm:GetParameter": "run-time mode (act | dry_run | paused), cached 30 s per container",
+    "sagemaker:DescribeClusterNode": "instance group (protected?) and status (already in repair?): not in the event",
+    "dynamodb:BatchGetItem": "node history and the cluster's recent actions, one round trip "
+                             "(cooldown, escalation, hourly budget, breaker)",
+    "sagemaker:DescribeCluster": "cluster size for the breaker (fraction in repair), cached 5 min per cluster",
+    "dynamodb:TransactWriteItems": "the claim: node and cluster items, conditional on their versions "
+                                   "(dedupes redeliveries and racing invocations)",
+    "sagemaker:BatchReplaceClusterNodes": "the action",
+    "sagemaker:BatchRebootClusterNodes": "the action",
+    "dynamodb:PutItem": "conditional claim of the page (one page per incident, one storm summary per window)",
+    "dynamodb:UpdateItem": "outcome written back to the ledger",
+    "sns:Publish": "the page",
+    "sagemaker:DescribeTrainingJob": "the failed job's full definition, to clone it",
+    "sagemaker:ListTags": "the job's tags (lineage, attempt)",
+    "s3:ListObjectsV2": "is there a checkpoint under CheckpointConfig.S3Uri?",
+    "sagemaker:CreateTrainingJob": "the action: the clone, resuming from the checkpoint",
+}
+
+
+def node_lines(events: int, clusters: list[dict], spacing: timedelta = timedelta(seconds=5)) -> list[str]:
+    lines, t0 = [], start_time()
+    for i in range(events):
+        fault = "NvidiaErrorReboot" if i % 5 == 4 else "NvidiaErrorTerminate"
+        line = json.dumps(node_event(i, clusters[i % len(clusters)], t0 + spacing * i, fault))
+        lines.append(line)
+        if i % 10 == 9:
+            lines.append(line)  # a redelivery: the same event again
+    return lines
+
+
+def job_lines(events: int, spacing: timedelta = timedelta(seconds=30)) -> list[str]:
+    t0 = start_time() + timedelta(days=1)
+    return [json.dumps(checkpoint_directive())] + [json.dumps(job_event(i, t0 + spacing * i)) for i in range(events)]
+
+
+def latency(invocations: list[Invocation]) -> dict:
+    if not invocations:
+        return {"n": 0}
+    return {
+        "n": len(invocations),
+        "median_ms": round(median(i.wall_ns for i in invocations) / 1e6, 2),
+        "p90_ms": round(percentile([i.wall_ns for i in invocations], 0.9) / 1e6, 2),
+        "emulator_ms": round(median(i.emulator_ns for i in invocations) / 1e6, 2),
+        "own_ms": round(median(i.own_ns for i in invocations) / 1e6, 2),
+        "calls": median(len(i.calls) for i in invocations),
+    }
+
+
+def replay(node_events: int = 120, job_events: int = 40, template: dict | None = None) -> dict:
+    from sim.replay import run as replay_run
+
+    data = replay_config()
+    with config_file(data) as path:
+        template = template if template is not None else template_for(path)
+        lines = node_lines(node_events, data["clusters"][:WARM_CLUSTERS]) + job_lines(job_events)
+        with instrumented() as probe:
+            started = time.perf_counter()
+            result = replay_run(lines, path, template=template)
+            wall = time.perf_counter() - started
+    events = sum(1 for line in lines if '"sim"' not in line[:8])
+    outcomes: dict[str, int] = {}
+    for invocation in probe.invocations:
+        key = f"{invocation.function}:{invocation.action}:{invocation.outcome}"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    replace_warm = probe.of("node_health", "replace_node", "executed", cold=False)
+    calls = {
+        "replace_node": call_profile(probe.of("node_health", "replace_node", "executed")),
+        "replace_node_warm": call_profile(replace_warm),
+        "replace_node_cold": call_profile(probe.of("node_health", "replace_node", "executed", cold=True)),
+        "reboot_node": call_profile(probe.of("node_health", "reboot_node", "executed")),
+        "duplicate": call_profile(probe.of("node_health", outcome="duplicate")),
+        "restart_job": call_profile(probe.of("training_job", "restart_job", "executed")),
+    }
+    return {
+        "events": events,
+        "replay_wall_s": round(wall, 2),
+        "replay_per_event_ms": round(wall * 1000 / max(1, events), 1),
+        "outcomes": outcomes,
+        "errors": result.errors[:5],
+        "node": latency(replace_warm),
+        "node_all": latency(probe.of("node_health", cold=False)),
+        "node_cold": latency(probe.of("node_health", cold=True)),
+        "job": latency(probe.of("training_job", "restart_job", "executed", cold=False)),
+        "job_cold": latency(probe.of("training_job", cold=True)),
+        "calls": calls,
+        "why": {call: WHY.get(call, "") for profile in calls.values()
+                for sequence in profile.get("sequences", []) for call in sequence["calls"]},
+        "call_target": CALL_TARGET,
+        "emulator_ms_per_call": probe.emulator_ms_per_call(),
+    }
+
+
+def _node_contexts() -> list[Any]:
+    from medic.config import Cluster, Guardrails
+    from medic.domain.models import Action, ClusterAction, ClusterState, Fault, NodeInfo, NodeState
+    from medic.domain.policy import NodeContext
+
+    now = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
+    cluster = Cluster(name="bench-c00", id="bench0000000", orchestrator="slurm")
+    busy = ClusterState(tuple(ClusterAction(f"i-{n:017x}", "replace_node", now - timedelta(minutes=5 * n))
+                              for n in range(3)), version=3)
+    base = NodeContext(mode="act", cluster=cluster, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
+                       node=NodeInfo("i-0d4e5f60718293a4b", "workers", "Running"), state=None,
+                       cluster_state=ClusterState((), 0), cluster_size=lambda: 64, now=now)
+    rebooted = NodeState(fault=Fault.GPU_REBOOT.value, action=Action.REBOOT_NODE.value, outcome="executed",
+                         acted_at=now - timedelta(hours=2), attempt=1, last_reboot_at=now - timedelta(hours=2),
+                         version=1)
+    return [
+        base,  # replace, executed (the whole path: budget and breaker checked)
+        replace(base, fault=Fault.GPU_REBOOT),  # reboot
+        replace(base, fault=Fault.GPU_REBOOT, state=rebooted),  # escalation to replace
+        replace(base, cluster_state=busy),  # busy cluster, still within budget
+        replace(base, node=NodeInfo("i-0d4e5f60718293a4b", "controller", "Running")),  # protected
+    ]
+
+
+def _job_contexts() -> list[Any]:
+    from medic.domain.job_faults import JobFailure
+    from medic.domain.job_policy import Checkpoint, JobContext, Lineage
+    from medic.domain.models import Fault
+
+    base = JobContext(mode="act", status="Failed", failure=JobFailure(Fault.JOB_RETRYABLE, "internal_error"),
+                      lineage=Lineage("ft-bench-0001", 0), max_restarts=3, checkpoint=Checkpoint.PRESENT,
+                      allow_without_checkpoint=False)
+    return [base, replace(base, lineage=Lineage("ft-bench-0001", 3)),
+            replace(base, failure=JobFailure(Fault.JOB_NOT_RETRYABLE, "cuda_oom"))]
+
+
+def _rate(function: Any, contexts: list[Any], calls: int, repeats: int) -> dict:
+    cycle = [contexts[i % len(contexts)] for i in range(calls)]
+    for ctx in cycle[: max(1, calls // 10)]:  # warm up
+        function(ctx)
+    samples = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            started = time.perf_counter_ns()
+            for ctx in cycle:
+                function(ctx)
+            samples.append((time.perf_counter_ns() - started) / calls)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    per_call = median(samples)
+    return {"per_call_us": round(per_call / 1000, 2), "events_per_s": int(1e9 / per_call), "calls": calls,
+            "repeats": repeats, "contexts": len(contexts)}
+
+
+def decide_rates(calls: int = 20_000, repeats: int = 7) -> dict:
+    from medic.domain.job_policy import decide_job
+    from medic.domain.policy import decide_node
+
+    return {"decide_node": _rate(decide_node, _node_contexts(), calls, repeats),
+            "decide_job": _rate(decide_job, _job_contexts(), calls, repeats)}
+
+
+def run(node_events: int = 120, job_events: int = 40, calls: int = 20_000, repeats: int = 7,
+        template: dict | None = None) -> dict:
+    result: dict[str, Any] = {"benchmark": "warm"}
+    result["pure"] = decide_rates(calls, repeats)  # first: a clean process, before the replay's imports
+    result.update(replay(node_events, job_events, template=template))
+    return result
+
+
+def render(result: dict) -> str:
+    pure = result["pure"]
+    lines = [f"decide_node: {pure['decide_node']['per_call_us']} us/call, {pure['decide_node']['events_per_s']}/s",
+             f"decide_job: {pure['decide_job']['per_call_us']} us/call, {pure['decide_job']['events_per_s']}/s",
+             f"replay: {result['events']} events in {result['replay_wall_s']} s "
+             f"({result['replay_per_event_ms']} ms/event, routing and emulation included)"]
+    for name in ("node", "node_cold", "job", "job_cold"):
+        entry = result[name]
+        lines.append(f"{name}: n={entry.get('n')} median {fmt_ms(entry.get('median_ms'), 2)} "
+                     f"(emulator {fmt_ms(entry.get('emulator_ms'), 2)}, own {fmt_ms(entry.get('own_ms'), 2)}), "
+                     f"calls {entry.get('calls')}")
+    for name, profile in result["calls"].items():
+        sequences = "; ".join(f"{s['n']}x [{', '.join(s['calls'])}]" for s in profile.get("sequences", [])[:3])
+        lines.append(f"calls {name}: median {profile.get('median')} :: {sequences}")
+    lines.append(f"outcomes: {result['outcomes']}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    return cli(run, render)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""A hand-written template in the shape the stack synthesizes, with the node and training-job rules and
+functions: the replay benchmarks run on it in the smoke tests without a synth."""
+
+from __future__ import annotations
+
+from medic.config import MedicConfig
+
+NODE_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker HyperPod Cluster Node Health Event"]}
+JOB_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training Job State Change"],
+               "detail": {"TrainingJobStatus": ["Failed"]}}
+
+
+def _function(handler: str, config: MedicConfig) -> dict:
+    return {"Type": "AWS::Lambda::Function", "Properties": {
+        "Handler": handler, "Runtime": "python3.13", "Role": {"Fn::GetAtt": ["RoleABC", "Arn"]},
+        "Environment": {"Variables": {
+            "MEDIC_CONFIG": config.to_env(), "LEDGER_TABLE": {"Ref": "LedgerABC"},
+            "PAGE_TOPIC_ARN": {"Ref": "PagesABC"}, "MODE_PARAMETER": {"Ref": "ModeABC"},
+            "POWERTOOLS_SERVICE_NAME": "medic", "POWERTOOLS_METRICS_NAMESPACE": "Medic"}}}}
+
+
+def _rule(pattern: dict, function: str) -> dict:
+    return {"Type": "AWS::Events::Rule", "Properties": {
+        "EventPattern": pattern, "State": "ENABLED",
+        "Targets": [{"Arn": {"Fn::GetAtt": [function, "Arn"]}, "Id": "Target0"}]}}
+
+
+def template(config: MedicConfig) -> dict:
+    return {"Resources": {
+        "KeyABC": {"Type": "AWS::KMS::Key", "Properties": {}},
+        "LedgerABC": {"Type": "AWS::DynamoDB::Table", "Properties": {
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"},
+                                     {"AttributeName": "sk", "AttributeType": "S"}],
+            "BillingMode": "PAY_PER_REQUEST"}},
+        "PagesABC": {"Type": "AWS::SNS::Topic", "Properties": {}},
+        "ModeABC": {"Type": "AWS::SSM::Parameter", "Properties": {
+            "Name": "/medic/Medic/mode", "Type": "String", "Value": config.mode}},
+        "RoleABC": {"Type": "AWS::IAM::Role", "Properties": {}},
+        "NodeFnABC": _function("medic.handlers.node_health.handler", config),
+        "JobFnABC": _function("medic.handlers.training_job.handler", config),
+        "NodeRuleABC": _rule(NODE_PATTERN, "NodeFnABC"),
+        "JobRuleABC": _rule(JOB_PATTERN, "JobFnABC"),
+    }}

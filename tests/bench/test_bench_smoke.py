@@ -1,0 +1,89 @@
+"""Smoke tests for bench/: each benchmark's functions run on tiny inputs and return what `make bench`
+reads. The numbers themselves are not checked (they are measurements, not specifications)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import cold_start, common, report, storm, warm
+from bench.__main__ import BENCHMARKS
+from medic.config import parse_config
+from tests.bench.template import template
+
+
+@pytest.fixture(scope="module")
+def tiny_template() -> dict:
+    return template(parse_config(common.replay_config()))
+
+
+def test_configs_validate_as_synth_validates_them(tmp_path):
+    from sim.synth import load_config
+
+    for data in (common.config(1), common.config(20, eks_every=2), common.replay_config()):
+        path = tmp_path / "medic.yaml"
+        path.write_text(json.dumps(data))  # JSON is YAML
+        loaded = load_config(path)
+        assert len(loaded.clusters) == len(data["clusters"])
+        assert all(len(cluster.id) == 12 for cluster in loaded.clusters)
+
+
+def test_cold_start_times_a_handler_against_boto3():
+    result = cold_start.run(repeats=1, handlers=("node_health",))
+    entry = result["handlers"]["node_health"]
+    assert result["boto3_ms"] > 0 and entry["ms"] > 0
+    assert {"ratio", "cpu_ratio", "within_target", "above_boto3"} <= set(entry)
+    assert "node_health" in cold_start.handler_modules()
+
+
+def test_pure_decision_rates():
+    rates = warm.decide_rates(calls=200, repeats=1)
+    assert rates["decide_node"]["events_per_s"] > 0 and rates["decide_job"]["events_per_s"] > 0
+
+
+def test_warm_replay_times_each_path_and_counts_its_calls(tiny_template):
+    result = warm.replay(node_events=3, job_events=1, template=tiny_template)
+    assert result["outcomes"].get("node_health:replace_node:executed", 0) >= 2
+    assert result["outcomes"].get("training_job:restart_job:executed") == 1
+    assert result["node"]["n"] >= 1 and result["node"]["median_ms"] > 0
+    replacement = result["calls"]["replace_node"]
+    assert "sagemaker:BatchReplaceClusterNodes" in replacement["sequences"][0]["calls"]
+    assert all(call in result["why"] for call in replacement["sequences"][0]["calls"])
+
+
+def test_storm_reports_wall_time_memory_actions_and_pages(tiny_template):
+    result = storm.run(events=10, template=tiny_template)
+    assert result["records"] == 10
+    assert {"wall_s", "cpu_s", "peak_rss_mib", "actions", "pages", "outcomes", "api_calls"} <= set(result)
+    assert result["actions"] <= 10
+
+
+def test_the_readme_block_is_replaced_and_nothing_else(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# Medic\n\nintro\n\n## Development\n\nmake lint\n")
+    assert report.update_readme(readme, "first")
+    text = readme.read_text()
+    assert text.index("## Benchmarks") < text.index(report.START) < text.index("first") < text.index("## Development")
+    readme.write_text(text.replace("intro", "intro, edited by someone else"))
+    assert report.update_readme(readme, "second")
+    text = readme.read_text()
+    assert "second" in text and "first" not in text and "edited by someone else" in text
+    assert text.count(report.START) == 1 and text.count("## Benchmarks") == 1
+    assert not report.update_readme(readme, "second")
+
+
+def test_the_table_renders_results_and_errors():
+    results = {"machine": common.machine(), "probe": {"error": "boom"}, "synth": {"error": "timed out"},
+               "cold_start": {"boto3_ms": 100.0, "boto3_cpu_ms": 90.0, "within_target": False, "handlers": {
+                   "node_health": {"ms": 200.0, "cpu_ms": 180.0, "ratio": 2.0, "cpu_ratio": 2.0,
+                                   "within_target": False, "above_boto3": {"pydantic": 30.0, "medic": 20.0}}}}}
+    text = report.block(results)
+    assert "| Cold start: `medic.handlers.node_health` |" in text and "2.00×" in text
+    assert "error: boom" in text and "gap" in text
+    assert set(BENCHMARKS) == {"cold_start", "warm", "storm", "probe", "synth"}
+
+
+def test_module_cli_passes_numbers_and_prints_json(capsys):
+    assert common.cli(lambda calls=1: {"calls": calls}, str, ["--json", "--calls", "3"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"calls": 3}
