@@ -39,5 +39,8 @@ deploy: setup
 diff: setup
 	$(CDK) diff -c config=$(CONFIG)
 
+bench: setup
+	$(PY) -m bench
+
 clean:
 	rm -rf cdk.out build .pytest_cache
