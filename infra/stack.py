@@ -16,6 +16,7 @@ from infra.components.mode import ModeParameter
 from infra.components.node_remediation import NodeRemediation
 from infra.components.operations import Operations
 from infra.components.paging import PagingTopic
+from infra.components.reconciler import Reconciler
 from infra.components.shared import Shared
 from infra.components.slurm_agents import SlurmJobRequeue
 from infra.components.training_alarms import AlarmResponse, TrainingAlarms
@@ -43,6 +44,7 @@ class MedicStack(Stack):
         )
         self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
         self.cluster_events = ClusterEvents(self, "ClusterEvents", shared=shared)
+        self.reconciler = Reconciler(self, "Reconciler", shared=shared)
         self.slurm_job_requeue = (
             SlurmJobRequeue(self, "SlurmJobRequeue", shared=shared)
             if any(cluster.orchestrator == "slurm" for cluster in config.clusters) else None)
@@ -67,6 +69,7 @@ class MedicStack(Stack):
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
         CfnOutput(self, "ModeParameterName", value=shared.mode.parameter_name)
         for name, construct in (("NodeRemediation", self.node_remediation), ("ClusterEvents", self.cluster_events),
+                                ("Reconciler", self.reconciler),
                                 ("TrainingJobRestarts", self.training_job_restarts),
                                 ("AlarmResponse", self.alarm_response)):
             if construct is not None:

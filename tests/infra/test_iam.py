@@ -16,6 +16,8 @@ EXTRA = {
     "NodeRemediationHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
                                "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode"},
     "ClusterEventsHandler": set(),
+    "ReconcilerHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
+                          "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"},
     "SlurmJobRequeueRequeueHandler": set(),
     "SlurmJobRequeueAgentResultsHandler": {"dynamodb:DescribeStream", "dynamodb:GetRecords",
                                            "dynamodb:GetShardIterator", "dynamodb:ListStreams",
