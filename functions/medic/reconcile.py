@@ -126,7 +126,7 @@ class _Sweep:
         claims = self.ledger.node_claims(name, [*acted, *(node.node_id for node in failed)])
 
         for claim in claims.values():
-            if claim.pending and needs_recheck(claim, self.now) and self._room():
+            if claim.pending and needs_recheck(claim, self.now, self.cooldown) and self._room():
                 self._unfinished(claim)
         for node in failed:
             if covered(claims.get(node.node_id), self.now, self.cooldown) or not self._room():

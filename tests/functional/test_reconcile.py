@@ -297,6 +297,19 @@ def test_given_a_run_died_after_claiming_the_node_is_blocked_only_until_the_clai
     assert claim_of(world).outcome == "executed"
 
 
+def test_given_an_unfinished_claim_expired_unseen_when_the_reconciler_runs_then_it_pages_and_does_not_retry(
+        world, unhealthy_event, monkeypatch):
+    die_after_claiming(world, unhealthy_event, monkeypatch)
+    # When the first sweep to see it comes after the cooldown (the reconciler was down meanwhile)
+    listed(world, (NODE, "Failure"))
+    sweep(world, "2026-11-20T09:15:00Z")
+    # Then the claim no longer covers the node: it is a failed node like any other (a page, no call)
+    world.hyperpod.assert_all_called()
+    [record] = records(world)
+    assert (record["fault"], record["action"], record["outcome"], record["paged"]) == (
+        "unknown", "none", "deferred", True)
+
+
 def test_given_an_event_settles_the_claim_while_the_reconciler_rechecks_then_only_one_call_is_made(
         world, unhealthy_event, monkeypatch):
     die_after_claiming(world, unhealthy_event, monkeypatch)

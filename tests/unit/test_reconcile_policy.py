@@ -47,21 +47,26 @@ def node(status: str) -> NodeInfo:
 # --- which claims need a re-check
 
 def test_a_claim_whose_answer_was_lost_is_rechecked_at_once():
-    assert needs_recheck(claim(RESULT_UNKNOWN, minutes_ago=0), NOW)
+    assert needs_recheck(claim(RESULT_UNKNOWN, minutes_ago=0), NOW, COOLDOWN)
 
 
 def test_an_in_flight_claim_is_left_to_its_run_while_the_run_may_still_be_alive():
-    assert not needs_recheck(claim(IN_FLIGHT, minutes_ago=0.5), NOW)
+    assert not needs_recheck(claim(IN_FLIGHT, minutes_ago=0.5), NOW, COOLDOWN)
 
 
 def test_an_in_flight_claim_older_than_any_run_belongs_to_a_run_that_died():
     stale_minutes = STALE_CLAIM.total_seconds() / 60
-    assert needs_recheck(claim(IN_FLIGHT, minutes_ago=stale_minutes), NOW)
+    assert needs_recheck(claim(IN_FLIGHT, minutes_ago=stale_minutes), NOW, COOLDOWN)
 
 
 @pytest.mark.parametrize("outcome", ["executed", "failed", "deferred", "dry_run"])
 def test_a_finished_claim_is_never_rechecked(outcome):
-    assert not needs_recheck(claim(outcome, minutes_ago=30), NOW)
+    assert not needs_recheck(claim(outcome, minutes_ago=30), NOW, COOLDOWN)
+
+
+@pytest.mark.parametrize("outcome", [IN_FLIGHT, RESULT_UNKNOWN])
+def test_an_unfinished_claim_expires_with_the_node_cooldown(outcome):
+    assert not needs_recheck(claim(outcome, minutes_ago=60), NOW, COOLDOWN)
 
 
 # --- what a re-check decides
@@ -136,8 +141,9 @@ def test_a_node_acted_on_before_the_cooldown_is_no_longer_covered():
     assert not covered(claim("executed", minutes_ago=61), NOW, COOLDOWN)
 
 
-def test_an_unfinished_claim_covers_its_node_even_after_the_cooldown():
-    assert covered(claim(IN_FLIGHT, minutes_ago=90), NOW, COOLDOWN)
+def test_an_unfinished_claim_covers_its_node_until_it_expires_with_the_cooldown():
+    assert covered(claim(IN_FLIGHT, minutes_ago=59), NOW, COOLDOWN)
+    assert not covered(claim(IN_FLIGHT, minutes_ago=61), NOW, COOLDOWN)
 
 
 # --- repairs

@@ -29,8 +29,10 @@ Events are best effort, so every few minutes Medic compares what HyperPod says a
      the two apart: Medic does not repeat it blindly; the claim becomes ``failed`` and a human is
      paged once. So is a claim out of retries, or one found while Medic is paused.
    A claim that nobody settles blocks the node only for the node cooldown (the event path treats
-   the same fault inside the cooldown as a duplicate); after that the node is free again, and the
-   ledger item itself expires after ``NODE_STATE_DAYS``.
+   the same fault inside the cooldown as a duplicate); after that it has expired: the event path
+   acts on the node as on any other (after its own DescribeClusterNode), the reconciler no longer
+   re-checks it and treats a failed node as uncovered, and the ledger item itself goes after
+   ``NODE_STATE_DAYS`` (TTL).
 
 3. **Ambiguous results.** A read timeout or a dropped connection after the request was sent
    (botocore ``HTTPClientError``: ``ReadTimeoutError``, ``ConnectionClosedError``) may hide an
@@ -143,8 +145,11 @@ class PendingDecision:
     page: bool = False
 
 
-def needs_recheck(claim: PendingClaim, now: datetime) -> bool:
-    """True for a claim whose call may or may not have reached HyperPod and whose run is over."""
+def needs_recheck(claim: PendingClaim, now: datetime, cooldown: timedelta) -> bool:
+    """True for a claim whose call may or may not have reached HyperPod, whose run is over, and which
+    has not expired (past the node cooldown the node is free again, for the event path too)."""
+    if now - claim.acted_at >= cooldown:
+        return False
     if claim.outcome == RESULT_UNKNOWN:
         return True
     return claim.outcome == IN_FLIGHT and now - claim.acted_at >= STALE_CLAIM
@@ -193,8 +198,8 @@ def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mo
 
 
 def covered(claim: PendingClaim | None, now: datetime, cooldown: timedelta) -> bool:
-    """A node Medic acted on inside the cooldown (or whose claim is unfinished) has its incident open."""
-    return claim is not None and (claim.pending or now - claim.acted_at < cooldown)
+    """A node Medic acted on inside the cooldown (its claim finished or not) has its incident open."""
+    return claim is not None and now - claim.acted_at < cooldown
 
 
 def repair_statuses(cluster: Cluster) -> frozenset[str]:
