@@ -162,6 +162,18 @@ class Ledger:
             raise
         return int(response["Attributes"]["restarts"]["N"])
 
+    def refund_job_restart(self, lineage: str) -> None:
+        """Give back a restart whose command never reached the agent (never below zero)."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": f"{self.namespace}lineage#{lineage}"}, "sk": {"S": "restarts"}},
+                UpdateExpression="ADD restarts :minus", ConditionExpression="restarts > :zero",
+                ExpressionAttributeValues={":minus": {"N": "-1"}, ":zero": {"N": "0"}})
+        except ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise
+
     def record_command(self, command_id: str, context: dict[str, str], now: datetime) -> None:
         """What a queued agent command is for, so its result can be recorded against the same incident."""
         item = {"pk": {"S": f"command#{command_id}"}, "sk": {"S": "issued"},

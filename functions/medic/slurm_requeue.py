@@ -135,7 +135,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
                                           f"{request.job}).", page="gave_up", attempt=max_restarts + 1)
     try:
         command = requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
-                                  job_name=request.job_name)
+                                  job_name=request.job_name, request_id=f"{request.trigger}:{request.event_id}")
         context = {key: str(value) for key, value in base.items() if value is not None}
         ledger.record_command(command.command_id, {**context, "attempt": str(restarts),
                                                    DETAILS_KEY: request.context[:1000]}, now)
@@ -143,6 +143,11 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     except InvalidCommand as error:  # unreachable after the checks above; kept as the last line of defence
         return finish(Outcome.REJECTED, f"Refused to queue: {error}.", attempt=restarts)
     except (ClientError, BotoCoreError) as error:
+        # Nothing reached the agent: give the restart back to the budget (best effort).
+        try:
+            ledger.refund_job_restart(lineage)
+        except (ClientError, BotoCoreError):
+            logger.warning("restart refund failed", extra={"lineage": lineage})
         return finish(Outcome.FAILED, f"Could not queue the requeue ({error_code(error)}): {short(str(error))}",
                       page="failed", attempt=restarts)
     return finish(Outcome.DEFERRED, f"Requeue of {request.job} (attempt {restarts} of {max_restarts}) queued "

@@ -202,6 +202,22 @@ def test_a_queue_that_cannot_be_reached_fails_and_pages(slurm):
     # Then the decision fails with the SQS error and pages
     assert (record["outcome"], record["paged"]) == ("failed", True)
     assert "Could not queue" in record["reason"]
+    # And the restart it never delivered is given back to the job's budget
+    restarts = slurm.item(f"lineage#slurm:{CLUSTER}:4211", "restarts")
+    assert restarts["restarts"]["N"] == "0"
+
+
+def test_the_same_request_always_yields_the_same_command_id(slurm):
+    # Given a live agent, and a request whose first delivery was handled
+    slurm.heartbeat()
+    first = request(slurm)
+    [body] = slurm.queued()
+    # Then its command id is derived from the request, so a retried send is the same command for the agent
+    from medic.domain.slurm import requeue_command
+
+    again = requeue_command(CLUSTER, first["incident"], slurm.medic.clock[0], job_id="4211",
+                            request_id=f"operator:{EVENT_ID}")
+    assert again.command_id == body["command_id"]
 
 
 def test_a_slurm_cluster_without_an_agent_queue_fails_and_pages(slurm):

@@ -148,10 +148,16 @@ def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None
 
 
 def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str | None = None,
-                    job_name: str | None = None) -> AgentCommand:
-    """`scontrol requeue <job_id>`, or every job named job_name; InvalidCommand unless exactly one is valid."""
+                    job_name: str | None = None, request_id: str | None = None) -> AgentCommand:
+    """`scontrol requeue <job_id>`, or every job named job_name; InvalidCommand unless exactly one is valid.
+
+    The command id derives from the request (same request, same id), so a retried send cannot make
+    the agent run a second command: the agent dedupes on the id.
+    """
     validate_requeue_target(job_id=job_id, job_name=job_name)
-    return AgentCommand(command_id=str(uuid.uuid4()), cluster=cluster, kind="requeue_job", incident=incident,
+    command_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{request_id}")) if request_id \
+        else str(uuid.uuid4())
+    return AgentCommand(command_id=command_id, cluster=cluster, kind="requeue_job", incident=incident,
                         issued_at=now, job_id=job_id, job_name=job_name)
 
 
