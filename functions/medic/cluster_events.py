@@ -14,9 +14,12 @@ from medic.deps import Deps
 from medic.domain.cluster_events import ClusterEvent, classify_cluster_event, cluster_log_group
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import cluster_event_page
+from medic.domain.reconcile import IN_FLIGHT, RESULT_UNKNOWN
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
 
+# A claim whose call went out (or may have): the repair is Medic's.
+MEDICS_REPAIR_STATES = frozenset({Outcome.EXECUTED.value, IN_FLIGHT, RESULT_UNKNOWN})
 # Causes that end a repair Medic started; a lifecycle-script failure on the new node does too.
 ENDS_MEDICS_REPAIR = frozenset({Fault.CAPACITY_SHORTFALL, Fault.REPAIR_FAILED, Fault.LIFECYCLE_SCRIPT_FAILED})
 
@@ -47,7 +50,7 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
     state = ledger.load(cluster.name, details.InstanceId)[0] if details.InstanceId else None
     guardrails = deps.config.guardrails_for(cluster)
     window = timedelta(minutes=max(guardrails.repair_minutes, guardrails.node_cooldown_minutes))
-    medics_repair = (state is not None and state.outcome == Outcome.EXECUTED.value
+    medics_repair = (state is not None and state.outcome in MEDICS_REPAIR_STATES
                      and now - state.acted_at <= window and fault in ENDS_MEDICS_REPAIR)
     if medics_repair:
         ledger.set_outcome(cluster.name, details.InstanceId, Outcome.FAILED.value)
