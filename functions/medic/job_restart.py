@@ -54,10 +54,24 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
     lineage = lineage_of(name, tags)
     base["incident"] = f"job:{lineage.root}"
 
-    if detail.TrainingJobStatus == "Failed" and not ledger.claim_job_failure(name, deps.now()):
+    claimed = detail.TrainingJobStatus == "Failed"
+    if claimed and not ledger.claim_job_failure(name, deps.now()):
         return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
                      "reason": f"This failure of {name} was already handled.", "attempt": lineage.restarts + 1})
+    try:
+        record = _handle_claimed(detail, base, spec, failure, lineage, tags, ledger, mode, deps)
+    except BaseException:
+        if claimed:  # an unexpected error: the retry of this event must not read as a duplicate
+            ledger.release_job_failure(name)
+        raise
+    if claimed:
+        ledger.finish_job_failure(name, deps.now())
+    return record
 
+
+def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: Any, tags: dict[str, str],
+                    ledger: Any, mode: str, deps: Deps) -> dict:
+    name, reason = detail.TrainingJobName, detail.FailureReason
     max_restarts = deps.config.max_restarts_for(spec)
     checkpoint, description = Checkpoint.NOT_CONFIGURED, None
     wants_restart = (detail.TrainingJobStatus == "Failed" and failure.fault is Fault.JOB_RETRYABLE

@@ -24,6 +24,8 @@ from medic.domain.models import ClusterAction, ClusterState, NodeState
 from medic.domain.reconcile import PendingClaim, RepairWatch
 
 NODE_STATE_DAYS = 7  # long enough for escalation memory and cooldowns; TTL cleans up after
+# Longer than a handler's 60 s timeout: an unfinished claim older than this belongs to a dead run.
+JOB_CLAIM_STALE = timedelta(seconds=90)
 CLUSTER_ACTION_HOURS = 2  # longer than any budget or repair window
 
 
@@ -125,13 +127,30 @@ class Ledger:
         return True
 
     def claim_job_failure(self, job_name: str, now: datetime) -> bool:
-        """True for the first delivery of a job's failure: each failed job is handled once."""
+        """True for the first delivery of a job's failure: each failed job is handled once.
+
+        A claim whose run died before finishing (no ``done_at``) goes stale after
+        JOB_CLAIM_STALE, so Lambda's retry of that event handles it; the restart's name is
+        deterministic, so a clone the dead run already started is found, not doubled.
+        """
         return self._conditional_put(
-            {"pk": {"S": f"{self.namespace}jobfail#{job_name}"}, "sk": {"S": "claim"},
-             "claimed_at": {"S": now.isoformat()},
+            {**self._job_failure_key(job_name), "claimed_at": {"S": now.isoformat()},
              "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
-            "attribute_not_exists(pk)", {},
+            "attribute_not_exists(pk) OR (attribute_not_exists(done_at) AND claimed_at < :stale)",
+            {":stale": {"S": (now - JOB_CLAIM_STALE).isoformat()}},
         )
+
+    def finish_job_failure(self, job_name: str, now: datetime) -> None:
+        self.client.update_item(TableName=self.table, Key=self._job_failure_key(job_name),
+                                UpdateExpression="SET done_at = :now",
+                                ExpressionAttributeValues={":now": {"S": now.isoformat()}})
+
+    def release_job_failure(self, job_name: str) -> None:
+        """The run failed with an error: let the retry of the same event handle it."""
+        self.client.delete_item(TableName=self.table, Key=self._job_failure_key(job_name))
+
+    def _job_failure_key(self, job_name: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}jobfail#{job_name}"}, "sk": {"S": "claim"}}
 
     def agent_heartbeat(self, cluster: str) -> datetime | None:
         """When the cluster's Slurm agent last reported in (agents write it; dry runs read the real one)."""

@@ -104,6 +104,41 @@ def test_a_redelivered_failure_creates_no_second_job(world, failed_event):
     assert training.names() == [JOB, f"{JOB}-r1"]
 
 
+def test_a_run_that_died_after_claiming_does_not_block_the_restart(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    # Given a run claimed this failure at 08:14:05 and died before restarting anything
+    assert medic.deps.ledger.claim_job_failure(JOB, medic.clock[0])
+    # When Lambda's retry delivers the event 30 s later, the claim still reads as a run in progress
+    medic.at("2026-11-20T08:14:35Z")
+    assert handle(medic, failed_event)["outcome"] == "duplicate"
+    # And when the next retry comes 3 minutes later, the dead run's claim is stale: the job is restarted once
+    medic.at("2026-11-20T08:17:05Z")
+    assert handle(medic, failed_event)["outcome"] == "executed"
+    assert training.names() == [JOB, f"{JOB}-r1"]
+    # And a finished claim stays final
+    medic.at("2026-11-20T09:30:00Z")
+    assert handle(medic, failed_event)["outcome"] == "duplicate"
+
+
+def test_an_unexpected_error_releases_the_claim_for_the_retry(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    # Given the first run breaks on an unexpected error after claiming
+    describe = medic.deps.training.describe
+    medic.deps.training.describe = lambda name: (_ for _ in ()).throw(RuntimeError("bug"))
+    with pytest.raises(RuntimeError):
+        handle(medic, failed_event)
+    medic.deps.training.describe = describe
+    # When Lambda retries the event
+    record = handle(medic, failed_event)
+    # Then the retry restarts the job instead of calling it a duplicate
+    assert record["outcome"] == "executed"
+    assert training.names() == [JOB, f"{JOB}-r1"]
+
+
 @pytest.mark.parametrize("reason,label", [
     ("AlgorithmError: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out_of_memory"),
     ("ClientError: ValidationException: hyperparameter lr must be a float", "validation_error"),
