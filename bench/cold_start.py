@@ -70,7 +70,7 @@ def handler_modules() -> tuple[str, ...]:
     return tuple(name for name in HANDLERS if name in found) + tuple(name for name in found if name not in HANDLERS)
 
 
-def run(repeats: int = 7, handlers: tuple[str, ...] | None = None, breakdown: bool = True) -> dict:
+def run(repeats: int = 5, handlers: tuple[str, ...] | None = None, breakdown: bool = True) -> dict:
     handlers = handlers or handler_modules()
     modules = ["boto3", *(f"medic.handlers.{name}" for name in handlers)]
     samples: dict[str, list[tuple[float, float]]] = {module: [] for module in modules}

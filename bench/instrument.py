@@ -1,15 +1,17 @@
 """Per-invocation measurements during a replay, from outside the harness.
 
-Inside ``instrumented()``, every handler the replay runs is timed (wall clock around the handler
-call), the API calls it makes are counted by a botocore ``before-call`` hook on the session the
-handlers' clients come from, and the time the emulated services (moto and the harness's own
-emulations) spend answering is summed per invocation, so the handler's own share (Medic plus
-botocore's client-side work: serializing, signing, parsing) can be told apart from the emulator's.
+Inside ``instrumented()``, each handler module's ``handler`` is wrapped (the harness looks it up on the
+module at every invocation, so it finds the wrapper): every handler call is timed (wall clock), the API
+calls it makes are counted by a botocore ``before-call`` hook on the session the handlers' clients come
+from, and the time the emulated services (moto and the harness's own emulations) spend answering is
+summed per invocation, so the handler's own share (Medic plus botocore's client-side work: serializing,
+signing, parsing) can be told apart from the emulator's.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import time
 from collections import Counter
@@ -62,27 +64,33 @@ class Probe:
                 and (cold is None or i.cold == cold)]
 
 
-def _deps_cold() -> bool:
-    deps = sys.modules.get("medic.deps")
-    dependencies = getattr(deps, "dependencies", None)
+def _deps_cold(module: Any) -> bool:
+    """No dependencies built yet for this container (the harness may give each function its own cache)."""
+    dependencies = getattr(module, "dependencies", None) or getattr(sys.modules.get("medic.deps"), "dependencies", None)
     info = getattr(dependencies, "cache_info", None)
     return info is None or info().currsize == 0
 
 
+def handler_modules() -> list[Any]:
+    from bench.common import FUNCTIONS
+
+    names = sorted(p.stem for p in (FUNCTIONS / "medic" / "handlers").glob("*.py") if p.stem != "__init__")
+    return [importlib.import_module(f"medic.handlers.{name}") for name in names]
+
+
 @contextmanager
 def instrumented() -> Iterator[Probe]:
-    import sim.replay as replay_module
     from sim.router import Router
 
     probe = Probe()
-    load_handler, before_send, install = replay_module._load_handler, Router._before_send, Router.install
+    before_send, install = Router._before_send, Router.install
 
-    def timed_load(spec: str) -> Any:
-        handler = load_handler(spec)
+    def timed_handler(module: Any, handler: Any) -> Any:
+        spec = f"{module.__name__}.handler"
 
         @functools.wraps(handler)
         def timed(event: Any, context: Any) -> Any:
-            invocation = Invocation(spec, cold=_deps_cold())
+            invocation = Invocation(spec, cold=_deps_cold(module))
             probe.current = invocation
             started = time.perf_counter_ns()
             try:
@@ -119,13 +127,16 @@ def instrumented() -> Iterator[Probe]:
         install(self, session)
         session.events.register("before-call", probe.on_call)  # the handlers' clients copy this emitter
 
-    replay_module._load_handler = timed_load
+    wrapped = [(module, module.handler) for module in handler_modules() if callable(getattr(module, "handler", None))]
+    for module, handler in wrapped:
+        module.handler = timed_handler(module, handler)
     Router._before_send = timed_send
     Router.install = counting_install
     try:
         yield probe
     finally:
-        replay_module._load_handler = load_handler
+        for module, handler in wrapped:
+            module.handler = handler
         Router._before_send = before_send
         Router.install = install
 

@@ -47,6 +47,16 @@ def _us(ns: Any) -> str:
     return f"{ns / 1000:.2f} µs" if isinstance(ns, int | float) else "n/a"
 
 
+def _broken(result: dict) -> str | None:
+    """A replay that ran but whose handlers raised (or that recorded less than it was fed): not a valid number."""
+    errors = result.get("errors") or []
+    if errors:
+        return f"the replay reported {len(errors)}+ error(s), first: {errors[0]}"
+    if "records" in result and "events" in result and result["records"] < result["events"]:
+        return f"only {result['records']} records for {result['events']} events"
+    return None
+
+
 def _error(result: dict) -> str | None:
     if not isinstance(result, dict) or not result:
         return "not run"
@@ -141,7 +151,7 @@ def rows(results: dict) -> list[tuple[str, str, str, str]]:
                     f"peak RSS {storm['peak_rss_mib']} MiB ({storm['rss_before_mib']} MiB before the replay); "
                     f"{storm['actions']} actions, {storm['pages']} pages ({outcomes}); "
                     f"{storm['api_calls']:,} API calls",
-                    "< 60 s", "met" if storm["within_target"] else "gap"))
+                    "< 60 s", "met" if storm["within_target"] and not _broken(storm) else "gap"))
 
     if _error(probe):
         out.append(("Probe: `probe.step()`", f"error: {_error(probe)}", "< 10 µs", "not measured"))
@@ -227,7 +237,11 @@ def notes(results: dict) -> list[str]:
             out.append(f"A redelivered event costs {duplicate['median']} calls and no action "
                        "(node lookup, then the ledger says it was handled).")
 
-    if not _error(storm):
+    for name, result in (("warm", warm), ("storm", storm)):
+        if not _error(result) and _broken(result):
+            out.append(f"**{name}: the numbers are not valid**: {_broken(result)}.")
+
+    if not _error(storm) and not _broken(storm):
         share = storm["handler_s"] / storm["wall_s"] if storm["wall_s"] else 0
         budget = (f"{storm['actions']} actions ({storm['actions'] / max(1, storm['clusters']):.0f} per cluster: the "
                   f"hourly budget) and {storm['pages']} pages ({storm['pages'] / max(1, storm['clusters']):.0f} per "

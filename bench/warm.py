@@ -90,7 +90,7 @@ def latency(invocations: list[Invocation]) -> dict:
     }
 
 
-def replay(node_events: int = 120, job_events: int = 40, template: dict | None = None) -> dict:
+def replay(node_events: int = 100, job_events: int = 30, template: dict | None = None) -> dict:
     from sim.replay import run as replay_run
 
     data = replay_config()
@@ -199,7 +199,7 @@ def decide_rates(calls: int = 20_000, repeats: int = 7) -> dict:
             "decide_job": _rate(decide_job, _job_contexts(), calls, repeats)}
 
 
-def run(node_events: int = 120, job_events: int = 40, calls: int = 20_000, repeats: int = 7,
+def run(node_events: int = 100, job_events: int = 30, calls: int = 20_000, repeats: int = 7,
         template: dict | None = None) -> dict:
     result: dict[str, Any] = {"benchmark": "warm"}
     result["pure"] = decide_rates(calls, repeats)  # first: a clean process, before the replay's imports

@@ -44,6 +44,7 @@ def test_pure_decision_rates():
 
 def test_warm_replay_times_each_path_and_counts_its_calls(tiny_template):
     result = warm.replay(node_events=3, job_events=1, template=tiny_template)
+    assert not result["errors"]
     assert result["outcomes"].get("node_health:replace_node:executed", 0) >= 2
     assert result["outcomes"].get("training_job:restart_job:executed") == 1
     assert result["node"]["n"] >= 1 and result["node"]["median_ms"] > 0
@@ -57,6 +58,7 @@ def test_storm_reports_wall_time_memory_actions_and_pages(tiny_template):
     assert result["records"] == 10
     assert {"wall_s", "cpu_s", "peak_rss_mib", "actions", "pages", "outcomes", "api_calls"} <= set(result)
     assert result["actions"] <= 10
+    assert not result["errors"] and result["handler_s"] > 0  # the handlers ran, and the timing hooks saw them
 
 
 def test_the_readme_block_is_replaced_and_nothing_else(tmp_path):
@@ -81,7 +83,7 @@ def test_the_table_renders_results_and_errors():
     text = report.block(results)
     assert "| Cold start: `medic.handlers.node_health` |" in text and "2.00×" in text
     assert "error: boom" in text and "gap" in text
-    assert set(BENCHMARKS) == {"cold_start", "warm", "storm", "probe", "synth"}
+    assert set(BENCHMARKS) == {"cold_start", "prepare", "warm", "storm", "probe", "synth"}
 
 
 def test_module_cli_passes_numbers_and_prints_json(capsys):
