@@ -105,7 +105,7 @@ class TrainingJobs(_Strict):
     @classmethod
     def _roles(cls, arns: list[str]) -> list[str]:
         for arn in arns:
-            if not re.match(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$", arn):
+            if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
                 raise ValueError(f"not an IAM role ARN: {arn!r}")
         return arns
 

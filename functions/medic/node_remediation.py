@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -23,7 +25,10 @@ from medic.obs import logger
 from medic.paging import page_cluster_summary, page_incident
 from medic.records import complete, emit, rejected, short
 
-CLAIM_ATTEMPTS = 3  # a lost claim race re-reads and re-decides; the winner's claim then shows
+# A lost claim race re-reads and re-decides. Each loss means another claim won (this node's, then
+# the decision is a duplicate; or another node's, which spends the cluster's budget, so the budget
+# or breaker soon decides): the loop ends well before this bound unless many invocations collide.
+CLAIM_ATTEMPTS = 12
 STORM_WINDOW = timedelta(hours=1)  # the budget's rolling hour: one summary page per cluster per window
 
 
@@ -82,9 +87,11 @@ def decide_claim_act(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, no
         if ledger.claim(claim, state, cluster_state, reboot=decision.action is Action.REBOOT_NODE):
             break
         logger.info("claim race lost; re-deciding", extra={"incident": incident})
+        time.sleep(random.uniform(0, 0.05))  # noqa: S311 - jitter, not cryptography
     else:
-        decision = NodeDecision(decision.action, Outcome.DUPLICATE,
-                                "Another invocation is handling this node right now.", attempt=decision.attempt)
+        decision = NodeDecision(decision.action, Outcome.DEFERRED,
+                                f"Lost the claim to concurrent decisions {CLAIM_ATTEMPTS} times; the reconciler "
+                                "takes this node up on its next sweep.", attempt=decision.attempt)
 
     if decision.close_incident:
         ledger.close_incident(incident)

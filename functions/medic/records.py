@@ -11,8 +11,14 @@ from medic.obs import emit_record
 
 
 def complete(fields: dict) -> dict:
-    """The record with every schema field present (null where not applicable)."""
-    return RemediationRecord.model_validate(fields).model_dump(mode="json")
+    """The record with every schema field present (null where not applicable), every text encodable:
+    a lone surrogate from an event would make the log line unwritable, and the decision unrecorded."""
+    record = RemediationRecord.model_validate(fields).model_dump(mode="json")
+    return {key: _encodable(value) if isinstance(value, str) else value for key, value in record.items()}
+
+
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def emit(fields: dict) -> dict:

@@ -165,6 +165,15 @@ def is_command_result(record: DynamoDBStreamRecordModel) -> bool:
             and str(keys.get("pk", "")).startswith("command#"))
 
 
+def rejected_stream_record(raw: Any, error: ValidationError, deps: Deps) -> dict:
+    """A stream record Medic cannot read (not something DynamoDB sends): one rejected record, no retry."""
+    event_id = str(raw.get("eventID", "unknown"))[:80] if isinstance(raw, dict) else "unknown"
+    problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5])
+    return emit({"incident": f"stream:{event_id}", "trigger": Trigger.RECONCILE, "event_id": event_id,
+                 "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
+                 "mode": deps.mode.current(), "reason": short(f"Unreadable ledger stream record: {problems}", 500)})
+
+
 def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict | None:
     """The final record for one agent result; None when the stream record is not one (or already recorded).
 

@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, MedicConfig
-from medic.domain.models import Action, Fault, Outcome
+from medic.domain.models import Action, Fault, MedicEvent, Outcome
 
 # --- the event ("CloudWatch Alarm State Change")
 
@@ -35,7 +34,7 @@ class AlarmDetail(BaseModel):
     previousState: AlarmState | None = None  # noqa: N815 - AWS's name
 
 
-class AlarmStateChangeEvent(EventBridgeModel):
+class AlarmStateChangeEvent(MedicEvent):
     detail: AlarmDetail
 
 

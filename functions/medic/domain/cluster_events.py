@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import re
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from medic.config import CLUSTER_NAME_PATTERN, INSTANCE_GROUP_PATTERN
-from medic.domain.models import CLUSTER_ARN_PATTERN, INSTANCE_ID_PATTERN, Fault
+from medic.domain.models import CLUSTER_ARN_PATTERN, INSTANCE_ID_PATTERN, Fault, MedicEvent
 
 
 class _Loose(BaseModel):
@@ -54,7 +53,7 @@ class ClusterEventDetail(_Loose):
     EventDetails: ClusterEventDetails
 
 
-class ClusterEvent(EventBridgeModel):
+class ClusterEvent(MedicEvent):
     detail: ClusterEventDetail
 
 

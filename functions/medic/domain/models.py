@@ -13,7 +13,7 @@ from medic.config import CLUSTER_NAME_PATTERN
 
 # EC2 instance ids as HyperPod reports them: i- followed by 8 or 17 lowercase hex digits.
 INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8}(?:[0-9a-f]{9})?$"
-CLUSTER_ARN_PATTERN = r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-zA-Z0-9-]{1,63}$"
+CLUSTER_ARN_PATTERN = r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-zA-Z0-9-]{1,63}$"
 
 
 class Trigger(StrEnum):
@@ -88,11 +88,17 @@ class NodeHealthDetail(BaseModel):
     HealthSummary: HealthSummary
 
 
-class NodeHealthEvent(EventBridgeModel):
+class MedicEvent(EventBridgeModel):
+    """An EventBridge event whose id is what EventBridge sends (a UUID): it ends up in ledger keys and records."""
+
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
+
+
+class NodeHealthEvent(MedicEvent):
     detail: NodeHealthDetail
 
 
-class EventEnvelope(EventBridgeModel):
+class EventEnvelope(MedicEvent):
     """The EventBridge envelope alone, so a bad detail can still be recorded against its event id."""
 
     detail: dict
@@ -105,14 +111,14 @@ TRAINING_JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 class TrainingJobDetail(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    TrainingJobName: str = Field(pattern=TRAINING_JOB_NAME_PATTERN)
-    TrainingJobArn: str = Field(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-job/.{1,63}$")
+    TrainingJobName: str = Field(max_length=63, pattern=TRAINING_JOB_NAME_PATTERN)
+    TrainingJobArn: str = Field(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-job/.{1,63}$")
     TrainingJobStatus: str = Field(min_length=1, max_length=32)
     FailureReason: str = Field(default="", max_length=4096)
     Tags: dict[str, str] | None = None
 
 
-class TrainingJobStateEvent(EventBridgeModel):
+class TrainingJobStateEvent(MedicEvent):
     detail: TrainingJobDetail
 
 

@@ -60,11 +60,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import Field
 
 from medic.config import Cluster
-from medic.domain.models import Action, NodeInfo, Outcome
+from medic.domain.models import Action, MedicEvent, NodeInfo, Outcome
 from medic.domain.pages import PageText, console_link
 from medic.domain.policy import IN_REPAIR_STATUSES
 
@@ -91,7 +90,7 @@ FAILURE_WITHOUT_REASON = ("Node status is Failure and no health event explains i
 NO_HEALTH_REASON = "(none: found by Medic's reconciler, InstanceStatus Failure)"
 
 
-class ScheduleEvent(EventBridgeModel):
+class ScheduleEvent(MedicEvent):
     """The EventBridge schedule's event: only its id matters (it names the run in every record)."""
 
     id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")

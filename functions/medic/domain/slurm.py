@@ -14,11 +14,10 @@ from datetime import datetime, timedelta
 from re import Pattern
 from typing import Any, Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from medic.config import CLUSTER_NAME_PATTERN
-from medic.domain.models import Outcome
+from medic.domain.models import MedicEvent, Outcome
 from medic.domain.pages import PageText, console_link
 
 JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
@@ -88,7 +87,7 @@ class RequeueJobDetail(BaseModel):
         return self.job_id if self.job_id is not None else str(self.job_name)
 
 
-class RequeueJobEvent(EventBridgeModel):
+class RequeueJobEvent(MedicEvent):
     """source "medic.operator", detail-type "Medic Requeue Job"."""
 
     source: Literal["medic.operator"]

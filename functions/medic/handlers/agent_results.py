@@ -10,26 +10,43 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.exceptions import UnexpectedBatchTypeError
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 
 from medic.deps import dependencies
 from medic.obs import logger, tracer
-from medic.slurm_requeue import record_agent_result
+from medic.slurm_requeue import record_agent_result, rejected_stream_record
 
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams, model=DynamoDBStreamRecordModel)
+# Records are parsed one by one in _record: a record the model cannot read is rejected alone,
+# it never fails the batch.
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
-def _record(record: DynamoDBStreamRecordModel) -> dict | None:
+def _record(record: DynamoDBRecord) -> dict | None:
     try:
-        return record_agent_result(record, dependencies())
+        parsed = DynamoDBStreamRecordModel.model_validate(record.raw_event)
+    except ValidationError as error:
+        return rejected_stream_record(record.raw_event, error, dependencies())
+    try:
+        return record_agent_result(parsed, dependencies())
     except Exception:
         logger.exception("agent result not recorded; the stream will retry it",
-                         extra={"stream_event_id": record.eventID, "keys": record.dynamodb.Keys})
+                         extra={"stream_event_id": parsed.eventID, "keys": parsed.dynamodb.Keys})
         raise
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
-    return process_partial_response(event=event, record_handler=_record, processor=processor, context=context)
+    if not isinstance(event, dict) or not isinstance(event.get("Records"), list) or not event["Records"]:
+        # Only the event source mapping invokes this; anything else is nobody's batch to retry.
+        logger.warning("not a DynamoDB Streams batch; nothing to do", extra={"event_type": type(event).__name__})
+        return {"batchItemFailures": []}
+    try:
+        return process_partial_response(event=event, record_handler=_record, processor=processor, context=context)
+    except (UnexpectedBatchTypeError, ValueError) as error:
+        logger.warning("not a DynamoDB Streams batch; nothing to do", extra={"error": str(error)[:200]})
+        return {"batchItemFailures": []}
