@@ -2,7 +2,8 @@
 JSON) gets one well-formed `rejected` or `ignored` record, never an exception that would loop through
 retries, and never an AWS call that changes anything: the run-time mode read is the only call allowed.
 
-Events start from the real samples in tests/fixtures/events/ and are broken on purpose. What counts as
+Events start from the real samples in tests/fixtures/events/ and are broken on purpose (1-3 fields
+made invalid: removed, wrong-typed, hostile or oversized; junk keys added anywhere). What counts as
 broken is written here from the AWS formats, independently of Medic's models, so a model that lets a
 hostile value through fails the property instead of being used as its own oracle.
 """
@@ -13,7 +14,6 @@ import copy
 import json
 import re
 import threading
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,15 +35,19 @@ from medic.adapters.pager import Pager
 from medic.adapters.slurm_queue import SlurmQueues
 from medic.adapters.training import TrainingJobs
 from medic.alarm_response import respond_to_alarm
+from medic.cluster_events import record_cluster_event
 from medic.config import parse_config
 from medic.deps import Deps
 from medic.domain.alarms import AlarmStateChangeEvent
+from medic.domain.cluster_events import ClusterEvent
 from medic.domain.models import NodeHealthEvent, RemediationRecord, TrainingJobStateEvent
+from medic.domain.reconcile import ScheduleEvent
 from medic.domain.slurm import RequeueJobEvent
-from medic.handlers import agent_results, alarm, node_health, requeue_request, training_job
+from medic.handlers import agent_results, alarm, cluster_event, node_health, reconcile, requeue_request, training_job
 from medic.job_restart import restart_training_job
 from medic.ledger import Ledger
 from medic.node_remediation import remediate_node
+from medic.reconcile import reconcile as reconcile_run
 from medic.slurm_requeue import handle_requeue_event, record_agent_result
 from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
 from tests.helpers import load_event
@@ -206,10 +210,6 @@ WRONG_TYPES = st.one_of(
     st.builds(deep, st.integers(min_value=50, max_value=400), JSON_LEAVES))
 
 
-def has_unicode_digit(value: Any) -> bool:
-    return isinstance(value, str) and any(not ch.isascii() and unicodedata.category(ch) == "Nd" for ch in value)
-
-
 # --- the formats, from the AWS documentation (ASCII: `\d` and `$` are not used on purpose)
 
 
@@ -258,26 +258,28 @@ class Spec:
     path: tuple[str, ...]
     valid: Callable[[Any], bool]
     optional: bool = False
-    ascii_digits: bool = False  # Unicode digits are covered by their own (xfail) test, not by the property
 
 
-def envelope(source: Callable[[Any], bool] | None = None,
-             detail_type: Callable[[Any], bool] | None = None) -> list[Spec]:
+EVENT_ID = full(r"[A-Za-z0-9-]+", 1, 64)  # what EventBridge sends (a UUID), bounded: it ends up in ledger keys
+
+
+def envelope(source: Callable[[Any], bool] | None = None, detail_type: Callable[[Any], bool] | None = None,
+             event_id: Callable[[Any], bool] = EVENT_ID) -> list[Spec]:
     source, detail_type = source or text(), detail_type or text()
-    return [Spec(("version",), text()), Spec(("id",), text()), Spec(("source",), source),
+    return [Spec(("version",), text()), Spec(("id",), event_id), Spec(("source",), source),
             Spec(("account",), text()), Spec(("time",), a_time), Spec(("region",), text()),
             Spec(("resources",), str_list), Spec(("detail-type",), detail_type), Spec(("detail",), is_dict)]
 
 
 NODE_SPECS = [*envelope(), Spec(("detail", "ClusterName"), full(CLUSTER_NAME)),
-              Spec(("detail", "ClusterArn"), full(CLUSTER_ARN), ascii_digits=True),
+              Spec(("detail", "ClusterArn"), full(CLUSTER_ARN)),
               Spec(("detail", "InstanceId"), full(INSTANCE_ID)), Spec(("detail", "HealthSummary"), is_dict),
               Spec(("detail", "HealthSummary", "HealthStatus"), text(1, 64)),
               Spec(("detail", "HealthSummary", "HealthStatusReason"), text(0, 4096), optional=True),
               Spec(("detail", "HealthSummary", "RepairAction"), text(0, 256, optional=True), optional=True),
               Spec(("detail", "HealthSummary", "Recommendation"), text(0, 1024, optional=True), optional=True)]
 JOB_SPECS = [*envelope(), Spec(("detail", "TrainingJobName"), full(JOB_NAME)),
-             Spec(("detail", "TrainingJobArn"), full(JOB_ARN), ascii_digits=True),
+             Spec(("detail", "TrainingJobArn"), full(JOB_ARN)),
              Spec(("detail", "TrainingJobStatus"), text(1, 32)),
              Spec(("detail", "FailureReason"), text(0, 4096), optional=True),
              Spec(("detail", "Tags"), str_map_or_none, optional=True)]
@@ -297,18 +299,28 @@ REQUEUE_SPECS = [*envelope(one_of("medic.operator"), one_of("Medic Requeue Job")
                  Spec(("detail", "job_name"), lambda value: value is None or full(r"[A-Za-z0-9._-]{1,128}")(value),
                       optional=True),
                  Spec(("detail", "reason"), text(1, 2000))]
+CLUSTER_EVENT_SPECS = [*envelope(), Spec(("detail", "EventDetails"), is_dict),
+                       Spec(("detail", "EventDetails", "EventId"), full(r"[A-Za-z0-9-]+", 1, 128)),
+                       Spec(("detail", "EventDetails", "ClusterArn"), full(CLUSTER_ARN)),
+                       Spec(("detail", "EventDetails", "ClusterName"), full(CLUSTER_NAME)),
+                       Spec(("detail", "EventDetails", "InstanceGroupName"),
+                            lambda value: value is None or full(CLUSTER_NAME)(value), optional=True),
+                       Spec(("detail", "EventDetails", "InstanceId"),
+                            lambda value: value is None or full(INSTANCE_ID)(value), optional=True),
+                       Spec(("detail", "EventDetails", "ResourceType"), text(0, 64), optional=True),
+                       Spec(("detail", "EventDetails", "EventLevel"), full(r"Info|Warn|Error")),
+                       Spec(("detail", "EventDetails", "Description"), text(0, 4096), optional=True)]
+SCHEDULE_SPECS = envelope(one_of("aws.events"), one_of("Scheduled Event"), full(r"[A-Za-z0-9._:-]+", 1, 128))
 KNOWN_NAMES = frozenset({"version", "id", "source", "account", "time", "region", "resources", "detail-type",
                          "detail_type", "detail", "replay-name", "replay_name"}
-                        | {spec.path[-1] for specs in (NODE_SPECS, JOB_SPECS, ALARM_SPECS, REQUEUE_SPECS)
-                           for spec in specs})
+                        | {spec.path[-1] for specs in (NODE_SPECS, JOB_SPECS, ALARM_SPECS, REQUEUE_SPECS,
+                                                       CLUSTER_EVENT_SPECS) for spec in specs})
 DELETE = object()
 
 
 def breaking(spec: Spec) -> st.SearchStrategy[Any]:
     """A value (or DELETE) that makes the field invalid by the format above."""
     values = st.one_of(WRONG_TYPES, HOSTILE_STRINGS).filter(lambda value: not spec.valid(value))
-    if spec.ascii_digits:
-        values = values.filter(lambda value: not has_unicode_digit(value))
     return values if spec.optional else st.one_of(st.just(DELETE), values)
 
 
@@ -359,6 +371,11 @@ JOB_SAMPLE = load_event("training-job-failed")
 ALARM_SAMPLE = load_event("cloudwatch-alarm-state-change")
 REQUEUE_SAMPLE = load_event("medic-requeue-job")
 STREAM_SAMPLE = load_event("ledger-stream-agent-result")
+CLUSTER_EVENT_SAMPLE = load_event("hyperpod-cluster-event-error")
+SCHEDULE_SAMPLE = {"version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa", "detail-type": "Scheduled Event",
+                   "source": "aws.events", "account": "123456789012", "time": "2026-11-21T03:10:00Z",
+                   "region": REGION, "resources": [f"arn:aws:events:{REGION}:123456789012:rule/medic-reconcile"],
+                   "detail": {}}
 
 
 def test_the_samples_are_valid_by_both_the_formats_here_and_medics_models():
@@ -366,7 +383,9 @@ def test_the_samples_are_valid_by_both_the_formats_here_and_medics_models():
     for model, sample, specs in ((NodeHealthEvent, NODE_SAMPLE, NODE_SPECS),
                                  (TrainingJobStateEvent, JOB_SAMPLE, JOB_SPECS),
                                  (AlarmStateChangeEvent, ALARM_SAMPLE, ALARM_SPECS),
-                                 (RequeueJobEvent, REQUEUE_SAMPLE, REQUEUE_SPECS)):
+                                 (RequeueJobEvent, REQUEUE_SAMPLE, REQUEUE_SPECS),
+                                 (ClusterEvent, CLUSTER_EVENT_SAMPLE, CLUSTER_EVENT_SPECS),
+                                 (ScheduleEvent, SCHEDULE_SAMPLE, SCHEDULE_SPECS)):
         model.model_validate(sample)
         for spec in specs:
             value: Any = sample
@@ -402,7 +421,26 @@ def test_requeue_request_refuses_broken_events(world, event):
     assert_refused(world, *world.run(handle_requeue_event, event))
 
 
-ENTRIES = [remediate_node, restart_training_job, respond_to_alarm, handle_requeue_event]
+@EXAMPLES
+@given(event=broken(CLUSTER_EVENT_SAMPLE, CLUSTER_EVENT_SPECS))
+def test_cluster_event_refuses_broken_events(world, event):
+    assert_refused(world, *world.run(record_cluster_event, event))
+
+
+@EXAMPLES
+@given(event=st.one_of(broken(SCHEDULE_SAMPLE, SCHEDULE_SPECS), random_json()))
+def test_reconcile_refuses_broken_schedule_events_and_sweeps_nothing(world, event):
+    before = len(world.medic.log.lines)
+    report, _ = world.run(reconcile_run, event)
+    lines = world.medic.log.lines[before:]
+    assert report["rejected"] is True and report["clusters"] == [], report
+    assert len(lines) == 1, lines
+    record = {key: lines[0][key] for key in RECORD_FIELDS}
+    assert report["run"] == record["event_id"]
+    assert_refused(world, record, lines)
+
+
+ENTRIES = [remediate_node, restart_training_job, respond_to_alarm, handle_requeue_event, record_cluster_event]
 
 
 @EXAMPLES
@@ -423,7 +461,7 @@ def names(pattern: str) -> st.SearchStrategy[str]:
     return st.from_regex(re.compile(pattern, re.ASCII), fullmatch=True)
 
 
-event_ids = st.text(max_size=100)
+event_ids = st.uuids().map(str)  # what EventBridge sends; hostile ids are the broken-event properties' business
 
 
 @st.composite
@@ -489,13 +527,14 @@ class LambdaContext:
 
 
 HANDLERS = {node_health: NODE_SAMPLE, training_job: JOB_SAMPLE, alarm: ALARM_SAMPLE,
-            requeue_request: REQUEUE_SAMPLE}
-SPECS = {node_health: NODE_SPECS, training_job: JOB_SPECS, alarm: ALARM_SPECS, requeue_request: REQUEUE_SPECS}
+            requeue_request: REQUEUE_SAMPLE, cluster_event: CLUSTER_EVENT_SAMPLE}
+SPECS = {node_health: NODE_SPECS, training_job: JOB_SPECS, alarm: ALARM_SPECS, requeue_request: REQUEUE_SPECS,
+         cluster_event: CLUSTER_EVENT_SPECS}
 
 
 @pytest.fixture
 def wired(world, monkeypatch) -> FuzzWorld:
-    for module in HANDLERS:
+    for module in (*HANDLERS, reconcile):
         monkeypatch.setattr(module, "dependencies", lambda: world.deps)
     return world
 
@@ -507,6 +546,14 @@ def test_the_lambda_handlers_refuse_what_their_use_cases_refuse(wired, case):
     module, raw = case
     record, lines = wired.run(lambda event, deps: module.handler(event, LambdaContext()), raw)
     assert_refused(wired, record, lines)
+
+
+@FEWER
+@given(raw=st.one_of(broken(SCHEDULE_SAMPLE, SCHEDULE_SPECS), random_json()))
+def test_the_reconcile_lambda_handler_refuses_what_reconcile_refuses(wired, raw):
+    report, lines = wired.run(lambda event, deps: reconcile.handler(event, LambdaContext()), raw)
+    assert report["rejected"] is True and report["clusters"] == [], report
+    assert_refused(wired, {key: lines[0][key] for key in RECORD_FIELDS}, lines)
 
 
 # --- the agent results (the ledger's stream): one record function, one batch handler
@@ -646,26 +693,16 @@ def test_the_agent_results_batch_reports_exactly_the_records_to_retry(world, mon
     assert not any(service in ("sns", "sqs") for service, _ in world.calls.operations())
 
 
-# --- what the properties found: each test names the bug and fails until it is fixed
+# --- what the properties found (fixed in b63a28e): kept as regression tests
 
 
-@pytest.mark.xfail(strict=True, raises=ClientError, reason=(
-    "BUG: the envelope's `id` has no length limit; handle_requeue_event (and the alarm's requeue) claims "
-    "`request#operator#<id>` in the ledger, and an id over ~2 KB makes DynamoDB's PutItem fail with "
-    "ValidationException (hash key > 2048 bytes), which propagates out of the handler (retried, then DLQ) "
-    "instead of a `rejected` record. Fix: bound `id` in RequeueJobEvent (EventBridge ids are 36-char UUIDs)."))
 def test_an_oversized_event_id_on_a_requeue_request_is_rejected(world):
-    world.calls.allow = lambda service, operation, params: service != "sqs"
+    # It used to reach the ledger (`request#operator#<id>`, a hash key over 2048 bytes) and raise.
     event = copy.deepcopy(REQUEUE_SAMPLE)
     event["id"] = "x" * 5000
-    record, _ = world.run(handle_requeue_event, event)
-    assert record["outcome"] == "rejected"
+    assert_refused(world, *world.run(handle_requeue_event, event))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: CLUSTER_ARN_PATTERN and TrainingJobDetail.TrainingJobArn use `\\d{12}`, which pydantic's (Rust) regex "
-    "reads as any Unicode digit: an account of Arabic-Indic digits passes validation and the event goes on to "
-    "the HyperPod/SageMaker reads (ListTags is called with that ARN). Fix: `[0-9]{12}` in domain/models.py."))
 @pytest.mark.parametrize("sample,path,value", [
     (NODE_SAMPLE, "ClusterArn", "arn:aws:sagemaker:us-west-2:\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668"
                                 "\u0669\u0660\u0661\u0662:cluster/k3v9q2w8x1za"),
@@ -673,60 +710,81 @@ def test_an_oversized_event_id_on_a_requeue_request_is_rejected(world):
                                    "\u0669\u0660\u0661\u0662:training-job/ft-mistral-7b-0042"),
 ], ids=["cluster-arn", "training-job-arn"])
 def test_unicode_digits_in_an_arn_are_rejected(world, sample, path, value):
+    # `\d{12}` used to accept any Unicode digit (pydantic's regex engine), and the event went on to the API.
     event = copy.deepcopy(sample)
     event["detail"][path] = value
     entry = remediate_node if sample is NODE_SAMPLE else restart_training_job
-    record, _ = world.run(entry, event)
-    assert record["outcome"] == "rejected", record
+    assert_refused(world, *world.run(entry, event))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG (minor): TRAINING_JOB_NAME_PATTERN bounds the alphanumerics to 63 but not the hyphens, so a "
-    "TrainingJobName of any length passes (SageMaker names are at most 63 characters; DESIGN.md); the event "
-    "goes on to ListTags and the ledger. Fix: max_length=63 on TrainingJobDetail.TrainingJobName."))
 def test_a_training_job_name_over_63_characters_is_rejected(world):
+    # The name pattern bounds the alphanumerics, not the hyphens: any length used to pass.
     event = copy.deepcopy(JOB_SAMPLE)
     event["detail"]["TrainingJobName"] = "ft-" + "-" * 100 + "x"
-    record, _ = world.run(restart_training_job, event)
-    assert record["outcome"] == "rejected", record
+    assert_refused(world, *world.run(restart_training_job, event))
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason=(
-    "BUG: the envelope's `id` is copied into the record unchecked; a lone surrogate (JSON '\\ud800') makes "
-    "the remediation line unencodable as UTF-8, so the Lambda runtime's stdout drops it (logging prints "
-    "'--- Logging error ---' instead): the decision leaves no record. Fix: validate `id` (printable, bounded) "
-    "at the edge, or sanitize event_id in records.complete()."))
 def test_a_lone_surrogate_in_the_event_id_still_leaves_a_record(world):
+    # A lone surrogate used to ride the event id into the record, whose log line then could not be written.
     event = copy.deepcopy(NODE_SAMPLE)
     event["id"] = json.loads('"5c1f4a2e-\\ud800"')
-    event["detail"]["InstanceId"] = "i-0abc; rm -rf /"
     record, lines = world.run(remediate_node, event)
-    assert record["outcome"] == "rejected"
-    json.dumps(lines[0], ensure_ascii=False).encode("utf-8")
+    assert_refused(world, record, lines)
+    assert record["event_id"] == "unknown"
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
-    "BUG (Powertools BatchProcessor with model=DynamoDBStreamRecordModel): a stream record whose NewImage has an "
-    "attribute type the deserializer does not know fails in a nested model, so the processor keeps no record "
-    "for it and crashes building the response ('NoneType' object has no attribute 'dynamodb'): the whole batch "
-    "fails instead of one batchItemFailure. Unreachable from DynamoDB itself; fix by parsing inside _record."))
-def test_a_poison_stream_record_is_one_batch_item_failure(world, monkeypatch):
+def test_a_lone_surrogate_from_an_agent_result_still_leaves_a_record(world):
+    # Text Medic does not validate (Slurm's output) reaches the record's reason: the record stays writable.
+    world.calls.allow = lambda service, operation, params: service == "dynamodb" or (service, operation) == MODE_READ
+    raw = copy.deepcopy(RESULT_RECORD)
+    raw["dynamodb"]["NewImage"]["message"] = {"S": json.loads('"scontrol requeue 4211: \\udfff exit 0"')}
+    forget_claims(world, [raw])
+    record, lines = world.run(record_agent_result, DynamoDBStreamRecordModel.model_validate(raw))
+    assert record["outcome"] == "executed"
+    assert "scontrol requeue 4211: ? exit 0" in record["reason"]
+    json.dumps(lines[-1], ensure_ascii=False).encode("utf-8")
+
+
+def poison_batch(world: FuzzWorld, monkeypatch: pytest.MonkeyPatch, poison: dict) -> tuple[dict, list[dict]]:
     monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
     world.calls.allow = claims_only
+    return world.run(lambda raw, deps: agent_results.handler(raw, ResultsContext()),
+                     {"Records": [poison, SKIPPED_RECORDS[1]]})
+
+
+def test_a_stream_record_the_model_cannot_read_is_rejected_alone(world, monkeypatch):
+    # A record that fails the stream model used to crash the whole batch inside Powertools.
     poison = copy.deepcopy(RESULT_RECORD)
-    poison["dynamodb"]["NewImage"]["status"] = {"Q": "executed"}
-    response, _ = world.run(lambda raw, deps: agent_results.handler(raw, ResultsContext()),
-                            {"Records": [poison, SKIPPED_RECORDS[1]]})
-    assert response == {"batchItemFailures": [{"itemIdentifier": poison["dynamodb"]["SequenceNumber"]}]}
+    poison["eventName"] = "EXPLODE"
+    response, lines = poison_batch(world, monkeypatch, poison)
+    assert response == {"batchItemFailures": []}
+    [record] = lines
+    assert (record["outcome"], record["fault"], record["event_id"]) == ("rejected", "invalid", poison["eventID"])
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "LOW: the agent results handler raises on an invocation that is not a DynamoDB Streams batch (Powertools: "
-    "ValueError 'Invalid event format' / UnexpectedBatchTypeError, also for an empty Records list). Only the "
-    "event source mapping invokes it, so this needs a direct invoke; a well-formed empty response would do."))
+    "BUG (minor, handlers/agent_results.py _record): Powertools' stream model deserializes Keys/NewImage in "
+    "validators that raise TypeError (an unknown type descriptor such as {'Q': ...}) or AttributeError (Keys that "
+    "is not a map), not a ValidationError; they escape `except ValidationError` and the record becomes a batch "
+    "item failure: retried 10 times, then the on-failure DLQ, though no retry can read it. The batch stays "
+    "well-formed (only that record fails). Expected, as for other unreadable records: rejected alone, no retry. "
+    "DynamoDB never sends these."))
+@pytest.mark.parametrize("where,value", [(("dynamodb", "NewImage", "status"), {"Q": "executed"}),
+                                         (("dynamodb", "Keys"), "not a map")], ids=["unknown-type", "keys-not-a-map"])
+def test_a_stream_record_the_deserializer_chokes_on_is_rejected_alone(world, monkeypatch, where, value):
+    poison = copy.deepcopy(RESULT_RECORD)
+    node_at(poison, where[:-1])[where[-1]] = value
+    response, lines = poison_batch(world, monkeypatch, poison)
+    assert response["batchItemFailures"] in ([], [{"itemIdentifier": poison["dynamodb"]["SequenceNumber"]}])
+    assert response == {"batchItemFailures": []}
+    assert [record["outcome"] for record in lines] == ["rejected"]
+
+
 @pytest.mark.parametrize("raw", [None, [], 7, {}, {"Records": []}, {"Records": "x"}, {"Records": None}],
                          ids=["none", "list", "int", "empty", "no-records", "records-str", "records-null"])
 def test_an_invocation_that_is_not_a_stream_batch_gets_an_empty_response(world, monkeypatch, raw):
+    # Powertools used to raise (ValueError / UnexpectedBatchTypeError) for anything but a stream batch.
     monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
-    response, _ = world.run(lambda event, deps: agent_results.handler(event, ResultsContext()), raw)
-    assert response == {"batchItemFailures": []}
+    response, lines = world.run(lambda event, deps: agent_results.handler(event, ResultsContext()), raw)
+    assert (response, lines) == ({"batchItemFailures": []}, [])
+    assert not world.calls.forbidden
