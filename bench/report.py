@@ -34,6 +34,9 @@ COULD_GO = {
                         "returns it (the SSM parameter stays the operator's switch; a rule on its change copies it)",
     "sagemaker:DescribeCluster": "the cluster size, by storing it in the cluster's ledger item (the scheduled "
                                  "reconciler refreshes it), read by the same `BatchGetItem`",
+    "dynamodb:UpdateItem": "the settle write after an accepted call, by letting the reconciler settle an in-flight "
+                           "claim whose node it finds in repair (it reads the node's status anyway), so the hot "
+                           "path writes the outcome only when the call failed or its answer was lost",
 }
 
 
@@ -222,16 +225,25 @@ def notes(results: dict) -> list[str]:
             worst = cold_profile.get("median", len(steady) + len(extra))
             extra_text = "; ".join(f"`{call}` ({why.get(call, '')})" for call in extra)
             status = "met" if len(steady) <= target else "gap"
-            could_go = [COULD_GO[c] for c in extra if c in COULD_GO]
+            could_go = [f"`{c.split(':')[1]}`: {COULD_GO[c]}" for c in [*steady, *extra] if c in COULD_GO]
+            needed = [c.split(":")[1] for c in steady if c not in COULD_GO]
             text = (f"**AWS calls ≤ {target} per node replacement: {status} in a warm container** "
                     f"({len(steady)} calls; median {hot['median']} over {hot['count']} replacements): {listed}. "
                     "The remediation record is a log line with an EMF metric on stdout, not an API call.")
             if extra:
                 text += (f" The first invocation of a container, and any after the short caches expire, adds "
-                         f"{extra_text}: {worst} calls. For sparse faults (minutes to hours apart) that is the usual "
-                         f"case, so there it is a gap. Which could go: {'; '.join(could_go) or 'none'}. The node "
-                         "lookup (group and status are not in the event), the claim and the action are each needed.")
+                         f"{extra_text}: {worst} calls; for sparse faults (minutes to hours apart) that is the usual "
+                         "case.")
+            if could_go:
+                text += f" Which could go: {'; '.join(could_go)}."
+            text += f" Needed on every replacement: {', '.join(needed)}."
             out.append(text)
+        job = calls.get("restart_job", {})
+        if job.get("count"):
+            why_job = warm.get("why_job", {})
+            sequence = job["sequences"][0]["calls"]
+            out.append(f"A training job restart costs {job['median']} calls: "
+                       + "; ".join(f"`{c}` ({why_job.get(c, '')})" for c in sequence) + ".")
         duplicate = calls.get("duplicate", {})
         if duplicate.get("count"):
             out.append(f"A redelivered event costs {duplicate['median']} calls and no action "
@@ -258,13 +270,20 @@ def notes(results: dict) -> list[str]:
         if storm["within_target"]:
             out.append(f"**Storm < 60 s: met** ({storm['wall_s']} s). {budget}{calls_note}")
         else:
+            by_function = ", ".join(f"{name} {seconds} s ({storm.get('invocations', {}).get(name, '?')} calls)"
+                                    for name, seconds in storm.get("handler_s_by_function", {}).items())
+            load = results.get("machine", {}).get("load_average")
             out.append(
-                f"**Storm < 60 s: gap** ({storm['wall_s']} s wall, {storm['cpu_s']} s CPU). The handlers take "
-                f"{storm['handler_s']} s of it ({share:.0%}; {storm['handler_emulator_s']} s of that is moto "
-                "answering their calls); the rest is the harness routing each event through moto's EventBridge "
-                "(`PutEvents`, whose pattern matching re-parses JSONPath per target) and one SQS probe queue "
-                "per rule. Next step: match the rules' patterns in-process in the replay (the patterns are "
-                f"plain JSON) and keep moto for the services the handlers call. {budget}{calls_note}")
+                f"**Storm < 60 s: gap** ({storm['wall_s']} s wall, {storm['cpu_s']} s CPU"
+                + (f", load average {load[0]} on {results['machine'].get('cores')} cores at the start" if load else "")
+                + f"). The handlers take {storm['handler_s']} s of the wall time ({share:.0%}: {by_function}; "
+                f"{storm['handler_emulator_s']} s of it is moto answering their calls); the rest is the harness: "
+                "routing each event through moto's EventBridge (`PutEvents`, whose pattern matching re-parses "
+                "JSONPath per target) and an SQS probe queue per rule, then polling agents and streams after "
+                f"each event. Medic's own code (handlers minus emulated calls) is "
+                f"{storm['handler_s'] - storm['handler_emulator_s']:.1f} s of it. Next step (in "
+                "sim/): match the rules' patterns in-process (they are plain JSON) and keep moto for the services "
+                f"the handlers call. {budget}{calls_note}")
 
     if not _error(probe):
         out.append(f"**Probe < 10 µs per step: {'met' if probe['within_target'] else 'gap'}** "

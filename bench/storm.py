@@ -63,6 +63,9 @@ def run(events: int = 1000, clusters: int = 5, spacing_s: float = 3.0, template:
         # where the replay's time goes: the handlers (emulated AWS calls included) vs routing and setup
         "handler_s": round(sum(i.wall_ns for i in probe.invocations) / 1e9, 2),
         "handler_emulator_s": round(sum(i.emulator_ns for i in probe.invocations) / 1e9, 2),
+        "handler_s_by_function": {name: round(sum(i.wall_ns for i in probe.invocations if i.function == name) / 1e9, 2)
+                                  for name in sorted({i.function for i in probe.invocations})},
+        "invocations": dict(Counter(i.function for i in probe.invocations)),
         "target_s": TARGET_S,
         "within_target": wall < TARGET_S,
         "template_s": round(template_s, 2),

@@ -40,6 +40,10 @@ from bench.common import (
 from bench.instrument import Invocation, call_profile, instrumented
 
 CALL_TARGET = 4  # API round trips for a node replacement, ledger claim included
+WHY_JOB = {
+    "dynamodb:PutItem": "claim of this failure (once per failed job, however often the event comes)",
+    "dynamodb:UpdateItem": "the failure marked done after the restart",
+}
 # Why each call is on the hot path (the record itself is a log line and an EMF metric on stdout: no call).
 WHY = {
     "ssm:GetParameter": "run-time mode (act | dry_run | paused), cached 30 s per container",
@@ -52,7 +56,8 @@ WHY = {
     "sagemaker:BatchReplaceClusterNodes": "the action",
     "sagemaker:BatchRebootClusterNodes": "the action",
     "dynamodb:PutItem": "conditional claim of the page (one page per incident, one storm summary per window)",
-    "dynamodb:UpdateItem": "outcome written back to the ledger",
+    "dynamodb:UpdateItem": "the claim's outcome after the call: the claim is written in flight first, so a run "
+                           "that dies in between leaves a claim the reconciler can tell from a finished one",
     "sns:Publish": "the page",
     "sagemaker:DescribeTrainingJob": "the failed job's full definition, to clone it",
     "sagemaker:ListTags": "the job's tags (lineage, attempt)",
@@ -61,7 +66,10 @@ WHY = {
 }
 
 
-def node_lines(events: int, clusters: list[dict], spacing: timedelta = timedelta(seconds=5)) -> list[str]:
+NODE_SPACING = timedelta(seconds=5)
+
+
+def node_lines(events: int, clusters: list[dict], spacing: timedelta = NODE_SPACING) -> list[str]:
     lines, t0 = [], start_time()
     for i in range(events):
         fault = "NvidiaErrorReboot" if i % 5 == 4 else "NvidiaErrorTerminate"
@@ -72,8 +80,9 @@ def node_lines(events: int, clusters: list[dict], spacing: timedelta = timedelta
     return lines
 
 
-def job_lines(events: int, spacing: timedelta = timedelta(seconds=30)) -> list[str]:
-    t0 = start_time() + timedelta(days=1)
+def job_lines(events: int, after: timedelta, spacing: timedelta = timedelta(seconds=30)) -> list[str]:
+    # Right after the node events: a jump in replay time would run every scheduled function in between.
+    t0 = start_time() + after + timedelta(minutes=1)
     return [json.dumps(checkpoint_directive())] + [json.dumps(job_event(i, t0 + spacing * i)) for i in range(events)]
 
 
@@ -96,7 +105,8 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
     data = replay_config()
     with config_file(data) as path:
         template = template if template is not None else template_for(path)
-        lines = node_lines(node_events, data["clusters"][:WARM_CLUSTERS]) + job_lines(job_events)
+        lines = node_lines(node_events, data["clusters"][:WARM_CLUSTERS])
+        lines += job_lines(job_events, NODE_SPACING * node_events)
         with instrumented() as probe:
             started = time.perf_counter()
             result = replay_run(lines, path, template=template)
@@ -127,8 +137,10 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
         "job": latency(probe.of("training_job", "restart_job", "executed", cold=False)),
         "job_cold": latency(probe.of("training_job", cold=True)),
         "calls": calls,
-        "why": {call: WHY.get(call, "") for profile in calls.values()
+        "why": {call: WHY.get(call, "") for name, profile in calls.items() if name != "restart_job"
                 for sequence in profile.get("sequences", []) for call in sequence["calls"]},
+        "why_job": {call: WHY_JOB.get(call, WHY.get(call, "")) for sequence in calls["restart_job"].get("sequences", [])
+                    for call in sequence["calls"]},
         "call_target": CALL_TARGET,
         "emulator_ms_per_call": probe.emulator_ms_per_call(),
     }
