@@ -43,7 +43,16 @@ from medic.domain.cluster_events import ClusterEvent
 from medic.domain.models import NodeHealthEvent, RemediationRecord, TrainingJobStateEvent
 from medic.domain.reconcile import ScheduleEvent
 from medic.domain.slurm import RequeueJobEvent
-from medic.handlers import agent_results, alarm, cluster_event, node_health, reconcile, requeue_request, training_job
+from medic.handlers import (
+    agent_results,
+    alarm,
+    cluster_event,
+    node_health,
+    reconcile,
+    recovery_check,
+    requeue_request,
+    training_job,
+)
 from medic.job_restart import restart_training_job
 from medic.ledger import Ledger
 from medic.node_remediation import remediate_node
@@ -534,7 +543,7 @@ SPECS = {node_health: NODE_SPECS, training_job: JOB_SPECS, alarm: ALARM_SPECS, r
 
 @pytest.fixture
 def wired(world, monkeypatch) -> FuzzWorld:
-    for module in (*HANDLERS, reconcile):
+    for module in (*HANDLERS, reconcile, recovery_check):
         monkeypatch.setattr(module, "dependencies", lambda: world.deps)
     return world
 
@@ -554,6 +563,16 @@ def test_the_reconcile_lambda_handler_refuses_what_reconcile_refuses(wired, raw)
     report, lines = wired.run(lambda event, deps: reconcile.handler(event, LambdaContext()), raw)
     assert report["rejected"] is True and report["clusters"] == [], report
     assert_refused(wired, {key: lines[0][key] for key in RECORD_FIELDS}, lines)
+
+
+@FEWER
+@given(raw=st.one_of(random_json(), st.just(SCHEDULE_SAMPLE)))
+def test_the_recovery_check_takes_any_event_and_with_nothing_to_watch_changes_nothing(wired, raw):
+    # It reads its event only for a run id: whatever arrives, a run with no open watch reads and writes nothing.
+    wired.calls.allow = lambda service, operation, params: (service, operation) in (MODE_READ, ("dynamodb", "Query"))
+    response, lines = wired.run(lambda event, deps: recovery_check.handler(event, LambdaContext()), raw)
+    assert (response, lines) == ({"concluded": 0}, [])
+    assert not wired.calls.forbidden
 
 
 # --- the agent results (the ledger's stream): one record function, one batch handler
