@@ -165,10 +165,11 @@ def is_command_result(record: DynamoDBStreamRecordModel) -> bool:
             and str(keys.get("pk", "")).startswith("command#"))
 
 
-def rejected_stream_record(raw: Any, error: ValidationError, deps: Deps) -> dict:
+def rejected_stream_record(raw: Any, error: Exception, deps: Deps) -> dict:
     """A stream record Medic cannot read (not something DynamoDB sends): one rejected record, no retry."""
     event_id = str(raw.get("eventID", "unknown"))[:80] if isinstance(raw, dict) else "unknown"
-    problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5])
+    problems = ("; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5])
+                if isinstance(error, ValidationError) else f"{type(error).__name__}: {error}")
     return emit({"incident": f"stream:{event_id}", "trigger": Trigger.RECONCILE, "event_id": event_id,
                  "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
                  "mode": deps.mode.current(), "reason": short(f"Unreadable ledger stream record: {problems}", 500)})

@@ -28,7 +28,9 @@ processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 def _record(record: DynamoDBRecord) -> dict | None:
     try:
         parsed = DynamoDBStreamRecordModel.model_validate(record.raw_event)
-    except ValidationError as error:
+    except (ValidationError, TypeError, AttributeError, ValueError) as error:
+        # Powertools' deserializer raises TypeError/AttributeError on unknown type descriptors: no retry
+        # could read such a record either.
         return rejected_stream_record(record.raw_event, error, dependencies())
     try:
         return record_agent_result(parsed, dependencies())
