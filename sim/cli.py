@@ -7,7 +7,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sim.cfn import SimError
 from sim.faults import USAGE, FaultSpecError, parse_fault
@@ -45,12 +45,13 @@ def main(argv: list[str] | None = None) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from sim.replay import run
 
-    faults = [parse_fault(spec) for spec in args.fault]  # check them all before the (slow) synth
     if args.file == "-":
-        lines, config = sys.stdin.read().splitlines(), args.config
+        lines, config, specs = sys.stdin.read().splitlines(), args.config, list(args.fault)
     else:
         scenario = read_scenario(Path(args.file))
         lines, config = scenario.lines, args.config or scenario.config
+        specs = [*scenario.faults, *args.fault]  # --fault adds to the header's, or overrides the same operation
+    faults = [parse_fault(spec) for spec in specs]  # check them all before the (slow) synth
     config = config or _default_config()
 
     def out(line: dict) -> None:
@@ -76,8 +77,9 @@ def _demo(args: argparse.Namespace) -> int:
     for path in args.scenarios or bundled():
         scenario = read_scenario(path)
         config = scenario.config or args.config or DEMO_CONFIG
-        result = run(scenario.lines, config, err=sys.stderr)
-        print(render(scenario.title, scenario.expect, result, config))
+        faults = [parse_fault(spec) for spec in scenario.faults]
+        result = run(scenario.lines, config, faults, err=sys.stderr)
+        print(render(scenario.title, scenario.expect, result, config, scenario.faults))
     return 0
 
 
@@ -88,7 +90,7 @@ ACTION_CALLS = {"sagemaker:BatchRebootClusterNodes": "BatchRebootClusterNodes",
                 "sqs:SendMessage": "SendMessage (agent queue)"}
 
 
-def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
+def render(title: str, expect: str, result: ReplayResult, config: Path, faults: list[str] | None = None) -> str:
     records, pages = result.records, result.pages
     rows = [("time", "node/job", "fault", "action", "outcome", "paged", "reason")]
     for record in records:
@@ -97,6 +99,10 @@ def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
                      "yes" if record.get("paged") else "no", _truncate(str(record.get("reason", "")), 70)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [f"== {title} ==", f"   config: {config.name}" + (f" · expected: {expect}" if expect else "")]
+    for spec in faults or []:
+        key = spec.split("=", 1)[0]
+        lines.append(f"   fault: {spec} ({result.injected.get(key, 0)} injected of {result.attempts.get(key, 0)} "
+                     "attempts)")
     for index, row in enumerate(rows):
         lines.append("   " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
                      + "  " + row[-1])
@@ -107,6 +113,17 @@ def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
     summary = ", ".join(f"{outcome} {count}" for outcome, count in outcomes.most_common()) or "no records"
     calls = ", ".join(f"{name} {count}" for name, count in action_calls.items()) or "none"
     lines.append(f"   summary: {summary} · pages {len(pages)} · action calls: {calls}")
+    if result.schedule_runs:
+        runs = ", ".join(f"{_short_id(rule)} {count}×" for rule, count in result.schedule_runs.items())
+        lines.append(f"   schedules ran: {runs}")
+    for point in _probe_lines(result.published):
+        lines.append(f"   probe: {point}")
+    for dropped in result.dropped:
+        what = dropped.get("detail-type") or f"{dropped.get('records')} stream record(s)"
+        lines.append(f"   dropped (DLQ): {what} to {dropped['function']}, after its retries")
+    page_failures = result.metrics.get("PageFailures")
+    if page_failures:
+        lines.append(f"   metric: PageFailures {page_failures:g} (pages that could not be published)")
     for job in result.training_jobs:
         lines.append(f"   job started: {job.get('name')} from checkpoint {job.get('checkpoint') or '(none)'}")
     for run in result.slurm_commands:
@@ -116,6 +133,30 @@ def render(title: str, expect: str, result: ReplayResult, config: Path) -> str:
     for page in pages:
         lines.append(f"   page: {_truncate(str(page.get('subject')), 100)}")
     return "\n".join(lines) + "\n"
+
+
+def _short_id(logical_id: str) -> str:
+    """A template logical id without CDK's hash suffix: ``AlarmResponseRecoverySchedule2F5C5063`` → ``...Schedule``."""
+    if len(logical_id) > 8 and all(c in "0123456789ABCDEF" for c in logical_id[-8:]):
+        return logical_id[:-8]
+    return logical_id
+
+
+def _probe_lines(published: list[dict]) -> list[str]:
+    """What the training job reported (its job-level probe metrics), one line per publish."""
+    shown = ("Heartbeat", "Step", "NonFiniteLoss", "LastCheckpointStep")
+    rows: dict[tuple[Any, str], dict[str, float]] = {}
+    for point in published:
+        dimensions = {d["Name"]: d["Value"] for d in point.get("Dimensions", [])}
+        if set(dimensions) != {"Job"} or point.get("MetricName") not in shown:
+            continue
+        value = point.get("Value", point.get("StatisticValues", {}).get("Maximum"))
+        rows.setdefault((point.get("Timestamp"), dimensions["Job"]), {})[point["MetricName"]] = value
+    lines = []
+    for (stamp, job), values in rows.items():
+        when = stamp.strftime("%H:%M:%S") if hasattr(stamp, "strftime") else str(stamp)
+        lines.append(f"{when} {job}: " + ", ".join(f"{name} {values[name]:g}" for name in shown if name in values))
+    return lines
 
 
 def _truncate(text: str, limit: int) -> str:

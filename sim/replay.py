@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import importlib
 import io
 import json
@@ -35,7 +36,7 @@ from sim.slurm import JOB_NAME as SLURM_JOB_NAME
 from sim.slurm import STATES as SLURM_STATES
 from sim.streams import StreamMapping
 from sim.synth import ROOT, import_paths, load_config, stack_template
-from sim.world import Function, World
+from sim.world import Function, Schedule, World
 
 HANDLER_LOGGER = "medic"  # the Powertools logger the handlers write their records through
 RECORD_MESSAGE = "remediation"
@@ -46,6 +47,9 @@ STREAM_RETRY_CAP = 100  # MaximumRetryAttempts -1 (until the record expires) sto
 _STANDARD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 NODE_STATUSES = ("Running", "Failure", "Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress")
 CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+MAX_TICKS = 2016  # runs of one schedule between two lines (a week of 5-minute runs); older ones are skipped
+RELATIVE = re.compile(r"^\+\s*([0-9]+)\s*(s|m|h|d)$")
+RELATIVE_UNIT = {"s": timedelta(seconds=1), "m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
 
 
 @dataclass
@@ -57,6 +61,10 @@ class ReplayResult:
     errors: list[str] = field(default_factory=list)  # what went to stderr about the input
     node_actions: list[dict] = field(default_factory=list)  # Batch* calls the emulated HyperPod answered
     invocations: Counter[str] = field(default_factory=Counter)  # handler invocations, by function logical id
+    schedule_runs: Counter[str] = field(default_factory=Counter)  # scheduled events delivered, by rule logical id
+    dropped: list[dict] = field(default_factory=list)  # events Lambda gave up on (to the DLQ / on-failure target)
+    metrics: Counter[str] = field(default_factory=Counter)  # the handlers' EMF metrics: total value by name
+    published: list[dict] = field(default_factory=list)  # datapoints the probe/metric directives put
 
     @property
     def records(self) -> list[dict]:
@@ -127,12 +135,14 @@ class Replay:
         self.world = world
         self.out = out
         self.err = err
-        self.handler_output = handler_output
         router = world.router  # the result shows the live counters
         self.result = ReplayResult(calls=router.calls, attempts=router.attempts, injected=router.injected,
-                                   node_actions=world.hyperpod.actions)
-        self.now: datetime | None = None  # the replay clock: the last event's time
+                                   node_actions=world.hyperpod.actions, published=world.metrics.published)
+        self.handler_output = _EmfTap(handler_output, self.result.metrics)
+        self.now: datetime | None = None  # the replay clock: the last event's (or advance's) time
+        self.start: datetime | None = None  # the first time the clock was set: schedules run from here
         self._last_function: str | None = None
+        self._containers: dict[str, Callable[[], Any]] = {}  # function logical id -> its dependencies()
         self._monotonic_base = time.monotonic()
         self._epoch: datetime | None = None
         self._monotonic_last = 0.0
@@ -179,6 +189,9 @@ class Replay:
                 self.error(lineno, f"unknown directive {kind!r} (known: {known}); skipped")
                 continue
             try:
+                if kind in _CLOCK_DIRECTIVES:  # moves the clock itself
+                    handler(value)
+                    continue
                 with time_machine.travel(self.now or datetime.now(UTC), tick=False):
                     handler(value)
             except (ValueError, TypeError, KeyError) as error:
@@ -271,6 +284,33 @@ class Replay:
         with time_machine.travel(when, tick=False):
             self.world.slurm.heartbeat_at(cluster, self.handler_output)
 
+    def _directive_advance(self, value: Any) -> None:
+        """Time passes with no event: the due schedules run, then the clock stands at the new time."""
+        when = self._time_of(value)
+        if self.now is not None and when < self.now:
+            raise ValueError(f"the clock cannot go back (it is {self.now.isoformat()}; asked for {when.isoformat()})")
+        self.move_clock(when)
+        with time_machine.travel(when, tick=False) as clock:
+            self.world.hyperpod.finish_repairs(when)
+            self.settle(when, clock, lag=timedelta(0))  # running agents report in, as they do every minute
+
+    def _time_of(self, value: Any) -> datetime:
+        relative = RELATIVE.match(value.strip()) if isinstance(value, str) else None
+        if relative:
+            if self.now is None:
+                raise ValueError("a relative time needs a clock: put an event or an absolute time first")
+            return self.now + int(relative.group(1)) * RELATIVE_UNIT[relative.group(2)]
+        when = _parse_time(value)
+        if when is None:
+            raise ValueError(f"expected an ISO 8601 time or +N(s|m|h|d) (got {value!r})")
+        return when
+
+    def _directive_probe(self, value: Any) -> None:
+        self.world.metrics.probe(value)
+
+    def _directive_metric(self, value: Any) -> None:
+        self.world.metrics.put(value, datetime.now(UTC))
+
     def _slurm_cluster(self, value: dict) -> str:
         cluster = value.get("cluster")
         if not isinstance(cluster, str) or not CLUSTER_NAME.match(cluster):
@@ -291,7 +331,7 @@ class Replay:
             when = self.now or datetime.now(UTC).replace(microsecond=0)
             self.error(lineno, f"event time {event.get('time')!r} is not an ISO 8601 time; "
                                f"replaying it at {when.isoformat()}")
-        self.now = when
+        self.move_clock(when)
         with time_machine.travel(when, tick=False) as clock:  # the world moves with the event's time
             self.world.hyperpod.finish_repairs(when)
             functions = self.world.route(event)
@@ -301,6 +341,46 @@ class Replay:
             self.settle(when, clock, lag=timedelta(0))  # running agents have just reported in (and polled)
             for function in functions:
                 self.invoke(function, event, when, clock)
+            self.settle(when, clock)
+
+    # time passing: the schedules
+    def move_clock(self, when: datetime) -> None:
+        """Set the clock to ``when``, first running every schedule due at or before it (in time order)."""
+        if self.start is None:
+            self.start = when
+        elif self.now is not None and when > self.now:
+            due: list[tuple[datetime, int, Schedule]] = []
+            for order, schedule in enumerate(self.world.schedules):
+                due.extend((tick, order, schedule) for tick in self._ticks(schedule, when))
+            for tick, _, schedule in sorted(due, key=lambda item: item[:2]):
+                self.now = tick
+                self.run_schedule(schedule, tick)
+        self.now = when  # (an event earlier than the last one is replayed at its own time; no schedule runs)
+
+    def _ticks(self, schedule: Schedule, until: datetime) -> list[datetime]:
+        assert self.start is not None
+        last = int((until - self.start) / schedule.every)
+        first = schedule.fired + 1
+        if last - first + 1 > MAX_TICKS:
+            skipped = last - MAX_TICKS + 1 - first
+            text = (f"schedule {schedule.name}: {last - first + 1} runs due before {until.isoformat()}; "
+                    f"the replay skips the {skipped} oldest and runs the last {MAX_TICKS}")
+            print(f"sim: {text}", file=self.err)
+            self.result.errors.append(text)
+            first = last - MAX_TICKS + 1
+        schedule.fired = max(schedule.fired, last)
+        return [self.start + k * schedule.every for k in range(first, last + 1)]
+
+    def run_schedule(self, schedule: Schedule, when: datetime) -> None:
+        """One run of a schedule: its "Scheduled Event" to each target, at the tick's time."""
+        event = self.world.scheduled_event(schedule, when)
+        self.result.schedule_runs[schedule.logical_id] += 1
+        with time_machine.travel(when, tick=False) as clock:
+            self.world.ensure_configured_clusters()
+            self.world.hyperpod.finish_repairs(when)
+            self.settle(when, clock, lag=timedelta(0))
+            for function, constant in schedule.targets:
+                self.invoke(function, event if constant is None else constant, when, clock)
             self.settle(when, clock)
 
     # what happens after an event: the agents pick up their commands, the streams deliver
@@ -345,6 +425,8 @@ class Replay:
                             f"attempts; dropped to the mapping's on-failure destination")
                     print(f"sim: {text}", file=self.err)
                     self.result.errors.append(text)
+                    self.result.dropped.append({"function": mapping.function.name, "source": mapping.stream_arn,
+                                                "records": len(batch)})
                     break
                 if raised and mapping.bisect and len(batch) > 1:
                     half = len(batch) // 2
@@ -365,6 +447,9 @@ class Replay:
                 gives_up = attempt == function.max_retries
                 self._report_raise(function, f"on attempt {attempt + 1} of {1 + function.max_retries}"
                                              f"{' (event dropped to the DLQ)' if gives_up else ''}")
+                if gives_up:
+                    self.result.dropped.append({"function": function.name, "id": event.get("id"),
+                                                "detail-type": event.get("detail-type")})
         self._emit_outputs(capture)
 
     def invoke_sync(self, function: Function, payload: dict, clock: Any) -> tuple[Any, bool]:
@@ -380,12 +465,33 @@ class Replay:
 
     def _call(self, function: Function, payload: dict, clock: Any, capture: _RecordCapture) -> Any:
         self.result.invocations[function.logical_id] += 1
-        if self._last_function != function.logical_id:  # another function: another container
-            self._cold_start()
-            self._last_function = function.logical_id
         with self._invocation(function, clock, capture):
-            handler = _load_handler(function.handler)
-            return handler(copy.deepcopy(payload), LambdaContext(function.name, function.arn))
+            module, handler = _load_handler(function.handler)
+            with self._container(function, module):
+                return handler(copy.deepcopy(payload), LambdaContext(function.name, function.arn))
+
+    @contextlib.contextmanager
+    def _container(self, function: Function, module: Any) -> Iterator[None]:
+        """The function's own warm container: what its handler built once (``medic.deps.dependencies()``:
+        config, clients, the mode's short cache) lasts from its first invocation to the end of the replay,
+        whatever other functions run in between, as Lambda keeps a container per function."""
+        deps = sys.modules.get("medic.deps")
+        shared = getattr(deps, "dependencies", None)
+        if shared is None or not hasattr(shared, "__wrapped__") or getattr(module, "dependencies", None) is not shared:
+            # Not the usual wiring: one container at a time (another function is a cold start).
+            if self._last_function != function.logical_id:
+                self._cold_start()
+                self._last_function = function.logical_id
+            yield
+            return
+        own = self._containers.get(function.logical_id)
+        if own is None:
+            own = self._containers[function.logical_id] = functools.cache(shared.__wrapped__)
+        module.dependencies = own
+        try:
+            yield
+        finally:
+            module.dependencies = shared
 
     def _report_raise(self, function: Function, when: str) -> None:
         tail = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")
@@ -440,6 +546,50 @@ class Replay:
         return self._monotonic_last
 
 
+_CLOCK_DIRECTIVES = frozenset({"advance"})
+
+
+class _EmfTap(io.TextIOBase):
+    """The handlers' output, passed on to its sink; their EMF metric lines are also summed by metric name."""
+
+    def __init__(self, sink: TextIO, totals: Counter[str]) -> None:
+        super().__init__()
+        self.sink = sink
+        self.totals = totals
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.sink.write(text)
+        self._partial += text
+        if "\n" in self._partial:
+            *lines, self._partial = self._partial.split("\n")
+            for line in lines:
+                if '"_aws"' in line:
+                    self._metrics(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def _metrics(self, line: str) -> None:
+        try:
+            document = json.loads(line)
+            directives = document["_aws"]["CloudWatchMetrics"]
+        except (ValueError, TypeError, KeyError):
+            return
+        for directive in directives if isinstance(directives, list) else []:
+            for metric in directive.get("Metrics", []) if isinstance(directive, dict) else []:
+                name = metric.get("Name") if isinstance(metric, dict) else None
+                value = document.get(name) if isinstance(name, str) else None
+                values = value if isinstance(value, list) else [value]
+                numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+                if numbers:
+                    self.totals[name] += sum(numbers)
+
+
 def _point_streams(logger: logging.Logger, stream: TextIO) -> list[tuple[logging.StreamHandler, Any]]:
     """Powertools writes its log lines to the stdout it saw at import: point them at our sink."""
     changed = []
@@ -466,11 +616,12 @@ def _first_failed(batch: list[dict], response: Any, reports_item_failures: bool)
     return min(indexes)
 
 
-def _load_handler(spec: str) -> Callable[[dict, Any], Any]:
+def _load_handler(spec: str) -> tuple[Any, Callable[[dict, Any], Any]]:
     module_name, _, function_name = spec.rpartition(".")
     if not module_name:
         raise SimError(f"template: handler {spec!r} is not module.function")
-    return getattr(importlib.import_module(module_name), function_name)
+    module = importlib.import_module(module_name)
+    return module, getattr(module, function_name)
 
 
 def _parse_time(value: Any) -> datetime | None:

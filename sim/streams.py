@@ -33,6 +33,7 @@ class StreamMapping:
     report_item_failures: bool = False
     starting_position: str = "TRIM_HORIZON"
     _iterator: str | None = None
+    _polled_at_write: int = -1  # the table-write count when this mapping last read its stream
 
     def matches(self, record: dict) -> bool:
         return not self.filters or any(pattern.matches_event(record) for pattern in self.filters)
@@ -59,17 +60,31 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# DynamoDB calls that can put a record on a table's stream.
+WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "ExecuteStatement",
+                    "BatchExecuteStatement", "ExecuteTransaction"})
+
+
 class Streams:
     def __init__(self, client: Callable[[str], Any], region: str) -> None:
         self.client = client  # the harness's own clients: reading the stream is not a handler's call
         self.region = region
         self.mappings: list[StreamMapping] = []
+        self.writes = 0  # DynamoDB writes by anyone (handlers, agents, directives): no write, no new record
+
+    def count_write(self, model: Any = None, **kwargs: Any) -> None:
+        """A ``before-call.dynamodb`` hook: count the writes, so a stream nobody wrote to is not read."""
+        if model is None or getattr(model, "name", None) in WRITES:
+            self.writes += 1
 
     def add(self, mapping: StreamMapping) -> None:
         self.mappings.append(mapping)
 
     def poll(self, mapping: StreamMapping) -> list[dict]:
         """The new records on the mapping's stream that its filters keep (those it drops are consumed)."""
+        if mapping._iterator is not None and mapping._polled_at_write == self.writes:
+            return []  # nothing was written since the last read
+        mapping._polled_at_write = self.writes
         streams = self.client("dynamodbstreams")
         if mapping._iterator is None:
             shards = streams.describe_stream(StreamArn=mapping.stream_arn)["StreamDescription"].get("Shards", [])

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import functools
 import json
+import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -18,6 +21,7 @@ from moto import mock_aws
 from sim.cfn import Physical, SimError, Template
 from sim.faults import Fault
 from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld
+from sim.metrics import Metrics
 from sim.router import Router
 from sim.slurm import SlurmWorld
 from sim.streams import StreamMapping, Streams, parse_filters
@@ -27,6 +31,8 @@ ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-west-2"
 PAGE_CAPTURE_QUEUE = "medic-sim-page-capture"
 TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
+RATE = re.compile(r"^rate\(\s*([1-9][0-9]*)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
+RATE_UNIT = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
 @functools.cache
@@ -69,6 +75,29 @@ class Rule:
     functions: list[Function]
 
 
+@dataclass
+class Schedule:
+    """A ``rate(...)`` rule: its targets run every ``every`` from the replay's first event."""
+
+    logical_id: str
+    name: str
+    arn: str
+    every: timedelta
+    targets: list[tuple[Function, Any]]  # (function, the target's constant Input or None)
+    fired: int = 0  # ticks delivered so far (tick k is at start + k * every)
+
+
+def parse_rate(expression: str) -> timedelta | None:
+    """``rate(5 minutes)`` → 5 minutes; None for anything else (cron, malformed)."""
+    match = RATE.match(expression.strip())
+    if match is None:
+        return None
+    count, unit = int(match.group(1)), match.group(2)
+    if (count == 1) != (not unit.endswith("s")):
+        return None  # EventBridge: "rate(1 minute)", "rate(5 minutes)"; the other forms are invalid
+    return count * RATE_UNIT[unit.rstrip("s")]
+
+
 class World:
     """``with World(template, config, faults) as world:`` the emulated account, ready for events."""
 
@@ -80,6 +109,7 @@ class World:
         self.account = account
         self.functions: dict[str, Function] = {}
         self.rules: list[Rule] = []
+        self.schedules: list[Schedule] = []
         self.page_queue_url = ""
         self.topics: list[str] = []
         self.mode_parameters: list[str] = []
@@ -87,6 +117,7 @@ class World:
         self.training = TrainingWorld(account, region, self.client)
         self.slurm = SlurmWorld(self.client)
         self.streams = Streams(self.client, region)
+        self.metrics = Metrics(self.client)
         self.unsupported: list[str] = []  # what the template asks for that the replay does not deliver
         self.router = Router(faults, {
             "sagemaker:BatchRebootClusterNodes": self.hyperpod.batch_reboot,
@@ -97,6 +128,7 @@ class World:
         })
         self._mock: Any = None
         self._clients: dict[str, Any] = {}
+        self._pages_drained_at = 0
 
     # lifecycle
     def __enter__(self) -> World:
@@ -105,9 +137,11 @@ class World:
         try:
             # The harness's own clients (setup, page capture) keep moto's plain behaviour: no faults.
             self.harness = boto3.Session(region_name=self.region, botocore_session=_botocore_session())
+            self.harness.events.register("before-call.dynamodb", self.streams.count_write)
             # The handlers' clients come from boto3's default session, routed through the router.
             boto3.setup_default_session(region_name=self.region, botocore_session=_botocore_session())
             self.router.install(boto3.DEFAULT_SESSION)
+            boto3.DEFAULT_SESSION.events.register("before-call.dynamodb", self.streams.count_write)
             self.router.__enter__()
             self._create_resources()
         except BaseException:
@@ -118,6 +152,7 @@ class World:
     def __exit__(self, *exc: object) -> None:
         self.router.__exit__()
         self.slurm.close()
+        self.metrics.close()
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -241,9 +276,18 @@ class World:
     def _rule(self, lid: str) -> None:
         t = self.template
         props = t.properties(lid)
-        if props.get("State", "ENABLED") != "ENABLED" or "EventPattern" not in props:
-            return  # disabled rules and schedules deliver nothing here
+        if props.get("State", "ENABLED") != "ENABLED":
+            return  # disabled rules deliver nothing
         name = t.resolve(props.get("Name")) or t.default_name(lid, 64)
+        for target in t.resolve(props.get("Targets", [])):
+            shaping = [key for key in ("InputPath", "InputTransformer") if key in target]
+            if shaping:
+                self.unsupported.append(f"rule {lid} target {target.get('Id')}: {', '.join(shaping)} is not applied "
+                                        "by the replay (the function gets the event as it is)")
+        if "ScheduleExpression" in props:
+            self._schedule(lid, name, props)
+        if "EventPattern" not in props:
+            return
         bus = t.resolve(props.get("EventBusName")) or "default"
         events, sqs = self.client("events"), self.client("sqs")
         pattern = t.resolve(props["EventPattern"])
@@ -261,6 +305,37 @@ class World:
             functions.extend(matched)
         events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "sim-probe", "Arn": probe_arn}])
         self.rules.append(Rule(lid, name, bus, probe, functions))
+
+    def _schedule(self, lid: str, name: str, props: dict) -> None:
+        t = self.template
+        expression = str(t.resolve(props["ScheduleExpression"]))
+        every = parse_rate(expression)
+        if every is None:
+            self.unsupported.append(f"rule {lid}: schedule {expression!r} never fires in the replay (only "
+                                    "rate(N minutes|hours|days) schedules do)")
+            return
+        targets: list[tuple[Function, Any]] = []
+        for target in t.resolve(props.get("Targets", [])):
+            matched = [f for f in self.functions.values() if target.get("Arn") in (f.arn, f.name)]
+            if not matched:
+                raise SimError(f"template: rule {lid} targets {target.get('Arn')!r}, which the replay "
+                               "cannot invoke (only the stack's Lambda functions)")
+            constant = None
+            if "Input" in target:
+                try:
+                    constant = json.loads(target["Input"]) if isinstance(target["Input"], str) else target["Input"]
+                except ValueError as error:
+                    raise SimError(f"template: rule {lid} target Input is not JSON: {error}") from None
+            targets.extend((function, constant) for function in matched)
+        # Schedules run on the account's default bus.
+        self.schedules.append(Schedule(lid, name, t.arn("events", f"rule/{name}"), every, targets))
+
+    def scheduled_event(self, schedule: Schedule, when: datetime) -> dict:
+        """What EventBridge sends a schedule's target: a "Scheduled Event" naming the rule."""
+        stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"version": "0", "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/{schedule.arn}/{stamp}")),
+                "detail-type": "Scheduled Event", "source": "aws.events", "account": self.account,
+                "time": stamp, "region": self.region, "resources": [schedule.arn], "detail": {}}
 
     def _event_source_mapping(self, lid: str) -> None:
         t = self.template
@@ -314,8 +389,6 @@ class World:
     # routing
     def route(self, event: dict) -> list[Function]:
         """The functions the stack's rules deliver this event to, as moto's EventBridge matches it."""
-        from datetime import datetime
-
         entry: dict[str, Any] = {"Source": str(event.get("source", "")),
                                  "DetailType": str(event.get("detail-type", "")),
                                  "Detail": json.dumps(event.get("detail", {})),
@@ -342,6 +415,10 @@ class World:
         return targets
 
     def drain_pages(self) -> list[dict]:
+        published = self.router.calls["sns:Publish"]
+        if published == self._pages_drained_at:
+            return []  # pages come only from the handlers' Publish calls: none since the last look
+        self._pages_drained_at = published
         sqs = self.client("sqs")
         pages = []
         while True:
@@ -383,6 +460,12 @@ class World:
             eks = spec is not None and spec.orchestrator == "eks"
             groups = {"workers": DEFAULT_WORKERS} if eks else {"controller": 1, "workers": DEFAULT_WORKERS}
         self.hyperpod.create_cluster(self.client("sagemaker"), name, groups)
+
+    def ensure_configured_clusters(self) -> None:
+        """Every cluster the config names exists (as in the account the stack watches): a sweep of them all
+        (the scheduled reconciler) finds each one."""
+        for spec in getattr(self.config, "clusters", None) or []:
+            self.ensure_cluster(spec.name)
 
     def prepare_for(self, event: dict) -> None:
         """Create what the event refers to: a configured cluster, and an undeclared node in it; a

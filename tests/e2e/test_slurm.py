@@ -97,8 +97,9 @@ def test_a_command_waits_in_the_queue_while_the_agent_is_away(replay):
     # Given an agent that reported two minutes ago (fresh) but is not polling now
     away = {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": "2026-11-20T08:12:00Z"}}}
     second_job = {"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4212, "name": "llama3-8b"}}}
+    back = {"sim": {"advance": "2026-11-20T08:20:05Z"}}  # (the 08:19:05 schedules run while it is away)
     result = replay([JOB_4211, second_job, away, requeue_request(),
-                     AGENT_UP, requeue_request(T0 + timedelta(minutes=6), job_id="4212")])
+                     back, AGENT_UP, requeue_request(T0 + timedelta(minutes=6), job_id="4212")])
     # Then the first command waits; when the agent is back it runs it first, then the next one
     assert [(r["job"], r["outcome"]) for r in result.records] == [
         ("4211", "deferred"), ("4211", "executed"), ("4212", "deferred"), ("4212", "executed")]

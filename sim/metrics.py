@@ -1,0 +1,213 @@
+"""Training metrics in the emulated CloudWatch, as the training probe (probe/medic_probe) publishes them.
+
+``{"sim": {"probe": {...}}}`` drives the real ``Probe`` class: one instance per job (and cluster, node,
+namespace) for the whole replay, as one long-running training process; each directive records its
+steps through ``Probe.step`` and publishes with ``Probe.flush`` at the replay clock, so PutMetricData
+carries exactly what the probe would send (Heartbeat, Step, NonFiniteLoss, Loss and TokensPerSecond
+statistic sets, TokensPerSecondBaseline, LastCheckpointStep, the per-node TokensPerSecond).
+``{"sim": {"metric": {...}}}`` puts one datapoint of any metric. Both publish through the harness's own
+CloudWatch client: they are the training job's calls, not Medic's (not counted, never faulted).
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sim.synth import ROOT
+
+PROBE_NAMESPACE = "Medic/Training"
+PROBE_NODE = "ip-10-1-0-11"  # rank 0's node, unless the directive names one
+MAX_STEPS = 1_000_000  # per directive: the probe aggregates them in memory, one call each
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+               "infinity": math.inf, "-infinity": -math.inf}
+
+
+def import_probe() -> Any:
+    """The probe package, from probe/ (a training script installs it; it is not in this venv)."""
+    path = str(ROOT / "probe")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import medic_probe.probe
+
+    return medic_probe.probe
+
+
+@dataclass
+class ProbeSpec:
+    job: str
+    steps: int = 0
+    step: int | None = None
+    loss: float | None = None
+    tokens_per_sec: float | None = None
+    checkpoint: int | None = None
+    cluster: str | None = None
+    node: str = PROBE_NODE
+    namespace: str = PROBE_NAMESPACE
+    new_process: bool = False  # the job was restarted: a fresh probe (no last step, checkpoint or baseline)
+
+    @classmethod
+    def parse(cls, value: Any) -> ProbeSpec:
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"job\": ..., \"steps\": <steps since the last publish>, "
+                             "\"step\": <last step>, \"loss\": ..., \"tokens_per_sec\": ..., \"checkpoint\": <step>}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        job = value.get("job")
+        if not isinstance(job, str) or not job.strip():
+            raise ValueError(f"'job' must be the job's name (got {job!r})")
+        steps = value.get("steps", 0)
+        if not _is_int(steps) or not 0 <= steps <= MAX_STEPS:
+            raise ValueError(f"'steps' must be a whole number from 0 to {MAX_STEPS} (got {steps!r})")
+        step, checkpoint = value.get("step"), value.get("checkpoint")
+        for name, number in (("step", step), ("checkpoint", checkpoint)):
+            if number is not None and (not _is_int(number) or number < 0):
+                raise ValueError(f"'{name}' must be a step number (got {number!r})")
+        if step is not None and steps == 0:
+            raise ValueError("'step' is the last of the 'steps' trained since the last publish: give 'steps' >= 1")
+        spec = cls(job=job, steps=steps, step=step, checkpoint=checkpoint,
+                   loss=_number(value.get("loss"), "loss", non_finite=True),
+                   tokens_per_sec=_number(value.get("tokens_per_sec"), "tokens_per_sec", non_finite=False))
+        if not isinstance(value.get("new_process", False), bool):
+            raise ValueError(f"'new_process' must be true or false (got {value['new_process']!r})")
+        spec.new_process = value.get("new_process", False)
+        for name in ("cluster", "node", "namespace"):
+            if name in value:
+                text = value[name]
+                if not isinstance(text, str) or not text.strip():
+                    raise ValueError(f"'{name}' must be a non-empty string (got {text!r})")
+                setattr(spec, name, text)
+        return spec
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any, name: str, non_finite: bool) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and non_finite and value.strip().lower() in _NON_FINITE:
+        return _NON_FINITE[value.strip().lower()]
+    if isinstance(value, int | float) and not isinstance(value, bool) and (non_finite or math.isfinite(value)):
+        return float(value)
+    allowed = "a number, or \"nan\" / \"inf\" / \"-inf\"" if non_finite else "a finite number"
+    raise ValueError(f"'{name}' must be {allowed} (got {value!r})")
+
+
+class Metrics:
+    def __init__(self, client: Callable[[str], Any]) -> None:
+        self.client = client
+        self.probes: dict[tuple[str, str, str | None, str], Any] = {}
+        self.published: list[dict] = []  # every datapoint put, in order (what CloudWatch now holds)
+
+    def close(self) -> None:
+        for probe in self.probes.values():
+            atexit.unregister(probe.close)
+            probe._active = False  # nothing left to publish, and nowhere to publish it once moto stops
+        self.probes.clear()
+
+    def probe(self, value: Any) -> list[dict]:
+        """Train ``steps`` steps through the job's probe and publish them now, as its background thread would."""
+        spec = ProbeSpec.parse(value)
+        key = (spec.namespace, spec.job, spec.cluster, spec.node)
+        probe = self.probes.get(key)
+        if probe is not None and spec.new_process:
+            atexit.unregister(probe.close)
+            probe._active = False
+            probe = None
+        if probe is None:
+            module = import_probe()
+            probe = module.Probe(spec.job, cluster=spec.cluster, node=spec.node, namespace=spec.namespace,
+                                 rank=0, client=_Recording(self.client("cloudwatch"), self.published),
+                                 start=False)
+            self.probes[key] = probe
+        last = probe._last_step
+        first = (spec.step - spec.steps + 1) if spec.step is not None else (last + 1 if last is not None else 1)
+        for number in range(first, first + spec.steps):
+            probe.step(number, loss=spec.loss, tokens_per_sec=spec.tokens_per_sec)
+        if spec.checkpoint is not None:
+            probe.checkpoint(spec.checkpoint)
+        before, failures = len(self.published), probe.publish_failures
+        probe.flush()
+        if probe.publish_failures != failures:
+            raise ValueError("the probe's PutMetricData failed (its warning is on stderr)")
+        return self.published[before:]
+
+    def put(self, value: Any, now: datetime) -> dict:
+        """One datapoint: ``{name, value | statistics, job, dimensions, unit, namespace, timestamp}``."""
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"name\": ..., \"value\": ..., \"job\": ..., \"dimensions\": {...}}")
+        known = {"name", "value", "statistics", "job", "dimensions", "unit", "namespace", "timestamp"}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        name = value.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"'name' must be a metric name (got {name!r})")
+        dimensions = {} if value.get("job") is None else {"Job": value["job"]}
+        extra = value.get("dimensions", {})
+        if not isinstance(extra, dict):
+            raise ValueError("'dimensions' must map dimension names to values")
+        dimensions.update(extra)
+        datum: dict[str, Any] = {"MetricName": name, "Dimensions": [{"Name": str(k), "Value": str(v)}
+                                                                    for k, v in dimensions.items()]}
+        if ("value" in value) == ("statistics" in value):
+            raise ValueError("give one of 'value' or 'statistics' ({SampleCount, Sum, Minimum, Maximum})")
+        if "value" in value:
+            datum["Value"] = _number(value["value"], "value", non_finite=False)
+        else:
+            stats = value["statistics"]
+            if not isinstance(stats, dict) or set(stats) != {"SampleCount", "Sum", "Minimum", "Maximum"}:
+                raise ValueError("'statistics' must be {SampleCount, Sum, Minimum, Maximum}")
+            datum["StatisticValues"] = {key: _number(number, key, non_finite=False) for key, number in stats.items()}
+        if "unit" in value:
+            datum["Unit"] = value["unit"]
+        stamp = value.get("timestamp")
+        if stamp is not None:
+            parsed = _parse(stamp)
+            if parsed is None:
+                raise ValueError(f"'timestamp' must be an ISO 8601 time (got {stamp!r})")
+            datum["Timestamp"] = parsed
+        else:
+            datum["Timestamp"] = now
+        namespace = value.get("namespace", PROBE_NAMESPACE)
+        try:
+            _Recording(self.client("cloudwatch"), self.published).put_metric_data(
+                Namespace=namespace, MetricData=[datum])
+        except (ClientError, BotoCoreError) as error:
+            raise ValueError(f"CloudWatch refused the datapoint: {error}") from None
+        return self.published[-1]
+
+
+class _Recording:
+    """The probe's CloudWatch client: the harness's own, keeping a copy of each datapoint put."""
+
+    def __init__(self, client: Any, published: list[dict]) -> None:
+        self._client = client
+        self._published = published
+
+    def put_metric_data(self, Namespace: str, MetricData: list[dict]) -> dict:  # noqa: N803 - boto3's names
+        response = self._client.put_metric_data(Namespace=Namespace, MetricData=MetricData)
+        for datum in MetricData:
+            self._published.append({"namespace": Namespace, **datum})
+        return response
+
+
+def _parse(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
