@@ -3,7 +3,9 @@
 Every event has the exact shape AWS delivers: "SageMaker HyperPod Cluster Node Health Event"
 (events/hyperpod-node-health-unhealthy.json) with the instance, time and reason varied;
 "SageMaker Training Job State Change" (events/training-job-failed.json) with the job, time,
-reason and tags varied; and the operator's "Medic Requeue Job" (source medic.operator).
+reason and tags varied; the operator's "Medic Requeue Job" (source medic.operator); and "CloudWatch
+Alarm State Change" of Medic's alarms (tests/fixtures/events/cloudwatch-alarm-state-change.json) with
+the alarm, states, reasons and times varied.
 """
 
 from __future__ import annotations
@@ -100,6 +102,71 @@ REQUEUE_BASE = {
     },
 }
 SLURM_JOB = {"cluster": "pretrain-slurm", "id": 4211, "name": "llama3-70b"}
+LLAMA = "llama3-70b"
+T_ALARM = datetime(2026, 11, 21, 3, 0, 0, tzinfo=UTC)
+ALARM_METRIC = {"stall": ("Heartbeat", "Sum"), "divergence": ("NonFiniteLoss", "Sum"),
+                "slowdown": ("TokensPerSecond", "Average")}
+ALARM_DESCRIPTION = {
+    "stall": "Training heartbeat for llama3-70b has stopped: no step for 10 minutes.",
+    "divergence": "Training of llama3-70b diverged: a NaN or infinite loss.",
+    "slowdown": "Training of llama3-70b slowed down: throughput below 60% of its recent level for 10 minutes.",
+}
+ALARM_REASON = {
+    ("stall", "ALARM"): "Threshold Crossed: 10 datapoints [0.0 (21/11/26 03:10:00), 0.0 (21/11/26 03:09:00), "
+                        "0.0 (21/11/26 03:08:00), 0.0 (21/11/26 03:07:00), 0.0 (21/11/26 03:06:00)] were less than "
+                        "the threshold (1.0).",
+    ("stall", "OK"): "Threshold Crossed: 1 datapoint [25.0 (21/11/26 03:20:00)] was not less than the threshold (1.0).",
+    ("divergence", "ALARM"): "Threshold Crossed: 1 datapoint [60.0 (21/11/26 03:02:00)] was greater than or equal "
+                             "to the threshold (1.0).",
+}
+
+
+def alarm(kind: str, state: str, at: datetime, previous: str = "OK", reason: str | None = None,
+          event_id: str | None = None, job: str = LLAMA) -> dict:
+    """A "CloudWatch Alarm State Change" of Medic's alarm ``medic-<kind>-<job>`` entering ``state`` at ``at``."""
+    name = f"medic-{kind}-{job}"
+    metric, stat = ALARM_METRIC[kind]
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+    before = (at - timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+    text = reason or ALARM_REASON.get((kind, state), f"Threshold Crossed: alarm {name} entered {state}.")
+    return {
+        "version": "0",
+        "id": event_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/alarm/{name}/{state}/{stamp}")),
+        "detail-type": "CloudWatch Alarm State Change",
+        "source": "aws.cloudwatch",
+        "account": "123456789012",
+        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-west-2",
+        "resources": [f"arn:aws:cloudwatch:us-west-2:123456789012:alarm:{name}"],
+        "detail": {
+            "alarmName": name,
+            "configuration": {
+                "description": ALARM_DESCRIPTION[kind] + f' {{"medic:kind":"{kind}","medic:cluster":"pretrain-slurm",'
+                                                         f'"medic:job":"{job}"}}',
+                "metrics": [{"id": "m1", "metricStat": {
+                    "metric": {"namespace": "Medic/Training", "name": metric, "dimensions": {"Job": job}},
+                    "period": 60, "stat": stat}, "returnData": True}],
+            },
+            "previousState": {"reason": f"Alarm {name} was {previous}.", "reasonData": '{"version":"1.0"}',
+                              "timestamp": before, "value": previous},
+            "state": {"reason": text, "reasonData": f'{{"version":"1.0","statistic":"{stat}","period":60}}',
+                      "timestamp": stamp, "value": state},
+        },
+    }
+
+
+def clock(at: datetime) -> dict:
+    """Time passes to ``at`` (the due schedules run)."""
+    return {"sim": {"advance": at.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+def probe(**published: object) -> dict:
+    """What the job's training probe publishes at the replay clock."""
+    return {"sim": {"probe": {"job": LLAMA, **published}}}
+
+
+def minutes(count: float) -> timedelta:
+    return timedelta(minutes=count)
 RECOMMENDATION = {"Terminate": "Please Replace the Faulty Node.", "Reboot": "Please Reboot the Faulty Node."}
 
 
@@ -155,7 +222,7 @@ def node_id(index: int) -> str:
     return "i-0" + hashlib.sha256(f"storm-{index}".encode()).hexdigest()[:16]
 
 
-def scenarios() -> dict[str, tuple[list[str], list[dict]]]:
+def scenarios() -> dict[str, tuple[list[str], list[object]]]:
     sample = copy.deepcopy(BASE)
     storm = [event(node_id(i), T0 + timedelta(seconds=20 * i)) for i in range(30)]
     return {
@@ -214,6 +281,71 @@ def scenarios() -> dict[str, tuple[list[str], list[dict]]]:
         ], [{"sim": {"slurm_job": SLURM_JOB}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z"}}},
             requeue_request()]),
+        **alarm_scenarios(),
+        **fault_scenarios(sample),
+    }
+
+
+def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    slurm = [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}]
+    healthy = [clock(T_ALARM), *slurm,
+               probe(steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0, checkpoint=1200)]
+    # The job hangs in a collective: the probe's thread still publishes, with no step counted.
+    hung = [clock(T_ALARM + minutes(5)), probe(steps=0), alarm("stall", "ALARM", T_ALARM + minutes(11))]
+    return {
+        "m-stall-recovered.jsonl": ([
+            "title: (m) Stall: the heartbeat stops -> requeue through the agent -> training resumes",
+            "expect: requeue_job deferred then executed (scontrol requeue 4211); the recovery check records recovered "
+            "at 03:20; OK closes; no page",
+        ], [*healthy, *hung,
+            clock(T_ALARM + minutes(17)),
+            probe(steps=25, step=1225, loss=1.9, tokens_per_sec=40500.0, new_process=True),
+            clock(T_ALARM + minutes(20)),
+            alarm("stall", "OK", T_ALARM + minutes(21), previous="ALARM")]),
+        "n-stall-no-progress.jsonl": ([
+            "title: (n) Stall: requeued, but training never resumes; later the alarm re-enters ALARM",
+            "expect: requeue_job deferred then executed; no_progress failed with one page at 03:35; the later ALARM "
+            "suppressed (no second requeue)",
+        ], [*healthy, *hung,
+            clock(T_ALARM + minutes(35)),
+            # A deploy resets the alarm (INSUFFICIENT_DATA, not delivered), and it goes back to ALARM.
+            alarm("stall", "ALARM", T_ALARM + minutes(52), previous="INSUFFICIENT_DATA"),
+            clock(T_ALARM + minutes(60))]),
+        "o-divergence.jsonl": ([
+            "title: (o) Divergence: the loss turns NaN -> one page with the last checkpoint step, no restart",
+            "expect: divergence deferred with one page naming checkpoint step 1200; nothing requeued or restarted",
+        ], [*healthy,
+            clock(T_ALARM + minutes(2)), probe(steps=60, step=1300, loss="nan", tokens_per_sec=41000.0),
+            alarm("divergence", "ALARM", T_ALARM + minutes(3)),
+            clock(T_ALARM + minutes(10))]),
+        "p-alarm-repeat-delivery.jsonl": ([
+            "title: (p) Stall ALARM delivered three times (twice as is, once under another event id)",
+            "expect: one requeue (deferred, executed), then duplicate twice; one command, one scontrol requeue",
+        ], [*healthy, *hung, alarm("stall", "ALARM", T_ALARM + minutes(11)),
+            alarm("stall", "ALARM", T_ALARM + minutes(11),
+                  event_id="0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c")]),
+    }
+
+
+def fault_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
+    return {
+        "q-throttled-node-call.jsonl": ([
+            "title: (q) Fault: HyperPod throttles the first two replace calls",
+            "fault: sagemaker:BatchReplaceClusterNodes=ThrottlingException:2",
+            "expect: botocore retries; replace_node executed once (1 call, 3 attempts), no page",
+        ], [sample]),
+        "r-permanent-node-error.jsonl": ([
+            "title: (r) Fault: Medic's role may not replace nodes (AccessDeniedException)",
+            "fault: sagemaker:BatchReplaceClusterNodes=AccessDeniedException:1",
+            "expect: replace_node failed, not retried, one page",
+        ], [sample]),
+        "s-page-publish-fails.jsonl": ([
+            "title: (s) Fault: SNS Publish fails while a protected node needs a human; the handler does not raise",
+            "fault: sns:Publish=InternalError:10",
+            "expect: the record is still written (paged false), PageFailures 1 in the handler's metrics, no page, "
+            "nothing dropped to the DLQ",
+        ], [{"sim": {"node": {"cluster": "pretrain-slurm", "id": "i-0c0ffee0c0ffee001", "group": "controller"}}},
+            event("i-0c0ffee0c0ffee001")]),
     }
 
 

@@ -9,6 +9,7 @@ import sys
 from sim.cli import main
 from sim.scenario import DEMO_CONFIG, SCENARIOS, bundled
 from sim.synth import ROOT
+from tests.e2e.conftest import replayed
 
 
 def test_sim_replay_prints_only_json_lines_records_then_pages():
@@ -33,12 +34,28 @@ def test_a_bad_fault_spec_is_a_usage_error(capsys):
     assert "count '0' must be a whole number >= 1" in capsys.readouterr().err
 
 
-def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys):
+def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch):
+    monkeypatch.setattr("sim.replay.run", replayed)  # the scenario specs' replays (each runs once a session)
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 12
+    assert out.count("   summary: ") == len(bundled()) == 19
     assert "time      node/job" in out
     assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out
+    assert "   probe: 03:02:00 llama3-70b: Heartbeat 60, Step 1300, NonFiniteLoss 60, LastCheckpointStep 1200" in out
+    assert "   schedules ran: ReconcilerSchedule 12×, AlarmResponseRecoverySchedule 12×" in out
+    assert "   fault: sagemaker:BatchReplaceClusterNodes=ThrottlingException:2 (2 injected of 3 attempts)" in out
+    assert "   metric: PageFailures 1 (pages that could not be published)" in out
+
+
+def test_sim_replay_applies_the_scenario_fault_header_and_fault_options_override_it(capsys):
+    # Given the throttling scenario, whose header injects 2 ThrottlingExceptions
+    assert main(["replay", str(SCENARIOS / "q-throttled-node-call.jsonl"), "--quiet"]) == 0
+    assert [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()] == ["executed"]
+    # When --fault names the same operation, it replaces the header's count: 10 outlast botocore's retries
+    assert main(["replay", str(SCENARIOS / "q-throttled-node-call.jsonl"), "--quiet",
+                 "--fault", "sagemaker:BatchReplaceClusterNodes=ThrottlingException:10"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["kind"], line.get("outcome")) for line in lines] == [("record", "failed"), ("page", None)]

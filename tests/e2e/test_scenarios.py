@@ -100,15 +100,40 @@ def test_g_hostile_input_is_rejected_and_the_next_event_still_executes(replay):
     assert node_action_calls(result) == {REPLACE: 1}
 
 
-def test_throttling_is_absorbed_by_the_sdk_retries(replay):
-    # Given HyperPod throttles the first two replace attempts
-    result = replay([sample("hyperpod-node-health-unhealthy")],
-                    faults=["sagemaker:BatchReplaceClusterNodes=ThrottlingException:2"])
-    # Then botocore retries and the replace goes through: one API call, three HTTP attempts
+def test_q_throttling_is_absorbed_by_the_sdk_retries(replay):
+    # Given HyperPod throttles the first two replace attempts (the scenario's '# fault:' header)
+    result = replay(SCENARIOS / "q-throttled-node-call.jsonl")
+    # Then botocore retries and the replace goes through: one API call, three HTTP attempts, one node action
     assert outcomes(result) == [("replace_node", "executed")]
     assert result.calls[REPLACE] == 1
     assert (result.attempts[REPLACE], result.injected[REPLACE]) == (3, 2)
+    assert [action["successful"] for action in result.node_actions] == [["i-0d4e5f60718293a4b"]]
     assert result.pages == []
+
+
+def test_r_a_permanent_error_fails_at_once_and_pages_once(replay):
+    # Given Medic's role is denied the replace call
+    result = replay(SCENARIOS / "r-permanent-node-error.jsonl")
+    # Then it is not retried: one attempt, a failed record naming the error, one page, no node action
+    assert [(r["action"], r["outcome"], r["paged"]) for r in result.records] == [("replace_node", "failed", True)]
+    assert "AccessDeniedException" in result.records[0]["reason"]
+    assert (result.attempts[REPLACE], result.injected[REPLACE]) == (1, 1)
+    assert result.node_actions == []
+    assert len(result.pages) == 1 and result.pages[0]["record"]["outcome"] == "failed"
+
+
+def test_s_a_page_that_cannot_be_published_is_counted_and_the_record_still_written(replay):
+    # Given SNS failing every Publish attempt while a protected node needs a human
+    result = replay(SCENARIOS / "s-page-publish-fails.jsonl")
+    # Then the decision is recorded, honestly unpaged, and the failure shows as the PageFailures metric
+    assert [(r["outcome"], r["paged"]) for r in result.records] == [("suppressed", False)]
+    assert result.pages == []
+    assert (result.calls["sns:Publish"], result.attempts["sns:Publish"], result.injected["sns:Publish"]) == (1, 4, 4)
+    assert result.metrics["PageFailures"] == 1 and "Pages" not in result.metrics
+    assert result.metrics["Remediations"] == 1
+    # And the handler does not raise (paging releases its claim instead): nothing retried or dropped to the DLQ
+    assert result.dropped == [] and result.errors == []
+    assert sum(result.invocations.values()) == 1
 
 
 def test_a_permanent_error_on_the_node_action_fails_and_pages(replay):
