@@ -28,10 +28,10 @@ def test_m_a_stalled_job_is_requeued_and_its_recovery_is_recorded_without_a_page
     deferred, executed, recovered, closed = result.records
     assert {r["incident"] for r in result.records} == {INCIDENT}
     assert (deferred["trigger"], deferred["fault"], deferred["timestamp"][11:19]) == ("alarm", "stalled", "03:11:00")
-    # ... and the 03:20 recovery check sees the steps the resumed job reported at 03:17: recovered, quietly
+    # ... and the 03:20 recovery check sees the steps the resumed job reported at 03:19: recovered, quietly
     assert (recovered["fault"], recovered["trigger"], recovered["timestamp"][11:19]) == (
         "recovered", "reconcile", "03:20:00")
-    assert "25 steps" in recovered["reason"] and "now at step 1225" in recovered["reason"]
+    assert "25 steps in 9 min" in recovered["reason"] and "now at step 1225" in recovered["reason"]
     assert recovery_runs(result) == 4  # 03:05, 03:10, 03:15 (still waiting), 03:20
     assert "incident closed" in closed["reason"]
     assert result.pages == [] and not any(r["paged"] for r in result.records)
