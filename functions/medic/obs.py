@@ -27,7 +27,8 @@ class RecordFormatter(LambdaPowertoolsFormatter):
 
 logger = Logger(service=SERVICE, logger_formatter=RecordFormatter())
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE)
+# Only botocore is traced: patching everything X-Ray knows imports requests, asyncio and more at cold start.
+tracer = Tracer(service=SERVICE, patch_modules=("botocore",))
 _event_time: ContextVar[datetime | None] = ContextVar("event_time", default=None)
 ACTED = frozenset({"executed", "dry_run"})
 

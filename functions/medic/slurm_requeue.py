@@ -11,9 +11,8 @@ Result (handlers/agent_results.py, the ledger's stream): the agent writes `comma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
@@ -33,6 +32,9 @@ from medic.domain.slurm import (
 from medic.obs import logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
+
+if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
+    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 
 # Context keys record_command stores beside the record's own fields.
 DETAILS_KEY = "details"

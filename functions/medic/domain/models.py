@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from medic.config import CLUSTER_NAME_PATTERN
@@ -88,10 +88,23 @@ class NodeHealthDetail(BaseModel):
     HealthSummary: HealthSummary
 
 
-class MedicEvent(EventBridgeModel):
-    """An EventBridge event whose id is what EventBridge sends (a UUID): it ends up in ledger keys and records."""
+class MedicEvent(BaseModel):
+    """An EventBridge event (the envelope Powertools' EventBridgeModel describes, without importing its
+    hundred sibling models at cold start). The id is what EventBridge sends (a UUID): it ends up in
+    ledger keys and records."""
 
+    model_config = ConfigDict(populate_by_name=True)
+
+    version: str
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
+    source: str
+    account: str
+    time: datetime
+    region: str
+    resources: list[str]
+    detail_type: str = Field(alias="detail-type")
+    detail: Any
+    replay_name: str | None = Field(default=None, alias="replay-name")
 
 
 class NodeHealthEvent(MedicEvent):
