@@ -27,6 +27,7 @@ from medic.domain.pages import alarm_page
 from medic.obs import logger
 from medic.paging import page_incident, page_resolution
 from medic.records import complete, emit, rejected, short
+from medic.recovery import conclude_on_ok
 from medic.slurm_requeue import RequeueRequest, requeue_slurm_job, slurm_job_incident
 
 
@@ -87,6 +88,9 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         record["paged"] = (page_resolution(deps, record, text) if decision.close_incident
                            else page_incident(deps, ledger, record, text))
     if decision.close_incident:
+        watch = next((w for w in ledger.recoveries() if w.incident == incident), None)
+        if watch is not None:  # the OK came before the recovery check: it is the proof
+            conclude_on_ok(watch, event.id, deps)
         ledger.close_alarm_incident(subject.name, incident)
     return emit(record)
 

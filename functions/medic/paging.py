@@ -16,11 +16,13 @@ from medic.obs import count, logger
 from medic.records import complete
 
 
-def page_incident(deps: Deps, ledger: Ledger, record: dict, text: PageText) -> bool:
-    """At most one page per incident (until the incident closes)."""
-    if not ledger.claim_page(record["incident"], deps.now()):
+def page_incident(deps: Deps, ledger: Ledger, record: dict, text: PageText, claim: str | None = None) -> bool:
+    """At most one page per incident (until the incident closes). ``claim`` names a second, separate
+    page of the same incident (an escalation), so it is not blocked by the first."""
+    key = claim or record["incident"]
+    if not ledger.claim_page(key, deps.now()):
         return False
-    return _publish(deps, record, text, release=lambda: ledger.release_page(record["incident"]))
+    return _publish(deps, record, text, release=lambda: ledger.release_page(key))
 
 
 def page_cluster_summary(deps: Deps, ledger: Ledger, record: dict, text: PageText, window: timedelta) -> bool:

@@ -36,6 +36,17 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
     return records
 
 
+def conclude_on_ok(watch: RecoveryWatch, event_id: str, deps: Deps) -> dict:
+    """The stall alarm went OK while a restart was watched: training resumed (the alarm saw the steps)."""
+    record = complete({"incident": watch.incident, "trigger": Trigger.ALARM, "event_id": event_id,
+                       "cluster": watch.cluster, "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(),
+                       "attempt": watch.attempt, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
+                       "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: the stall "
+                                 "alarm is OK again (the probe's heartbeat is back)."})
+    deps.ledger.end_recovery(watch.incident)
+    return emit(record)
+
+
 def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: float | None, run_id: str,
               deps: Deps) -> dict:
     ledger = deps.ledger
@@ -55,6 +66,6 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: f
     alarm = f"stall alarm of {watch.job}"
     text = alarm_page(record, alarm, "The job was restarted but its heartbeat and step did not resume.", [],
                       deps.region)
-    record["paged"] = page_incident(deps, ledger, {**record, "incident": f"{watch.incident}:recovery"}, text)
+    record["paged"] = page_incident(deps, ledger, record, text, claim=f"{watch.incident}:recovery")
     ledger.end_recovery(watch.incident)
     return emit(record)

@@ -51,6 +51,15 @@ class Operations(Construct):
             alarm.add_alarm_action(page)
             self.health_alarms.append(alarm)
 
+        page_failures = _medic_metric("PageFailures").create_alarm(
+            self, "PageFailures",
+            alarm_description=("Medic could not publish a page (SNS). The decision is in the remediation log; "
+                               "check the topic, its KMS key and subscriptions."),
+            threshold=0, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
+        page_failures.add_alarm_action(page)  # SNS may be back by then; the alarm shows in the console either way
+        self.health_alarms.append(page_failures)
+
         log_groups = [function.log_group for function in functions]
         for index, (title, query) in enumerate(QUERIES.items()):
             # L1: the saved query reads exactly as written here
@@ -99,9 +108,7 @@ class Operations(Construct):
             cw.GraphWidget(
                 title="Suppressed, failed, pages", width=12, height=6,
                 left=[_search("Remediations", "outcome", "suppressed"), _search("Remediations", "outcome", "failed"),
-                      cw.Metric(namespace="Medic", metric_name="Pages", statistic="Sum", period=FIVE_MINUTES),
-                      cw.Metric(namespace="Medic", metric_name="PageFailures", statistic="Sum",
-                                period=FIVE_MINUTES)]),
+                      _medic_metric("Pages"), _medic_metric("PageFailures")]),
         )
         dashboard.add_widgets(
             records("Open incidents (latest decision per incident, not closed)",
@@ -111,9 +118,9 @@ class Operations(Construct):
                     " | sort last desc | limit 50"),
             cw.GraphWidget(
                 title="Time from event to action (s)", width=12, height=6,
-                left=[cw.MathExpression(expression=f"SEARCH('{{Medic,action}} MetricName=\"EventToActionSeconds\"', "
-                                                   f"'{stat}', 300)", label=stat, period=FIVE_MINUTES)
-                      for stat in ("p50", "p99")]),
+                left=[cw.MathExpression(
+                    expression=f"SEARCH('{{Medic,action,service}} MetricName=\"EventToActionSeconds\"', '{stat}', 300)",
+                    label=stat, period=FIVE_MINUTES) for stat in ("p50", "p99")]),
         )
         dashboard.add_widgets(
             cw.GraphWidget(title="Dead-letter queues (messages waiting)", width=12, height=6,
@@ -133,9 +140,16 @@ class Operations(Construct):
         return dashboard
 
 
+def _medic_metric(name: str) -> cw.Metric:
+    """Medic's own counters carry Powertools' service dimension (POWERTOOLS_SERVICE_NAME=medic)."""
+    return cw.Metric(namespace="Medic", metric_name=name, dimensions_map={"service": "medic"}, statistic="Sum",
+                     period=FIVE_MINUTES)
+
+
 def _search(metric: str, dimension: str, value: str) -> cw.MathExpression:
     return cw.MathExpression(
-        expression=f"SUM(SEARCH('{{Medic,action,outcome,trigger}} MetricName=\"{metric}\" {dimension}=\"{value}\"', "
+        expression=f"SUM(SEARCH('{{Medic,action,outcome,service,trigger}} MetricName=\"{metric}\" "
+                   f"{dimension}=\"{value}\"', "
                    "'Sum', 300))",
         label=value, period=FIVE_MINUTES)
 

@@ -214,3 +214,26 @@ def test_a_malformed_alarm_event_is_rejected_and_nothing_is_done(slurm, change):
     record = respond_to_alarm(event, slurm.medic.deps)
     assert (record["outcome"], record["action"]) == ("rejected", "none")
     assert slurm.depth() == 0 and slurm.medic.pages() == []
+
+
+def test_an_ok_before_the_recovery_check_is_itself_the_proof_of_recovery(slurm):
+    # Given Medic requeued the stalled job at 03:10
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    # When the stall alarm goes OK at 03:14, before the next recovery check
+    slurm.medic.at("2026-11-21T03:14:00+00:00")
+    respond_to_alarm(alarm(state="OK", at="2026-11-21T03:14:00.000+0000"), slurm.medic.deps)
+    # Then training is recorded as recovered, and nothing is left to check
+    recovered = [line for line in slurm.medic.log.lines if line["fault"] == "recovered"]
+    assert [(r["incident"], r["outcome"], r["trigger"]) for r in recovered] == [(INCIDENT, "ignored", "alarm")]
+    assert slurm.medic.deps.ledger.recoveries() == []
+
+
+def test_the_escalation_page_carries_the_incident_of_its_record(slurm):
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    slurm.medic.at("2026-11-21T03:31:00+00:00")
+    [record] = check_recoveries({"id": "run-1"}, slurm.medic.deps)
+    [page] = slurm.medic.pages()
+    attached = json.loads(page["MessageAttributes"]["record"]["Value"])
+    assert attached["incident"] == record["incident"] == INCIDENT
