@@ -245,6 +245,11 @@ class Ledger:
         """A healthy node ends its incident: its next failure is a new incident that may page."""
         self.release_page(incident)
 
+    def storm_paged_at(self, cluster: str) -> datetime | None:
+        """When the cluster's last guardrail summary page went out (None: never, or expired)."""
+        item = self.client.get_item(TableName=self.table, ConsistentRead=True, Key=self._storm_key(cluster)).get("Item")
+        return datetime.fromisoformat(item["paged_at"]["S"]) if item and "paged_at" in item else None
+
     def claim_storm_page(self, cluster: str, now: datetime, window: timedelta) -> bool:
         """True at most once per cluster per guardrail window."""
         return self._conditional_put(

@@ -51,6 +51,9 @@ from medic.obs import count, logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected
 
+# After a guardrail (storm) page, the cluster's failed nodes are that page's for this long: the sweep
+# counts them in its report instead of paging them one by one.
+STORM_HOLD = timedelta(hours=6)
 # Medic's own action counts as the start of a repair a sweep finds only if it is this recent;
 # an older action was an earlier repair (the sweep in between would have seen this one).
 MEDIC_REPAIR_LINK = timedelta(minutes=15)
@@ -128,8 +131,15 @@ class _Sweep:
         for claim in claims.values():
             if claim.pending and needs_recheck(claim, self.now, self.cooldown) and self._room():
                 self._unfinished(claim)
+        # While the guardrails hold a storm back, its failed nodes are the storm page's: a human was told,
+        # and paging them one by one every sweep is the flood the guardrails exist to prevent.
+        storm_at = self.ledger.storm_paged_at(name)
+        held_back = storm_at is not None and self.now - storm_at < STORM_HOLD
         for node in failed:
             if covered(claims.get(node.node_id), self.now, self.cooldown) or not self._room():
+                continue
+            if held_back:
+                self.report["held_by_guardrails"] = self.report.get("held_by_guardrails", 0) + 1
                 continue
             if self.ledger.incident_paged(_incident(name, node.node_id)):
                 continue  # a human already owns this node's incident

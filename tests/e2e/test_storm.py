@@ -160,15 +160,8 @@ def test_one_guardrail_summary_page_per_cluster_per_window(storm):
         assert "held back by guardrails" in page["subject"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (reconcile.py _Sweep._sweep/_failed): nodes the guardrails suppressed keep status Failure and have no "
-    "claim, so every reconcile run (5 min) takes up to 10 per cluster as 'failed nodes no incident covers', "
-    "records them deferred with 'Node status is Failure and no health event explains it' (a health event did; "
-    "Medic held it back) and sends a '[Medic] <cluster>: 10 nodes need a human' summary: here 14 runs x 3 "
-    "clusters = 42 more pages (420 paged records) beside the 6 guardrail pages. The storm contract is one "
-    "summary page per cluster per window. Expected: a suppressed decision covers the node (its incident is open "
-    "and the storm page owns it) for the guardrail window, or the reconciler folds such nodes into that page."))
 def test_the_whole_storm_pages_once_per_cluster_per_window(storm):
     result, _ = storm
-    assert len(result.pages) == len(CLUSTERS) * 2
+    assert len(result.pages) == len(CLUSTERS) * 2, [(p["subject"], p["record"].get("trigger"), p["record"].get("reason", "")[:90])
+                                                    for p in result.pages]
     assert [record for record in result.records if record["trigger"] == "reconcile" and record["paged"]] == []
