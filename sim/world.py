@@ -134,6 +134,13 @@ class World:
     def __enter__(self) -> World:
         self._mock = mock_aws()
         self._mock.start()
+        # moto 5.2.5 pages ListClusterNodes on an `arn` its cluster nodes do not have: past 100 nodes it
+        # hands out the same NextToken twice and the reconciler's paginator fails. Page on the instance id.
+        from moto.sagemaker import models as sagemaker_models
+
+        self._pagination = mock.patch.dict(sagemaker_models.PAGINATION_MODEL, {"list_cluster_nodes": {
+            **sagemaker_models.PAGINATION_MODEL["list_cluster_nodes"], "unique_attribute": "instance_id"}})
+        self._pagination.start()
         try:
             # The harness's own clients (setup, page capture) keep moto's plain behaviour: no faults.
             self.harness = boto3.Session(region_name=self.region, botocore_session=_botocore_session())
@@ -154,6 +161,7 @@ class World:
         self.slurm.close()
         self.metrics.close()
         if self._mock is not None:
+            self._pagination.stop()
             self._mock.stop()
             self._mock = None
 
