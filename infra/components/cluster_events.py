@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Aws
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from infra.components.function import MedicFunction
@@ -35,6 +34,4 @@ class ClusterEvents(Construct):
                             {"EventLevel": ["Warn"], "Description": [{"wildcard": w} for w in REPAIR_WORDS]}],
                 }}),
         )
-        self.rule.add_target(targets.LambdaFunction(
-            self.handler.function, dead_letter_queue=self.handler.dead_letters,
-            retry_attempts=185, max_event_age=Duration.hours(24)))
+        self.handler.route(self.rule)

@@ -3,6 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -82,6 +84,16 @@ class MedicFunction(Construct):
             id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
             reason=("X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
                     f"permissions. {unscoped_reason} Every other statement names its resources.")))
+        self._ack_runtime()
+
+    def route(self, rule: events.Rule, *, scheduled: bool = False) -> None:
+        """Deliver the rule's events here. An event is retried for a day (EventBridge's maximum), then kept
+        in the dead-letter queue; a scheduled run is not worth delivering late: the next one comes soon."""
+        retries, age = (2, Duration.minutes(10)) if scheduled else (185, Duration.hours(24))
+        rule.add_target(targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters,
+                                               retry_attempts=retries, max_event_age=age))
+
+    def _ack_runtime(self) -> None:
         for rule in ("AwsSolutions::AwsSolutions-L1", "Serverless::Serverless-LambdaLatestVersion"):
             Validations.of(self.function).acknowledge(Acknowledgment(
                 id=rule, reason="Pinned to Python 3.13: the Powertools v3 layer and the tested runtime are python313."))

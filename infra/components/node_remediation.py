@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Aws
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -47,9 +46,4 @@ class NodeRemediation(Construct):
                 detail={"ClusterName": [cluster.name for cluster in config.clusters]},
             ),
         )
-        self.rule.add_target(targets.LambdaFunction(
-            self.handler.function,
-            dead_letter_queue=self.handler.dead_letters,
-            retry_attempts=185,
-            max_event_age=Duration.hours(24),
-        ))
+        self.handler.route(self.rule)

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -43,7 +42,4 @@ class Reconciler(Construct):
             description="Medic: reconcile cluster node status every 5 minutes",
             schedule=events.Schedule.rate(RECONCILE_EVERY),
         )
-        # A run that failed is not worth delivering late: the next one starts within 5 minutes.
-        self.schedule.add_target(targets.LambdaFunction(
-            self.handler.function, dead_letter_queue=self.handler.dead_letters, retry_attempts=2,
-            max_event_age=Duration.minutes(10)))
+        self.handler.route(self.schedule, scheduled=True)

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, Aws, CfnOutput, Duration, Stack, Validations
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -86,9 +85,7 @@ class SlurmJobRequeue(Construct):
                 source=[REQUEUE_SOURCE], detail_type=[REQUEUE_DETAIL_TYPE], account=[Aws.ACCOUNT_ID],
                 detail={"cluster": list(self.queues)}),
         )
-        self.rule.add_target(targets.LambdaFunction(
-            self.requeue.function, dead_letter_queue=self.requeue.dead_letters,
-            retry_attempts=185, max_event_age=Duration.hours(24)))
+        self.requeue.route(self.rule)
 
         self.results = MedicFunction(
             self, "AgentResultsHandler",

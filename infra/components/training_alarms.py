@@ -5,7 +5,6 @@ import json
 from aws_cdk import Aws, Duration, Stack, Tags
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -161,14 +160,10 @@ class AlarmResponse(Construct):
                 source=["aws.cloudwatch"], detail_type=[ALARM_EVENT], account=[Aws.ACCOUNT_ID],
                 detail={"alarmName": matched, "state": {"value": ["ALARM", "OK"]}}),
         )
-        self.rule.add_target(targets.LambdaFunction(
-            self.handler.function, dead_letter_queue=self.handler.dead_letters,
-            retry_attempts=185, max_event_age=Duration.hours(24)))
+        self.handler.route(self.rule)
         self.schedule = events.Rule(
             self, "RecoverySchedule",
             description="Medic: proof-of-recovery check after restarts",
             schedule=events.Schedule.rate(Duration.minutes(5)),
         )
-        self.schedule.add_target(targets.LambdaFunction(
-            self.recovery.function, dead_letter_queue=self.recovery.dead_letters, retry_attempts=2,
-            max_event_age=Duration.minutes(10)))
+        self.recovery.route(self.schedule, scheduled=True)

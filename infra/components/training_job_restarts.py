@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Aws, Duration, Validations
+from aws_cdk import Acknowledgment, Aws, Validations
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -57,12 +56,7 @@ class TrainingJobRestarts(Construct):
                         "TrainingJobName": [{"prefix": spec.prefix} for spec in specs]},
             ),
         )
-        self.rule.add_target(targets.LambdaFunction(
-            self.handler.function,
-            dead_letter_queue=self.handler.dead_letters,
-            retry_attempts=185,
-            max_event_age=Duration.hours(24),
-        ))
+        self.handler.route(self.rule)
 
     def _pass_role(self, specs) -> iam.PolicyStatement:
         roles = sorted({arn for spec in specs for arn in spec.role_arns})
