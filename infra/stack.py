@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Stack, Validations
-from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from constructs import Construct
 
 from infra.components.boto3_layer import Boto3Layer
 from infra.components.cluster_events import ClusterEvents
 from infra.components.encryption import MedicKey
-from infra.components.function import DeadLetterQueue, MedicFunction, powertools_layer_arn
+from infra.components.function import DeadLetterQueue, MedicFunction
 from infra.components.ledger import LedgerTable
 from infra.components.mode import ModeParameter
 from infra.components.node_remediation import NodeRemediation
 from infra.components.operations import Operations
 from infra.components.paging import PagingTopic
+from infra.components.powertools import PowertoolsLayer
 from infra.components.reconciler import Reconciler
 from infra.components.shared import Shared
 from infra.components.slurm_agents import SlurmJobRequeue
@@ -36,11 +36,7 @@ class MedicStack(Stack):
             table=LedgerTable(self, "Ledger", key=key).table,
             topic=PagingTopic(self, "Paging", key=key, notify=config.notify).topic,
             mode=ModeParameter(self, "Mode", initial_mode=config.mode).parameter,
-            layers=(
-                lambda_.LayerVersion.from_layer_version_arn(
-                    self, "Powertools", powertools_layer_arn(config.powertools_layer_version)),
-                Boto3Layer(self, "Boto3").layer,
-            ),
+            layers=(PowertoolsLayer(self, "Powertools").layer, Boto3Layer(self, "Boto3").layer),
         )
         self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
         self.cluster_events = ClusterEvents(self, "ClusterEvents", shared=shared)

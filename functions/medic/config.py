@@ -190,8 +190,16 @@ class MedicConfig(_Strict):
     training_jobs: list[TrainingJobs] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
     job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
-    # Powertools for AWS Lambda (Python) v3 public layer version (per region, same number).
-    powertools_layer_version: int = Field(default=27, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: object) -> object:
+        # One layer number does not hold in every partition and region, nor name the tested release.
+        if isinstance(data, dict) and "powertools_layer_version" in data:
+            raise ValueError("powertools_layer_version is no longer used: remove it. The stack resolves the "
+                             "Powertools layer of the aws-lambda-powertools version pinned in requirements.txt "
+                             "from Powertools' public SSM parameter when it deploys")
+        return data
 
     @model_validator(mode="after")
     def _cross_references(self) -> MedicConfig:

@@ -7,6 +7,8 @@ from pathlib import Path
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from infra.components.function import ARCHITECTURE, RUNTIME
+
 ROOT = Path(__file__).resolve().parents[2]
 # What boto3 needs beyond the standard library, all pure Python: copied, not built, so no Docker.
 PACKAGES = ("boto3", "botocore", "s3transfer", "jmespath", "python-dateutil", "urllib3", "six")
@@ -44,7 +46,7 @@ class Boto3Layer(Construct):
         self.layer = lambda_.LayerVersion(
             self, "Layer",
             code=lambda_.Code.from_asset(str(staged), exclude=[".complete"]),
-            compatible_runtimes=[lambda_.Runtime.PYTHON_3_13],
-            compatible_architectures=[lambda_.Architecture.ARM_64],
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
             description=f"boto3/botocore {metadata.version('botocore')} for Medic",
         )

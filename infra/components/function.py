@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -14,12 +14,9 @@ from constructs import Construct
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
-POWERTOOLS_ACCOUNT = "017000801446"  # AWS's account publishing the public Powertools layers
-
-
-def powertools_layer_arn(version: int) -> str:
-    return (f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_ACCOUNT}:layer:"
-            f"AWSLambdaPowertoolsPythonV3-python313-arm64:{version}")
+# Every Medic function: the Powertools layer is resolved for exactly this runtime and architecture.
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+ARCHITECTURE = lambda_.Architecture.ARM_64
 
 
 class DeadLetterQueue(Construct):
@@ -59,8 +56,8 @@ class MedicFunction(Construct):
         self.function = lambda_.Function(
             self, "Function",
             description=description,
-            runtime=lambda_.Runtime.PYTHON_3_13,
-            architecture=lambda_.Architecture.ARM_64,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
             handler=handler,
             code=lambda_.Code.from_asset(str(FUNCTIONS), exclude=["**/__pycache__", "**/*.pyc"]),
             layers=layers,

@@ -69,7 +69,7 @@ def test_the_node_function_runs_python_313_with_powertools_and_a_new_boto3(raw):
     assert function["Runtime"] == "python3.13"
     assert function["Handler"] == "medic.handlers.node_health.handler"
     layers = json.dumps(function["Layers"])
-    assert "017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:27" in layers
+    assert "SsmParameterValueawsservicepowertoolspythonarm64python313" in layers  # test_powertools_layer.py
     assert "Boto3Layer" in layers
     assert function["DeadLetterConfig"]["TargetArn"]["Fn::GetAtt"][0].startswith("NodeRemediationHandlerDeadLetters")
     assert set(function["Environment"]["Variables"]) >= {"MEDIC_CONFIG", "LEDGER_TABLE", "PAGE_TOPIC_ARN",

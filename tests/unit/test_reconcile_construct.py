@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from infra.components.encryption import MedicKey
-from infra.components.function import powertools_layer_arn
 from infra.components.ledger import LedgerTable
 from infra.components.mode import ModeParameter
 from infra.components.paging import PagingTopic
+from infra.components.powertools import PowertoolsLayer
 from infra.components.reconciler import RECONCILE_ACTIONS, Reconciler
 from infra.components.shared import Shared
 from medic.config import parse_config
@@ -35,7 +34,7 @@ def template(tmp_path_factory) -> Template:
         config=CONFIG, key=key, table=LedgerTable(stack, "Ledger", key=key).table,
         topic=PagingTopic(stack, "Paging", key=key, notify=CONFIG.notify).topic,
         mode=ModeParameter(stack, "Mode", initial_mode="act").parameter,
-        layers=(lambda_.LayerVersion.from_layer_version_arn(stack, "Powertools", powertools_layer_arn(27)),),
+        layers=(PowertoolsLayer(stack, "Powertools").layer,),
     )
     Reconciler(stack, "Reconciler", shared=shared)
     app.synth()  # runs cdk-nag: an unacknowledged finding fails here
