@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -59,6 +60,7 @@ class Operations(Construct):
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
         page_failures.add_alarm_action(page)  # SNS may be back by then; the alarm shows in the console either way
         self.health_alarms.append(page_failures)
+        self._let_alarms_publish(topic)
 
         log_groups = [function.log_group for function in functions]
         for index, (title, query) in enumerate(QUERIES.items()):
@@ -66,6 +68,20 @@ class Operations(Construct):
             logs.CfnQueryDefinition(self, f"Query{index}", name=f"Medic/{title}", query_string=query,
                                     log_group_names=[group.log_group_name for group in log_groups])
         self.dashboard = self._dashboard(functions, dead_letter_queues, log_groups, mode_parameter)
+
+    def _let_alarms_publish(self, topic: sns.ITopic) -> None:
+        """The topic's policy replaces SNS's default one (enforce_ssl writes a Deny-only policy), so CloudWatch
+        may publish only because this statement says so: for exactly these alarms of this account (SNS Developer
+        Guide, "Amazon SNS access policy"; CloudWatch User Guide, "Confused deputy prevention": aws:SourceArn is
+        the alarm's ARN, aws:SourceAccount its account). Medic's functions publish through their own roles."""
+        topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="AllowMedicHealthAlarmsToPublish",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                        "ArnEquals": {"aws:SourceArn": [alarm.alarm_arn for alarm in self.health_alarms]}},
+        ))
 
     def _function_alarms(self, function: MedicFunction, page: actions.SnsAction) -> None:
         handler = function.function
