@@ -12,7 +12,14 @@ from aws_cdk import aws_ssm as ssm
 from medic.config import MedicConfig
 
 LEDGER_ACTIONS = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
-                  "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"]
+                  "dynamodb:ConditionCheckItem", "dynamodb:Query"]
+# The only item families Medic's ledger deletes (a page, storm page, failure report or job-failure claim given
+# back when its call failed; an alarm's incident, a recovery or repair watch that ended), in both the real and
+# the dry-run namespace. Every function shares the ledger module, so every function gets this one list; what it
+# keeps out of reach: restart budgets (lineage#), event claims (request#), agent commands and heartbeats.
+# tests/infra/test_least_privilege.py reads the ledger's delete calls and fails when one is missing here.
+LEDGER_DELETED_PREFIXES = ("incident#", "cluster#", "node#", "repair#", "alarm#", "recovery#", "jobfail#")
+LEDGER_NAMESPACES = ("", "dry_run#")
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,10 @@ class Shared:
         pages and reading the mode; the key's use is granted with the function."""
         role.add_to_principal_policy(iam.PolicyStatement(
             actions=LEDGER_ACTIONS, resources=[self.table.table_arn]))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["dynamodb:DeleteItem"], resources=[self.table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [
+                f"{namespace}{prefix}*" for namespace in LEDGER_NAMESPACES for prefix in LEDGER_DELETED_PREFIXES]}}))
         role.add_to_principal_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn]))
         role.add_to_principal_policy(iam.PolicyStatement(
             actions=["ssm:GetParameter"], resources=[self.mode.parameter_arn]))

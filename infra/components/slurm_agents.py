@@ -40,8 +40,15 @@ class AgentQueue(Construct):
                     actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
                              "sqs:GetQueueAttributes"],
                     resources=[self.queue.queue_arn]),
+                # The key only through the two services the agent uses: reading its queue's messages (SQS
+                # decrypts) and writing its ledger items (DynamoDB); never to decrypt Medic's data directly.
+                iam.PolicyStatement(actions=["kms:Decrypt"], resources=[shared.key.key_arn],
+                                    conditions={"StringEquals": {
+                                        "kms:ViaService": f"sqs.{Aws.REGION}.{Aws.URL_SUFFIX}"}}),
                 iam.PolicyStatement(actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
-                                    resources=[shared.key.key_arn]),
+                                    resources=[shared.key.key_arn],
+                                    conditions={"StringEquals": {
+                                        "kms:ViaService": f"dynamodb.{Aws.REGION}.{Aws.URL_SUFFIX}"}}),
                 iam.PolicyStatement(
                     actions=["dynamodb:PutItem"],
                     resources=[shared.table.table_arn],
