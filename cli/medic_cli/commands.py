@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from medic.ledger import Ledger
 from medic_cli import history as hist
-from medic_cli import ledger_view
+from medic_cli import ledger_view, preconditions
 from medic_cli.context import CliError, Context
 from medic_cli.explain import explain
 from medic_cli.mode import read_mode, set_mode
@@ -41,6 +41,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     actions = ledger_view.recent_actions(snapshot, since)
     dry_run = reading.effective == "dry_run"
     budgets = ledger_view.budgets(snapshot, config, now, dry_run=dry_run)
+    clusters = preconditions.read(ctx, config) if config is not None else []
 
     if args.json:
         print(json_block({
@@ -48,7 +49,8 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
             "mode_parameter": reading.parameter, "last_mode_change": last[0].as_json() if last else None,
             "ledger_table": ctx.table, "config": ctx.loaded_config.source,
             "open_incidents": incidents, "recent_actions": actions, "budgets_ledger": "dry_run" if dry_run else "real",
-            "budgets": [budget.as_json() for budget in budgets]}), file=out)
+            "budgets": [budget.as_json() for budget in budgets],
+            "preconditions": [cluster.as_json() for cluster in clusters]}), file=out)
         return 0
 
     stored = "" if reading.value == reading.effective else f"  (parameter holds {reading.value!r}: read as paused)"
@@ -81,6 +83,12 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
              for b in budgets])))
     else:
         lines.append("  no clusters (pass --config medic.yaml to list the configured clusters)")
+    lines += ["", "Cluster preconditions (DescribeCluster; README \"Before you deploy\"):"]
+    if not clusters:
+        lines.append("  no config: pass --config medic.yaml to check the configured clusters")
+    for cluster in clusters:
+        lines.append(f"  {cluster.cluster}  ({cluster.summary})")
+        lines += [f"    {check.state:<8} {check.name:<19} {check.detail}" for check in cluster.checks]
     print("\n".join(lines), file=out)
     return 0
 
