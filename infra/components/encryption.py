@@ -7,26 +7,25 @@ from constructs import Construct
 
 
 def source_arn_pattern(service: str, resource: str) -> str:
-    """An ARN of this account and region for ``aws:SourceArn`` (the key cannot name the topic, queues or alarms
-    that it encrypts: they refer to the key, and CloudFormation refuses the cycle)."""
+    """An ARN pattern of this account and region (the key cannot name the topic, queues or alarms that use it:
+    they refer to the key, and CloudFormation refuses the cycle)."""
     return f"arn:{Aws.PARTITION}:{service}:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
 
 
-# Who uses the key on Medic's behalf, for what, and the request context that ties each use to this stack's
-# account and region (confused-deputy prevention: IAM User Guide, "The confused deputy problem"; KMS "AWS global
-# condition keys"). SQS encrypts each message with the queue's ARN as encryption context (SQS Developer Guide,
-# "Encryption context"), so a grant used only to write to queues names the account's queues there too.
-SERVICE_GRANTS = {
-    # Rule targets' dead-letter queues: EventBridge writes undeliverable events into them, for rules of this
-    # account (EventBridge User Guide, "Using dead-letter queues": the DLQ's key must let EventBridge use it).
-    "events.amazonaws.com": ("rule/*", True),
-    # Medic's health alarms publish to the encrypted paging topic (SNS Developer Guide, "Enable compatibility
-    # between event sources from AWS services and encrypted topics"; alarms cannot use the AWS-managed SNS key).
-    "cloudwatch.amazonaws.com": ("alarm:*", False),
-    # The paging topic's subscriptions keep undeliverable pages in an encrypted dead-letter queue (SNS Developer
-    # Guide, "Amazon SNS dead-letter queues": an encrypted DLQ's key must let SNS use it).
-    "sns.amazonaws.com": ("*", True),
-}
+# Who uses the key on Medic's behalf, and the request context that holds each use to this stack's account and
+# region (confused-deputy prevention: IAM User Guide, "The confused deputy problem").
+# - CloudWatch: Medic's health alarms publish to the encrypted paging topic (SNS Developer Guide, "Enable
+#   compatibility between event sources from AWS services and encrypted topics"; alarms cannot use the AWS-managed
+#   SNS key). The KMS request carries the alarm as aws:SourceArn and its account as aws:SourceAccount.
+# - EventBridge writes undeliverable events into the rule targets' dead-letter queues, SNS undeliverable pages into
+#   the subscriptions' queue (each queue's key must let the service use it). For EventBridge delivery to encrypted
+#   SNS topics AWS documents that aws:SourceAccount/aws:SourceArn/aws:SourceOrgID are not supported in the key
+#   policy (SNS Developer Guide, as quoted by AWS's MDAA grantCloudWatchAlarmsTopicAccess); no source says the
+#   queue path differs, and a condition the request lacks would drop every dead letter silently. What every SQS
+#   request to KMS carries is the queue's ARN as encryption context (SQS Developer Guide, "Encryption context"):
+#   these two may use the key only for this account's and region's queues, which is what stops another
+#   account's queue from borrowing the key.
+QUEUE_WRITERS = ("events.amazonaws.com", "sns.amazonaws.com")
 
 
 class MedicKey(Construct):
@@ -44,15 +43,17 @@ class MedicKey(Construct):
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        for service, (resource, writes_queues) in SERVICE_GRANTS.items():
-            prefix = service.split(".")[0]
-            arn_like = {"aws:SourceArn": source_arn_pattern(prefix, resource)}
-            if writes_queues:
-                arn_like["kms:EncryptionContext:aws:sqs:arn"] = source_arn_pattern("sqs", "*")
-            self.key.add_to_resource_policy(iam.PolicyStatement(
-                sid=f"Allow{prefix.capitalize()}ToUseKey",
-                principals=[iam.ServicePrincipal(service)],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],  # in a key policy "*" means this key
-                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}, "ArnLike": arn_like},
-            ))
+        self._grant("cloudwatch.amazonaws.com", {
+            "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+            "ArnLike": {"aws:SourceArn": source_arn_pattern("cloudwatch", "alarm:*")}})
+        for service in QUEUE_WRITERS:
+            self._grant(service, {"ArnLike": {"kms:EncryptionContext:aws:sqs:arn": source_arn_pattern("sqs", "*")}})
+
+    def _grant(self, service: str, conditions: dict) -> None:
+        self.key.add_to_resource_policy(iam.PolicyStatement(
+            sid=f"Allow{service.split('.')[0].capitalize()}ToUseKey",
+            principals=[iam.ServicePrincipal(service)],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],  # in a key policy "*" means this key
+            conditions=conditions,
+        ))
