@@ -25,7 +25,7 @@ def role_policies(raw: dict) -> dict[str, dict]:
     return {lid: policy for lid, policy in resources(raw, "AWS::IAM::Policy").items()}
 
 
-def test_no_function_may_delete_any_ledger_item(raw):
+def test_no_function_may_delete_ledger_items_outside_the_families_medic_deletes(raw):
     granted = [(lid, s) for lid, policy in role_policies(raw).items() for s in statements(policy)
                if "dynamodb:DeleteItem" in actions_of(s)]
     assert len(granted) >= 8  # every function that uses the ledger
