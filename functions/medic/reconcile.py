@@ -130,6 +130,8 @@ class _Sweep:
         self.by_id = {node.node_id: node for node in nodes}
         failed = [node for node in nodes if node.status == FAILURE]
         self.report.update(nodes=len(nodes), failed=len(failed))
+        if failed:  # a failed node's owner (Medic or HyperPod) is the cluster's NodeRecovery: read it first
+            self._node_recovery()
         cluster_state = self.ledger.cluster_state(name)
         acted = latest_actions((action.node_id, action.at) for action in cluster_state.actions)
         # A replacement is a new instance under the same NodeLogicalId: Medic's action is found by either id.
