@@ -326,7 +326,7 @@ class HyperPodWorld:
         self.terminated.add((cluster_name, old_id))
         self.repairs.pop((cluster_name, old_id), None)
         node.instance_id = new_id
-        node.launch_time = now
+        node.launch_time = now.replace(tzinfo=None)  # moto keeps naive UTC times
         node.status = REPAIR["replace"][0]
         cluster.nodes[new_id] = node
         settings = self.settings.setdefault(cluster_name, ClusterSettings())
