@@ -366,7 +366,7 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
                                               Recommendation="None")
     return {
         "t-slurm-controller-machine.jsonl": ([
-            "title: (t) Slurm controller in AWS's sample group name controller-machine, default protected groups",
+            "title: (t) A Slurm controller in AWS's sample group controller-machine (protected by default)",
             "expect: a reboot-class fault gets no node action and one page",
         ], [{"sim": {"cluster": {"name": "pretrain-slurm",
                                  "groups": {"controller-machine": 1, "login-group": 1, "worker-group-1": 16}}}},
