@@ -165,8 +165,8 @@ def decide_claim_act(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, no
     return decision, cluster_state
 
 
-def report_node_recovery_mismatch(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster,
-                                  info: ClusterInfo) -> dict | None:
+def report_node_recovery_mismatch(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, info: ClusterInfo,
+                                  trigger: Trigger = Trigger.NODE_HEALTH, event_id: str = "") -> dict | None:
     """The cluster's real NodeRecovery decides; a config that says otherwise is recorded and paged once (the
     ledger item `cluster#<name>` / `node_recovery` is what `medic status` shows)."""
     if info.node_recovery is None or info.node_recovery == cluster.node_recovery:
@@ -178,7 +178,7 @@ def report_node_recovery_mismatch(deps: Deps, ledger: Ledger, mode: str, cluster
     actual = "Automatic" if info.node_recovery == "automatic" else "None"
     follows = ("defers failed nodes to HyperPod" if info.node_recovery == "automatic"
                else "reboots and replaces failed nodes itself")
-    record = complete({"incident": incident, "trigger": Trigger.NODE_HEALTH, "event_id": f"cluster-{cluster.name}",
+    record = complete({"incident": incident, "trigger": trigger, "event_id": event_id or f"cluster-{cluster.name}",
                        "cluster": cluster.name, "fault": Fault.CONFIG_MISMATCH.value, "action": Action.NONE,
                        "outcome": Outcome.IGNORED, "mode": mode,
                        "reason": f"medic.yaml says node_recovery: {cluster.node_recovery}, but DescribeCluster says "

@@ -156,13 +156,12 @@ class _Sweep:
             if self.ledger.claim_failure_report(name, node.node_id, self.now, self.cooldown):
                 self._failed(node)
         self._repairs(nodes, acted, acted_logical)
-        if self.info is not None:  # DescribeCluster was read this run: report (or clear) a config disagreement
-            self._node_recovery_setting(self.info)
 
     def _node_recovery(self) -> str:
         """The cluster's real NodeRecovery (DescribeCluster, cached), the config's when AWS does not say."""
         if self.info is None:
             self.info = self.deps.hyperpod.cluster_info(self.cluster.name)
+            self._node_recovery_setting(self.info)  # report (or clear) a disagreement with the config
         return self.info.node_recovery or self.cluster.node_recovery
 
     def _node_recovery_setting(self, info: ClusterInfo) -> None:
@@ -171,7 +170,8 @@ class _Sweep:
         if info.node_recovery == self.cluster.node_recovery:
             self.ledger.clear_config_mismatch(self.cluster.name)
             return
-        report_node_recovery_mismatch(self.deps, self.ledger, self.mode, self.cluster, info)
+        report_node_recovery_mismatch(self.deps, self.ledger, self.mode, self.cluster, info, Trigger.RECONCILE,
+                                      self.run_id)
 
     def _unfinished(self, claim: PendingClaim) -> None:
         """A claim whose call may or may not have gone through: re-check the node, never call blindly."""

@@ -426,6 +426,7 @@ def test_given_describe_cluster_says_automatic_the_reconciler_defers_and_reports
     world.hyperpod.assert_all_called()
     mismatch = [r for r in world.log.lines if r["fault"] == "config_mismatch"]
     assert len(mismatch) == 1 and mismatch[0]["paged"] is True
+    assert (mismatch[0]["trigger"], mismatch[0]["event_id"]) == ("reconcile", "run-1")
     failed = [r for r in records(world) if r["node_id"] == NODE]
     assert failed and all(r["outcome"] == "deferred" and not r["paged"] for r in failed)
     assert [page["Subject"] for page in world.pages()] == [
