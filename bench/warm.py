@@ -148,7 +148,7 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
 
 def _node_contexts() -> list[Any]:
     from medic.config import Cluster, Guardrails
-    from medic.domain.models import Action, ClusterAction, ClusterState, Fault, NodeInfo, NodeState
+    from medic.domain.models import Action, ClusterAction, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState
     from medic.domain.policy import NodeContext
 
     now = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
@@ -157,7 +157,9 @@ def _node_contexts() -> list[Any]:
                               for n in range(3)), version=3)
     base = NodeContext(mode="act", cluster=cluster, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
                        node=NodeInfo("i-0d4e5f60718293a4b", "workers", "Running"), state=None,
-                       cluster_state=ClusterState((), 0), cluster_size=lambda: 64, now=now)
+                       cluster_state=ClusterState((), 0), now=now,
+                       cluster_info=lambda: ClusterInfo(size=64, node_recovery="none", provisioning=None,
+                                                        controller_groups=frozenset()))
     rebooted = NodeState(fault=Fault.GPU_REBOOT.value, action=Action.REBOOT_NODE.value, outcome="executed",
                          acted_at=now - timedelta(hours=2), attempt=1, last_reboot_at=now - timedelta(hours=2),
                          version=1)

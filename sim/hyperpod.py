@@ -1,24 +1,33 @@
 """SageMaker HyperPod in the emulated world: clusters and nodes kept in moto's own SageMaker
 backend (so moto's DescribeCluster / DescribeClusterNode / ListClusterNodes see them), plus the
-node actions moto lacks, BatchRebootClusterNodes and BatchReplaceClusterNodes."""
+node actions moto lacks, BatchRebootClusterNodes and BatchReplaceClusterNodes, and what moto's
+answers leave out: DescribeCluster's NodeRecovery, NodeProvisioningMode, Orchestrator and the instance
+groups' SlurmConfig; the nodes' NodeLogicalId; ResourceNotFound for an instance no longer in the cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
-from moto.sagemaker.models import ClusterNode, sagemaker_backends
+from moto.sagemaker.models import Cluster, ClusterNode, sagemaker_backends
 
 from sim.faults import error_response, raw_response
 
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8}([0-9a-f]{9})?$")
 NODE_ID_PATTERN = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")  # ClusterNodeId in the service model
+LOGICAL_ID_PATTERN = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]")  # ClusterNodeLogicalId, 1..128
+NODE_RECOVERY = ("Automatic", "None")  # ClusterNodeRecovery
+# ClusterNodeProvisioningMode has one value, Continuous; a cluster in the default mode has no such member.
+PROVISIONING = ("Continuous", "OnDemand")
 # The emulated repair: how long a node stays in its repair status before it is Running again.
 REPAIR = {"reboot": ("SystemUpdating", timedelta(minutes=10)), "replace": ("Pending", timedelta(minutes=30))}
 IN_REPAIR = frozenset({"ShuttingDown", "Pending", "SystemUpdating"})
@@ -39,6 +48,26 @@ class Repair:
     until: datetime
 
 
+@dataclass
+class ClusterSettings:
+    """What DescribeCluster says beyond moto: the cluster's truth a scenario can set."""
+
+    orchestrator: str = "slurm"  # slurm | eks
+    node_recovery: str = "None"  # Automatic | None
+    provisioning: str = "OnDemand"  # Continuous | OnDemand (no NodeProvisioningMode member)
+    logical_ids: dict[str, str] = field(default_factory=dict)  # instance id -> NodeLogicalId
+
+
+def logical_id(*parts: str) -> str:
+    """A stable NodeLogicalId for an emulated node (its shape is the model's pattern; AWS documents no format)."""
+    return "node-" + hashlib.sha256("/".join(parts).encode()).hexdigest()[:20]
+
+
+def slurm_node_type(group: str) -> str:
+    """ClusterSlurmNodeType (Controller | Login | Compute) of an emulated Slurm group, from its name."""
+    return "Controller" if "controller" in group else "Login" if "login" in group else "Compute"
+
+
 class HyperPodWorld:
     def __init__(self, account: str, region: str, execution_role: str) -> None:
         self.account = account
@@ -47,6 +76,63 @@ class HyperPodWorld:
         self.cluster_ids: dict[str, str] = {}  # configured cluster id -> name (real ARNs carry the id)
         self.repairs: dict[tuple[str, str], Repair] = {}
         self.actions: list[dict] = []  # every Batch* call that reached the service, with its answer
+        self.settings: dict[str, ClusterSettings] = {}  # by cluster name
+        self.terminated: set[tuple[str, str]] = set()  # (cluster, instance id) replaced away: never re-created
+        self._include_logical_ids = False  # the ListClusterNodes call being answered asked for them
+
+    @contextlib.contextmanager
+    def patched(self) -> Iterator[None]:
+        """moto's DescribeCluster / DescribeClusterNode / ListClusterNodes answers, with the members moto lacks."""
+        world = self
+        cluster_describe, node_describe, node_summary = Cluster.describe, ClusterNode.describe, ClusterNode.summary
+
+        def describe_cluster(cluster: Any) -> dict:
+            answer = cluster_describe(cluster)
+            settings = world.settings.get(cluster.cluster_name)
+            if settings is None:
+                return answer
+            answer["NodeRecovery"] = settings.node_recovery
+            if settings.provisioning == "Continuous":
+                answer["NodeProvisioningMode"] = "Continuous"
+            if settings.orchestrator == "slurm":
+                answer["Orchestrator"] = {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+                answer["InstanceGroups"] = [
+                    {**group, "SlurmConfig": {"NodeType": slurm_node_type(group["InstanceGroupName"])}}
+                    for group in answer["InstanceGroups"]]
+            return answer
+
+        def describe_node(node: Any) -> dict:
+            answer = node_describe(node)
+            logical = world.logical_id_of(node.cluster_name, node.instance_id)
+            return {**answer, "NodeLogicalId": logical} if logical else answer
+
+        def summarize_node(node: Any) -> dict:
+            answer = node_summary(node)
+            logical = world.logical_id_of(node.cluster_name, node.instance_id)
+            # ListClusterNodes returns NodeLogicalId only when IncludeNodeLogicalIds is True (botocore's model).
+            return {**answer, "NodeLogicalId": logical} if logical and world._include_logical_ids else answer
+
+        with mock.patch.object(Cluster, "describe", describe_cluster), \
+                mock.patch.object(ClusterNode, "describe", describe_node), \
+                mock.patch.object(ClusterNode, "summary", summarize_node):
+            yield
+
+    def logical_id_of(self, cluster_name: str, node_id: str) -> str | None:
+        settings = self.settings.get(cluster_name)
+        return settings.logical_ids.get(node_id) if settings else None
+
+    def configure(self, cluster_name: str, *, orchestrator: str | None = None, node_recovery: str | None = None,
+                  provisioning: str | None = None) -> None:
+        settings = self.settings.setdefault(cluster_name, ClusterSettings())
+        if orchestrator is not None:
+            settings.orchestrator = orchestrator
+        if node_recovery is not None:
+            settings.node_recovery = node_recovery
+        if provisioning is not None:
+            settings.provisioning = provisioning
+
+    def set_logical_id(self, cluster_name: str, node_id: str, logical: str) -> None:
+        self.settings.setdefault(cluster_name, ClusterSettings()).logical_ids[node_id] = logical
 
     @property
     def backend(self) -> Any:
@@ -69,6 +155,7 @@ class HyperPodWorld:
             group, index = node.instance_id.rsplit("-", 1)
             node.instance_id = instance_id(name, group, index)
             renamed[node.instance_id] = node
+            self.set_logical_id(name, node.instance_id, logical_id(name, node.instance_id))
         cluster.nodes = renamed
 
     def groups(self, cluster_name: str) -> list[str]:
@@ -93,6 +180,8 @@ class HyperPodWorld:
                 life_cycle_config=spec["LifeCycleConfig"], execution_role=spec["ExecutionRole"],
                 node_id=node_id, threads_per_core=spec.get("ThreadsPerCore", 1))
             self._count(cluster, group, +1)
+            if self.logical_id_of(cluster_name, node_id) is None:
+                self.set_logical_id(cluster_name, node_id, logical_id(cluster_name, node_id))
         if status is not None:
             cluster.nodes[node_id].status = status
             self.repairs.pop((cluster_name, node_id), None)
@@ -131,6 +220,22 @@ class HyperPodWorld:
             name = name_or_arn
         return name if self.has_cluster(name) else None
 
+    # what moto answers differently
+    def describe_cluster_node(self, request: AWSPreparedRequest) -> AWSResponse | None:
+        """An instance the cluster does not have (a replaced one included) is ResourceNotFound: the one error
+        botocore's model declares for DescribeClusterNode (moto says ValidationException). Else moto answers."""
+        params = json.loads(request.body or b"{}")
+        name = self._cluster_name(params.get("ClusterName", ""))
+        node_id = params.get("NodeId")
+        if name is not None and isinstance(node_id, str) and self.node(name, node_id) is None:
+            return error_response(request.url, "json", "ResourceNotFound", 400,
+                                  f"Node {node_id} not found in cluster {name}.")
+        return None
+
+    def list_cluster_nodes(self, request: AWSPreparedRequest) -> None:
+        """Remember whether this call asked for NodeLogicalId; moto answers it."""
+        self._include_logical_ids = json.loads(request.body or b"{}").get("IncludeNodeLogicalIds") is True
+
     # the node actions moto lacks
     def batch_reboot(self, request: AWSPreparedRequest) -> AWSResponse:
         return self._batch(request, "reboot")
@@ -163,6 +268,7 @@ class HyperPodWorld:
         now = datetime.now(UTC)  # the replay clock
         successful: list[str] = []
         failed: list[dict] = []
+        replacements: dict[str, str] = {}
         for node_id in dict.fromkeys(node_ids):
             node = self.node(name, node_id)
             if node is None:
@@ -171,10 +277,16 @@ class HyperPodWorld:
             elif node.status in IN_REPAIR:
                 failed.append({"NodeId": node_id, "ErrorCode": "InstanceIdInUse",
                                "Message": f"Node {node_id} is already being repaired (status {node.status})."})
-            elif verb == "replace" and "controller" in node.instance_group_name:
+            elif verb == "replace" and self._slurm_controller(name, node.instance_group_name):
+                # The API reference (BatchReplaceClusterNodes, NodeIds): "you cannot replace instances that are
+                # configured as Slurm controller nodes". It names no error code: the emulation answers with the
+                # per-node code for "a state that does not allow replacement". Reboot is accepted.
                 failed.append({"NodeId": node_id, "ErrorCode": "InvalidInstanceStatus",
-                               "Message": f"Node {node_id} is in controller group {node.instance_group_name}; "
-                                          "controller nodes cannot be replaced."})
+                               "Message": f"Node {node_id} is a Slurm controller node (instance group "
+                                          f"{node.instance_group_name}); controller nodes cannot be replaced."})
+            elif verb == "replace":
+                replacements[node_id] = self._replace(name, node, now)
+                successful.append(node_id)
             else:
                 status, duration = REPAIR[verb]
                 node.status = status
@@ -191,7 +303,34 @@ class HyperPodWorld:
                  "Message": "Node logical ids are not emulated by the replay harness."}
                 for logical in logical_ids]
         self.actions.append({"action": verb, "cluster": name, "node_ids": list(node_ids),
-                             "successful": successful, "failed": [f["NodeId"] for f in failed]})
+                             "successful": successful, "failed": [f["NodeId"] for f in failed],
+                             **({"replacements": replacements} if replacements else {})})
         request_id = str(uuid.uuid4())
         return raw_response(url, 200, {"Content-Type": "application/x-amz-json-1.1",
                                        "x-amzn-RequestId": request_id}, json.dumps(body).encode())
+
+    def _slurm_controller(self, cluster_name: str, group: str) -> bool:
+        settings = self.settings.get(cluster_name)
+        return (settings is None or settings.orchestrator == "slurm") and slurm_node_type(group) == "Controller"
+
+    def _replace(self, cluster_name: str, node: Any, now: datetime) -> str:
+        """BatchReplaceClusterNodes "terminates the specified instances and provisions new replacement
+        instances" (API reference): the old instance id leaves the cluster, a new one joins the same group
+        under the same NodeLogicalId ("persists throughout its lifecycle"), Pending until provisioned."""
+        cluster = self.backend.clusters[cluster_name]
+        old_id = node.instance_id
+        logical = self.logical_id_of(cluster_name, old_id) or logical_id(cluster_name, old_id)
+        generation = sum(1 for action in self.actions for old in action.get("replacements", {}) if old == old_id)
+        new_id = instance_id(cluster_name, old_id, "replacement", str(generation + 1))
+        del cluster.nodes[old_id]
+        self.terminated.add((cluster_name, old_id))
+        self.repairs.pop((cluster_name, old_id), None)
+        node.instance_id = new_id
+        node.launch_time = now.replace(tzinfo=None)  # moto keeps naive UTC times
+        node.status = REPAIR["replace"][0]
+        cluster.nodes[new_id] = node
+        settings = self.settings.setdefault(cluster_name, ClusterSettings())
+        settings.logical_ids.pop(old_id, None)
+        settings.logical_ids[new_id] = logical
+        self.repairs[(cluster_name, new_id)] = Repair(cluster_name, new_id, now + REPAIR["replace"][1])
+        return new_id

@@ -32,6 +32,7 @@ import time_machine
 
 from sim.cfn import SimError
 from sim.faults import Fault, parse_fault
+from sim.hyperpod import LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
 from sim.slurm import JOB_NAME as SLURM_JOB_NAME
 from sim.slurm import STATES as SLURM_STATES
 from sim.streams import StreamMapping
@@ -45,7 +46,9 @@ AGENT_LAG = timedelta(seconds=1)  # from a command queued to the agent's run and
 SETTLE_ROUNDS = 10
 STREAM_RETRY_CAP = 100  # MaximumRetryAttempts -1 (until the record expires) stops here in the replay
 _STANDARD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
-NODE_STATUSES = ("Running", "Failure", "Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress")
+# ClusterInstanceStatus, all seven values of botocore's model.
+NODE_STATUSES = ("Running", "Failure", "Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress",
+                 "NotFound")
 CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 MAX_TICKS = 2016  # runs of one schedule between two lines (a week of 5-minute runs); older ones are skipped
 RELATIVE = re.compile(r"^\+\s*([0-9]+)\s*(s|m|h|d)$")
@@ -199,16 +202,27 @@ class Replay:
 
     def _directive_cluster(self, value: Any) -> None:
         if not isinstance(value, dict):
-            raise ValueError("expected {\"name\": ..., \"groups\": {\"<group>\": <count>, ...}}")
+            raise ValueError("expected {\"name\": ..., \"groups\": {\"<group>\": <count>, ...}, "
+                             "\"node_recovery\": ..., \"provisioning\": ...}")
         name = value.get("name")
         if not isinstance(name, str) or not CLUSTER_NAME.match(name):
             raise ValueError(f"'name' must be a HyperPod cluster name (got {name!r})")
-        groups = value.get("groups", {"controller": 1, "workers": 16})
-        if not isinstance(groups, dict) or not groups or not all(
-                isinstance(g, str) and CLUSTER_NAME.match(g) and isinstance(n, int) and 0 <= n <= 5000
-                for g, n in groups.items()):
-            raise ValueError("'groups' must map instance group names to node counts (0..5000)")
-        self.world.ensure_cluster(name, dict(groups))
+        recovery, provisioning = value.get("node_recovery"), value.get("provisioning")
+        if recovery is not None and recovery not in NODE_RECOVERY:
+            raise ValueError(f"'node_recovery' must be one of {', '.join(NODE_RECOVERY)} (got {recovery!r})")
+        if provisioning is not None and provisioning not in PROVISIONING:
+            raise ValueError(f"'provisioning' must be one of {', '.join(PROVISIONING)} (got {provisioning!r})")
+        settings_only = "groups" not in value and (recovery is not None or provisioning is not None)
+        if settings_only:
+            self.world.ensure_cluster(name)  # an existing cluster keeps its groups; a new one gets the defaults
+        else:
+            groups = value.get("groups", {"controller": 1, "workers": 16})
+            if not isinstance(groups, dict) or not groups or not all(
+                    isinstance(g, str) and CLUSTER_NAME.match(g) and isinstance(n, int) and 0 <= n <= 5000
+                    for g, n in groups.items()):
+                raise ValueError("'groups' must map instance group names to node counts (0..5000)")
+            self.world.ensure_cluster(name, dict(groups))
+        self.world.hyperpod.configure(name, node_recovery=recovery, provisioning=provisioning)
 
     def _directive_node(self, value: Any) -> None:
         if not isinstance(value, dict):
@@ -228,7 +242,14 @@ class Replay:
             group = next((g for g in self.world.hyperpod.groups(cluster) if g not in protected), "workers")
         if not isinstance(group, str) or not CLUSTER_NAME.match(group):
             raise ValueError(f"'group' must be an instance group name (got {group!r})")
+        logical = value.get("logical_id")
+        if logical is not None and (not isinstance(logical, str) or len(logical) > 128
+                                    or not LOGICAL_ID_PATTERN.fullmatch(logical)):
+            raise ValueError(f"'logical_id' must be a NodeLogicalId ({LOGICAL_ID_PATTERN.pattern}, at most 128 "
+                             f"characters; got {logical!r})")
         self.world.hyperpod.put_node(cluster, node_id, group, status)
+        if logical is not None:
+            self.world.hyperpod.set_logical_id(cluster, node_id, logical)
 
     def _directive_s3_put(self, value: Any) -> None:
         uri, body = (value.get("uri"), value.get("body", "")) if isinstance(value, dict) else (value, "")

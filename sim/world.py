@@ -32,6 +32,7 @@ REGION = "us-west-2"
 PAGE_CAPTURE_QUEUE = "medic-sim-page-capture"
 TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
 RATE = re.compile(r"^rate\(\s*([1-9][0-9]*)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
+_NODE_RECOVERY = {"automatic": "Automatic", "none": "None"}  # config's words -> DescribeCluster NodeRecovery
 RATE_UNIT = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 
@@ -122,6 +123,8 @@ class World:
         self.router = Router(faults, {
             "sagemaker:BatchRebootClusterNodes": self.hyperpod.batch_reboot,
             "sagemaker:BatchReplaceClusterNodes": self.hyperpod.batch_replace,
+            "sagemaker:DescribeClusterNode": self.hyperpod.describe_cluster_node,
+            "sagemaker:ListClusterNodes": self.hyperpod.list_cluster_nodes,
             "sagemaker:ListTags": self.training.list_tags,
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
@@ -141,6 +144,8 @@ class World:
         self._pagination = mock.patch.dict(sagemaker_models.PAGINATION_MODEL, {"list_cluster_nodes": {
             **sagemaker_models.PAGINATION_MODEL["list_cluster_nodes"], "unique_attribute": "instance_id"}})
         self._pagination.start()
+        self._hyperpod_answers = self.hyperpod.patched()
+        self._hyperpod_answers.__enter__()
         try:
             # The harness's own clients (setup, page capture) keep moto's plain behaviour: no faults.
             self.harness = boto3.Session(region_name=self.region, botocore_session=_botocore_session())
@@ -161,6 +166,7 @@ class World:
         self.slurm.close()
         self.metrics.close()
         if self._mock is not None:
+            self._hyperpod_answers.__exit__(None, None, None)
             self._pagination.stop()
             self._mock.stop()
             self._mock = None
@@ -464,6 +470,9 @@ class World:
         spec = self.configured(name)
         if spec is not None:
             self.hyperpod.cluster_ids[spec.id] = name
+        # DescribeCluster's truth matches the config's expectation until a `cluster` directive says otherwise.
+        self.hyperpod.configure(name, orchestrator=spec.orchestrator if spec is not None else "slurm",
+                                node_recovery=_NODE_RECOVERY.get(spec.node_recovery if spec is not None else "none"))
         if groups is None:
             eks = spec is not None and spec.orchestrator == "eks"
             groups = {"workers": DEFAULT_WORKERS} if eks else {"controller": 1, "workers": DEFAULT_WORKERS}
@@ -493,7 +502,8 @@ class World:
             return
         self.ensure_cluster(cluster)
         node_id = detail.get("InstanceId")
-        if isinstance(node_id, str) and INSTANCE_ID.match(node_id) and not self.hyperpod.node(cluster, node_id):
+        if (isinstance(node_id, str) and INSTANCE_ID.match(node_id) and not self.hyperpod.node(cluster, node_id)
+                and (cluster, node_id) not in self.hyperpod.terminated):  # a replaced instance stays gone
             protected = self.protected_groups(cluster)
             groups = self.hyperpod.groups(cluster)
             group = next((g for g in groups if g not in protected), None)

@@ -29,8 +29,9 @@ def node_event(base: dict, *, instance_id: str | None = None, reason: str | None
         event["time"] = time
     if event_id is not None:
         event["id"] = event_id
-    if cluster is not None:
+    if cluster is not None:  # AWS's documented examples carry the cluster name where the ARN has its id
         detail["ClusterName"] = cluster
+        detail["ClusterArn"] = f"{detail['ClusterArn'].rsplit('/', 1)[0]}/{cluster}"
     return event
 
 

@@ -25,6 +25,7 @@ from medic.domain.job_faults import classify_failure
 from medic.domain.job_policy import Checkpoint, JobContext, decide_job, lineage_of
 from medic.domain.models import (
     Action,
+    ClusterInfo,
     EventEnvelope,
     Fault,
     NodeHealthEvent,
@@ -147,12 +148,13 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
                              f"(breaker above {guardrails.max_fraction_in_repair:.0%} of the cluster)"))
     sizes: list[int] = []
 
-    def cluster_size() -> int:
-        sizes.append(hyperpod.cluster_size(cluster.name))
-        return sizes[-1]
+    def cluster_info() -> ClusterInfo:  # DescribeCluster: size, NodeRecovery, Slurm controller groups
+        info = hyperpod.cluster_info(cluster.name)
+        sizes.append(info.size)
+        return info
 
     decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault, node=node,
-                                       state=state, cluster_state=cluster_state, cluster_size=cluster_size, now=now))
+                                       state=state, cluster_state=cluster_state, cluster_info=cluster_info, now=now))
     if sizes:
         facts.append(("cluster size", f"{sizes[-1]} node(s) (DescribeCluster)"))
     explanation = Explanation(_record(base, fault, decision), facts=facts)

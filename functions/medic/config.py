@@ -16,6 +16,15 @@ CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 INSTANCE_GROUP_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 
+# Instance group names AWS's own material gives Slurm controller and login nodes: the HyperPod developer
+# guide's provisioning_parameters.json (my-controller-group, my-login-group) and the
+# awsome-distributed-training samples (controller-machine, login-group); plus the short forms.
+DEFAULT_PROTECTED_GROUPS = ("controller-machine", "login-group", "controller", "login",
+                            "my-controller-group", "my-login-group")
+# Of these, the controller names: a cluster set up by lifecycle scripts names its controller group only in
+# provisioning_parameters.json, which no API returns.
+KNOWN_CONTROLLER_GROUPS = frozenset({"controller-machine", "controller", "my-controller-group"})
+
 Mode = Literal["act", "dry_run"]
 RuntimeMode = Literal["act", "dry_run", "paused"]
 
@@ -73,8 +82,15 @@ class Cluster(_Strict):
     # IAM grants the node actions on exactly these ARNs.
     id: str = Field(pattern=r"^[a-z0-9]{12}$")
     orchestrator: Literal["slurm", "eks"]
+    # What the deployer expects HyperPod does; DescribeCluster's NodeRecovery is the truth Medic follows
+    # (a disagreement is paged once and shown by `medic status`).
     node_recovery: Literal["automatic", "none"] = "none"
-    protected_groups: list[str] = Field(default_factory=lambda: ["controller", "login"])
+    protected_groups: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_GROUPS))
+    # Slurm: Medic never reboots a Slurm controller node unless this says so (it never replaces one:
+    # AWS refuses BatchReplaceClusterNodes on Slurm controller nodes). A controller is a node of a group
+    # whose DescribeCluster SlurmConfig.NodeType is Controller, or of a group named as AWS names controller
+    # groups (KNOWN_CONTROLLER_GROUPS). A protected group stays protected whatever this says.
+    allow_controller_reboot: bool = False
     guardrails: GuardrailOverrides = Field(default_factory=GuardrailOverrides)
     # EKS clusters: the EKS cluster's name, for the Container Insights failed-node alarm (Slurm
     # clusters use HyperPod's own cluster_failed_node_count). Unset on EKS: no failed-node alarm.

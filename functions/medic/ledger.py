@@ -38,6 +38,16 @@ class NodeClaim:
     outcome: str
     attempt: int
     at: datetime
+    logical_id: str | None = None  # the node's NodeLogicalId: a replacement keeps it under a new instance id
+
+
+@dataclass(frozen=True)
+class ConfigMismatch:
+    """medic.yaml's node_recovery against the cluster's DescribeCluster NodeRecovery."""
+
+    cluster: str
+    configured: str  # automatic | none
+    actual: str  # automatic | none
 
 
 class Ledger:
@@ -71,12 +81,27 @@ class Ledger:
     def _storm_key(self, cluster: str) -> dict:
         return {"pk": {"S": f"{self.namespace}cluster#{cluster}"}, "sk": {"S": "storm"}}
 
+    def _healthy_key(self, cluster: str, node_id: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}node#{cluster}#{node_id}"}, "sk": {"S": "healthy"}}
+
+    def _logical_key(self, cluster: str, logical_id: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}logical#{cluster}#{logical_id}"}, "sk": {"S": "node"}}
+
+    def _node_recovery_key(self, cluster: str) -> dict:
+        return {"pk": {"S": f"{self.namespace}cluster#{cluster}"}, "sk": {"S": "node_recovery"}}
+
     # reads
     def load(self, cluster: str, node_id: str) -> tuple[NodeState | None, ClusterState]:
         """The node's last action and the cluster's recent actions, in one round trip."""
+        state, cluster_state, _ = self.load_with_health(cluster, node_id)
+        return state, cluster_state
+
+    def load_with_health(self, cluster: str, node_id: str) -> tuple[NodeState | None, ClusterState, datetime | None]:
+        """The node's last action, the cluster's recent actions and the node's last healthy report."""
         node_key, cluster_key = self._node_key(cluster, node_id), self._cluster_key(cluster)
         response = self.client.batch_get_item(
-            RequestItems={self.table: {"Keys": [node_key, cluster_key], "ConsistentRead": True}}
+            RequestItems={self.table: {"Keys": [node_key, cluster_key, self._healthy_key(cluster, node_id)],
+                                       "ConsistentRead": True}}
         )
         items = response.get("Responses", {}).get(self.table, [])
         unprocessed = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
@@ -86,7 +111,39 @@ class Ledger:
                 items.append(item)
         node_item = next((i for i in items if i["sk"]["S"] == "state"), None)
         cluster_item = next((i for i in items if i["sk"]["S"] == "actions"), None)
-        return _node_state(node_item), _cluster_state(cluster_item)
+        healthy_item = next((i for i in items if i["sk"]["S"] == "healthy"), None)
+        healthy_at = datetime.fromisoformat(healthy_item["at"]["S"]) if healthy_item else None
+        return _node_state(node_item), _cluster_state(cluster_item), healthy_at
+
+    def record_healthy(self, cluster: str, node_id: str, at: datetime) -> None:
+        """Remember the node's latest Healthy report (by the event's time): an older event about it is stale."""
+        try:
+            self.client.put_item(
+                TableName=self.table, Item={**self._healthy_key(cluster, node_id), "at": {"S": at.isoformat()},
+                                            "expires_at": {"N": str(_epoch(at + timedelta(days=NODE_STATE_DAYS)))}},
+                ConditionExpression="attribute_not_exists(pk) OR #at < :at",
+                ExpressionAttributeNames={"#at": "at"}, ExpressionAttributeValues={":at": {"S": at.isoformat()}})
+        except ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise
+
+    def node_for_logical_id(self, cluster: str, logical_id: str) -> str | None:
+        """The instance id Medic last acted on under this NodeLogicalId (a replacement has a new one)."""
+        item = self.client.get_item(TableName=self.table, ConsistentRead=True,
+                                    Key=self._logical_key(cluster, logical_id)).get("Item")
+        return item["instance_id"]["S"] if item else None
+
+    def report_config_mismatch(self, mismatch: ConfigMismatch, now: datetime) -> bool:
+        """Store the disagreement for `medic status`; True only the first time this exact one is seen."""
+        return self._conditional_put(
+            {**self._node_recovery_key(mismatch.cluster), "configured": {"S": mismatch.configured},
+             "actual": {"S": mismatch.actual}, "seen_at": {"S": now.isoformat()}},
+            "attribute_not_exists(pk) OR configured <> :c OR actual <> :a",
+            {":c": {"S": mismatch.configured}, ":a": {"S": mismatch.actual}})
+
+    def clear_config_mismatch(self, cluster: str) -> None:
+        """The config and the cluster agree (again): nothing for `medic status` to show."""
+        self.client.delete_item(TableName=self.table, Key=self._node_recovery_key(cluster))
 
     # writes
     def claim(self, claim: NodeClaim, node: NodeState | None, cluster: ClusterState,
@@ -105,21 +162,31 @@ class Ledger:
         }
         if last_reboot is not None:
             node_item["last_reboot_at"] = {"S": last_reboot.isoformat()}
+        if claim.logical_id:
+            node_item["logical_id"] = {"S": claim.logical_id}
         horizon = claim.at - timedelta(hours=CLUSTER_ACTION_HOURS)
         actions = [a for a in cluster.actions if a.at > horizon]
-        actions.append(ClusterAction(claim.node_id, claim.action, claim.at))
+        actions.append(ClusterAction(claim.node_id, claim.action, claim.at, claim.logical_id))
         cluster_item = {
             **self._cluster_key(claim.cluster),
             "actions": {"L": [{"M": {"node": {"S": a.node_id}, "action": {"S": a.action},
-                                     "at": {"S": a.at.isoformat()}}} for a in actions]},
+                                     "at": {"S": a.at.isoformat()},
+                                     **({"logical": {"S": a.logical_id}} if a.logical_id else {})}}
+                              for a in actions]},
             "version": {"N": str(cluster.version + 1)},
             "expires_at": {"N": str(_epoch(claim.at + timedelta(days=NODE_STATE_DAYS)))},
         }
+        writes = [
+            {"Put": {"TableName": self.table, "Item": node_item, **_unchanged(node.version if node else 0)}},
+            {"Put": {"TableName": self.table, "Item": cluster_item, **_unchanged(cluster.version)}},
+        ]
+        if claim.logical_id:  # the repair is found again from its logical id once the instance id changed
+            writes.append({"Put": {"TableName": self.table, "Item": {
+                **self._logical_key(claim.cluster, claim.logical_id), "instance_id": {"S": claim.node_id},
+                "acted_at": {"S": claim.at.isoformat()},
+                "expires_at": {"N": str(_epoch(claim.at + timedelta(days=NODE_STATE_DAYS)))}}}})
         try:
-            self.client.transact_write_items(TransactItems=[
-                {"Put": {"TableName": self.table, "Item": node_item, **_unchanged(node.version if node else 0)}},
-                {"Put": {"TableName": self.table, "Item": cluster_item, **_unchanged(cluster.version)}},
-            ])
+            self.client.transact_write_items(TransactItems=writes)
         except ClientError as error:
             if error_code(error) == "TransactionCanceledException":
                 return False
@@ -223,6 +290,11 @@ class Ledger:
              "expires_at": {"N": str(_epoch(now + timedelta(days=NODE_STATE_DAYS)))}},
             "attribute_not_exists(pk)", {},
         )
+
+    def release_request(self, trigger: str, event_id: str) -> None:
+        """The run that claimed the event failed with an error: let Lambda's retry of it act."""
+        key = {"pk": {"S": f"{self.namespace}request#{trigger}#{event_id}"}, "sk": {"S": "claim"}}
+        self.client.delete_item(TableName=self.table, Key=key)
 
     def set_outcome(self, cluster: str, node_id: str, outcome: str) -> None:
         self.client.update_item(
@@ -474,6 +546,7 @@ def _node_state(item: dict | None) -> NodeState | None:
         fault=item["fault"]["S"], action=item["action"]["S"], outcome=item["outcome"]["S"],
         acted_at=datetime.fromisoformat(item["acted_at"]["S"]), attempt=int(item["attempt"]["N"]),
         last_reboot_at=datetime.fromisoformat(reboot) if reboot else None, version=int(item["version"]["N"]),
+        logical_id=item.get("logical_id", {}).get("S"),
     )
 
 
@@ -481,7 +554,8 @@ def _cluster_state(item: dict | None) -> ClusterState:
     if not item:
         return ClusterState(actions=(), version=0)
     actions = tuple(
-        ClusterAction(a["M"]["node"]["S"], a["M"]["action"]["S"], datetime.fromisoformat(a["M"]["at"]["S"]))
+        ClusterAction(a["M"]["node"]["S"], a["M"]["action"]["S"], datetime.fromisoformat(a["M"]["at"]["S"]),
+                      a["M"].get("logical", {}).get("S"))
         for a in item.get("actions", {}).get("L", [])
     )
     return ClusterState(actions=actions, version=int(item["version"]["N"]))

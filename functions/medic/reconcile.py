@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.config import Cluster
 from medic.deps import Deps
-from medic.domain.models import Action, Fault, NodeInfo, Outcome, Trigger
+from medic.domain.models import Action, ClusterInfo, Fault, NodeInfo, Outcome, Trigger
 from medic.domain.pages import PageText, node_page
 from medic.domain.policy import NodeDecision, Page
 from medic.domain.reconcile import (
@@ -46,7 +46,12 @@ from medic.domain.reconcile import (
     slow_repair_reason,
     summary_page,
 )
-from medic.node_remediation import act_on_claim, decide_claim_act, finish_node_decision
+from medic.node_remediation import (
+    act_on_claim,
+    decide_claim_act,
+    finish_node_decision,
+    report_node_recovery_mismatch,
+)
 from medic.obs import count, logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected
@@ -95,6 +100,7 @@ class _Sweep:
     remaining: Callable[[], float]
     pages: list[_Page] = field(default_factory=list)
     decisions: int = 0
+    info: ClusterInfo | None = None
 
     def __post_init__(self) -> None:
         self.ledger = self.deps.ledger.for_mode(self.mode)
@@ -124,8 +130,12 @@ class _Sweep:
         self.by_id = {node.node_id: node for node in nodes}
         failed = [node for node in nodes if node.status == FAILURE]
         self.report.update(nodes=len(nodes), failed=len(failed))
+        if failed:  # a failed node's owner (Medic or HyperPod) is the cluster's NodeRecovery: read it first
+            self._node_recovery()
         cluster_state = self.ledger.cluster_state(name)
         acted = latest_actions((action.node_id, action.at) for action in cluster_state.actions)
+        # A replacement is a new instance under the same NodeLogicalId: Medic's action is found by either id.
+        acted_logical = latest_actions((action.logical_id, action.at) for action in cluster_state.actions)
         claims = self.ledger.node_claims(name, [*acted, *(node.node_id for node in failed)])
 
         for claim in claims.values():
@@ -145,7 +155,23 @@ class _Sweep:
                 continue  # a human already owns this node's incident
             if self.ledger.claim_failure_report(name, node.node_id, self.now, self.cooldown):
                 self._failed(node)
-        self._repairs(nodes, acted)
+        self._repairs(nodes, acted, acted_logical)
+
+    def _node_recovery(self) -> str:
+        """The cluster's real NodeRecovery (DescribeCluster, cached), the config's when AWS does not say."""
+        if self.info is None:
+            self.info = self.deps.hyperpod.cluster_info(self.cluster.name)
+            self._node_recovery_setting(self.info)  # report (or clear) a disagreement with the config
+        return self.info.node_recovery or self.cluster.node_recovery
+
+    def _node_recovery_setting(self, info: ClusterInfo) -> None:
+        if info.node_recovery is None:
+            return
+        if info.node_recovery == self.cluster.node_recovery:
+            self.ledger.clear_config_mismatch(self.cluster.name)
+            return
+        report_node_recovery_mismatch(self.deps, self.ledger, self.mode, self.cluster, info, Trigger.RECONCILE,
+                                      self.run_id)
 
     def _unfinished(self, claim: PendingClaim) -> None:
         """A claim whose call may or may not have gone through: re-check the node, never call blindly."""
@@ -204,9 +230,12 @@ class _Sweep:
 
         self._record(record, page=True, after=after)
 
-    def _repairs(self, nodes: list[NodeInfo], acted: dict) -> None:
+    def _repairs(self, nodes: list[NodeInfo], acted: dict, acted_logical: dict) -> None:
         """Repairs that take longer than the repair window page once; finished ones are forgotten."""
-        name, statuses = self.cluster.name, repair_statuses(self.cluster)
+        name = self.cluster.name
+        # Only a failed node's repair depends on the cluster's NodeRecovery: no DescribeCluster without one.
+        failing = any(node.status == FAILURE for node in nodes)
+        statuses = repair_statuses(self._node_recovery() if failing else "none")
         watches = self.ledger.repair_watches(name)
         in_repair = [node for node in nodes if node.status in statuses]
         self.report["in_repair"] = len(in_repair)
@@ -217,7 +246,7 @@ class _Sweep:
                 if writes >= MAX_REPAIR_WATCHES_PER_CLUSTER or self.remaining() < RESERVE_SECONDS:
                     self.report["left_for_next_run"] += 1
                     continue
-                medic_at = acted.get(node.node_id)
+                medic_at = acted.get(node.node_id) or (acted_logical.get(node.logical_id) if node.logical_id else None)
                 medics = medic_at is not None and self.now - medic_at <= MEDIC_REPAIR_LINK
                 since = repair_since(None, medic_at if medics else None, self.now)
                 self.ledger.watch_repair(name, node.node_id, node.status, since, medics)

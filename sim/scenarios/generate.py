@@ -283,6 +283,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
             requeue_request()]),
         **alarm_scenarios(),
         **fault_scenarios(sample),
+        **node_trust_scenarios(sample),
     }
 
 
@@ -349,6 +350,54 @@ def fault_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
             "nothing dropped to the DLQ",
         ], [{"sim": {"node": {"cluster": "pretrain-slurm", "id": "i-0c0ffee0c0ffee001", "group": "controller"}}},
             event("i-0c0ffee0c0ffee001")]),
+    }
+
+
+def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
+    """The node path as AWS behaves, and events Medic must not trust."""
+    controller = "i-0c0ffee0c0ffee002"
+    foreign = copy.deepcopy(sample)
+    foreign["id"] = "0b1c2d3e-4f50-4617-8a9b-0c1d2e3f4a5b"
+    foreign["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:999999999999:cluster/k3v9q2w8x1za"
+    foreign["resources"] = [foreign["detail"]["ClusterArn"]]
+    healthy = copy.deepcopy(event(at=T0 + timedelta(minutes=30), fault="NvidiaErrorReboot"))
+    healthy["id"] = "1c2d3e4f-5061-4728-9bac-1d2e3f4a5b6c"
+    healthy["detail"]["HealthSummary"].update(HealthStatus="Healthy", HealthStatusReason="", RepairAction="None",
+                                              Recommendation="None")
+    return {
+        "t-slurm-controller-machine.jsonl": ([
+            "title: (t) A Slurm controller in AWS's sample group controller-machine (protected by default)",
+            "expect: a reboot-class fault gets no node action and one page",
+        ], [{"sim": {"cluster": {"name": "pretrain-slurm",
+                                 "groups": {"controller-machine": 1, "login-group": 1, "worker-group-1": 16}}}},
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": controller, "group": "controller-machine"}}},
+            event(controller, fault="NvidiaErrorReboot")]),
+        "u-node-recovery-disagrees.jsonl": ([
+            "title: (u) DescribeCluster says NodeRecovery Automatic; medic.yaml says node_recovery none",
+            "expect: both faults deferred to HyperPod, no node call; the disagreement recorded and paged once",
+        ], [{"sim": {"cluster": {"name": "pretrain-slurm", "node_recovery": "Automatic"}}},
+            sample, event("i-0a1b2c3d4e5f60718", T0 + timedelta(minutes=10))]),
+        "v-replaced-node-old-id.jsonl": ([
+            "title: (v) A node Medic replaced fails again hours later under its old (terminated) instance id",
+            "expect: replace_node executed once (the node gets a new instance id); the later event is ignored",
+        ], [sample, {"sim": {"advance": "+3h"}}, event(at=T0 + timedelta(hours=3))]),
+        "w-not-found-node.jsonl": ([
+            "title: (w) A node whose ClusterInstanceStatus is NotFound reports a GPU fault",
+            "expect: ignored (the node is gone), no node call, no page",
+        ], [{"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "group": "workers", "status": "NotFound"}}},
+            sample]),
+        "x-event-redelivered-later.jsonl": ([
+            "title: (x) The same node health event (same id) delivered again two hours later (DLQ redrive, replay)",
+            "expect: rebooted once; the redelivery is a duplicate with no call",
+        ], [event(fault="NvidiaErrorReboot"), {"sim": {"advance": "+2h"}}, event(fault="NvidiaErrorReboot")]),
+        "y-stale-unhealthy-event.jsonl": ([
+            "title: (y) An unhealthy event older than the node's last healthy report arrives late",
+            "expect: the healthy report is recorded; the late unhealthy event is ignored (stale), no call",
+        ], [healthy, event(at=T0 + timedelta(minutes=5), fault="NvidiaErrorReboot")]),
+        "z-foreign-cluster-arn.jsonl": ([
+            "title: (z) A node health event whose ClusterArn names another account",
+            "expect: rejected, no call, no page",
+        ], [foreign]),
     }
 
 

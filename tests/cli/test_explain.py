@@ -145,6 +145,7 @@ def test_given_the_clusters_hourly_budget_is_spent_when_explained_then_suppresse
                                                 "i-0aaaaaaaaaaaaaaa4"), strict=True):
         claim(explainer.deployed, action="replace_node", at=ago(minutes=minutes), node=node)
     explainer.node()
+    explainer.cluster_size(16)  # DescribeCluster's NodeRecovery decides defer vs act
 
     code, out, _ = explainer.run(unhealthy("NvidiaErrorTerminate"), "--json")
 
@@ -156,6 +157,7 @@ def test_given_the_clusters_hourly_budget_is_spent_when_explained_then_suppresse
 
 def test_given_a_controller_node_when_explained_then_suppressed_and_a_human_is_paged(explainer: Explainer):
     explainer.node(group="controller")
+    explainer.cluster_size(16)
 
     code, out, _ = explainer.run(unhealthy("NvidiaErrorTerminate"))
 
@@ -169,6 +171,7 @@ def test_given_medic_paused_and_the_incident_already_paged_when_explained_then_s
     explainer.deployed.set_mode("paused")
     explainer.deployed.put(f"incident#node:{CLUSTER}:{NODE}", "page", paged_at=ago(minutes=5))
     explainer.node()
+    explainer.cluster_size(16)
 
     code, out, _ = explainer.run(unhealthy("NvidiaErrorTerminate"))
 

@@ -96,12 +96,44 @@ def test_batch_node_actions_answer_per_node_like_the_service(world):
     assert {f["NodeId"]: f["ErrorCode"] for f in response["Failed"]} == {
         "i-0123456789abcdef0": "InstanceIdNotFound", "i-0c0ffee0c0ffee001": "InvalidInstanceStatus"}
     assert "controller nodes cannot be replaced" in response["Failed"][1]["Message"]
+    # A replacement is a new instance: new instance id, same NodeLogicalId, Pending while it is provisioned
+    [replacement] = [n for n in sagemaker.list_cluster_nodes(ClusterName=CLUSTER, IncludeNodeLogicalIds=True)[
+        "ClusterNodeSummaries"] if n["InstanceStatus"]["Status"] == "Pending"]
+    assert replacement["InstanceId"] != NODE
+    assert replacement["NodeLogicalId"] == world.hyperpod.logical_id_of(CLUSTER, replacement["InstanceId"])
+    details = sagemaker.describe_cluster_node(ClusterName=CLUSTER, NodeId=replacement["InstanceId"])["NodeDetails"]
+    assert details["NodeLogicalId"] == replacement["NodeLogicalId"]
+    # The old instance id answers as a terminated node does: ResourceNotFound
+    with pytest.raises(ClientError) as gone:
+        sagemaker.describe_cluster_node(ClusterName=CLUSTER, NodeId=NODE)
+    assert gone.value.response["Error"]["Code"] == "ResourceNotFound"
     # A node being repaired cannot be acted on again
-    again = sagemaker.batch_reboot_cluster_nodes(ClusterName=CLUSTER, NodeIds=[NODE])
+    again = sagemaker.batch_reboot_cluster_nodes(ClusterName=CLUSTER, NodeIds=[replacement["InstanceId"]])
     assert again["Failed"][0]["ErrorCode"] == "InstanceIdInUse" and "Successful" not in again
-    status = sagemaker.describe_cluster_node(ClusterName=CLUSTER, NodeId=NODE)["NodeDetails"]["InstanceStatus"]
-    assert status["Status"] == "Pending"
     assert world.router.calls["sagemaker:BatchReplaceClusterNodes"] == 1
+
+
+def test_slurm_controller_nodes_are_rebooted_but_never_replaced(world):
+    """API reference, BatchReplaceClusterNodes NodeIds: Slurm controller nodes cannot be replaced."""
+    sagemaker = boto3.client("sagemaker")
+    world.hyperpod.put_node(CLUSTER, "i-0c0ffee0c0ffee001", "controller-machine")
+    refused = sagemaker.batch_replace_cluster_nodes(ClusterName=CLUSTER, NodeIds=["i-0c0ffee0c0ffee001"])
+    assert [f["ErrorCode"] for f in refused["Failed"]] == ["InvalidInstanceStatus"]
+    rebooted = sagemaker.batch_reboot_cluster_nodes(ClusterName=CLUSTER, NodeIds=["i-0c0ffee0c0ffee001"])
+    assert rebooted["Successful"] == ["i-0c0ffee0c0ffee001"]
+
+
+def test_describe_cluster_says_what_moto_leaves_out(world):
+    """DescribeCluster's NodeRecovery (the config's expectation until a directive says otherwise), the
+    Slurm orchestrator and each group's SlurmConfig.NodeType; NodeProvisioningMode only when Continuous."""
+    sagemaker = boto3.client("sagemaker")
+    cluster = sagemaker.describe_cluster(ClusterName=CLUSTER)
+    assert cluster["NodeRecovery"] == "None" and "NodeProvisioningMode" not in cluster
+    assert {g["InstanceGroupName"]: g["SlurmConfig"]["NodeType"] for g in cluster["InstanceGroups"]} == {
+        "controller": "Controller", "workers": "Compute"}
+    world.hyperpod.configure(CLUSTER, node_recovery="Automatic", provisioning="Continuous")
+    cluster = sagemaker.describe_cluster(ClusterName=CLUSTER)
+    assert (cluster["NodeRecovery"], cluster["NodeProvisioningMode"]) == ("Automatic", "Continuous")
 
 
 def test_the_repair_ends_after_its_emulated_duration(world):

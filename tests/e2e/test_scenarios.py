@@ -22,9 +22,13 @@ def test_a_gpu_fault_replaces_the_node_without_paging(replay):
     assert (record["cluster"], record["node_id"], record["fault"], record["paged"], record["mode"]) == (
         "pretrain-slurm", "i-0d4e5f60718293a4b", "gpu_fatal", False, "act")
     assert node_action_calls(result) == {REPLACE: 1}
-    assert result.node_actions == [{"action": "replace", "cluster": "pretrain-slurm",
-                                    "node_ids": ["i-0d4e5f60718293a4b"],
-                                    "successful": ["i-0d4e5f60718293a4b"], "failed": []}]
+    [call] = result.node_actions
+    assert {key: call[key] for key in ("action", "cluster", "node_ids", "successful", "failed")} == {
+        "action": "replace", "cluster": "pretrain-slurm", "node_ids": ["i-0d4e5f60718293a4b"],
+        "successful": ["i-0d4e5f60718293a4b"], "failed": []}
+    # A replacement is a new instance (BatchReplaceClusterNodes provisions a new instance id)
+    assert set(call["replacements"]) == {"i-0d4e5f60718293a4b"}
+    assert call["replacements"]["i-0d4e5f60718293a4b"] != "i-0d4e5f60718293a4b"
     assert result.pages == []
 
 
@@ -32,7 +36,7 @@ def test_b_a_repeated_delivery_is_handled_once(replay):
     # Given the same event delivered twice
     result = replay(SCENARIOS / "b-repeat-delivery.jsonl")
     # Then the second delivery is a duplicate and the node is replaced exactly once
-    assert outcomes(result) == [("replace_node", "executed"), ("replace_node", "duplicate")]
+    assert outcomes(result) == [("replace_node", "executed"), ("none", "duplicate")]
     assert node_action_calls(result) == {REPLACE: 1}
     assert result.pages == []
 

@@ -60,27 +60,36 @@ class HyperPodStub:
         self.stubber = Stubber(client)
         self.stubber.activate()
 
-    def node(self, node_id: str, group: str = "gpu-workers", status: str = "Running") -> None:
-        self.stubber.add_response("describe_cluster_node", {"NodeDetails": {
-            "InstanceGroupName": group, "InstanceId": node_id, "InstanceStatus": {"Status": status}}},
-            {"ClusterName": CLUSTER, "NodeId": node_id})
+    def node(self, node_id: str, group: str = "gpu-workers", status: str = "Running", cluster: str = CLUSTER,
+             logical_id: str | None = None) -> None:
+        details = {"InstanceGroupName": group, "InstanceId": node_id, "InstanceStatus": {"Status": status}}
+        if logical_id:
+            details["NodeLogicalId"] = logical_id
+        self.stubber.add_response("describe_cluster_node", {"NodeDetails": details},
+                                  {"ClusterName": cluster, "NodeId": node_id})
 
     def missing_node(self, node_id: str) -> None:
         self.stubber.add_client_error("describe_cluster_node", "ResourceNotFound", "Node not found", 400,
                                       expected_params={"ClusterName": CLUSTER, "NodeId": node_id})
 
-    def size(self, nodes: int) -> None:
-        self.stubber.add_response("describe_cluster", {
-            "ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/k3v9q2w8x1za",
-            "ClusterName": CLUSTER, "ClusterStatus": "InService",
-            "InstanceGroups": [{"InstanceGroupName": "gpu-workers", "CurrentCount": nodes}]},
-            {"ClusterName": CLUSTER})
+    def size(self, nodes: int, cluster: str = CLUSTER, node_recovery: str | None = None,
+             controller_group: str | None = None) -> None:
+        """DescribeCluster: the node count, NodeRecovery (Automatic | None) and a SlurmConfig controller group."""
+        groups: list[dict] = [{"InstanceGroupName": "gpu-workers", "CurrentCount": nodes}]
+        if controller_group:
+            groups.append({"InstanceGroupName": controller_group, "CurrentCount": 1,
+                           "SlurmConfig": {"NodeType": "Controller"}})
+        response = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/k3v9q2w8x1za",
+                    "ClusterName": cluster, "ClusterStatus": "InService", "InstanceGroups": groups}
+        if node_recovery:
+            response["NodeRecovery"] = node_recovery
+        self.stubber.add_response("describe_cluster", response, {"ClusterName": cluster})
 
-    def node_action(self, operation: str, node_id: str, failed: str | None = None) -> None:
+    def node_action(self, operation: str, node_id: str, failed: str | None = None, cluster: str = CLUSTER) -> None:
         response: dict = {"Successful": [node_id]}
         if failed:
             response = {"Failed": [{"NodeId": node_id, "ErrorCode": failed, "Message": "no"}]}
-        self.stubber.add_response(operation, response, {"ClusterName": CLUSTER, "NodeIds": [node_id]})
+        self.stubber.add_response(operation, response, {"ClusterName": cluster, "NodeIds": [node_id]})
 
     def node_action_error(self, operation: str, node_id: str, code: str) -> None:
         self.stubber.add_client_error(operation, code, f"{code} from the service", 400,
@@ -99,6 +108,7 @@ class Medic:
     sqs: Any
     ssm: Any
     clock: list[datetime] = field(default_factory=lambda: [datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)])
+    slept: list[float] = field(default_factory=list)  # the adapter's pauses before a per-node retry
 
     def handle(self, event: dict) -> dict:
         return remediate_node(event, self.deps)
@@ -140,9 +150,10 @@ def medic_world(config: MedicConfig) -> Iterator[Medic]:
         log = RecordLog()
         logging.getLogger("medic").addHandler(log)
         medic = Medic(deps=None, hyperpod=stub, log=log, queue_url=queue_url, sqs=sqs, ssm=ssm)  # type: ignore[arg-type]
-        medic.deps = Deps(config=config, hyperpod=HyperPod(sagemaker), ledger=Ledger(TABLE, dynamodb),
-                          pager=Pager(topic, sns), mode=ModeSwitch(MODE_PARAMETER, config.mode, ssm),
-                          region=REGION, now=lambda: medic.clock[0])
+        medic.deps = Deps(config=config, hyperpod=HyperPod(sagemaker, sleep=medic.slept.append),
+                          ledger=Ledger(TABLE, dynamodb), pager=Pager(topic, sns),
+                          mode=ModeSwitch(MODE_PARAMETER, config.mode, ssm),
+                          region=REGION, now=lambda: medic.clock[0], account="123456789012")
         try:
             yield medic
         finally:

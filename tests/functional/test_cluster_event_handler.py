@@ -104,3 +104,46 @@ def test_dry_run_records_without_paging_or_touching_medics_action(medic):
     assert record["paged"] is False and medic.pages() == []
     state, _ = medic.deps.ledger.load(CLUSTER, NODE)
     assert state.outcome == "executed"
+
+
+# --- a replacement is a new instance: the event about it concerns Medic's repair through NodeLogicalId
+
+LOGICAL = "6d7e8f90-a1b2-4c3d-8e4f-5a6b7c8d9e0f"  # the sample event's EventMetadata.Instance.NodeLogicalId
+OLD = "i-0d4e5f60718293a4b"
+
+
+def replaced_with_logical_id(medic) -> None:
+    from tests.helpers import node_event
+
+    medic.at("2026-11-20T09:00:00Z")
+    medic.hyperpod.node(OLD, logical_id=LOGICAL)
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action("batch_replace_cluster_nodes", OLD)
+    assert medic.handle(node_event(load_event("hyperpod-node-health-unhealthy"), instance_id=OLD))[
+        "outcome"] == "executed"
+    medic.log.lines.clear()
+
+
+@pytest.mark.parametrize("instance_id", [NODE, None], ids=["new-instance-id", "no-instance-id-yet"])
+def test_a_capacity_failure_of_the_replacement_instance_closes_medics_replace_as_failed(medic, instance_id):
+    """BatchReplaceClusterNodes provisions a new instance id; the event carries the persisting NodeLogicalId."""
+    replaced_with_logical_id(medic)
+    event = cluster_event()
+    if instance_id is None:
+        del event["detail"]["EventDetails"]["InstanceId"]
+    medic.at("2026-11-20T09:02:41Z")
+    record = record_cluster_event(event, medic.deps)
+    assert (record["incident"], record["action"], record["outcome"]) == (
+        f"node:{CLUSTER}:{OLD}", "replace_node", "failed")
+    assert medic.deps.ledger.load(CLUSTER, OLD)[0].outcome == "failed"
+    assert len(medic.pages()) == 1
+
+
+@pytest.mark.parametrize("arn", ["arn:aws:sagemaker:us-west-2:999999999999:cluster/k3v9q2w8x1za",
+                                 "arn:aws:sagemaker:us-east-1:123456789012:cluster/k3v9q2w8x1za"])
+def test_a_cluster_event_naming_a_foreign_cluster_arn_is_rejected_and_changes_nothing(medic, arn):
+    replaced_by_medic(medic)
+    record = record_cluster_event(cluster_event(ClusterArn=arn), medic.deps)
+    assert (record["outcome"], record["paged"]) == ("rejected", False)
+    assert medic.deps.ledger.load(CLUSTER, NODE)[0].outcome == "executed"
+    assert medic.pages() == []

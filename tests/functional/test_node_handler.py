@@ -65,25 +65,26 @@ def test_a_redelivered_event_is_a_duplicate_and_calls_nothing(medic, unhealthy_e
 def test_two_invocations_racing_on_one_node_make_one_call(medic, unhealthy_event):
     # Given invocation A has read the ledger and is about to claim
     ledger = medic.deps.ledger
-    original_load = type(ledger).load
+    original_load = type(ledger).load_with_health
     racing = {"done": False, "result": None}
 
     def load_then_let_b_win(self, cluster, node_id):
         state = original_load(self, cluster, node_id)
         if not racing["done"]:
             racing["done"] = True
-            racing["result"] = medic.handle(unhealthy_event)  # B runs to completion in between
+            # B, SageMaker's second event for the same state change (another event id), runs in between
+            racing["result"] = medic.handle(node_event(unhealthy_event, event_id="second-delivery"))
         return state
 
     medic.hyperpod.node(NODE)  # A's lookup
     medic.hyperpod.node(NODE)  # B's lookup
     medic.hyperpod.size(16)  # B's breaker check
     medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)  # B's call, the only one
-    type(ledger).load = load_then_let_b_win
+    type(ledger).load_with_health = load_then_let_b_win
     try:
         a = medic.handle(unhealthy_event)
     finally:
-        type(ledger).load = original_load
+        type(ledger).load_with_health = original_load
     # Then B executed, A lost the conditional claim and saw B's action: one call in all
     medic.hyperpod.assert_all_called()
     assert (racing["result"]["outcome"], a["outcome"]) == ("executed", "duplicate")
@@ -102,7 +103,7 @@ def test_a_repair_already_running_is_deferred_without_a_page(medic, unhealthy_ev
 def test_a_refused_action_fails_and_pages_once_with_the_record(medic, unhealthy_event):
     medic.hyperpod.node(NODE)
     medic.hyperpod.size(16)
-    medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE, failed="InternalServerError")
+    medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE, failed="InstanceIdNotFound")
     record = medic.handle(unhealthy_event)
     assert (record["action"], record["outcome"], record["paged"]) == ("replace_node", "failed", True)
     [page] = medic.pages()
@@ -114,7 +115,7 @@ def test_a_refused_action_fails_and_pages_once_with_the_record(medic, unhealthy_
     assert attached["incident"] == record["incident"] and attached["outcome"] == "failed"
     # And a repeat of the event neither calls again nor pages again
     medic.hyperpod.node(NODE)
-    again = medic.handle(unhealthy_event)
+    again = medic.handle(node_event(unhealthy_event, event_id="second-delivery"))
     assert (again["outcome"], again["paged"]) == ("duplicate", False)
     assert medic.pages() == []
 
@@ -133,9 +134,10 @@ def test_a_protected_node_is_left_alone_and_pages_once(medic, unhealthy_event):
     controller = "i-0123456789abcdef0"
     event = node_event(unhealthy_event, instance_id=controller)
     medic.hyperpod.node(controller, group="controller")
+    medic.hyperpod.size(16)
     first = medic.handle(event)
     medic.hyperpod.node(controller, group="controller")
-    second = medic.handle(node_event(event, time="2026-11-20T08:20:00Z"))
+    second = medic.handle(node_event(event, time="2026-11-20T08:20:00Z", event_id="later"))
     medic.hyperpod.assert_all_called()  # no reboot/replace call was queued, none was made
     assert (first["outcome"], first["paged"], second["paged"]) == ("suppressed", True, False)
     [page] = medic.pages()
@@ -144,6 +146,7 @@ def test_a_protected_node_is_left_alone_and_pages_once(medic, unhealthy_event):
 
 def test_an_unrecognized_reason_pages_a_human_and_takes_no_action(medic, unhealthy_event):
     medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
     record = medic.handle(node_event(unhealthy_event, reason="Fan speed reading out of range"))
     assert (record["fault"], record["action"], record["outcome"], record["paged"]) == (
         "unknown", "none", "deferred", True)
@@ -159,15 +162,18 @@ def test_a_user_application_xid_takes_no_node_action(medic, unhealthy_event):
 def test_a_healthy_event_closes_the_incident_so_the_next_failure_pages_again(medic, unhealthy_event):
     # Given a page was sent for an unknown fault
     medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
     medic.handle(node_event(unhealthy_event, reason="mystery"))
     assert len(medic.pages()) == 1
     # When the node reports healthy
-    healthy = medic.handle(node_event(unhealthy_event, status="Healthy", reason="", time="2026-11-20T09:00:00Z"))
+    medic.hyperpod.node(NODE)
+    healthy = medic.handle(node_event(unhealthy_event, status="Healthy", reason="", time="2026-11-20T09:00:00Z",
+                                      event_id="healthy"))
     assert (healthy["fault"], healthy["outcome"], healthy["paged"]) == ("healthy", "ignored", False)
     assert medic.pages() == []
     # Then its next failure is a new incident and pages again
     medic.hyperpod.node(NODE)
-    medic.handle(node_event(unhealthy_event, reason="mystery again", time="2026-11-20T10:00:00Z"))
+    medic.handle(node_event(unhealthy_event, reason="mystery again", time="2026-11-20T10:00:00Z", event_id="again"))
     assert len(medic.pages()) == 1
 
 
@@ -234,9 +240,8 @@ def test_an_unconfigured_cluster_is_ignored(medic, unhealthy_event):
 
 def test_automatic_recovery_clusters_are_deferred_to_hyperpod(medic, unhealthy_event):
     event = node_event(unhealthy_event, cluster="finetune-eks")
-    medic.hyperpod.stubber.add_response("describe_cluster_node", {"NodeDetails": {
-        "InstanceGroupName": "workers", "InstanceId": NODE, "InstanceStatus": {"Status": "Running"}}},
-        {"ClusterName": "finetune-eks", "NodeId": NODE})
+    medic.hyperpod.node(NODE, group="workers", cluster="finetune-eks")
+    medic.hyperpod.size(16, cluster="finetune-eks", node_recovery="Automatic")
     record = medic.handle(event)
     assert (record["outcome"], record["action"], record["paged"]) == ("deferred", "none", False)
 
@@ -251,7 +256,8 @@ def test_dry_run_records_what_it_would_do_and_calls_nothing(medic, unhealthy_eve
     medic.hyperpod.node(NODE)
     medic.hyperpod.size(16)
     record = medic.handle(unhealthy_event)
-    again = medic.handle(unhealthy_event) if medic.hyperpod.node(NODE) is None else None
+    medic.hyperpod.node(NODE)
+    again = medic.handle(node_event(unhealthy_event, event_id="second-delivery"))
     medic.hyperpod.assert_all_called()
     assert (record["outcome"], record["mode"], record["paged"]) == ("dry_run", "dry_run", False)
     assert again["outcome"] == "duplicate"
@@ -265,6 +271,7 @@ def test_dry_run_records_what_it_would_do_and_calls_nothing(medic, unhealthy_eve
 def test_paused_suppresses_and_pages(medic, unhealthy_event):
     medic.set_mode("paused")
     medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
     record = medic.handle(unhealthy_event)
     assert (record["outcome"], record["mode"], record["paged"]) == ("suppressed", "paused", True)
     assert "paused" in medic.pages()[0]["Message"]
@@ -273,6 +280,7 @@ def test_paused_suppresses_and_pages(medic, unhealthy_event):
 def test_an_invalid_mode_value_is_read_as_paused(medic, unhealthy_event):
     medic.set_mode("pause-please")
     medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
     assert medic.handle(unhealthy_event)["mode"] == "paused"
 
 
@@ -280,6 +288,160 @@ def test_a_failed_page_still_writes_the_record(aws_credentials, unhealthy_event)
     for medic in medic_world(parse_config(CONFIG)):
         medic.deps.pager.topic_arn = "arn:aws:sns:us-west-2:123456789012:does-not-exist"
         medic.hyperpod.node(NODE)
+        medic.hyperpod.size(16)
         record = medic.handle(node_event(unhealthy_event, reason="mystery"))
         assert (record["outcome"], record["paged"]) == ("deferred", False)
         assert len(medic.log.lines) == 1
+
+
+# --- as AWS behaves: event ids, event times, foreign ARNs, per-node errors, NodeRecovery, replacements
+
+REPLACE, REBOOT = "batch_replace_cluster_nodes", "batch_reboot_cluster_nodes"
+NEW_NODE = "i-0fedcba9876543210"
+
+
+def replaced(medic, event) -> dict:
+    medic.hyperpod.node(NODE, logical_id="worker-7")
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action(REPLACE, NODE)
+    return medic.handle(event)
+
+
+def test_the_same_event_id_delivered_again_two_hours_later_calls_nothing(medic, unhealthy_event):
+    """Attack: a DLQ redrive or archive replay of an event after the cooldown."""
+    replaced(medic, unhealthy_event)
+    medic.at("2026-11-20T10:14:05Z")
+    again = medic.handle(unhealthy_event)
+    medic.hyperpod.assert_all_called()  # no DescribeClusterNode, no second replace
+    assert (again["outcome"], again["action"], again["paged"]) == ("duplicate", "none", False)
+    assert unhealthy_event["id"] in again["reason"]
+
+
+def test_an_unhealthy_event_older_than_the_nodes_last_healthy_report_is_ignored_as_stale(medic, unhealthy_event):
+    medic.hyperpod.node(NODE)
+    medic.handle(node_event(unhealthy_event, status="Healthy", reason="", time="2026-11-20T09:00:00Z",
+                            event_id="healthy"))
+    medic.at("2026-11-20T09:05:00Z")
+    medic.hyperpod.node(NODE)
+    old = medic.handle(node_event(unhealthy_event, time="2026-11-20T08:30:00Z", event_id="late"))
+    medic.hyperpod.assert_all_called()  # looked up, never acted on
+    assert (old["outcome"], old["action"], old["paged"]) == ("ignored", "none", False)
+    assert "2026-11-20 08:30:00" in old["reason"] and "2026-11-20 09:00:00" in old["reason"]
+
+
+@pytest.mark.parametrize("arn", [
+    "arn:aws:sagemaker:us-west-2:999999999999:cluster/k3v9q2w8x1za",  # another account
+    "arn:aws:sagemaker:eu-west-1:123456789012:cluster/k3v9q2w8x1za",  # another region
+    "arn:aws:sagemaker:us-west-2:123456789012:cluster/zzzzzzzzzzzz",  # another cluster
+])
+def test_a_node_event_naming_a_foreign_cluster_arn_is_rejected_without_any_call(medic, unhealthy_event, arn):
+    event = node_event(unhealthy_event)
+    event["detail"]["ClusterArn"] = arn
+    record = medic.handle(event)
+    medic.hyperpod.assert_all_called()
+    assert (record["outcome"], record["action"], record["paged"]) == ("rejected", "none", False)
+
+
+def test_the_documented_example_arn_with_the_cluster_name_is_accepted(medic, unhealthy_event):
+    event = node_event(unhealthy_event)
+    event["detail"]["ClusterArn"] = f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{CLUSTER}"
+    medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action(REPLACE, NODE)
+    assert medic.handle(event)["outcome"] == "executed"
+
+
+@pytest.mark.parametrize(("status_after", "outcome", "paged"), [
+    ("SystemUpdating", "deferred", False), ("Running", "failed", True)])
+def test_invalid_instance_status_rechecks_the_node_before_deciding(medic, unhealthy_event, status_after, outcome,
+                                                                    paged):
+    """InvalidInstanceStatus: "a state that does not allow" the action, not necessarily a repair."""
+    medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action(REPLACE, NODE, failed="InvalidInstanceStatus")
+    medic.hyperpod.node(NODE, status=status_after)
+    record = medic.handle(unhealthy_event)
+    medic.hyperpod.assert_all_called()
+    assert (record["outcome"], record["paged"]) == (outcome, paged)
+    assert status_after in record["reason"]
+
+
+def test_invalid_instance_status_on_a_node_since_gone_is_ignored(medic, unhealthy_event):
+    medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action(REPLACE, NODE, failed="InvalidInstanceStatus")
+    medic.hyperpod.missing_node(NODE)
+    record = medic.handle(unhealthy_event)
+    assert (record["outcome"], record["paged"]) == ("ignored", False)
+
+
+def test_a_per_node_internal_server_error_is_retried_once_after_a_pause(medic, unhealthy_event):
+    medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action(REPLACE, NODE, failed="InternalServerError")
+    medic.hyperpod.node_action(REPLACE, NODE)
+    record = medic.handle(unhealthy_event)
+    medic.hyperpod.assert_all_called()
+    assert record["outcome"] == "executed" and "retry" in record["reason"]
+    assert len(medic.slept) == 1 and medic.slept[0] > 0
+
+
+def test_a_per_node_internal_server_error_twice_fails_and_is_never_asked_a_third_time(medic, unhealthy_event):
+    medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16)
+    medic.hyperpod.node_action(REPLACE, NODE, failed="InternalServerError")
+    medic.hyperpod.node_action(REPLACE, NODE, failed="InternalServerError")
+    record = medic.handle(unhealthy_event)
+    medic.hyperpod.assert_all_called()  # exactly two calls: a third would be unstubbed
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert "asked twice" in record["reason"]
+
+
+def test_a_slurm_controller_in_aws_samples_group_is_left_alone_with_the_default_config(medic, unhealthy_event):
+    controller = "i-0123456789abcdef0"
+    medic.hyperpod.node(controller, group="controller-machine")
+    medic.hyperpod.size(16, controller_group="controller-machine")
+    record = medic.handle(node_event(unhealthy_event, instance_id=controller,
+                                     reason=hma_reason("NvidiaErrorReboot")))
+    medic.hyperpod.assert_all_called()  # no reboot was queued, none was made
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert len(medic.pages()) == 1
+
+
+def test_describe_cluster_node_recovery_automatic_decides_and_the_config_disagreement_pages_once(
+        medic, unhealthy_event):
+    medic.hyperpod.node(NODE)
+    medic.hyperpod.size(16, node_recovery="Automatic")
+    first = medic.handle(unhealthy_event)
+    medic.hyperpod.node(NODE)
+    second = medic.handle(node_event(unhealthy_event, event_id="second", time="2026-11-20T08:30:00Z"))
+    medic.hyperpod.assert_all_called()  # no node action; DescribeCluster read once (cached)
+    assert (first["outcome"], second["outcome"]) == ("deferred", "deferred")
+    mismatches = [line for line in medic.log.lines if line["fault"] == "config_mismatch"]
+    assert len(mismatches) == 1 and mismatches[0]["paged"] is True
+    [page] = medic.pages()
+    assert "node_recovery" in page["Subject"]
+    item = medic.deps.ledger.client.get_item(TableName="medic-ledger", Key={
+        "pk": {"S": f"cluster#{CLUSTER}"}, "sk": {"S": "node_recovery"}})["Item"]
+    assert (item["configured"]["S"], item["actual"]["S"]) == ("none", "automatic")
+
+
+def test_a_replaced_nodes_new_instance_reporting_healthy_closes_medics_incident(medic, unhealthy_event):
+    """BatchReplaceClusterNodes provisions a new instance id; NodeLogicalId persists."""
+    replaced(medic, unhealthy_event)
+    assert medic.deps.ledger.claim_page(f"node:{CLUSTER}:{NODE}", medic.clock[0])  # say a page went out
+    medic.at("2026-11-20T08:50:00Z")
+    medic.hyperpod.node(NEW_NODE, logical_id="worker-7")
+    medic.handle(node_event(unhealthy_event, instance_id=NEW_NODE, status="Healthy", reason="",
+                            time="2026-11-20T08:50:00Z", event_id="new-healthy"))
+    assert not medic.deps.ledger.incident_paged(f"node:{CLUSTER}:{NODE}")
+
+
+def test_a_node_medic_replaced_failing_again_hours_later_under_its_old_id_calls_nothing(medic, unhealthy_event):
+    replaced(medic, unhealthy_event)
+    medic.at("2026-11-20T12:00:00Z")
+    medic.hyperpod.missing_node(NODE)  # DescribeClusterNode: ResourceNotFound for the terminated instance
+    later = medic.handle(node_event(unhealthy_event, time="2026-11-20T12:00:00Z", event_id="hours-later"))
+    medic.hyperpod.assert_all_called()
+    assert (later["outcome"], later["action"]) == ("ignored", "none")
+    assert "Medic replaced it" in later["reason"]

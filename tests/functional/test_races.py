@@ -226,7 +226,8 @@ def world(aws_credentials: None) -> Iterator[RaceWorld]:
         sqs = calls.watch(boto3.client("sqs", region_name=REGION))
         queue_url = sqs.create_queue(QueueName=f"medic-agent-{CLUSTER}")["QueueUrl"]
         config = medic.deps.config
-        deps = Deps(config=config, hyperpod=HyperPod(hyperpod.client), ledger=Ledger(TABLE, dynamodb),
+        deps = Deps(config=config, hyperpod=HyperPod(hyperpod.client, sleep=lambda _: None),
+                    ledger=Ledger(TABLE, dynamodb),
                     pager=Pager(medic.deps.pager.topic_arn, calls.watch(boto3.client("sns", region_name=REGION))),
                     mode=ModeSwitch(MODE_PARAMETER, config.mode, boto3.client("ssm", region_name=REGION)),
                     region=REGION, now=lambda: NOW,
@@ -249,10 +250,11 @@ NODE = "i-0000000000000000a"
 @pytest.mark.parametrize("same_event_id", [True, False], ids=["redelivered", "several-events"])
 def test_racing_deliveries_for_one_failing_node_make_one_node_call(world, unhealthy_event, same_event_id):
     # Given one GPU fault on a worker, delivered to 16 invocations at once (the same event redelivered, or
-    # SageMaker sending several events for the one state change), and every racer reading the ledger
-    # before any of them claims
+    # SageMaker sending several events for the one state change), and, for several events, every racer
+    # reading the ledger before any of them claims (a redelivered event id is claimed before any read)
     world.hyperpod.groups[NODE], world.hyperpod.status[NODE] = WORKERS, "Running"
-    world.dynamodb.hold_first_reads(RACERS)
+    if not same_event_id:
+        world.dynamodb.hold_first_reads(RACERS)
 
     def deliver(index: int) -> dict:
         event = node_event(unhealthy_event, instance_id=NODE, time=NOW.isoformat(),
@@ -275,7 +277,8 @@ def test_racing_deliveries_of_a_reboot_fault_reboot_once(world, unhealthy_event)
     event = node_event(unhealthy_event, instance_id=NODE, time=NOW.isoformat(),
                        reason=hma_reason("NvidiaErrorReboot"))
     world.hyperpod.groups[NODE], world.hyperpod.status[NODE] = WORKERS, "Running"
-    records = world.race(lambda index: remediate_node(copy.deepcopy(event), world.deps))
+    records = world.race(lambda index: remediate_node(
+        {**copy.deepcopy(event), "id": str(uuid.uuid4())}, world.deps))  # several events for one state change
     assert world.hyperpod.acted == [("BatchRebootClusterNodes", NODE)]
     assert outcomes(records) == {"executed": 1, "duplicate": RACERS - 1}
 
@@ -300,8 +303,8 @@ def test_overlapping_reconcile_runs_and_redeliveries_retry_a_lost_node_call_once
     world.dynamodb.hold_first_reads(RACERS)  # every racer reads the ledger before anyone writes
 
     def see_the_node(index: int) -> Any:
-        if index % 2:
-            return remediate_node(copy.deepcopy(event), world.deps)
+        if index % 2:  # SageMaker's further events for the same state change (each its own event id)
+            return remediate_node({**copy.deepcopy(event), "id": str(uuid.uuid4())}, world.deps)
         return reconcile(schedule_event(index), world.deps)
 
     results = world.race(see_the_node)
@@ -467,7 +470,7 @@ def test_the_race_harness_really_interleaves(world, unhealthy_event):
     has read the ledger before the first claim is written."""
     world.dynamodb.hold_first_reads(RACERS)
     event = node_event(unhealthy_event, instance_id=NODE, time=NOW.isoformat())
-    world.race(lambda index: remediate_node(copy.deepcopy(event), world.deps))
+    world.race(lambda index: remediate_node({**copy.deepcopy(event), "id": str(uuid.uuid4())}, world.deps))
     requests = [name for name in world.dynamodb.requests if name in ("batch_get_item", "transact_write_items")]
     assert requests[:RACERS] == ["batch_get_item"] * RACERS
     assert requests.count("transact_write_items") >= RACERS  # every racer tried to claim

@@ -12,6 +12,7 @@ from medic.config import parse_config
 from medic.domain.reconcile import IN_FLIGHT, MAX_NODE_DECISIONS_PER_CLUSTER
 from medic.reconcile import reconcile
 from tests.functional.conftest import CLUSTER, CONFIG, Medic, medic_world
+from tests.helpers import node_event
 
 NODE = "i-0d4e5f60718293a4b"  # the sample health event's node
 OTHER = "i-0a1b2c3d4e5f60718"
@@ -30,16 +31,22 @@ def world(aws_credentials: None) -> Iterator[Medic]:
 
 
 def listed(medic: Medic, *nodes: tuple[str, str], cluster: str = CLUSTER, token: str | None = None,
-           next_token: str | None = None, group: str = "gpu-workers") -> None:
-    """The next ListClusterNodes page: (node id, status) pairs."""
+           next_token: str | None = None, group: str = "gpu-workers", node_recovery: str | None = None,
+           logical_ids: dict[str, str] | None = None) -> None:
+    """The next ListClusterNodes page: (node id, status) pairs (with NodeLogicalId where given)."""
     response: dict = {"ClusterNodeSummaries": [
         {"InstanceGroupName": group, "InstanceId": node_id, "InstanceType": "ml.p5.48xlarge",
-         "LaunchTime": datetime(2026, 11, 1, tzinfo=UTC), "InstanceStatus": {"Status": status}}
+         "LaunchTime": datetime(2026, 11, 1, tzinfo=UTC), "InstanceStatus": {"Status": status},
+         **({"NodeLogicalId": logical_ids[node_id]} if logical_ids and node_id in logical_ids else {})}
         for node_id, status in nodes]}
     if next_token:
         response["NextToken"] = next_token
-    params = {"ClusterName": cluster, **({"NextToken": token} if token else {})}
+    params = {"ClusterName": cluster, "IncludeNodeLogicalIds": True, **({"NextToken": token} if token else {})}
     medic.hyperpod.stubber.add_response("list_cluster_nodes", response, params)
+    # A sweep that finds a failed node reads DescribeCluster's NodeRecovery next (the adapter caches it).
+    if not next_token and any(status == "Failure" for _, status in nodes) \
+            and cluster not in medic.deps.hyperpod._clusters:
+        medic.hyperpod.size(16, cluster=cluster, node_recovery=node_recovery)
 
 
 def sweep(medic: Medic, at: str, run: str = "run-1", **kwargs) -> dict:
@@ -58,7 +65,8 @@ def claim_of(medic: Medic, node_id: str = NODE):
 def replaced_on_event(medic: Medic, event: dict) -> dict:
     """The event path replaces the node (one BatchReplaceClusterNodes)."""
     medic.hyperpod.node(NODE)
-    medic.hyperpod.size(16)
+    if CLUSTER not in medic.deps.hyperpod._clusters:  # DescribeCluster is cached once read
+        medic.hyperpod.size(16)
     medic.hyperpod.node_action(REPLACE, NODE)
     return medic.handle(event)
 
@@ -192,7 +200,7 @@ def test_given_a_large_cluster_all_pages_of_list_cluster_nodes_are_read(world):
 
 def test_given_list_cluster_nodes_fails_then_the_run_reports_it_and_raises_nothing(world):
     world.hyperpod.stubber.add_client_error("list_cluster_nodes", "ThrottlingException", "slow down", 400,
-                                            expected_params={"ClusterName": CLUSTER})
+                                            expected_params={"ClusterName": CLUSTER, "IncludeNodeLogicalIds": True})
     report = sweep(world, "2026-11-20T08:15:00Z")
     assert report["clusters"][0]["error"] == "ThrottlingException"
     assert records(world) == []
@@ -291,7 +299,7 @@ def test_given_a_run_died_after_claiming_the_node_is_blocked_only_until_the_clai
     world.at("2026-11-20T09:15:05Z")
     world.hyperpod.node(NODE)  # (the cluster size is still cached from the first run)
     world.hyperpod.node_action(REPLACE, NODE)
-    after = world.handle(unhealthy_event)
+    after = world.handle(node_event(unhealthy_event, event_id="after-cooldown", time="2026-11-20T09:15:05Z"))
     world.hyperpod.assert_all_called()
     assert (after["action"], after["outcome"]) == ("replace_node", "executed")
     assert claim_of(world).outcome == "executed"
@@ -379,3 +387,47 @@ def test_given_medic_started_a_repair_that_lasts_then_the_clock_starts_at_medics
     slow = records(world)[-1]
     assert "since Medic's repair began at 08:14 UTC" in slow["reason"]
     assert slow["paged"] is True
+
+
+# --- as AWS behaves: replacements are new instances, NotFound nodes are gone, NodeRecovery is DescribeCluster's
+
+NEW_NODE = "i-0fedcba9876543210"
+
+
+def test_given_medic_replaced_a_node_the_new_instance_in_repair_is_credited_to_medic_by_its_logical_id(
+        world, unhealthy_event):
+    """BatchReplaceClusterNodes provisions a new instance id; NodeLogicalId persists."""
+    world.hyperpod.node(NODE, logical_id="worker-7")
+    world.hyperpod.size(16)
+    world.hyperpod.node_action(REPLACE, NODE)
+    world.handle(unhealthy_event)  # 08:14:05
+    listed(world, (NEW_NODE, "Pending"), logical_ids={NEW_NODE: "worker-7"})
+    sweep(world, "2026-11-20T08:19:00Z")
+    listed(world, (NEW_NODE, "Pending"), logical_ids={NEW_NODE: "worker-7"})
+    sweep(world, "2026-11-20T08:45:00Z", run="run-2")
+    slow = records(world)[-1]
+    assert slow["node_id"] == NEW_NODE
+    assert "since Medic's repair began at 08:14 UTC" in slow["reason"]
+
+
+def test_given_a_node_listed_as_not_found_the_reconciler_leaves_it_alone(world):
+    listed(world, (NODE, "NotFound"), (OTHER, "Running"))
+    report = sweep(world, "2026-11-20T08:15:00Z")
+    world.hyperpod.assert_all_called()  # no DescribeCluster, no DescribeClusterNode, no node action
+    assert records(world) == [] and world.pages() == []
+    assert report["clusters"][0]["failed"] == 0
+
+
+def test_given_describe_cluster_says_automatic_the_reconciler_defers_and_reports_the_disagreement_once(world):
+    listed(world, (NODE, "Failure"), node_recovery="Automatic")
+    sweep(world, "2026-11-20T08:15:00Z")
+    listed(world, (NODE, "Failure"))
+    sweep(world, "2026-11-20T08:20:00Z", run="run-2")
+    world.hyperpod.assert_all_called()
+    mismatch = [r for r in world.log.lines if r["fault"] == "config_mismatch"]
+    assert len(mismatch) == 1 and mismatch[0]["paged"] is True
+    assert (mismatch[0]["trigger"], mismatch[0]["event_id"]) == ("reconcile", "run-1")
+    failed = [r for r in records(world) if r["node_id"] == NODE]
+    assert failed and all(r["outcome"] == "deferred" and not r["paged"] for r in failed)
+    assert [page["Subject"] for page in world.pages()] == [
+        f"[Medic] {CLUSTER}: node_recovery in medic.yaml disagrees with the cluster"]

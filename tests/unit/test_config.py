@@ -11,7 +11,8 @@ MINIMAL = {"clusters": [{"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orches
 def test_the_bundled_config_is_valid():
     with open("medic.yaml") as handle:
         config = parse_config(yaml.safe_load(handle), "medic.yaml")
-    assert config.cluster("pretrain-slurm").protected_groups == ["controller", "login"]
+    assert {"controller-machine", "login-group", "controller", "login"} <= set(
+        config.cluster("pretrain-slurm").protected_groups)
 
 
 def test_defaults_are_the_documented_guardrails():
@@ -49,3 +50,14 @@ def test_a_bad_config_names_the_key_and_the_value(data, named):
         parse_config(data, "medic.yaml")
     assert named in str(caught.value)
     assert "medic.yaml" in str(caught.value)
+
+
+def test_default_protected_groups_cover_the_names_aws_docs_and_samples_give_controller_and_login_groups():
+    groups = parse_config(MINIMAL).cluster("pretrain-slurm").protected_groups
+    assert {"controller-machine", "login-group", "controller", "login"} <= set(groups)
+
+
+def test_rebooting_a_slurm_controller_is_off_unless_the_config_opts_in():
+    assert parse_config(MINIMAL).cluster("pretrain-slurm").allow_controller_reboot is False
+    opted = {"clusters": [{**MINIMAL["clusters"][0], "allow_controller_reboot": True}]}
+    assert parse_config(opted).cluster("pretrain-slurm").allow_controller_reboot is True

@@ -149,11 +149,19 @@ def test_an_unfinished_claim_covers_its_node_until_it_expires_with_the_cooldown(
 # --- repairs
 
 def test_only_repairs_in_progress_are_timed_and_deep_health_checks_are_not():
-    assert repair_statuses(SLURM) == {"Pending", "SystemUpdating", "ShuttingDown"}
+    assert repair_statuses("none") == {"Pending", "SystemUpdating", "ShuttingDown"}
 
 
 def test_with_automatic_recovery_a_failed_node_is_hyperpods_repair_and_is_timed():
-    assert "Failure" in repair_statuses(SLURM.model_copy(update={"node_recovery": "automatic"}))
+    # DescribeCluster's NodeRecovery Automatic: HyperPod owns a failed node's repair
+    assert "Failure" in repair_statuses("automatic")
+
+
+def test_a_pending_claim_on_a_node_hyperpod_reports_not_found_took_effect():
+    """ClusterInstanceStatus NotFound (a replaced, terminated instance): the call went through; nothing again."""
+    claim = PendingClaim(NODE, "gpu_fatal", "replace_node", "unknown", NOW - timedelta(minutes=5), 1, 2)
+    decision = decide_pending(claim, NodeInfo(NODE, "gpu-workers", "NotFound"), NOW, "act")
+    assert (decision.resolution, decision.outcome) == (Resolution.CONFIRMED, Outcome.EXECUTED)
 
 
 def test_a_repair_starts_at_medics_action_when_medic_started_it():

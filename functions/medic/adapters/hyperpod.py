@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,11 +12,18 @@ from botocore.exceptions import ClientError, HTTPClientError
 
 from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
-from medic.domain.models import Action, NodeInfo
+from medic.domain.models import Action, ClusterInfo, NodeInfo
 
-# Failed[] codes meaning HyperPod is already repairing the node.
-REPAIR_IN_PROGRESS_CODES = frozenset({"InstanceIdInUse", "InvalidInstanceStatus"})
+# Failed[] codes (botocore's BatchRebootClusterNodesErrorCode / BatchReplaceClusterNodesErrorCode docs):
+# InstanceIdInUse "another operation is already in progress for this node": a repair is running.
+# InvalidInstanceStatus "a state that does not allow" the action: not necessarily a repair, re-check.
+# InternalServerError "an internal error occurred while processing this node": transient.
+REPAIR_IN_PROGRESS_CODES = frozenset({"InstanceIdInUse"})
+INVALID_INSTANCE_STATUS = "InvalidInstanceStatus"
+PER_NODE_TRANSIENT = "InternalServerError"
+PER_NODE_RETRY_BACKOFF_SECONDS = (0.5, 1.5)  # one retry, after a jittered pause
 CLUSTER_SIZE_TTL_SECONDS = 300
+NODE_RECOVERY = {"Automatic": "automatic", "None": "none"}  # DescribeCluster NodeRecovery -> config's words
 # The request was sent and its answer lost (read timeout, connection dropped): the node action may have
 # gone through. Connection failures before sending (EndpointConnectionError, ConnectTimeoutError) are not.
 AMBIGUOUS_ERRORS = (HTTPClientError,)
@@ -26,6 +35,7 @@ class NodeActionResult:
     accepted: bool
     error_code: str | None = None
     message: str | None = None
+    retried: bool = False  # a per-node InternalServerError was asked once more
 
     @property
     def repair_in_progress(self) -> bool:
@@ -33,9 +43,10 @@ class NodeActionResult:
 
 
 class HyperPod:
-    def __init__(self, client: Any = None) -> None:
+    def __init__(self, client: Any = None, sleep: Callable[[float], None] = time.sleep) -> None:
         self._client = client
-        self._sizes: dict[str, tuple[float, int]] = {}
+        self._sleep = sleep
+        self._clusters: dict[str, tuple[float, ClusterInfo]] = {}
 
     @property
     def client(self) -> Any:
@@ -55,21 +66,44 @@ class HyperPod:
             node_id=details["InstanceId"],
             instance_group=details["InstanceGroupName"],
             status=details.get("InstanceStatus", {}).get("Status", "Unknown"),
+            logical_id=details.get("NodeLogicalId"),
         )
 
-    def cluster_size(self, cluster: str) -> int:
-        """Current node count over all instance groups, cached briefly (it changes slowly)."""
-        cached = self._sizes.get(cluster)
+    def cluster_info(self, cluster: str) -> ClusterInfo:
+        """DescribeCluster's node count, NodeRecovery, NodeProvisioningMode and Slurm controller groups, from
+        one call cached briefly (they change slowly)."""
+        cached = self._clusters.get(cluster)
         if cached and time.monotonic() - cached[0] < CLUSTER_SIZE_TTL_SECONDS:
             return cached[1]
-        groups = self.client.describe_cluster(ClusterName=cluster).get("InstanceGroups", [])
-        size = sum(int(group.get("CurrentCount", 0)) for group in groups)
-        self._sizes[cluster] = (time.monotonic(), size)
-        return size
+        response = self.client.describe_cluster(ClusterName=cluster)
+        groups = response.get("InstanceGroups", [])
+        info = ClusterInfo(
+            size=sum(int(group.get("CurrentCount", 0)) for group in groups),
+            node_recovery=NODE_RECOVERY.get(response.get("NodeRecovery", "")),
+            provisioning=response.get("NodeProvisioningMode"),
+            # InstanceGroups[].SlurmConfig.NodeType (Controller | Login | Compute) names the controller group.
+            controller_groups=frozenset(group["InstanceGroupName"] for group in groups
+                                        if group.get("SlurmConfig", {}).get("NodeType") == "Controller"
+                                        and "InstanceGroupName" in group))
+        self._clusters[cluster] = (time.monotonic(), info)
+        return info
+
+    def cluster_size(self, cluster: str) -> int:
+        """Current node count over all instance groups (the cached DescribeCluster)."""
+        return self.cluster_info(cluster).size
 
     def act(self, action: Action, cluster: str, node_id: str) -> NodeActionResult:
-        """Reboot or replace one node; HTTP 200 can still carry a per-node failure in Failed[]."""
+        """Reboot or replace one node; HTTP 200 can still carry a per-node failure in Failed[]. A per-node
+        InternalServerError is transient: asked once more after a pause, never a second time."""
         self._refuse_blind_retries()
+        result = self._act_once(action, cluster, node_id)
+        if result.error_code == PER_NODE_TRANSIENT:
+            self._sleep(random.uniform(*PER_NODE_RETRY_BACKOFF_SECONDS))  # noqa: S311 - jitter, not cryptography
+            retried = self._act_once(action, cluster, node_id)
+            return NodeActionResult(retried.accepted, retried.error_code, retried.message, retried=True)
+        return result
+
+    def _act_once(self, action: Action, cluster: str, node_id: str) -> NodeActionResult:
         call = {
             Action.REBOOT_NODE: self.client.batch_reboot_cluster_nodes,
             Action.REPLACE_NODE: self.client.batch_replace_cluster_nodes,
@@ -83,12 +117,16 @@ class HyperPod:
         return NodeActionResult(False, "NotAcknowledged", "The node is in neither Successful nor Failed.")
 
     def list_nodes(self, cluster: str) -> list[NodeInfo]:
-        """Every node of the cluster with its instance group and status (ListClusterNodes, all pages)."""
+        """Every node of the cluster with its instance group, status and logical id (ListClusterNodes, all
+        pages; NodeLogicalId comes only with IncludeNodeLogicalIds=True)."""
         nodes = []
-        for page in self.client.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster):
+        pages = self.client.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster,
+                                                                          IncludeNodeLogicalIds=True)
+        for page in pages:
             for summary in page.get("ClusterNodeSummaries", []):
                 nodes.append(NodeInfo(node_id=summary["InstanceId"], instance_group=summary["InstanceGroupName"],
-                                      status=summary.get("InstanceStatus", {}).get("Status", "Unknown")))
+                                      status=summary.get("InstanceStatus", {}).get("Status", "Unknown"),
+                                      logical_id=summary.get("NodeLogicalId")))
         return nodes
 
     def _refuse_blind_retries(self) -> None:

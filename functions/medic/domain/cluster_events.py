@@ -48,6 +48,12 @@ class ClusterEventDetails(_Loose):
         instance = nested.Instance if nested else None
         return (instance.FailureMessage or "") if instance else ""
 
+    @property
+    def node_logical_id(self) -> str | None:
+        """EventMetadata.Instance.NodeLogicalId: the node across replacements (the instance id changes)."""
+        nested = self.EventDetails.EventMetadata if self.EventDetails else None
+        return nested.Instance.NodeLogicalId if nested and nested.Instance else None
+
 
 class ClusterEventDetail(_Loose):
     EventDetails: ClusterEventDetails

@@ -16,6 +16,24 @@ INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8}(?:[0-9a-f]{9})?$"
 CLUSTER_ARN_PATTERN = r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-zA-Z0-9-]{1,63}$"
 
 
+def foreign_cluster_arn(arn: str, *, account: str, region: str, name: str, cluster_id: str) -> str | None:
+    """Why a cluster ARN in an event is not the configured cluster of the deploying account and region (None:
+    it is). AWS's documented example events carry the cluster name where a real ARN has its 12-character id,
+    so either is accepted. An empty ``account`` (unknown) is not checked."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6:
+        return f"ClusterArn {arn} is not an ARN."
+    arn_region, arn_account, resource = parts[3], parts[4], parts[5]
+    if account and arn_account != account:
+        return f"ClusterArn {arn} names account {arn_account}, not the deploying account {account}."
+    if arn_region != region:
+        return f"ClusterArn {arn} names region {arn_region}, not the deploying region {region}."
+    if resource.removeprefix("cluster/") not in (cluster_id, name):
+        return (f"ClusterArn {arn} names cluster {resource.removeprefix('cluster/')}, not the configured cluster "
+                f"{name} (id {cluster_id}).")
+    return None
+
+
 class Trigger(StrEnum):
     NODE_HEALTH = "node_health"
     CLUSTER_EVENT = "cluster_event"
@@ -67,6 +85,7 @@ class Fault(StrEnum):
     LIFECYCLE_SCRIPT_FAILED = "lifecycle_script_failed"  # a node's lifecycle script failed
     REPAIR_FAILED = "repair_failed"  # a reboot or replacement did not complete
     CLUSTER_ERROR = "cluster_error"  # another HyperPod cluster event at Error level
+    CONFIG_MISMATCH = "config_mismatch"  # medic.yaml says one thing, DescribeCluster another
     INVALID = "invalid"  # the event itself could not be used
 
 
@@ -156,13 +175,33 @@ class RemediationRecord(BaseModel):
     attempt: int = 0
 
 
+# ClusterInstanceStatus NotFound (botocore's model: one of its seven values): the instance is gone.
+NOT_FOUND = "NotFound"
+
+
 @dataclass(frozen=True)
 class NodeInfo:
-    """What DescribeClusterNode says about the node."""
+    """What DescribeClusterNode (or ListClusterNodes) says about the node."""
 
     node_id: str
     instance_group: str
     status: str
+    # NodeLogicalId: persists across BatchReplaceClusterNodes, which gives the node a new instance id.
+    logical_id: str | None = None
+
+    @property
+    def gone(self) -> bool:
+        return self.status == NOT_FOUND
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What DescribeCluster says about the cluster (cached briefly by the adapter)."""
+
+    size: int
+    node_recovery: str | None  # "automatic" | "none"; None when DescribeCluster does not say
+    provisioning: str | None  # NodeProvisioningMode: "Continuous", or None (the default mode)
+    controller_groups: frozenset[str]  # instance groups whose SlurmConfig.NodeType is Controller
 
 
 @dataclass(frozen=True)
@@ -176,6 +215,7 @@ class NodeState:
     attempt: int
     last_reboot_at: datetime | None
     version: int
+    logical_id: str | None = None  # the node's NodeLogicalId when Medic acted (it outlives the instance)
 
 
 @dataclass(frozen=True)
@@ -183,6 +223,7 @@ class ClusterAction:
     node_id: str
     action: str
     at: datetime
+    logical_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from medic.config import Cluster, Guardrails
+from medic.config import KNOWN_CONTROLLER_GROUPS, Cluster, Guardrails
 from medic.domain.faults import ACTION_FOR_FAULT
-from medic.domain.models import Action, ClusterState, Fault, NodeInfo, NodeState, Outcome
+from medic.domain.models import Action, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState, Outcome
 
 # DescribeClusterNode statuses that mean a repair (or boot) is already under way.
 IN_REPAIR_STATUSES = frozenset({"Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress"})
@@ -33,8 +33,22 @@ class NodeContext:
     node: NodeInfo | None  # None: the node is not (or no longer) in the cluster
     state: NodeState | None
     cluster_state: ClusterState
-    cluster_size: Callable[[], int]  # node count; consulted only by the breaker (it costs an API call)
+    # DescribeCluster (cached by the adapter): consulted only once the node is known and the fault actionable.
+    cluster_info: Callable[[], ClusterInfo]
     now: datetime
+    event_time: datetime | None = None  # the event's `time`; None: no event (the reconciler's sweep)
+    last_healthy_at: datetime | None = None  # the node's latest Healthy report Medic has seen
+
+
+def node_recovery(ctx: NodeContext) -> str:
+    """The cluster's real NodeRecovery (DescribeCluster); the config's expectation only when AWS does not say."""
+    return ctx.cluster_info().node_recovery or ctx.cluster.node_recovery
+
+
+def is_slurm_controller(cluster: Cluster, info: ClusterInfo, group: str) -> bool:
+    """A Slurm controller node: its group's SlurmConfig.NodeType is Controller, or it is named as AWS names
+    controller groups (lifecycle-script clusters say which group is the controller only on the node)."""
+    return cluster.orchestrator == "slurm" and (group in info.controller_groups or group in KNOWN_CONTROLLER_GROUPS)
 
 
 @dataclass(frozen=True)
@@ -53,39 +67,61 @@ class NodeDecision:
 
 def decide_node(ctx: NodeContext) -> NodeDecision:
     fault = ctx.fault
+    state = ctx.state
+    stale = _stale(ctx)
     if fault is Fault.HEALTHY:
+        if stale:
+            return NodeDecision(Action.NONE, Outcome.IGNORED, f"Stale healthy report: {stale}")
         return NodeDecision(Action.NONE, Outcome.IGNORED, "Node reported healthy again; incident closed.",
                             close_incident=True)
     if fault is Fault.USER_APP_ERROR:
         return NodeDecision(Action.NONE, Outcome.IGNORED,
                             "XID user application error: the job's fault, not the node's; no node action.")
-    if ctx.node is None:
-        return NodeDecision(Action.NONE, Outcome.IGNORED,
-                            "Node is no longer in the cluster (already replaced or removed).")
-    if ctx.cluster.node_recovery == "automatic":
-        return NodeDecision(Action.NONE, Outcome.DEFERRED,
-                            "Cluster has HyperPod automatic node recovery; HyperPod repairs this node itself.")
-    if fault is Fault.UNKNOWN:
-        return NodeDecision(Action.NONE, Outcome.DEFERRED,
-                            "Unrecognized health reason; Medic takes no action and a human decides.",
-                            page=Page.INCIDENT)
 
     action, escalation = _intended_action(ctx)
     attempt = _attempt(ctx)
-    state, cooldown = ctx.state, timedelta(minutes=ctx.guardrails.node_cooldown_minutes)
+    cooldown = timedelta(minutes=ctx.guardrails.node_cooldown_minutes)
     in_cooldown = state is not None and ctx.now - state.acted_at < cooldown
-    # Before the node's status: after Medic's own repair the node is Pending, and a redelivered
-    # event must read as the duplicate it is, not as someone else's repair.
+    # Before the node's status: after Medic's own repair the node is Pending (or, replaced, gone under its
+    # old instance id), and a repeat of the event must read as the duplicate it is.
     if in_cooldown and state.fault == fault.value and state.action == action.value:
         return NodeDecision(action, Outcome.DUPLICATE,
                             f"Already handled: {state.action} for {state.fault} at {_hhmm(state.acted_at)} "
                             f"({state.outcome}), inside the {cooldown_minutes(ctx)}-minute cooldown.",
                             attempt=state.attempt)
-    if ctx.node.instance_group in ctx.cluster.protected_groups:
+    if stale:
+        return NodeDecision(Action.NONE, Outcome.IGNORED, f"Stale event: {stale}")
+    if ctx.node is None or ctx.node.gone:
+        replaced = (f" Medic replaced it at {_hhmm(state.acted_at)}."
+                    if state is not None and state.action == Action.REPLACE_NODE.value else "")
+        status = " (status NotFound)" if ctx.node is not None else ""
+        return NodeDecision(Action.NONE, Outcome.IGNORED,
+                            f"Node is no longer in the cluster{status} (already replaced or removed).{replaced}")
+    if node_recovery(ctx) == "automatic":
+        return NodeDecision(Action.NONE, Outcome.DEFERRED,
+                            "Cluster has HyperPod automatic node recovery (DescribeCluster NodeRecovery Automatic); "
+                            "HyperPod repairs this node itself.")
+    if fault is Fault.UNKNOWN:
+        return NodeDecision(Action.NONE, Outcome.DEFERRED,
+                            "Unrecognized health reason; Medic takes no action and a human decides.",
+                            page=Page.INCIDENT)
+    group = ctx.node.instance_group
+    if group in ctx.cluster.protected_groups:
         return NodeDecision(action, Outcome.SUPPRESSED,
-                            f"Instance group {ctx.node.instance_group} is protected; Medic never acts on it. "
+                            f"Instance group {group} is protected; Medic never acts on it. "
                             f"A human should {_verb(action)} the node.",
                             page=Page.INCIDENT, attempt=attempt)
+    if is_slurm_controller(ctx.cluster, ctx.cluster_info(), group):
+        if action is Action.REPLACE_NODE:
+            return NodeDecision(action, Outcome.SUPPRESSED,
+                                f"Node is a Slurm controller (instance group {group}): AWS does not replace Slurm "
+                                "controller nodes, so Medic never asks. A human should recover the controller.",
+                                page=Page.INCIDENT, attempt=attempt)
+        if not ctx.cluster.allow_controller_reboot:
+            return NodeDecision(action, Outcome.SUPPRESSED,
+                                f"Node is a Slurm controller (instance group {group}); Medic reboots a controller "
+                                "only with allow_controller_reboot: true. A human should reboot the node.",
+                                page=Page.INCIDENT, attempt=attempt)
     if ctx.node.status in IN_REPAIR_STATUSES:
         return NodeDecision(action, Outcome.DEFERRED,
                             f"Node status is {ctx.node.status}: a repair is already in progress.", attempt=attempt)
@@ -109,7 +145,7 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
                             page=Page.STORM, attempt=attempt)
     in_repair = _actions_since(ctx.cluster_state, ctx.now - timedelta(minutes=ctx.guardrails.repair_minutes))
     limit = ctx.guardrails.max_fraction_in_repair
-    size = ctx.cluster_size()
+    size = ctx.cluster_info().size
     if size <= 0 or (in_repair + 1) / size > limit:
         return NodeDecision(action, Outcome.SUPPRESSED,
                             f"Breaker open: {in_repair} of {size} nodes already in repair; "
@@ -123,7 +159,7 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
 
 def _intended_action(ctx: NodeContext) -> tuple[Action, bool]:
     """The fault's action, escalated to replace when a reboot recently failed to fix the node."""
-    action = ACTION_FOR_FAULT[ctx.fault]
+    action = ACTION_FOR_FAULT.get(ctx.fault, Action.NONE)  # unknown faults: no action of their own
     state = ctx.state
     if action is Action.REBOOT_NODE and state is not None and state.last_reboot_at is not None:
         window = timedelta(hours=ctx.guardrails.reboot_escalation_hours)
@@ -135,6 +171,19 @@ def _intended_action(ctx: NodeContext) -> tuple[Action, bool]:
     if action is Action.REPLACE_NODE and state is not None and state.action == Action.REBOOT_NODE.value:
         return action, True
     return action, False
+
+
+def _stale(ctx: NodeContext) -> str | None:
+    """Why the event is older than what Medic already knows of the node (None: it is not)."""
+    if ctx.event_time is None:
+        return None
+    if ctx.last_healthy_at is not None and ctx.event_time < ctx.last_healthy_at:
+        return (f"the event's time {_hhmm_ss(ctx.event_time)} is before the node's last healthy report at "
+                f"{_hhmm_ss(ctx.last_healthy_at)}; no action.")
+    if ctx.state is not None and ctx.event_time < ctx.state.acted_at:
+        return (f"the event's time {_hhmm_ss(ctx.event_time)} is before Medic's last action on the node "
+                f"({ctx.state.action} at {_hhmm_ss(ctx.state.acted_at)}); no action.")
+    return None
 
 
 def _attempt(ctx: NodeContext) -> int:
@@ -154,6 +203,10 @@ def cooldown_minutes(ctx: NodeContext) -> int:
 
 def _verb(action: Action) -> str:
     return {Action.REBOOT_NODE: "reboot", Action.REPLACE_NODE: "replace"}.get(action, "act on")
+
+
+def _hhmm_ss(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _hhmm(moment: datetime | None) -> str:

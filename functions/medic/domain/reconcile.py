@@ -62,7 +62,6 @@ from typing import Literal
 
 from pydantic import Field
 
-from medic.config import Cluster
 from medic.domain.models import Action, MedicEvent, NodeInfo, Outcome
 from medic.domain.pages import PageText, console_link
 from medic.domain.policy import IN_REPAIR_STATUSES
@@ -160,7 +159,7 @@ def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mo
     what = (f"The {verb} call at {_hhmm(claim.acted_at)} timed out with its result unknown"
             if claim.outcome == RESULT_UNKNOWN else
             f"The run that claimed {verb} at {_hhmm(claim.acted_at)} did not finish")
-    if node is None:
+    if node is None or node.gone:  # a replaced instance is gone; its replacement has a new instance id
         return PendingDecision(Resolution.CONFIRMED, Outcome.EXECUTED,
                                f"{what}; the node is no longer in the cluster, so the {verb} took effect "
                                "(or the node was removed). Nothing is called again.", "executed")
@@ -201,9 +200,10 @@ def covered(claim: PendingClaim | None, now: datetime, cooldown: timedelta) -> b
     return claim is not None and now - claim.acted_at < cooldown
 
 
-def repair_statuses(cluster: Cluster) -> frozenset[str]:
-    """The statuses a repair is timed in; with automatic recovery, HyperPod owns a failed node's repair."""
-    return (LONG_REPAIR_STATUSES | {FAILURE}) if cluster.node_recovery == "automatic" else LONG_REPAIR_STATUSES
+def repair_statuses(node_recovery: str) -> frozenset[str]:
+    """The statuses a repair is timed in; with automatic recovery (the cluster's DescribeCluster NodeRecovery),
+    HyperPod owns a failed node's repair."""
+    return (LONG_REPAIR_STATUSES | {FAILURE}) if node_recovery == "automatic" else LONG_REPAIR_STATUSES
 
 
 def repair_since(first_seen: datetime | None, medic_acted_at: datetime | None, now: datetime) -> datetime:
@@ -216,10 +216,12 @@ def repair_overdue(since: datetime, now: datetime, repair_minutes: int) -> bool:
     return now - since > timedelta(minutes=repair_minutes)
 
 
-def latest_actions(actions: Iterable[tuple[str, datetime]]) -> dict[str, datetime]:
-    """Each node's latest action time from the cluster's recent actions."""
+def latest_actions(actions: Iterable[tuple[str | None, datetime]]) -> dict[str, datetime]:
+    """Each node's (or NodeLogicalId's) latest action time from the cluster's recent actions."""
     latest: dict[str, datetime] = {}
     for node_id, at in actions:
+        if node_id is None:
+            continue
         if node_id not in latest or at > latest[node_id]:
             latest[node_id] = at
     return latest
