@@ -135,9 +135,15 @@ class FailureRule(_Strict):
         return pattern
 
 
-# First match wins. Hard user errors first (a restart would fail the same way), then the
-# infrastructure failures a restart from the checkpoint fixes, then a plain traceback in user
-# code. A reason matching nothing is unknown: Medic pages and does not restart.
+# First match wins. Hard user errors first (a restart would fail the same way); then the failures SageMaker
+# itself names (InternalServerError, CapacityError) and the specific signatures of broken infrastructure in a
+# traceback (XIDs, ECC, NCCL/EFA timeouts); then user code: an AlgorithmError/ClientError or a Python
+# exception wins over the generic words after it ("hardware", "health check", "internal error", "interrupt"),
+# which user code also prints. A reason matching nothing is unknown: Medic pages and does not restart.
+# Real FailureReason shapes: "AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"KeyError: ...\"
+# \nCommand \"...\", exit code: 1", "CapacityError: Unable to provision requested ML compute capacity. ...",
+# "InternalServerError: We encountered an internal error. Please try again." (SageMaker; the SageMaker Python
+# SDK raises its CapacityError on "CapacityError" in the reason).
 DEFAULT_FAILURE_RULES = (
     FailureRule(label="validation_error", retryable=False,
                 match=r"ValidationException|ValidationError|invalid (hyperparameter|input|argument|value)"),
@@ -145,16 +151,20 @@ DEFAULT_FAILURE_RULES = (
                 match=r"AccessDenied|not authori[sz]ed|permission denied|Forbidden"),
     FailureRule(label="out_of_memory", retryable=False,
                 match=r"CUDA out of memory|OutOfMemoryError|\bOOM\b|Cannot allocate memory"),
-    FailureRule(label="internal_error", retryable=True, match=r"InternalServerError|internal (server )?error"),
+    FailureRule(label="internal_error", retryable=True, match=r"\bInternalServerError\b"),
     FailureRule(label="insufficient_capacity", retryable=True,
-                match=r"InsufficientCapacity|insufficient capacity|CapacityError|capacity was reclaimed"),
+                match=r"CapacityError|InsufficientCapacity|insufficient capacity|Unable to provision requested ML "
+                      r"compute capacity|capacity was reclaimed"),
     FailureRule(label="instance_health", retryable=True,
-                match=r"hardware|instance health|unhealthy (instance|host|node)|health ?check|Xid|ECC error"),
+                match=r"\bXid\b|ECC error|fallen off the bus|instance health|unhealthy (instance|host|node)"),
     FailureRule(label="collective_timeout", retryable=True,
                 match=r"NCCL|\bEFA\b|collective operation timeout|ProcessGroup.*timeout|Connection reset by peer"),
-    FailureRule(label="interrupted", retryable=True, match=r"spot|interrupt|preempt"),
     FailureRule(label="user_code_error", retryable=False,
-                match=r"Traceback \(most recent call last\)|AlgorithmError|ClientError|ExecuteUserScriptError"),
+                match=r"AlgorithmError|ClientError|ExecuteUserScriptError|Traceback \(most recent call last\)"
+                      r"|\b[A-Z]\w*(Error|Exception): "),
+    FailureRule(label="internal_error", retryable=True, match=r"internal (server )?error"),
+    FailureRule(label="hardware_suspected", retryable=True, match=r"hardware|health ?check"),
+    FailureRule(label="interrupted", retryable=True, match=r"spot|interrupt|preempt"),
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from medic.adapters.training import TrainingJobs, clone_request
@@ -40,6 +41,39 @@ def test_the_first_matching_rule_wins():
         == "insufficient_capacity"
     assert classify_failure("ValidationException: InternalServerError in your text", rules).fault \
         is Fault.JOB_NOT_RETRYABLE
+
+
+# FailureReason as SageMaker writes it (ExecuteUserScriptError carries the script's exit code and last error line).
+USER_SCRIPT_KEYERROR = ('AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "KeyError: '
+                        '\'hardware_profile\'"\nCommand "/opt/conda/bin/python3.10 train.py --epochs 3", exit code: 1')
+USER_TRACEBACK_HEALTH_CHECK = ('AlgorithmError: framework error: \nTraceback (most recent call last):\n  File '
+                               '"/opt/ml/code/health_check.py", line 12, in <module>\n    spot = cfg["spot"]\n'
+                               'KeyError: \'spot\'')
+
+
+@pytest.mark.parametrize(("reason", "fault", "label"), [
+    (USER_SCRIPT_KEYERROR, Fault.JOB_NOT_RETRYABLE, "user_code_error"),
+    (USER_TRACEBACK_HEALTH_CHECK, Fault.JOB_NOT_RETRYABLE, "user_code_error"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ValueError: internal error in my "
+     "tokenizer\"", Fault.JOB_NOT_RETRYABLE, "user_code_error"),
+    ("ClientError: Data download failed:Could not download s3://ml-data/ft/train/part-0.", Fault.JOB_NOT_RETRYABLE,
+     "user_code_error"),
+    ("InternalServerError: We encountered an internal error. Please try again.", Fault.JOB_RETRYABLE,
+     "internal_error"),
+    ("CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML "
+     "instance type.", Fault.JOB_RETRYABLE, "insufficient_capacity"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"RuntimeError: [Rank 3] Watchdog caught "
+     "collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE) ran for 1800000 ms\"",
+     Fault.JOB_RETRYABLE, "collective_timeout"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"RuntimeError: CUDA error: uncorrectable "
+     "ECC error encountered\"", Fault.JOB_RETRYABLE, "instance_health"),
+])
+def test_user_code_signals_win_over_generic_retryable_words(reason, fault, label):
+    # Given a FailureReason shaped as SageMaker writes it
+    failure = classify_failure(reason, list(DEFAULT_FAILURE_RULES))
+    # Then a Python exception in user code is not retried, whatever words it prints ("hardware", "spot",
+    # "health check", "internal error"), while SageMaker's own and infrastructure signatures still are
+    assert (failure.fault, failure.label) == (fault, label)
 
 
 FULL_DESCRIPTION = {
