@@ -29,10 +29,18 @@ class Deps:
     mode: ModeSwitch
     region: str
     now: Callable[[], datetime] = clock.now
+    # The deploying account (from the page topic's ARN): events naming another account's cluster are rejected.
+    account: str = ""
     training: TrainingJobs = field(default_factory=TrainingJobs)
     checkpoints: Checkpoints = field(default_factory=Checkpoints)
     metrics: TrainingMetrics = field(default_factory=TrainingMetrics)
     slurm: SlurmQueues = field(default_factory=lambda: SlurmQueues({}))
+
+
+def account_of(arn: str) -> str:
+    """The account of an ARN (arn:partition:service:region:account:resource); empty when it has none."""
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 5 and parts[4].isdigit() else ""
 
 
 @functools.cache
@@ -45,5 +53,6 @@ def dependencies() -> Deps:
         pager=Pager(os.environ["PAGE_TOPIC_ARN"]),
         mode=ModeSwitch(os.environ["MODE_PARAMETER"], default=config.mode),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        account=account_of(os.environ["PAGE_TOPIC_ARN"]),
         slurm=SlurmQueues.from_json(os.environ.get("SLURM_QUEUES")),
     )

@@ -18,6 +18,7 @@ from medic.domain.job_policy import (
     JobContext,
     JobDecision,
     decide_job,
+    foreign_training_job_arn,
     lineage_of,
 )
 from medic.domain.models import Action, Fault, Outcome, TrainingJobStateEvent, Trigger
@@ -40,6 +41,10 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
             "incident": f"job:{name}"}
     spec = deps.config.training_jobs_for(name)
     failure = classify_failure(reason, deps.config.job_failure_rules)
+    foreign = foreign_training_job_arn(detail.TrainingJobArn, account=deps.account, region=deps.region)
+    if foreign:  # defence in depth: the rule takes this account's events only; the ARN must agree
+        return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
+                     "reason": f"{foreign} Medic acts only on this account's and region's jobs."})
     if spec is None:
         return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
                      "reason": f"Training job {name} matches no configured prefix; Medic leaves it alone."})

