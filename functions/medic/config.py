@@ -100,6 +100,9 @@ class TrainingJobs(_Strict):
     # Buckets holding these jobs' checkpoints (s3:ListBucket, to see a checkpoint exists). Empty:
     # any bucket of the account.
     checkpoint_buckets: list[str] = Field(default_factory=list)
+    # Training plans (names) these jobs run on: a restart of a job on a plan needs CreateTrainingJob on the
+    # plan too; a job on a plan not listed here is paged instead of restarted.
+    training_plans: list[str] = Field(default_factory=list)
 
     @field_validator("role_arns")
     @classmethod
@@ -108,6 +111,14 @@ class TrainingJobs(_Strict):
             if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
                 raise ValueError(f"not an IAM role ARN: {arn!r}")
         return arns
+
+    @field_validator("training_plans")
+    @classmethod
+    def _plans(cls, plans: list[str]) -> list[str]:
+        for plan in plans:  # TrainingPlanName in the SageMaker model
+            if not re.fullmatch(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}", plan):
+                raise ValueError(f"not a training plan name: {plan!r}")
+        return plans
 
     @field_validator("checkpoint_buckets")
     @classmethod

@@ -8,7 +8,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.adapters.training import JobAlreadyExists
+from medic.adapters.training import JobAlreadyExists, training_plan_arns
 from medic.deps import Deps
 from medic.domain.job_faults import classify_failure
 from medic.domain.job_policy import (
@@ -93,7 +93,7 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
                                      max_restarts=max_restarts, checkpoint=checkpoint,
                                      allow_without_checkpoint=spec.allow_restart_without_checkpoint))
     if decision.executes and description is not None:
-        decision = _start_restart(decision, deps, description, lineage, tags)
+        decision = _start_restart(decision, deps, description, lineage, tags, spec)
     return _finish(base, decision, deps, ledger, reason)
 
 
@@ -104,13 +104,25 @@ def _checkpoint_state(deps: Deps, description: dict) -> Checkpoint:
     return Checkpoint.PRESENT if deps.checkpoints.exist(uri) else Checkpoint.EMPTY
 
 
+TAG_LIMIT = 50  # CreateTrainingJob's Tags: at most 50 (botocore's sagemaker model)
+
+
 def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Any,
-                   job_tags: dict[str, str]) -> JobDecision:
+                   job_tags: dict[str, str], spec: Any) -> JobDecision:
     new_name = lineage.next_name()
-    # The failed job's own tags carry over; Medic's and AWS's reserved ones are rewritten or dropped.
-    user_tags = {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
-    tags = {**user_tags, LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1),
-            "medic:restarted-from": description["TrainingJobName"]}
+    plans = [arn for arn in training_plan_arns(description)
+             if arn.rsplit("/", 1)[-1] not in spec.training_plans]
+    if plans:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"The job ran on training plan(s) {', '.join(plans)}, not in training_jobs.training_plans: "
+                           f"Medic may not create jobs on them; add the plan to the config to let Medic restart.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    tags = _restart_tags(job_tags, lineage, description["TrainingJobName"])
+    if tags is None:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"The job has {len(_user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
+                           f"exceed SageMaker's {TAG_LIMIT}; restart it by hand or drop a tag.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
     try:
         deps.training.start_clone(description, new_name, tags)
     except JobAlreadyExists:
@@ -124,6 +136,23 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
     uri = (description.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
     return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
                        f"{decision.reason[:-1]}: started {new_name} resuming from {uri}.", attempt=decision.attempt)
+
+
+def _user_tags(job_tags: dict[str, str]) -> dict[str, str]:
+    """The failed job's own tags carry over; Medic's are rewritten, AWS's reserved ones cannot be set."""
+    return {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
+
+
+def _restart_tags(job_tags: dict[str, str], lineage: Any, restarted_from: str) -> dict[str, str] | None:
+    """The user's tags and Medic's within SageMaker's 50: lineage and attempt are required (the restart budget
+    hangs on them), restarted-from is dropped first; None when even the required two do not fit."""
+    user = _user_tags(job_tags)
+    required = {LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1)}
+    if len(user) + len(required) + 1 <= TAG_LIMIT:
+        return {**user, **required, "medic:restarted-from": restarted_from}
+    if len(user) + len(required) <= TAG_LIMIT:
+        return {**user, **required}
+    return None
 
 
 def _failed(base: dict, fault: Fault, deps: Deps, ledger: Any, failure_reason: str, reason: str) -> dict:

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from medic.adapters.training import TrainingJobs, clone_request
+from medic.adapters.training import TrainingJobs, clone_request, is_built_in_algorithm, training_plan_arns
 from medic.config import DEFAULT_FAILURE_RULES
 from medic.domain.job_faults import classify_failure
 from medic.domain.job_policy import Lineage, lineage_of
@@ -118,3 +118,96 @@ def test_the_clone_carries_every_field_create_accepts_and_nothing_else():
     with stubber:
         TrainingJobs(client).start_clone(FULL_DESCRIPTION, "ft-mistral-7b-0042-r1", {"medic:attempt": "1"})
     stubber.assert_no_pending_responses()
+
+
+def aws_description(**changes) -> dict:
+    """DescribeTrainingJob as AWS returns it for a job without VPC, debugger or profiler rules: empty containers
+    (VpcConfig: {}, DebugRuleConfigurations: []), read-only members (SelectedInstanceType) and SageMaker's own."""
+    description = {
+        **FULL_DESCRIPTION,
+        "VpcConfig": {}, "HyperParameters": {}, "Environment": {}, "DebugRuleConfigurations": [],
+        "ProfilerRuleConfigurations": [], "InputDataConfig": [],
+        "ResourceConfig": {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "VolumeSizeInGB": 500,
+                           "SelectedInstanceType": "ml.p5.48xlarge", "SelectedInstanceCount": 2,
+                           "InstanceGroups": []},
+        "ProfilerConfig": {"S3OutputPath": "s3://ml-artifacts/ft/profiler/", "ProfilingParameters": {}},
+        "DebugHookConfig": {"S3OutputPath": "s3://ml-artifacts/ft/debug/", "CollectionConfigurations": [],
+                            "HookParameters": {}},
+    }
+    description.update(changes)
+    return description
+
+
+def clone_through_the_model(description: dict) -> dict:
+    """start_clone with a Stubber: botocore validates the request against the real CreateTrainingJob model."""
+    client = boto3.client("sagemaker", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    request = {**clone_request(client.meta.service_model, description), "TrainingJobName": "ft-mistral-7b-0042-r1",
+               "Tags": [{"Key": "medic:attempt", "Value": "1"}]}
+    stubber = Stubber(client)
+    stubber.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:us-west-2:123456789012:"
+                                                 "training-job/ft-mistral-7b-0042-r1"}, request)
+    with stubber:
+        TrainingJobs(client).start_clone(description, "ft-mistral-7b-0042-r1", {"medic:attempt": "1"})
+    stubber.assert_no_pending_responses()
+    return request
+
+
+def test_the_clone_of_a_job_described_with_empty_containers_is_what_create_accepts():
+    # Given DescribeTrainingJob's answer for a job without a VPC (VpcConfig: {}) and read-only members
+    request = clone_through_the_model(aws_description())
+    # Then no empty container is sent (CreateTrainingJob requires SecurityGroupIds and Subnets in a VpcConfig),
+    # nor what SageMaker chose itself
+    for dropped in ("VpcConfig", "HyperParameters", "Environment", "DebugRuleConfigurations", "InputDataConfig",
+                    "ProfilerRuleConfigurations"):
+        assert dropped not in request, dropped
+    assert request["ResourceConfig"] == {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "VolumeSizeInGB": 500}
+    assert request["ProfilerConfig"] == {"S3OutputPath": "s3://ml-artifacts/ft/profiler/"}
+    assert request["DebugHookConfig"] == {"S3OutputPath": "s3://ml-artifacts/ft/debug/"}
+    assert request["CheckpointConfig"] == FULL_DESCRIPTION["CheckpointConfig"]
+
+
+METRICS = [{"Name": "train:loss", "Regex": "loss: ([0-9.]+)"}]
+
+
+def test_a_built_in_algorithm_clone_leaves_the_metric_definitions_to_sagemaker():
+    # Given a job on SageMaker's built-in XGBoost (AWS's registry), whose description carries its metrics
+    algorithm = {"TrainingImage": "246618743249.dkr.ecr.us-west-2.amazonaws.com/sagemaker-xgboost:1.7-1",
+                 "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+    request = clone_through_the_model(aws_description(AlgorithmSpecification=algorithm))
+    # Then the clone does not send them back
+    assert request["AlgorithmSpecification"] == {"TrainingImage": algorithm["TrainingImage"],
+                                                 "TrainingInputMode": "File"}
+
+
+def test_an_algorithm_resource_clone_sends_the_algorithm_name_only():
+    algorithm = {"AlgorithmName": "arn:aws:sagemaker:us-west-2:123456789012:algorithm/my-algo",
+                 "TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-algo:1",
+                 "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+    request = clone_through_the_model(aws_description(AlgorithmSpecification=algorithm))
+    assert request["AlgorithmSpecification"] == {"AlgorithmName": algorithm["AlgorithmName"],
+                                                 "TrainingInputMode": "File"}
+
+
+def test_a_custom_image_keeps_its_metric_definitions():
+    # Given the team's own image, and one in the job's own registry merely named like a built-in algorithm
+    for image in ("763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5-gpu-py311",
+                  "123456789012.dkr.ecr.us-west-2.amazonaws.com/xgboost:latest"):
+        algorithm = {"TrainingImage": image, "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+        request = clone_through_the_model(aws_description(AlgorithmSpecification=algorithm))
+        assert request["AlgorithmSpecification"]["MetricDefinitions"] == METRICS, image
+
+
+def test_xgboost_in_script_mode_keeps_its_metric_definitions():
+    algorithm = {"TrainingImage": "246618743249.dkr.ecr.us-west-2.amazonaws.com/sagemaker-xgboost:1.7-1",
+                 "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+    description = aws_description(AlgorithmSpecification=algorithm, HyperParameters={"sagemaker_program": "train.py"})
+    assert is_built_in_algorithm(algorithm["TrainingImage"], description) is False
+
+
+def test_the_training_plans_a_job_ran_on_are_found_where_the_model_puts_them():
+    plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-december"
+    other = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-flex"
+    description = aws_description(ResourceConfig={
+        "InstanceCount": 2, "VolumeSizeInGB": 500, "TrainingPlanArn": plan,
+        "InstancePreferences": [{"InstanceType": "ml.p5.48xlarge", "TrainingPlanArns": [other]}]})
+    assert training_plan_arns(description) == [plan, other]
