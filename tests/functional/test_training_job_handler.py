@@ -273,3 +273,47 @@ def test_a_training_job_event_naming_another_account_or_region_is_rejected_witho
     assert (record["outcome"], record["action"], record["fault"]) == ("rejected", "none", "invalid")
     assert named in record["reason"]
     assert training.names() == [JOB] and medic.pages() == []
+
+
+def test_a_job_with_48_tags_is_restarted_within_sagemakers_50(world, failed_event):
+    medic, training = world
+    # Given a job with 47 tags of its own plus "team" (48)
+    training.job(JOB, tags={f"cost-{k:02d}": "x" for k in range(47)})
+    training.checkpoint_saved()
+    record = handle(medic, failed_event)
+    # Then the restart carries them and Medic's two required tags (restarted-from would make 51, which
+    # CreateTrainingJob refuses)
+    assert record["outcome"] == "executed"
+    tags = training.tags(f"{JOB}-r1")
+    assert len(tags) == 50
+    assert (tags["medic:lineage"], tags["medic:attempt"]) == (JOB, "1") and "medic:restarted-from" not in tags
+
+
+def test_a_job_whose_tags_leave_no_room_for_medics_pages_instead_of_restarting(world, failed_event):
+    medic, training = world
+    training.job(JOB, tags={f"cost-{k:02d}": "x" for k in range(48)})  # 49 with "team": 51 with Medic's two
+    training.checkpoint_saved()
+    record = handle(medic, failed_event)
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert "50" in record["reason"]
+    assert training.names() == [JOB]
+
+
+def test_a_job_on_a_training_plan_medic_may_not_use_pages_instead_of_failing_on_access_denied(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-december"
+    describe = medic.deps.training.describe
+
+    def on_a_plan(name):
+        description = describe(name)
+        description["ResourceConfig"]["TrainingPlanArn"] = plan
+        return description
+    medic.deps.training.describe = on_a_plan
+    # Given the job ran on a training plan the config does not list (IAM grants CreateTrainingJob on listed plans)
+    record = handle(medic, failed_event)
+    # Then Medic pages naming the plan and the key that lets it restart such jobs
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert plan in record["reason"] and "training_jobs.training_plans" in record["reason"]
+    assert training.names() == [JOB]
