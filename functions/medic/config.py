@@ -94,12 +94,12 @@ class TrainingJobs(_Strict):
     max_restarts: int | None = Field(default=None, ge=0, le=100)  # unset: guardrails.max_job_restarts
     # Without a checkpoint a restart starts from scratch: only when the team says that is fine.
     allow_restart_without_checkpoint: bool = False
-    # Execution roles Medic may pass to the restarted jobs (iam:PassRole). Empty: any role in
-    # the account, limited to the SageMaker service by condition.
-    role_arns: list[str] = Field(default_factory=list)
-    # Buckets holding these jobs' checkpoints (s3:ListBucket, to see a checkpoint exists). Empty:
-    # any bucket of the account.
-    checkpoint_buckets: list[str] = Field(default_factory=list)
+    # Required: the execution roles these jobs run as, which Medic passes to the restarts (iam:PassRole on
+    # exactly these); a job with another role is paged, not restarted.
+    role_arns: list[str] = Field(default_factory=list, validate_default=True)
+    # Required: the buckets of these jobs' checkpoints (s3:ListBucket on exactly these, to see a checkpoint
+    # exists); a job checkpointing elsewhere is paged, not restarted.
+    checkpoint_buckets: list[str] = Field(default_factory=list, validate_default=True)
     # Training plans (names) these jobs run on: a restart of a job on a plan needs CreateTrainingJob on the
     # plan too; a job on a plan not listed here is paged instead of restarted.
     training_plans: list[str] = Field(default_factory=list)
@@ -107,6 +107,11 @@ class TrainingJobs(_Strict):
     @field_validator("role_arns")
     @classmethod
     def _roles(cls, arns: list[str]) -> list[str]:
+        if not arns:
+            raise ValueError("required: the execution roles of these jobs, which Medic may pass to their restarts "
+                             "(without it Medic could pass any role of the account); fix: role_arns: "
+                             "[arn:aws:iam::<account>:role/<role>] (aws sagemaker describe-training-job "
+                             "--training-job-name <job> --query RoleArn)")
         for arn in arns:
             if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
                 raise ValueError(f"not an IAM role ARN: {arn!r}")
@@ -123,6 +128,11 @@ class TrainingJobs(_Strict):
     @field_validator("checkpoint_buckets")
     @classmethod
     def _buckets(cls, buckets: list[str]) -> list[str]:
+        if not buckets:
+            raise ValueError("required: the buckets of these jobs' checkpoints, which Medic lists to see a "
+                             "checkpoint exists (without it Medic could list any bucket); fix: checkpoint_buckets: "
+                             "[<bucket>] (aws sagemaker describe-training-job --training-job-name <job> "
+                             "--query CheckpointConfig.S3Uri)")
         for bucket in buckets:
             if not re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", bucket):
                 raise ValueError(f"not an S3 bucket name: {bucket!r}")

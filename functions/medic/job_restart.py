@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -26,6 +27,10 @@ from medic.domain.pages import job_page
 from medic.domain.policy import Page
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
+
+
+class CheckpointOutsideConfig(Exception):
+    """The job checkpoints to a bucket the config does not name: Medic may not list it."""
 
 
 def restart_training_job(raw: Any, deps: Deps) -> dict:
@@ -84,7 +89,12 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
     if wants_restart:
         try:
             description = deps.training.describe(name)
-            checkpoint = _checkpoint_state(deps, description)
+            checkpoint = _checkpoint_state(deps, description, spec)
+        except CheckpointOutsideConfig as outside:
+            decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+                                   f"Retryable ({failure.label}) but {outside}.", page=Page.INCIDENT,
+                                   attempt=lineage.restarts + 1)
+            return _finish(base, decision, deps, ledger, reason)
         except (ClientError, BotoCoreError, ValueError) as error:
             return _failed(base, failure.fault, deps, ledger, reason,
                            f"Could not read the job or its checkpoint ({error_code(error)}): {short(str(error))}")
@@ -97,10 +107,15 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
     return _finish(base, decision, deps, ledger, reason)
 
 
-def _checkpoint_state(deps: Deps, description: dict) -> Checkpoint:
+def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
     uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
     if not uri:
         return Checkpoint.NOT_CONFIGURED
+    bucket = urlparse(uri).netloc
+    if bucket not in spec.checkpoint_buckets:
+        raise CheckpointOutsideConfig(f"the checkpoint {uri} is in bucket {bucket}, not in "
+                                      f"training_jobs.checkpoint_buckets (Medic may list only those); add it to "
+                                      f"the config to let Medic restart these jobs")
     return Checkpoint.PRESENT if deps.checkpoints.exist(uri) else Checkpoint.EMPTY
 
 
@@ -110,6 +125,10 @@ TAG_LIMIT = 50  # CreateTrainingJob's Tags: at most 50 (botocore's sagemaker mod
 def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Any,
                    job_tags: dict[str, str], spec: Any) -> JobDecision:
     new_name = lineage.next_name()
+    outside = _outside_grants(description, spec)
+    if outside:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED, outside, page=Page.INCIDENT,
+                           attempt=decision.attempt)
     plans = [arn for arn in training_plan_arns(description)
              if arn.rsplit("/", 1)[-1] not in spec.training_plans]
     if plans:
@@ -136,6 +155,16 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
     uri = (description.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
     return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
                        f"{decision.reason[:-1]}: started {new_name} resuming from {uri}.", attempt=decision.attempt)
+
+
+def _outside_grants(description: dict, spec: Any) -> str | None:
+    """Why IAM would refuse this restart (Medic passes only the configured roles and lists only the configured
+    buckets), said before calling rather than discovered as AccessDenied."""
+    role = description.get("RoleArn", "")
+    if role not in spec.role_arns:
+        return (f"The job runs as {role}, not in training_jobs.role_arns: Medic may not pass it to a restart; "
+                f"add it to the config to let Medic restart these jobs.")
+    return None
 
 
 def _user_tags(job_tags: dict[str, str]) -> dict[str, str]:

@@ -216,7 +216,8 @@ def test_a_job_without_checkpoint_config_pages(world, failed_event):
 
 
 def test_config_may_allow_a_restart_without_checkpoint(aws_credentials, failed_event):
-    config = parse_config({**CONFIG, "training_jobs": [{"prefix": "ft-", "allow_restart_without_checkpoint": True}]})
+    config = parse_config({**CONFIG, "training_jobs": [{**CONFIG["training_jobs"][0],
+                                                         "allow_restart_without_checkpoint": True}]})
     for medic in medic_world(config):
         training = Training()
         training.job(JOB, checkpoint=None)
@@ -316,4 +317,29 @@ def test_a_job_on_a_training_plan_medic_may_not_use_pages_instead_of_failing_on_
     # Then Medic pages naming the plan and the key that lets it restart such jobs
     assert (record["outcome"], record["paged"]) == ("suppressed", True)
     assert plan in record["reason"] and "training_jobs.training_plans" in record["reason"]
+    assert training.names() == [JOB]
+
+
+def test_a_job_running_as_a_role_medic_may_not_pass_pages_instead_of_failing_on_access_denied(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    describe = medic.deps.training.describe
+    medic.deps.training.describe = lambda name: {**describe(name),
+                                                 "RoleArn": "arn:aws:iam::123456789012:role/AdminRole"}
+    # Given the job's execution role is not in training_jobs.role_arns (IAM lets Medic pass only those)
+    record = handle(medic, failed_event)
+    # Then nothing is created and the page names the role and the key
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert "role/AdminRole" in record["reason"] and "training_jobs.role_arns" in record["reason"]
+    assert training.names() == [JOB]
+
+
+def test_a_checkpoint_in_a_bucket_medic_may_not_list_pages_instead_of_failing_on_access_denied(world, failed_event):
+    medic, training = world
+    training.job(JOB, checkpoint="s3://other-team-bucket/ckpt/")
+    # Given the job checkpoints to a bucket not in training_jobs.checkpoint_buckets (IAM: ListBucket on those only)
+    record = handle(medic, failed_event)
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert "other-team-bucket" in record["reason"] and "training_jobs.checkpoint_buckets" in record["reason"]
     assert training.names() == [JOB]
