@@ -123,6 +123,7 @@ class World:
             "sagemaker:BatchRebootClusterNodes": self.hyperpod.batch_reboot,
             "sagemaker:BatchReplaceClusterNodes": self.hyperpod.batch_replace,
             "sagemaker:ListTags": self.training.list_tags,
+            "sagemaker:CreateTrainingJob": self.training.refuse_create,
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
         })
