@@ -190,3 +190,15 @@ def test_a_job_described_as_aws_describes_it_is_cloned_into_what_create_training
     assert "MetricDefinitions" not in request["AlgorithmSpecification"]
     assert "VpcConfig" not in request and "HyperParameters" not in request
     assert request["ResourceConfig"] == {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30}
+
+
+def test_a_training_job_event_naming_another_account_is_rejected_and_calls_nothing(replay):
+    # Given a failure event of this account whose TrainingJobArn names another account
+    event = training_failed()
+    event["detail"]["TrainingJobArn"] = event["detail"]["TrainingJobArn"].replace("123456789012", "210987654321")
+    result = replay([{"sim": {"s3_put": CHECKPOINT}}, event])
+    # Then the record is rejected and Medic asked SageMaker nothing
+    assert outcomes(result) == [("none", "rejected")]
+    assert "210987654321" in result.records[0]["reason"]
+    assert not [call for call in result.calls if call.startswith("sagemaker:")]
+    assert result.training_jobs == [] and result.pages == []
