@@ -115,7 +115,9 @@ def config(clusters: int, *, guardrails: dict | None = None, eks_every: int = 0)
                                           "node_cooldown_minutes": 60, "max_job_restarts": 3}),
         "clusters": [cluster_spec(i, "eks" if eks_every and i % eks_every == eks_every - 1 else "slurm")
                      for i in range(clusters)],
-        "training_jobs": [{"prefix": "ft-", "max_restarts": 3}],
+        "training_jobs": [{"prefix": "ft-", "max_restarts": 3,
+                       "role_arns": ["arn:aws:iam::123456789012:role/SageMakerTrainingRole"],
+                       "checkpoint_buckets": ["ml-artifacts-123456789012"]}],
     }
 
 

@@ -66,6 +66,14 @@ def fit(value: Any, shape: Any) -> Any:
     return value
 
 
+def _without_empty(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: item for key, item in ((k, _without_empty(v)) for k, v in value.items()) if item not in ({}, [])}
+    if isinstance(value, list):
+        return [item for item in (_without_empty(v) for v in value) if item not in ({}, [])]
+    return value
+
+
 def tag_list(tags: Any) -> list[dict[str, str]]:
     """Tags as ``{"k": "v"}`` (events) or ``[{"Key": .., "Value": ..}]`` (the API)."""
     if tags is None:
@@ -131,11 +139,14 @@ class TrainingWorld:
         spec.setdefault("TrainingJobArn", self.arn(name))
         spec.setdefault("ModelArtifacts", {"S3ModelArtifacts": spec["OutputDataConfig"].get("S3OutputPath", "")})
         spec.setdefault("CreationTime", datetime.now(UTC))
-        report = ParamValidator().validate(spec, describe_shape())
+        # DescribeTrainingJob returns empty containers for what a job was created without (VpcConfig: {}),
+        # although the output shape marks their members required: checked without them.
+        report = ParamValidator().validate(_without_empty(spec), describe_shape())
         if report.has_errors():
             raise ValueError("not a valid DescribeTrainingJob response: "
                              + report.generate_report().replace("\n", "; "))
-        request = fit(spec, create_shape())
+        # What the job was created with: DescribeTrainingJob's empty containers (VpcConfig: {}) were not part of it
+        request = _without_empty(fit(spec, create_shape()))
         if tags:
             request["Tags"] = tags
         self.client("sagemaker").create_training_job(**request)
@@ -219,6 +230,17 @@ class TrainingWorld:
             "name": job.training_job_name, "arn": job.arn, "status": job.training_job_status,
             "checkpoint": (params.get("CheckpointConfig") or {}).get("S3Uri"), "tags": tags, "request": params})
 
+    def refuse_create(self, request: AWSPreparedRequest) -> AWSResponse | None:
+        """CreateTrainingJob refused as SageMaker refuses it beyond what botocore's client checks (None: moto
+        answers): more than 50 tags (the model's max, which botocore does not enforce on lists), AlgorithmName
+        with TrainingImage (mutually exclusive, API reference), the read-only ResourceConfig.Selected* members,
+        and MetricDefinitions for a built-in algorithm (SageMaker defines those metrics itself)."""
+        params = json.loads(request.body or b"{}")
+        problem = refused_create(params)
+        if problem is None:
+            return None
+        return error_response(request.url, "json", "ValidationException", 400, problem)
+
     def drain_created(self) -> list[dict]:
         new = self.created[self._undrained:]
         self._undrained = len(self.created)
@@ -237,3 +259,35 @@ class TrainingWorld:
         body = json.dumps({"Tags": list(job.tags)}).encode()
         return raw_response(request.url, 200, {"Content-Type": "application/x-amz-json-1.1",
                                                "x-amzn-RequestId": str(uuid.uuid4())}, body)
+
+
+TAG_LIMIT = 50  # CreateTrainingJob Tags: max 50 (botocore's sagemaker model)
+# Built-in algorithm repositories, "Docker Registry Paths and Example Code"
+# (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-algo-docker-registry-paths.html); kept here, not taken
+# from Medic, so the emulator does not share the handler's assumptions.
+_BUILT_IN_REPOSITORIES = frozenset({
+    "blazingtext", "factorization-machines", "forecasting-deepar", "image-classification", "ipinsights", "kmeans",
+    "knn", "lda", "linear-learner", "ntm", "object2vec", "object-detection", "pca", "randomcutforest",
+    "semantic-segmentation", "seq2seq", "xgboost", "sagemaker-xgboost"})
+_IMAGE = re.compile(r"^([0-9]{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/([a-z0-9._/-]+?)(?::[\w.-]+|@.+)?$")
+
+
+def refused_create(params: dict) -> str | None:
+    """What SageMaker's CreateTrainingJob says about a request it refuses (None: accepted)."""
+    tags = params.get("Tags") or []
+    if len(tags) > TAG_LIMIT:
+        return (f"1 validation error detected: Value at 'tags' failed to satisfy constraint: Member must have "
+                f"length less than or equal to {TAG_LIMIT}")
+    algorithm = params.get("AlgorithmSpecification") or {}
+    if algorithm.get("AlgorithmName") and algorithm.get("TrainingImage"):
+        return "AlgorithmName and TrainingImage are mutually exclusive: specify one of them."
+    resources = params.get("ResourceConfig") or {}
+    for member in ("SelectedInstanceType", "SelectedInstanceCount"):
+        if member in resources:
+            return f"ResourceConfig.{member} is read-only and isn't accepted in CreateTrainingJob requests."
+    match = _IMAGE.match(algorithm.get("TrainingImage", ""))
+    script_mode = "sagemaker_program" in (params.get("HyperParameters") or {})
+    if (algorithm.get("MetricDefinitions") and match and match.group(2) in _BUILT_IN_REPOSITORIES
+            and not (match.group(2) == "sagemaker-xgboost" and script_mode)):
+        return "MetricDefinitions cannot be specified for a SageMaker built-in algorithm: it defines its metrics."
+    return None

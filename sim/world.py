@@ -126,6 +126,7 @@ class World:
             "sagemaker:DescribeClusterNode": self.hyperpod.describe_cluster_node,
             "sagemaker:ListClusterNodes": self.hyperpod.list_cluster_nodes,
             "sagemaker:ListTags": self.training.list_tags,
+            "sagemaker:CreateTrainingJob": self.training.refuse_create,
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
         })

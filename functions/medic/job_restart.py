@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.adapters.training import JobAlreadyExists
+from medic.adapters.training import JobAlreadyExists, training_plan_arns
 from medic.deps import Deps
 from medic.domain.job_faults import classify_failure
 from medic.domain.job_policy import (
@@ -18,6 +19,7 @@ from medic.domain.job_policy import (
     JobContext,
     JobDecision,
     decide_job,
+    foreign_training_job_arn,
     lineage_of,
 )
 from medic.domain.models import Action, Fault, Outcome, TrainingJobStateEvent, Trigger
@@ -25,6 +27,10 @@ from medic.domain.pages import job_page
 from medic.domain.policy import Page
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
+
+
+class CheckpointOutsideConfig(Exception):
+    """The job checkpoints to a bucket the config does not name: Medic may not list it."""
 
 
 def restart_training_job(raw: Any, deps: Deps) -> dict:
@@ -40,6 +46,10 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
             "incident": f"job:{name}"}
     spec = deps.config.training_jobs_for(name)
     failure = classify_failure(reason, deps.config.job_failure_rules)
+    foreign = foreign_training_job_arn(detail.TrainingJobArn, account=deps.account, region=deps.region)
+    if foreign:  # defence in depth: the rule takes this account's events only; the ARN must agree
+        return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
+                     "reason": f"{foreign} Medic acts only on this account's and region's jobs."})
     if spec is None:
         return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
                      "reason": f"Training job {name} matches no configured prefix; Medic leaves it alone."})
@@ -79,7 +89,12 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
     if wants_restart:
         try:
             description = deps.training.describe(name)
-            checkpoint = _checkpoint_state(deps, description)
+            checkpoint = _checkpoint_state(deps, description, spec)
+        except CheckpointOutsideConfig as outside:
+            decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+                                   f"Retryable ({failure.label}) but {outside}.", page=Page.INCIDENT,
+                                   attempt=lineage.restarts + 1)
+            return _finish(base, decision, deps, ledger, reason)
         except (ClientError, BotoCoreError, ValueError) as error:
             return _failed(base, failure.fault, deps, ledger, reason,
                            f"Could not read the job or its checkpoint ({error_code(error)}): {short(str(error))}")
@@ -88,24 +103,45 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
                                      max_restarts=max_restarts, checkpoint=checkpoint,
                                      allow_without_checkpoint=spec.allow_restart_without_checkpoint))
     if decision.executes and description is not None:
-        decision = _start_restart(decision, deps, description, lineage, tags)
+        decision = _start_restart(decision, deps, description, lineage, tags, spec)
     return _finish(base, decision, deps, ledger, reason)
 
 
-def _checkpoint_state(deps: Deps, description: dict) -> Checkpoint:
+def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
     uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
     if not uri:
         return Checkpoint.NOT_CONFIGURED
+    bucket = urlparse(uri).netloc
+    if bucket not in spec.checkpoint_buckets:
+        raise CheckpointOutsideConfig(f"the checkpoint {uri} is in bucket {bucket}, not in "
+                                      f"training_jobs.checkpoint_buckets (Medic may list only those); add it to "
+                                      f"the config to let Medic restart these jobs")
     return Checkpoint.PRESENT if deps.checkpoints.exist(uri) else Checkpoint.EMPTY
 
 
+TAG_LIMIT = 50  # CreateTrainingJob's Tags: at most 50 (botocore's sagemaker model)
+
+
 def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Any,
-                   job_tags: dict[str, str]) -> JobDecision:
+                   job_tags: dict[str, str], spec: Any) -> JobDecision:
     new_name = lineage.next_name()
-    # The failed job's own tags carry over; Medic's and AWS's reserved ones are rewritten or dropped.
-    user_tags = {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
-    tags = {**user_tags, LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1),
-            "medic:restarted-from": description["TrainingJobName"]}
+    outside = _outside_grants(description, spec)
+    if outside:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED, outside, page=Page.INCIDENT,
+                           attempt=decision.attempt)
+    plans = [arn for arn in training_plan_arns(description)
+             if arn.rsplit("/", 1)[-1] not in spec.training_plans]
+    if plans:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"The job ran on training plan(s) {', '.join(plans)}, not in training_jobs.training_plans: "
+                           f"Medic may not create jobs on them; add the plan to the config to let Medic restart.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    tags = _restart_tags(job_tags, lineage, description["TrainingJobName"])
+    if tags is None:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"The job has {len(_user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
+                           f"exceed SageMaker's {TAG_LIMIT}; restart it by hand or drop a tag.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
     try:
         deps.training.start_clone(description, new_name, tags)
     except JobAlreadyExists:
@@ -119,6 +155,33 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
     uri = (description.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
     return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
                        f"{decision.reason[:-1]}: started {new_name} resuming from {uri}.", attempt=decision.attempt)
+
+
+def _outside_grants(description: dict, spec: Any) -> str | None:
+    """Why IAM would refuse this restart (Medic passes only the configured roles and lists only the configured
+    buckets), said before calling rather than discovered as AccessDenied."""
+    role = description.get("RoleArn", "")
+    if role not in spec.role_arns:
+        return (f"The job runs as {role}, not in training_jobs.role_arns: Medic may not pass it to a restart; "
+                f"add it to the config to let Medic restart these jobs.")
+    return None
+
+
+def _user_tags(job_tags: dict[str, str]) -> dict[str, str]:
+    """The failed job's own tags carry over; Medic's are rewritten, AWS's reserved ones cannot be set."""
+    return {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
+
+
+def _restart_tags(job_tags: dict[str, str], lineage: Any, restarted_from: str) -> dict[str, str] | None:
+    """The user's tags and Medic's within SageMaker's 50: lineage and attempt are required (the restart budget
+    hangs on them), restarted-from is dropped first; None when even the required two do not fit."""
+    user = _user_tags(job_tags)
+    required = {LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1)}
+    if len(user) + len(required) + 1 <= TAG_LIMIT:
+        return {**user, **required, "medic:restarted-from": restarted_from}
+    if len(user) + len(required) <= TAG_LIMIT:
+        return {**user, **required}
+    return None
 
 
 def _failed(base: dict, fault: Fault, deps: Deps, ledger: Any, failure_reason: str, reason: str) -> dict:

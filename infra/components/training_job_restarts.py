@@ -43,6 +43,9 @@ class TrainingJobRestarts(Construct):
                 reason=f"Restarts create new jobs named {prefix}...-r<k>: the configured prefix is the scope."))
         role.add_to_policy(self._pass_role(specs))
         role.add_to_policy(self._list_checkpoints(specs))
+        plans = self._use_training_plans(specs)
+        if plans is not None:
+            role.add_to_policy(plans)
         shared.grant_ledger_paging_mode(role)
 
         self.rule = events.Rule(
@@ -59,25 +62,25 @@ class TrainingJobRestarts(Construct):
         self.handler.route(self.rule)
 
     def _pass_role(self, specs) -> iam.PolicyStatement:
+        # role_arns is required (config): exactly the jobs' execution roles, and only to SageMaker.
         roles = sorted({arn for spec in specs for arn in spec.role_arns})
-        condition = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
-        if roles:
-            return iam.PolicyStatement(actions=["iam:PassRole"], resources=roles, conditions=condition)
-        Validations.of(self.handler.role).acknowledge(Acknowledgment(
-            id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*]",
-            reason="No training_jobs.role_arns configured: the restarted job keeps its own execution role, "
-                   "any role of this account, and only SageMaker may receive it (iam:PassedToService)."))
-        return iam.PolicyStatement(actions=["iam:PassRole"],
-                                   resources=[f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/*"],
-                                   conditions=condition)
+        return iam.PolicyStatement(actions=["iam:PassRole"], resources=roles,
+                                   conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}})
 
     def _list_checkpoints(self, specs) -> iam.PolicyStatement:
+        # checkpoint_buckets is required (config): ListBucket on exactly those (Medic never reads an object).
         buckets = sorted({bucket for spec in specs for bucket in spec.checkpoint_buckets})
-        if buckets:
-            return iam.PolicyStatement(actions=["s3:ListBucket"],
-                                       resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}" for bucket in buckets])
-        Validations.of(self.handler.role).acknowledge(Acknowledgment(
-            id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*]",
-            reason="No training_jobs.checkpoint_buckets configured: Medic only lists (never reads) the "
-                   "checkpoint prefix of the failed job, which may be in any bucket."))
-        return iam.PolicyStatement(actions=["s3:ListBucket"], resources=[f"arn:{Aws.PARTITION}:s3:::*"])
+        return iam.PolicyStatement(actions=["s3:ListBucket"],
+                                   resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}" for bucket in buckets])
+
+    def _use_training_plans(self, specs) -> iam.PolicyStatement | None:
+        """A restart of a job on a training plan is a CreateTrainingJob on the plan too (the Service Authorization
+        Reference, Amazon SageMaker AI: CreateTrainingJob takes the training-plan resource type,
+        arn:${Partition}:sagemaker:${Region}:${Account}:training-plan/${TrainingPlanName}): only the listed plans."""
+        plans = sorted({plan for spec in specs for plan in spec.training_plans})
+        if not plans:
+            return None
+        return iam.PolicyStatement(
+            actions=["sagemaker:CreateTrainingJob"],
+            resources=[f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:training-plan/{plan}"
+                       for plan in plans])

@@ -57,6 +57,8 @@ clusters:
 training_jobs:
   - prefix: ft-
     max_restarts: 3
+    role_arns: [arn:aws:iam::123456789012:role/SageMakerTrainingRole]
+    checkpoint_buckets: [ml-artifacts-123456789012]
 """
 
 TEMPLATE = {

@@ -162,3 +162,43 @@ def test_jobs_outside_the_configured_prefixes_are_not_routed(replay):
     result = replay([other])
     # Then no rule delivers it: nothing happens
     assert (result.lines, dict(result.calls)) == ([], {})
+
+
+def test_a_job_described_as_aws_describes_it_is_cloned_into_what_create_training_job_accepts(replay):
+    # Given a job on SageMaker's built-in XGBoost whose description carries SageMaker's own metric definitions,
+    # an empty VpcConfig and the read-only ResourceConfig members, as DescribeTrainingJob returns them
+    image = "246618743249.dkr.ecr.us-west-2.amazonaws.com/sagemaker-xgboost:1.7-1"
+    job = {"TrainingJobName": "ft-xgb-0001", "RoleArn": "arn:aws:iam::123456789012:role/SageMakerTrainingRole",
+           "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
+                                      "MetricDefinitions": [{"Name": "validation:auc",
+                                                             "Regex": ".*#011validation-auc:(\\\\S+)"}]},
+           "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30,
+                              "SelectedInstanceType": "ml.m5.xlarge", "SelectedInstanceCount": 1},
+           "VpcConfig": {}, "HyperParameters": {},
+           "OutputDataConfig": {"S3OutputPath": "s3://ml-artifacts-123456789012/out/"},
+           "CheckpointConfig": {"S3Uri": "s3://ml-artifacts-123456789012/ckpt/xgb/"}}
+    event = training_failed("ft-xgb-0001")
+    event["detail"] = {key: event["detail"][key] for key in (
+        "TrainingJobName", "TrainingJobArn", "TrainingJobStatus", "SecondaryStatus", "FailureReason")}
+    result = replay([{"sim": {"training_job": job}}, {"sim": {"s3_put": "s3://ml-artifacts-123456789012/ckpt/xgb/s1"}},
+                     event])
+    # Then the emulated SageMaker (which refuses MetricDefinitions for built-in algorithms and the read-only
+    # members, as SageMaker does) accepts the clone
+    assert result.errors == []
+    assert outcomes(result) == [("restart_job", "executed")]
+    request = result.training_jobs[0]["request"]
+    assert "MetricDefinitions" not in request["AlgorithmSpecification"]
+    assert "VpcConfig" not in request and "HyperParameters" not in request
+    assert request["ResourceConfig"] == {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30}
+
+
+def test_a_training_job_event_naming_another_account_is_rejected_and_calls_nothing(replay):
+    # Given a failure event of this account whose TrainingJobArn names another account
+    event = training_failed()
+    event["detail"]["TrainingJobArn"] = event["detail"]["TrainingJobArn"].replace("123456789012", "210987654321")
+    result = replay([{"sim": {"s3_put": CHECKPOINT}}, event])
+    # Then the record is rejected and Medic asked SageMaker nothing
+    assert outcomes(result) == [("none", "rejected")]
+    assert "210987654321" in result.records[0]["reason"]
+    assert not [call for call in result.calls if call.startswith("sagemaker:")]
+    assert result.training_jobs == [] and result.pages == []

