@@ -36,7 +36,8 @@ import regex
 from botocore.model import OperationModel, Shape
 
 # What the emulator answers for the handlers, checked against the operation's output shape: the node
-# calls the harness makes up, and moto's HyperPod answers (moto's models are not the service model).
+# calls and ListTags the harness makes up, moto's HyperPod and training-job answers (moto's models are
+# not the service model).
 CHECKED_RESPONSES = frozenset({
     "sagemaker:BatchRebootClusterNodes",
     "sagemaker:BatchReplaceClusterNodes",
@@ -44,6 +45,10 @@ CHECKED_RESPONSES = frozenset({
     "sagemaker:DescribeClusterNode",
     "sagemaker:ListClusterNodes",
     "sagemaker:ListTags",
+    # moto's training jobs, with sim/training.py's corrections
+    "sagemaker:CreateTrainingJob",
+    "sagemaker:DescribeTrainingJob",
+    "sagemaker:ListTrainingJobs",
 })
 # Java's UTF-16 spelling of "any supplementary character", as it appears in the models' patterns.
 _SURROGATE_RANGE = r"\uD800\uDC00-\uDBFF\uDFFF"
