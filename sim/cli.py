@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.cfn import SimError
+from sim.contract import ContractViolation
 from sim.faults import USAGE, FaultSpecError, parse_fault
 from sim.scenario import DEMO_CONFIG, bundled, read_scenario
 
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "replay":
             return _replay(args)
         return _demo(args)
+    except ContractViolation as error:
+        # A handler sent, or the emulator answered, what AWS's service model does not allow.
+        print(f"sim: contract: {error}", file=sys.stderr)
+        return 3
     except (FaultSpecError, SimError, ValueError, OSError) as error:
         # Bad usage, config or template: the tool cannot run (ConfigError is a ValueError).
         print(f"sim: {error}", file=sys.stderr)

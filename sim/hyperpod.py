@@ -150,6 +150,12 @@ class HyperPodWorld:
              "LifeCycleConfig": dict(LIFECYCLE), "ExecutionRole": self.execution_role}
             for group, count in groups.items()])
         cluster = self.backend.clusters[name]
+        # A real cluster ARN ends in the cluster's 12-character id, not its name (ClusterArn's pattern in the
+        # service model: cluster/[a-z0-9]{12}); moto puts the name there.
+        cluster_id = next((cid for cid, known in self.cluster_ids.items() if known == name), None)
+        cluster_id = cluster_id or hashlib.sha256(f"cluster/{name}".encode()).hexdigest()[:12]
+        self.cluster_ids.setdefault(cluster_id, name)
+        cluster.arn = f"arn:aws:sagemaker:{self.region}:{self.account}:cluster/{cluster_id}"
         renamed = {}
         for node in cluster.nodes.values():
             group, index = node.instance_id.rsplit("-", 1)

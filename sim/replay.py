@@ -673,6 +673,7 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
         try:
             for lineno, text in enumerate(lines, 1):
                 replay.line(lineno, text)
+                world.router.contract.raise_if_violated(f"line {lineno}")  # fail loudly: sim/contract.py
         finally:
             replay._cold_start()  # no client of this emulated world outlives it
         return replay.result

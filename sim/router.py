@@ -7,7 +7,9 @@ botocore's BUILTIN_HANDLERS) would still run and apply a faulted call's side eff
 an operation it does not implement. So on the session the handlers' clients come from, moto's
 handler is unregistered and this router delegates to it. Clients copy the session's event
 emitter when they are created, so every client the handlers create later inherits the router.
-Parameter validation against the service model happens before ``before-send``, as with real AWS.
+Parameter validation against the service model happens before ``before-send``, as with real AWS;
+``sim.contract`` adds what only the service checks (patterns, enums, maximums) to every request, and
+checks the emulator's answers of ``CHECKED_RESPONSES`` against the output shape before botocore parses them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import botocore.endpoint
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from moto.core.models import botocore_stubber
 
+from sim.contract import Contract
 from sim.faults import Fault, error_response
 
 # An emulated operation answers the request itself, or returns None to leave it to moto.
@@ -33,10 +36,11 @@ _OPERATION = "sim.operation"
 
 class Router:
     def __init__(self, faults: Iterable[Fault] = (), emulated: dict[str, Emulated] | None = None,
-                 observers: dict[str, Observer] | None = None) -> None:
+                 observers: dict[str, Observer] | None = None, contract: Contract | None = None) -> None:
         self.faults = {fault.key: fault for fault in faults}
         self.emulated = dict(emulated or {})
         self.observers = dict(observers or {})
+        self.contract = contract or Contract()  # AWS's service model, on the handlers' requests and our answers
         self.calls: Counter[str] = Counter()  # API calls, by service:Operation
         self.attempts: Counter[str] = Counter()  # HTTP attempts (retries included)
         self.injected: Counter[str] = Counter()  # attempts answered with an injected fault
@@ -49,6 +53,7 @@ class Router:
         events.unregister("before-send", botocore_stubber)
         events.register_first("before-call", self._before_call)
         events.register_first("before-send", self._before_send)
+        self.contract.install(session)
 
     def __enter__(self) -> Router:
         # botocore sleeps between retries; the replay's clock is virtual, so record the delay instead.
@@ -82,11 +87,12 @@ class Router:
             if key in self.emulated:
                 response = self.emulated[key](request)
                 if response is not None:
+                    self.contract.check_answer(model, response)
                     return response
+            response = botocore_stubber(request=request, **kwargs)
+            self.contract.check_answer(model, response)
             observer = self.observers.get(key)
-            if observer is not None:
-                response = botocore_stubber(request=request, **kwargs)
-                if response is not None:
-                    observer(request, response)
-                return response
+            if observer is not None and response is not None:
+                observer(request, response)
+            return response
         return botocore_stubber(request=request, **kwargs)

@@ -3,7 +3,7 @@ resumes), divergence, slowdown and lasting failed nodes page a human, OK closes 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -17,6 +17,7 @@ from medic.domain.alarms import (
     AlarmStateChangeEvent,
     AlarmSubject,
     Plan,
+    Progress,
     RecoveryWatch,
     alarm_subject,
     decide_alarm,
@@ -58,12 +59,23 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     if subject.kind is AlarmKind.FAILED_NODES and detail.state.value == "ALARM":
         window = timedelta(minutes=deps.config.guardrails_for(subject.cluster).repair_minutes)
         nodes_in_repair = ledger.cluster_actions_since(subject.cluster.name, now - window)
+    stall = subject.kind is AlarmKind.STALL and subject.job is not None and first_delivery
+    recent = None
+    if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
+        recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps)
+    watch = since_restart = None
+    if stall and detail.state.value == "OK" and open_incident is not None:
+        watch = next((w for w in ledger.recoveries() if w.incident == incident), None)
+        if watch is not None:  # OK alone is no proof: did the job step since the restart?
+            since_restart = _progress(subject, watch.restarted_at, now, deps)
     decision = decide_alarm(AlarmContext(
         subject=subject, state=detail.state.value, episode_seen=not first_delivery,
         incident_open=open_incident is not None,
         incident_paged=open_incident is not None and ledger.incident_paged(incident),
         escalated=open_incident is not None and ledger.is_escalated(incident),
-        nodes_in_repair=nodes_in_repair, mode=mode))
+        nodes_in_repair=nodes_in_repair, mode=mode, recent_progress=recent,
+        stall_minutes=subject.job.stall_minutes if subject.job else 0,
+        watch=watch, progress_since_restart=since_restart))
 
     if decision.plan is Plan.REQUEUE:
         ledger.open_alarm_incident(subject.name, incident, now)
@@ -81,18 +93,26 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                        "cluster": subject.cluster.name, "job": subject.job.name if subject.job else None,
                        "fault": subject.fault.value, "action": decision.action, "outcome": decision.outcome,
                        "reason": decision.reason, "mode": mode})
-    if detail.state.value == "ALARM" and decision.outcome is not Outcome.DUPLICATE:
+    if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
         ledger.open_alarm_incident(subject.name, incident, now)
     if decision.page and mode != "dry_run":
         text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
         record["paged"] = (page_resolution(deps, record, text) if decision.close_incident
                            else page_incident(deps, ledger, record, text))
     if decision.close_incident:
-        watch = next((w for w in ledger.recoveries() if w.incident == incident), None)
-        if watch is not None:  # the OK came before the recovery check: it is the proof
-            conclude_on_ok(watch, event.id, deps)
+        if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
+            conclude_on_ok(watch, since_restart, event.id, deps)
         ledger.close_alarm_incident(subject.name, incident)
     return emit(record)
+
+
+def _progress(subject: AlarmSubject, since: datetime, until: datetime, deps: Deps) -> Progress | None:
+    """The probe's heartbeat and step over the window; None when CloudWatch cannot say (logged)."""
+    try:
+        return deps.metrics.progress(subject.job.name, since, until)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("progress unavailable", extra={"alarm": subject.name, "error_code": error_code(error)})
+        return None
 
 
 def _details(subject: AlarmSubject, deps: Deps) -> list[str]:

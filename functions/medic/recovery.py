@@ -10,7 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
 from medic.deps import Deps
-from medic.domain.alarms import RecoveryWatch, Verdict, judge_recovery
+from medic.domain.alarms import Progress, RecoveryWatch, Verdict, judge_recovery
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
 from medic.obs import logger
@@ -36,13 +36,15 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
     return records
 
 
-def conclude_on_ok(watch: RecoveryWatch, event_id: str, deps: Deps) -> dict:
-    """The stall alarm went OK while a restart was watched: training resumed (the alarm saw the steps)."""
+def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps: Deps) -> dict:
+    """The stall alarm went OK while a restart was watched, and the probe counted steps since the restart
+    (``decide_alarm`` made sure): training resumed."""
     record = complete({"incident": watch.incident, "trigger": Trigger.ALARM, "event_id": event_id,
                        "cluster": watch.cluster, "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(),
                        "attempt": watch.attempt, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
                        "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: the stall "
-                                 "alarm is OK again (the probe's heartbeat is back)."})
+                                 f"alarm is OK again and the probe counted {progress.steps:.0f} steps since, now at "
+                                 f"step {progress.last_step:.0f}."})
     deps.ledger.end_recovery(watch.incident)
     return emit(record)
 

@@ -13,6 +13,7 @@ import time_machine
 from botocore.exceptions import ClientError, ParamValidationError
 from moto.core.models import botocore_stubber
 
+from sim.contract import ContractViolation
 from sim.faults import FaultSpecError, parse_fault
 from sim.replay import Replay
 from sim.scenario import DEMO_CONFIG
@@ -151,10 +152,11 @@ def test_invalid_parameters_fail_as_with_real_aws(world):
     # botocore validates against the real service model before anything is sent
     with pytest.raises(ParamValidationError):
         sagemaker.batch_replace_cluster_nodes(ClusterName=CLUSTER, NodeIds=[])
-    # patterns are the service's to check
-    with pytest.raises(ClientError) as bad_id:
+    # patterns are the service's to check: a handler sending one the model forbids fails the replay loudly
+    with pytest.raises(ContractViolation, match=r"NodeIds\[0\] = 'i-0abc; rm -rf /': must satisfy the pattern"):
         sagemaker.batch_replace_cluster_nodes(ClusterName=CLUSTER, NodeIds=["i-0abc; rm -rf /"])
-    assert bad_id.value.response["Error"]["Code"] == "ValidationException"
+    with pytest.raises(ContractViolation, match="BatchReplaceClusterNodes request"):
+        world.router.contract.raise_if_violated()
     with pytest.raises(ClientError) as missing:
         sagemaker.batch_reboot_cluster_nodes(ClusterName="no-such-cluster", NodeIds=[NODE])
     assert missing.value.response["Error"]["Code"] == "ResourceNotFound"

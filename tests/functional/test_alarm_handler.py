@@ -216,17 +216,75 @@ def test_a_malformed_alarm_event_is_rejected_and_nothing_is_done(slurm, change):
     assert slurm.depth() == 0 and slurm.medic.pages() == []
 
 
-def test_an_ok_before_the_recovery_check_is_itself_the_proof_of_recovery(slurm):
-    # Given Medic requeued the stalled job at 03:10
+def test_an_ok_with_steps_since_the_restart_is_the_proof_of_recovery(slurm):
+    # Given Medic requeued the stalled job at 03:10, and the probe counted steps from 03:12
     slurm.heartbeat()
     respond_to_alarm(alarm(), slurm.medic.deps)
+    restarted = slurm.medic.clock[0]
+    for minute in (2, 3):
+        probe_reports("Heartbeat", 20, restarted + timedelta(minutes=minute))
+        probe_reports("Step", 1200 + 20 * minute, restarted + timedelta(minutes=minute))
     # When the stall alarm goes OK at 03:14, before the next recovery check
     slurm.medic.at("2026-11-21T03:14:00+00:00")
     respond_to_alarm(alarm(state="OK", at="2026-11-21T03:14:00.000+0000"), slurm.medic.deps)
-    # Then training is recorded as recovered, and nothing is left to check
-    recovered = [line for line in slurm.medic.log.lines if line["fault"] == "recovered"]
-    assert [(r["incident"], r["outcome"], r["trigger"]) for r in recovered] == [(INCIDENT, "ignored", "alarm")]
+    # Then training is recorded as recovered, with the numbers, and nothing is left to check
+    [recovered] = [line for line in slurm.medic.log.lines if line["fault"] == "recovered"]
+    assert (recovered["incident"], recovered["outcome"], recovered["trigger"]) == (INCIDENT, "ignored", "alarm")
+    assert "40 steps since" in recovered["reason"] and "step 1260" in recovered["reason"]
     assert slurm.medic.deps.ledger.recoveries() == []
+
+
+def test_an_ok_without_steps_since_the_restart_is_not_proof_of_recovery(slurm):
+    """An alarm that treats missing data as not breaching goes OK when the restarted job never publishes."""
+    # Given Medic requeued the stalled job at 03:10, and the probe has been silent since
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    # When the stall alarm goes OK at 03:14
+    slurm.medic.at("2026-11-21T03:14:00+00:00")
+    ok = respond_to_alarm(alarm(state="OK", at="2026-11-21T03:14:00.000+0000"), slurm.medic.deps)
+    # Then nothing counts as recovered: the watch stays, and the OK says why
+    assert (ok["outcome"], ok["action"], ok["paged"]) == ("ignored", "none", False)
+    assert "not proof of recovery" in ok["reason"]
+    assert not [line for line in slurm.medic.log.lines if line["fault"] == "recovered"]
+    assert [watch.incident for watch in slurm.medic.deps.ledger.recoveries()] == [INCIDENT]
+    # And past the deadline the recovery check still escalates, once
+    slurm.medic.at("2026-11-21T03:31:00+00:00")
+    [record] = check_recoveries({"id": "run-1"}, slurm.medic.deps)
+    assert (record["fault"], record["outcome"], record["paged"]) == ("no_progress", "failed", True)
+
+
+def test_a_stall_alarm_while_the_heartbeat_counts_steps_requeues_nothing_and_records_the_numbers(slurm):
+    # Given a live agent, and a probe that counted steps at 03:07-03:09 (a late datapoint tripped the alarm)
+    slurm.heartbeat()
+    for minute in (7, 8, 9):
+        at = datetime.fromisoformat("2026-11-21T03:00:00+00:00") + timedelta(minutes=minute)
+        probe_reports("Heartbeat", 20, at)
+        probe_reports("Step", 1300 + 20 * minute, at)
+    reads: list[str] = []
+    slurm.medic.deps.metrics.client.meta.events.register(
+        "before-call.cloudwatch.GetMetricData", lambda **kwargs: reads.append("GetMetricData"))
+    # When the stall alarm fires at 03:10
+    record = respond_to_alarm(alarm(), slurm.medic.deps)
+    # Then Medic read the heartbeat back once, found progress, and did nothing
+    assert reads == ["GetMetricData"]
+    assert (record["fault"], record["action"], record["outcome"], record["paged"]) == (
+        "stalled", "none", "ignored", False)
+    assert "60 steps in the last 5 min" in record["reason"] and "step 1480" in record["reason"]
+    assert slurm.depth() == 0 and slurm.medic.pages() == []
+    assert slurm.medic.deps.ledger.recoveries() == []
+
+
+def test_a_stall_alarm_is_still_acted_on_when_the_heartbeat_cannot_be_read(slurm):
+    from botocore.stub import Stubber
+
+    slurm.heartbeat()
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    slurm.medic.deps.metrics = TrainingMetrics(cloudwatch)
+    with Stubber(cloudwatch) as stub:
+        stub.add_client_error("get_metric_data", "AccessDenied", "not allowed", 400)
+        record = respond_to_alarm(alarm(), slurm.medic.deps)
+    assert (record["action"], record["outcome"]) == ("requeue_job", "deferred")
+    assert slurm.depth() == 1
 
 
 def test_the_escalation_page_carries_the_incident_of_its_record(slurm):

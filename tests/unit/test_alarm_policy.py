@@ -126,3 +126,38 @@ def test_without_steps_medic_waits_until_the_deadline():
 def test_without_steps_at_the_deadline_recovery_failed():
     verdict = judge_recovery(WATCH, Progress(steps=0, last_step=1200), NOW + timedelta(minutes=20))
     assert verdict is Verdict.NO_PROGRESS
+
+
+# Before acting on a stall ALARM, Medic reads the heartbeat back: an alarm is not the job's progress.
+def test_a_stall_alarm_while_the_heartbeat_counts_steps_is_ignored_with_the_numbers():
+    decision = decide_alarm(context(recent_progress=Progress(steps=60, last_step=1360), stall_minutes=5))
+    assert (decision.plan, decision.action, decision.outcome, decision.page) == (
+        Plan.RECORD, Action.NONE, Outcome.IGNORED, False)
+    assert "60 steps in the last 5 min" in decision.reason and "step 1360" in decision.reason
+
+
+def test_a_stalled_eks_job_that_is_in_fact_stepping_does_not_page():
+    decision = decide_alarm(context("medic-stall-mistral-ft", recent_progress=Progress(12, 80), stall_minutes=10))
+    assert (decision.outcome, decision.page) == (Outcome.IGNORED, False)
+
+
+@pytest.mark.parametrize("progress", [Progress(steps=0, last_step=1200), Progress(steps=5, last_step=None), None],
+                         ids=["no steps", "heartbeat without a step", "unreadable"])
+def test_a_stall_alarm_the_heartbeat_does_not_contradict_is_requeued(progress):
+    assert decide_alarm(context(recent_progress=progress, stall_minutes=5)).plan is Plan.REQUEUE
+
+
+# OK is not proof of recovery: only steps since the restart are.
+@pytest.mark.parametrize("progress", [Progress(steps=0, last_step=None), Progress(steps=0, last_step=1200), None],
+                         ids=["silent", "old step only", "unreadable"])
+def test_an_ok_without_steps_since_the_restart_is_not_proof_and_keeps_the_incident(progress):
+    decision = decide_alarm(context(state="OK", incident_open=True, incident_paged=True, watch=WATCH,
+                                    progress_since_restart=progress))
+    assert (decision.outcome, decision.close_incident, decision.page) == (Outcome.IGNORED, False, False)
+    assert "not proof of recovery" in decision.reason and "03:10 UTC" in decision.reason
+
+
+def test_an_ok_with_steps_since_the_restart_closes_the_incident():
+    decision = decide_alarm(context(state="OK", incident_open=True, watch=WATCH,
+                                    progress_since_restart=Progress(steps=40, last_step=1240)))
+    assert decision.close_incident

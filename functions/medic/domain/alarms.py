@@ -103,6 +103,13 @@ class AlarmContext:
     escalated: bool  # the last restart did not bring training back: a human owns it now
     nodes_in_repair: int  # node actions Medic took on the cluster within the repair window
     mode: str
+    # Stall ALARM: what the probe's heartbeat says over the stall window, read back when the alarm fired
+    # (None: not read or unavailable; the alarm is then the only evidence).
+    recent_progress: Progress | None = None
+    stall_minutes: int = 0
+    # Stall OK while a restart is watched: progress since that restart (None: unavailable).
+    watch: RecoveryWatch | None = None
+    progress_since_restart: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,15 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
         if not ctx.incident_open:
             return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
                                  f"Alarm {subject.name} is OK; no open incident.")
+        if ctx.watch is not None and not made_progress(ctx.progress_since_restart):
+            # OK is no proof by itself: an alarm treating missing data as not breaching goes OK when the
+            # restarted job never publishes at all. Keep the incident and let the recovery check judge.
+            steps = ctx.progress_since_restart.steps if ctx.progress_since_restart else None
+            seen = f"{steps:.0f} steps" if steps is not None else "no progress readable"
+            return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                                 f"Alarm {subject.name} is OK, but the probe reported {seen} since Medic's restart at "
+                                 f"{ctx.watch.restarted_at:%H:%M} UTC: not proof of recovery; the recovery check "
+                                 f"keeps watching until {ctx.watch.deadline:%H:%M} UTC.")
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
                              f"Alarm {subject.name} is back to OK: incident closed.",
                              page=ctx.incident_paged, close_incident=True)
@@ -153,6 +169,14 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
 
 def _stalled(ctx: AlarmContext) -> AlarmDecision:
     cluster = ctx.subject.cluster
+    progress = ctx.recent_progress
+    if made_progress(progress):
+        # The heartbeat read back says the job is stepping (a late datapoint, a brief gap): a requeue would
+        # throw away the work since the last checkpoint for nothing.
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {ctx.subject.name} is in ALARM, but the probe counted {progress.steps:.0f} steps "
+                             f"in the last {ctx.stall_minutes} min (now at step {progress.last_step:.0f}): the job is "
+                             "making progress; no requeue.")
     if ctx.escalated:
         return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
                              "The last restart did not bring training back and a human was paged; Medic does not "
@@ -190,9 +214,14 @@ class Verdict(StrEnum):
     NO_PROGRESS = "no_progress"
 
 
+def made_progress(progress: Progress | None) -> bool:
+    """Steps were counted (the probe's Heartbeat) and a step was reported in the window read."""
+    return progress is not None and progress.steps >= 1 and progress.last_step is not None
+
+
 def judge_recovery(watch: RecoveryWatch, progress: Progress, now: datetime) -> Verdict:
     """Training resumed when steps were counted after the restart; past the deadline without: escalate."""
-    if progress.steps >= 1 and progress.last_step is not None:
+    if made_progress(progress):
         return Verdict.RESUMED
     return Verdict.NO_PROGRESS if now >= watch.deadline else Verdict.WAITING
 
