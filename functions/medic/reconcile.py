@@ -26,6 +26,7 @@ from medic.domain.policy import NodeDecision, Page
 from medic.domain.reconcile import (
     FAILURE,
     FAILURE_WITHOUT_REASON,
+    LONG_REPAIR_STATUSES,
     MAX_NODE_DECISIONS_PER_CLUSTER,
     MAX_REPAIR_WATCHES_PER_CLUSTER,
     NO_HEALTH_REASON,
@@ -47,7 +48,7 @@ from medic.domain.reconcile import (
     summary_page,
 )
 from medic.node_remediation import act_on_claim, decide_claim_act, finish_node_decision
-from medic.obs import count, logger
+from medic.obs import cluster_gauges, count, logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected
 
@@ -107,7 +108,9 @@ class _Sweep:
 
     def run(self) -> dict:
         try:
-            self._sweep(self.deps.hyperpod.list_nodes(self.cluster.name))
+            nodes = self.deps.hyperpod.list_nodes(self.cluster.name)
+            cluster_gauges(self.cluster.name, node_gauges(nodes))
+            self._sweep(nodes)
         except (ClientError, BotoCoreError) as error:  # the next run tries again; a run is never retried
             logger.warning("reconcile sweep failed", extra={"cluster": self.cluster.name,
                                                             "error_code": error_code(error)})
@@ -308,6 +311,12 @@ class _Sweep:
         count("Pages")
         for item in claimed:
             item.record["paged"] = True
+
+
+def node_gauges(nodes: list[NodeInfo]) -> dict[str, int]:
+    """What a sweep saw, as the failed-node alarm's gauges: nodes in Failure, and nodes in a repair status."""
+    return {"FailedNodes": sum(node.status == FAILURE for node in nodes),
+            "NodesInRepair": sum(node.status in LONG_REPAIR_STATUSES for node in nodes)}
 
 
 def _incident(cluster: str, node_id: str) -> str:
