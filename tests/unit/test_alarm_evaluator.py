@@ -234,3 +234,20 @@ def test_a_source_account_condition_keeps_other_accounts_alarms_out():
     with pytest.raises(SimError, match="not evaluated"):
         dated = {**policy["Statement"][0], "Condition": {"DateGreaterThan": {"aws:CurrentTime": "x"}}}
         decide([{"Statement": [dated]}], mine)
+
+
+@given(st.lists(st.tuples(st.integers(0, 14), st.sampled_from([0.0, 1.0, 3.0])), max_size=20),
+       st.integers(1, 15))
+def test_an_alarm_evaluated_twice_on_the_same_data_emits_no_second_event(datapoints, minute):
+    # Given Errors datapoints anywhere in the first quarter hour, and the alarm evaluated at some minute
+    book = AlarmBook(template([ALLOW_CLOUDWATCH]))
+    start = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+    book.evaluate(start)
+    for offset, value in datapoints:
+        book.store.put_value(metric_key("AWS/Lambda", "Errors", {"FunctionName": "f"}),
+                             start + timedelta(minutes=offset, seconds=7), value)
+    at = start + timedelta(minutes=minute)
+    book.evaluate(at)
+    state_after_first = book.alarms[0].state
+    # When the same data is evaluated again at the same moment, then the state holds and nothing changes
+    assert book.evaluate(at) == [] and book.alarms[0].state == state_after_first
