@@ -24,6 +24,7 @@ from medic.domain.alarms import (
 )
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
+from medic.domain.reconcile import STORM_HOLD
 from medic.obs import logger
 from medic.paging import page_incident, page_resolution
 from medic.records import complete, emit, rejected, short
@@ -54,16 +55,18 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     ledger = deps.ledger.for_mode(mode)
     first_delivery = ledger.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp, now)
     open_incident = ledger.alarm_incident(subject.name)
-    nodes_in_repair = 0
+    nodes_in_repair, storm_held = 0, False
     if subject.kind is AlarmKind.FAILED_NODES and detail.state.value == "ALARM":
         window = timedelta(minutes=deps.config.guardrails_for(subject.cluster).repair_minutes)
         nodes_in_repair = ledger.cluster_actions_since(subject.cluster.name, now - window)
+        storm_at = ledger.storm_paged_at(subject.cluster.name)
+        storm_held = storm_at is not None and now - storm_at < STORM_HOLD
     decision = decide_alarm(AlarmContext(
         subject=subject, state=detail.state.value, episode_seen=not first_delivery,
         incident_open=open_incident is not None,
         incident_paged=open_incident is not None and ledger.incident_paged(incident),
         escalated=open_incident is not None and ledger.is_escalated(incident),
-        nodes_in_repair=nodes_in_repair, mode=mode))
+        nodes_in_repair=nodes_in_repair, mode=mode, storm_held=storm_held))
 
     if decision.plan is Plan.REQUEUE:
         ledger.open_alarm_incident(subject.name, incident, now)

@@ -31,6 +31,7 @@ from medic.domain.reconcile import (
     MAX_REPAIR_WATCHES_PER_CLUSTER,
     NO_HEALTH_REASON,
     RESERVE_SECONDS,
+    STORM_HOLD,
     SUMMARY_AFTER,
     PendingClaim,
     Resolution,
@@ -52,9 +53,6 @@ from medic.obs import cluster_gauges, count, logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected
 
-# After a guardrail (storm) page, the cluster's failed nodes are that page's for this long: the sweep
-# counts them in its report instead of paging them one by one.
-STORM_HOLD = timedelta(hours=6)
 # Medic's own action counts as the start of a repair a sweep finds only if it is this recent;
 # an older action was an earlier repair (the sweep in between would have seen this one).
 MEDIC_REPAIR_LINK = timedelta(minutes=15)

@@ -45,8 +45,9 @@ def test_m_a_probe_gone_silent_fires_the_stall_alarm_medic_requeues_and_the_resu
     deferred, executed, recovered, closed = result.records
     assert {r["incident"] for r in result.records} == {INCIDENT}
     assert (deferred["trigger"], deferred["fault"], deferred["timestamp"][11:19]) == ("alarm", "stalled", "03:18:00")
-    assert result.alarms[0]["reason"] == ("Threshold Crossed: no datapoints were received for 10 periods and 10 missing "
-                                          "datapoints were treated as [Breaching].")  # AWS's own wording
+    assert result.alarms[0]["reason"] == (  # AWS's own wording
+        "Threshold Crossed: no datapoints were received for 10 periods and 10 missing datapoints were treated as "
+        "[Breaching].")
     assert (recovered["fault"], recovered["trigger"], recovered["timestamp"][11:19]) == (
         "recovered", "reconcile", "03:25:00")
     assert "incident closed" in closed["reason"] and closed["timestamp"][11:19] == "03:25:00"

@@ -46,7 +46,8 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out
     assert "   probe: 03:02:00 llama3-70b: Heartbeat 60, Step 1340, NonFiniteLoss 60, LastCheckpointStep 1200" in out
     assert "   alarm: 03:03:00 medic-divergence-llama3-70b OK -> ALARM" in out
-    assert "   alarm: 08:19:00 Medic-OperationsDeadLettersNodeRemediationHandler3BB7951E OK -> ALARM -> page via " in out
+    assert ("   alarm: 08:19:00 Medic-OperationsDeadLettersNodeRemediationHandler3BB7951E OK -> ALARM -> page via "
+            in out)
     assert "   schedules ran: ReconcilerSchedule 12×, AlarmResponseRecoverySchedule 12×" in out
     assert "   fault: sagemaker:BatchReplaceClusterNodes=ThrottlingException:2 (2 injected of 3 attempts)" in out
     assert "   metric: PageFailures 1 (pages that could not be published)" in out

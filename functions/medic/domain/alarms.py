@@ -103,6 +103,7 @@ class AlarmContext:
     escalated: bool  # the last restart did not bring training back: a human owns it now
     nodes_in_repair: int  # node actions Medic took on the cluster within the repair window
     mode: str
+    storm_held: bool = False  # the guardrails hold a storm back on the cluster and its summary page went out
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,10 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              "Training slowed down well below its recent throughput; a straggler node or a "
                              "degraded link is likely. A human decides whether to drain a node.", page=True)
+    if ctx.storm_held:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             "The guardrails are holding a failure storm back on this cluster and its summary page "
+                             "went out: these failed nodes are that page's; no second page.")
     if ctx.nodes_in_repair > 0:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              f"HyperPod reports failed nodes and Medic is already repairing {ctx.nodes_in_repair} "
