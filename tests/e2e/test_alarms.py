@@ -5,10 +5,16 @@ the proof-of-recovery schedule, and the health alarms paging through the topic."
 
 from __future__ import annotations
 
+import copy
 import json
 
-from sim.scenario import SCENARIOS, read_scenario
+import pytest
+
+from sim.cfn import SimError
+from sim.replay import run
+from sim.scenario import DEMO_CONFIG, SCENARIOS, read_scenario
 from sim.scenarios.generate import T_ALARM, alarm
+from sim.synth import stack_template
 from tests.e2e.conftest import outcomes
 
 SEND = "sqs:SendMessage"
@@ -141,3 +147,15 @@ def test_only_medic_alarms_entering_alarm_or_ok_reach_the_handler(replay):
                      alarm("stall", "ALARM", T_ALARM, job="someone-elses-job")])
     # Then the rule delivers neither: no handler runs
     assert result.lines == [] and result.invocations == {}
+
+
+def test_a_topic_policy_that_denies_cloudwatch_fails_the_replay_loudly():
+    # Given the synthesized template with the topic policy as it was: only the Deny-without-TLS statement
+    template = copy.deepcopy(stack_template(DEMO_CONFIG))
+    [policy] = [r for r in template["Resources"].values() if r["Type"] == "AWS::SNS::TopicPolicy"]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    statements[:] = [s for s in statements if s.get("Effect") == "Deny"]
+    scenario = read_scenario(SCENARIOS / "t-handler-fails-every-retry.jsonl")
+    # When the Errors alarm fires and CloudWatch publishes its notification, then the replay stops, saying why
+    with pytest.raises(SimError, match="may not publish to topic .*implicit deny"):
+        run(scenario.lines, DEMO_CONFIG, scenario.faults, template=template)
