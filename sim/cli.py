@@ -121,6 +121,11 @@ def render(title: str, expect: str, result: ReplayResult, config: Path, faults: 
     if result.schedule_runs:
         runs = ", ".join(f"{_short_id(rule)} {count}×" for rule, count in result.schedule_runs.items())
         lines.append(f"   schedules ran: {runs}")
+    for change in result.alarms:
+        notified = f" -> page via {', '.join(t.rsplit(':', 1)[-1] for t in change['notified'])}" \
+            if change["notified"] else ""
+        lines.append(f"   alarm: {change['timestamp'][11:19]} {change['alarm']} {change['from']} -> {change['to']}"
+                     f"{notified}")
     for point in _probe_lines(result.published):
         lines.append(f"   probe: {point}")
     for dropped in result.dropped:

@@ -30,7 +30,9 @@ from unittest import mock
 
 import time_machine
 
+from sim.alarms import Transition
 from sim.cfn import SimError
+from sim.cloudwatch import EmulatedCloudWatch
 from sim.faults import Fault, parse_fault
 from sim.hyperpod import LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
 from sim.slurm import JOB_NAME as SLURM_JOB_NAME
@@ -76,6 +78,11 @@ class ReplayResult:
     @property
     def pages(self) -> list[dict]:
         return [line for line in self.lines if line["kind"] == "page"]
+
+    @property
+    def alarms(self) -> list[dict]:
+        """The state changes of the template's alarms, as the evaluator produced them."""
+        return [line for line in self.lines if line["kind"] == "alarm"]
 
     @property
     def slurm_commands(self) -> list[dict]:
@@ -141,7 +148,8 @@ class Replay:
         router = world.router  # the result shows the live counters
         self.result = ReplayResult(calls=router.calls, attempts=router.attempts, injected=router.injected,
                                    node_actions=world.hyperpod.actions, published=world.metrics.published)
-        self.handler_output = _EmfTap(handler_output, self.result.metrics)
+        self.cloudwatch = EmulatedCloudWatch(world)
+        self.handler_output = _EmfTap(handler_output, self.result.metrics, self.cloudwatch.emf)
         self.now: datetime | None = None  # the replay clock: the last event's (or advance's) time
         self.start: datetime | None = None  # the first time the clock was set: schedules run from here
         self._last_function: str | None = None
@@ -353,6 +361,10 @@ class Replay:
             self.error(lineno, f"event time {event.get('time')!r} is not an ISO 8601 time; "
                                f"replaying it at {when.isoformat()}")
         self.move_clock(when)
+        self.deliver_event(event, when)
+
+    def deliver_event(self, event: dict, when: datetime) -> None:
+        """The event through the stack's rules to their functions, at ``when``."""
         with time_machine.travel(when, tick=False) as clock:  # the world moves with the event's time
             self.world.hyperpod.finish_repairs(when)
             functions = self.world.route(event)
@@ -370,12 +382,17 @@ class Replay:
         if self.start is None:
             self.start = when
         elif self.now is not None and when > self.now:
-            due: list[tuple[datetime, int, Schedule]] = []
+            due: list[tuple[datetime, int, Schedule | None]] = []
             for order, schedule in enumerate(self.world.schedules):
                 due.extend((tick, order, schedule) for tick in self._ticks(schedule, when))
+            # CloudWatch's evaluation of a minute comes after the schedules EventBridge fires on it
+            due.extend((tick, len(self.world.schedules), None) for tick in self.cloudwatch.due(self.start, when))
             for tick, _, schedule in sorted(due, key=lambda item: item[:2]):
                 self.now = tick
-                self.run_schedule(schedule, tick)
+                if schedule is None:
+                    self.evaluate_alarms(tick)
+                else:
+                    self.run_schedule(schedule, tick)
         self.now = when  # (an event earlier than the last one is replayed at its own time; no schedule runs)
 
     def _ticks(self, schedule: Schedule, until: datetime) -> list[datetime]:
@@ -403,6 +420,20 @@ class Replay:
             for function, constant in schedule.targets:
                 self.invoke(function, event if constant is None else constant, when, clock)
             self.settle(when, clock)
+
+    # the template's alarms: CloudWatch evaluates them each minute
+    def evaluate_alarms(self, when: datetime) -> None:
+        """One minute of CloudWatch: each alarm evaluated on the metrics so far; each state change is an
+        ``alarm`` line, its actions' notifications, and its "CloudWatch Alarm State Change" event."""
+        with time_machine.travel(when, tick=False):
+            changes = self.cloudwatch.evaluate(when)
+        for change in changes:
+            with time_machine.travel(when, tick=False):
+                notified = self.cloudwatch.notify(change)
+            self.emit(_alarm_line(change, notified))
+            for page in self.world.drain_pages():
+                self.emit({"kind": "page", **page})
+            self.deliver_event(self.cloudwatch.event(change), when)
 
     # what happens after an event: the agents pick up their commands, the streams deliver
     def agents_cycle(self) -> bool:
@@ -471,6 +502,7 @@ class Replay:
                 if gives_up:
                     self.result.dropped.append({"function": function.name, "id": event.get("id"),
                                                 "detail-type": event.get("detail-type")})
+                    self.cloudwatch.dead_letter(function, event, traceback.format_exc(limit=-1))
         self._emit_outputs(capture)
 
     def invoke_sync(self, function: Function, payload: dict, clock: Any) -> tuple[Any, bool]:
@@ -486,10 +518,16 @@ class Replay:
 
     def _call(self, function: Function, payload: dict, clock: Any, capture: _RecordCapture) -> Any:
         self.result.invocations[function.logical_id] += 1
-        with self._invocation(function, clock, capture):
-            module, handler = _load_handler(function.handler)
-            with self._container(function, module):
-                return handler(copy.deepcopy(payload), LambdaContext(function.name, function.arn))
+        started, began, raised = datetime.now(UTC), time.perf_counter(), True
+        try:
+            with self._invocation(function, clock, capture):
+                module, handler = _load_handler(function.handler)
+                with self._container(function, module):
+                    response = handler(copy.deepcopy(payload), LambdaContext(function.name, function.arn))
+            raised = False
+            return response
+        finally:  # what Lambda reports for the attempt (AWS/Lambda Invocations, Errors, Duration)
+            self.cloudwatch.invoked(function, started, raised, (time.perf_counter() - began) * 1000)
 
     @contextlib.contextmanager
     def _container(self, function: Function, module: Any) -> Iterator[None]:
@@ -573,10 +611,11 @@ _CLOCK_DIRECTIVES = frozenset({"advance"})
 class _EmfTap(io.TextIOBase):
     """The handlers' output, passed on to its sink; their EMF metric lines are also summed by metric name."""
 
-    def __init__(self, sink: TextIO, totals: Counter[str]) -> None:
+    def __init__(self, sink: TextIO, totals: Counter[str], on_document: Callable[[dict], None]) -> None:
         super().__init__()
         self.sink = sink
         self.totals = totals
+        self.on_document = on_document  # CloudWatch Logs' metric extraction
         self._partial = ""
 
     def writable(self) -> bool:
@@ -601,6 +640,7 @@ class _EmfTap(io.TextIOBase):
             directives = document["_aws"]["CloudWatchMetrics"]
         except (ValueError, TypeError, KeyError):
             return
+        self.on_document(document)
         for directive in directives if isinstance(directives, list) else []:
             for metric in directive.get("Metrics", []) if isinstance(directive, dict) else []:
                 name = metric.get("Name") if isinstance(metric, dict) else None
@@ -609,6 +649,12 @@ class _EmfTap(io.TextIOBase):
                 numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
                 if numbers:
                     self.totals[name] += sum(numbers)
+
+
+def _alarm_line(change: Transition, notified: list[str]) -> dict:
+    return {"kind": "alarm", "alarm": change.alarm.name, "from": change.previous, "to": change.state,
+            "timestamp": change.at.isoformat(timespec="milliseconds"), "reason": change.reason,
+            "notified": notified}
 
 
 def _point_streams(logger: logging.Logger, stream: TextIO) -> list[tuple[logging.StreamHandler, Any]]:

@@ -133,6 +133,7 @@ class World:
         self._mock: Any = None
         self._clients: dict[str, Any] = {}
         self._pages_drained_at = 0
+        self.harness_publishes = 0  # SNS messages the emulation itself published (alarm actions)
 
     # lifecycle
     def __enter__(self) -> World:
@@ -430,9 +431,9 @@ class World:
         return targets
 
     def drain_pages(self) -> list[dict]:
-        published = self.router.calls["sns:Publish"]
+        published = self.router.calls["sns:Publish"] + self.harness_publishes
         if published == self._pages_drained_at:
-            return []  # pages come only from the handlers' Publish calls: none since the last look
+            return []  # pages come only from the handlers' and the alarms' Publish calls: none since the last look
         self._pages_drained_at = published
         sqs = self.client("sqs")
         pages = []

@@ -25,6 +25,7 @@ from medic.domain.alarms import (
 )
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
+from medic.domain.reconcile import STORM_HOLD
 from medic.obs import logger
 from medic.paging import page_incident, page_resolution
 from medic.records import complete, emit, rejected, short
@@ -55,10 +56,12 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     ledger = deps.ledger.for_mode(mode)
     first_delivery = ledger.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp, now)
     open_incident = ledger.alarm_incident(subject.name)
-    nodes_in_repair = 0
+    nodes_in_repair, storm_held = 0, False
     if subject.kind is AlarmKind.FAILED_NODES and detail.state.value == "ALARM":
         window = timedelta(minutes=deps.config.guardrails_for(subject.cluster).repair_minutes)
         nodes_in_repair = ledger.cluster_actions_since(subject.cluster.name, now - window)
+        storm_at = ledger.storm_paged_at(subject.cluster.name)
+        storm_held = storm_at is not None and now - storm_at < STORM_HOLD
     stall = subject.kind is AlarmKind.STALL and subject.job is not None and first_delivery
     recent = None
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
@@ -75,7 +78,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         escalated=open_incident is not None and ledger.is_escalated(incident),
         nodes_in_repair=nodes_in_repair, mode=mode, recent_progress=recent,
         stall_minutes=subject.job.stall_minutes if subject.job else 0,
-        watch=watch, progress_since_restart=since_restart))
+        watch=watch, progress_since_restart=since_restart, storm_held=storm_held))
 
     if decision.plan is Plan.REQUEUE:
         ledger.open_alarm_incident(subject.name, incident, now)

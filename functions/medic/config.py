@@ -92,8 +92,8 @@ class Cluster(_Strict):
     # groups (KNOWN_CONTROLLER_GROUPS). A protected group stays protected whatever this says.
     allow_controller_reboot: bool = False
     guardrails: GuardrailOverrides = Field(default_factory=GuardrailOverrides)
-    # EKS clusters: the EKS cluster's name, for the Container Insights failed-node alarm (Slurm
-    # clusters use HyperPod's own cluster_failed_node_count). Unset on EKS: no failed-node alarm.
+    # EKS clusters with Container Insights: the EKS cluster's name; its cluster_failed_node_count joins Medic's
+    # own FailedNodes gauge (every cluster's failed-node alarm) as a second witness.
     eks_cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 
     @field_validator("protected_groups")

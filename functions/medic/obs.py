@@ -14,6 +14,7 @@ from medic.domain.models import RemediationRecord
 
 SERVICE = "medic"
 NAMESPACE = "Medic"
+CLUSTER_NAMESPACE = "Medic/Cluster"  # the reconciler's per-cluster gauges (dimensions Cluster, service)
 RECORD_FIELDS = frozenset(RemediationRecord.model_fields)
 
 
@@ -67,3 +68,13 @@ def count(name: str, value: float = 1) -> None:
     """A single operational counter (pages sent, page failures, ...), flushed immediately."""
     with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=NAMESPACE):
         pass
+
+
+def cluster_gauges(cluster: str, gauges: dict[str, int]) -> None:
+    """Medic's own per-cluster gauges from a sweep (e.g. FailedNodes, NodesInRepair): HyperPod publishes no
+    node metrics for Slurm clusters, so the failed-node alarm watches these (dimensions Cluster, service)."""
+    for name, value in gauges.items():
+        # the service dimension explicitly: the alarm names it, whatever POWERTOOLS_SERVICE_NAME says
+        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=CLUSTER_NAMESPACE,
+                           default_dimensions={"service": SERVICE}) as metric:
+            metric.add_dimension(name="Cluster", value=cluster)

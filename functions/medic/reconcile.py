@@ -26,10 +26,12 @@ from medic.domain.policy import NodeDecision, Page
 from medic.domain.reconcile import (
     FAILURE,
     FAILURE_WITHOUT_REASON,
+    LONG_REPAIR_STATUSES,
     MAX_NODE_DECISIONS_PER_CLUSTER,
     MAX_REPAIR_WATCHES_PER_CLUSTER,
     NO_HEALTH_REASON,
     RESERVE_SECONDS,
+    STORM_HOLD,
     SUMMARY_AFTER,
     PendingClaim,
     Resolution,
@@ -52,13 +54,10 @@ from medic.node_remediation import (
     finish_node_decision,
     report_node_recovery_mismatch,
 )
-from medic.obs import count, logger
+from medic.obs import cluster_gauges, count, logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected
 
-# After a guardrail (storm) page, the cluster's failed nodes are that page's for this long: the sweep
-# counts them in its report instead of paging them one by one.
-STORM_HOLD = timedelta(hours=6)
 # Medic's own action counts as the start of a repair a sweep finds only if it is this recent;
 # an older action was an earlier repair (the sweep in between would have seen this one).
 MEDIC_REPAIR_LINK = timedelta(minutes=15)
@@ -113,7 +112,9 @@ class _Sweep:
 
     def run(self) -> dict:
         try:
-            self._sweep(self.deps.hyperpod.list_nodes(self.cluster.name))
+            nodes = self.deps.hyperpod.list_nodes(self.cluster.name)
+            cluster_gauges(self.cluster.name, node_gauges(nodes))
+            self._sweep(nodes)
         except (ClientError, BotoCoreError) as error:  # the next run tries again; a run is never retried
             logger.warning("reconcile sweep failed", extra={"cluster": self.cluster.name,
                                                             "error_code": error_code(error)})
@@ -337,6 +338,12 @@ class _Sweep:
         count("Pages")
         for item in claimed:
             item.record["paged"] = True
+
+
+def node_gauges(nodes: list[NodeInfo]) -> dict[str, int]:
+    """What a sweep saw, as the failed-node alarm's gauges: nodes in Failure, and nodes in a repair status."""
+    return {"FailedNodes": sum(node.status == FAILURE for node in nodes),
+            "NodesInRepair": sum(node.status in LONG_REPAIR_STATUSES for node in nodes)}
 
 
 def _incident(cluster: str, node_id: str) -> str:

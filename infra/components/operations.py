@@ -12,6 +12,11 @@ from constructs import Construct
 from infra.components.function import MedicFunction
 
 FIVE_MINUTES = Duration.minutes(5)
+# Alarms on sparse metrics (a datapoint only when something happens) use one-minute periods: CloudWatch
+# evaluates every minute, and "might repeatedly re-evaluate the last set of data points for a period of time
+# after the metric has stopped flowing ... To mitigate this behavior, use shorter periods" (CloudWatch user guide,
+# "How alarm state is evaluated when data is missing"). With 5 minutes, one failed event paged three times.
+SPARSE_PERIOD = Duration.minutes(1)
 RECORDS = 'filter message = "remediation"'
 RECORD_FIELDS = "fields @timestamp, cluster, instance_group, node_id, job, trigger, fault, action, outcome, paged, " \
                 "reason, incident"
@@ -52,7 +57,7 @@ class Operations(Construct):
             alarm.add_alarm_action(page)
             self.health_alarms.append(alarm)
 
-        page_failures = _medic_metric("PageFailures").create_alarm(
+        page_failures = _medic_metric("PageFailures", period=SPARSE_PERIOD).create_alarm(
             self, "PageFailures",
             alarm_description=("Medic could not publish a page (SNS). The decision is in the remediation log; "
                                "check the topic, its KMS key and subscriptions."),
@@ -88,11 +93,11 @@ class Operations(Construct):
         name = function.node.path.replace("/", "-")
         timeout_ms = function.timeout_seconds * 1000
         for kind, metric, threshold, what in (
-            ("Errors", handler.metric_errors(period=FIVE_MINUTES, statistic="Sum"), 0,
+            ("Errors", handler.metric_errors(period=SPARSE_PERIOD, statistic="Sum"), 0,
              "raised errors (the events are retried, then kept in its dead-letter queue)"),
-            ("Throttles", handler.metric_throttles(period=FIVE_MINUTES, statistic="Sum"), 0,
+            ("Throttles", handler.metric_throttles(period=SPARSE_PERIOD, statistic="Sum"), 0,
              "was throttled (account concurrency)"),
-            ("Duration", handler.metric_duration(period=FIVE_MINUTES, statistic="Maximum"), 0.8 * timeout_ms,
+            ("Duration", handler.metric_duration(period=SPARSE_PERIOD, statistic="Maximum"), 0.8 * timeout_ms,
              f"ran for more than 80% of its {function.timeout_seconds} s timeout"),
         ):
             alarm = metric.create_alarm(
@@ -156,10 +161,10 @@ class Operations(Construct):
         return dashboard
 
 
-def _medic_metric(name: str) -> cw.Metric:
+def _medic_metric(name: str, period: Duration = FIVE_MINUTES) -> cw.Metric:
     """Medic's own counters carry Powertools' service dimension (POWERTOOLS_SERVICE_NAME=medic)."""
     return cw.Metric(namespace="Medic", metric_name=name, dimensions_map={"service": "medic"}, statistic="Sum",
-                     period=FIVE_MINUTES)
+                     period=period)
 
 
 def _search(metric: str, dimension: str, value: str) -> cw.MathExpression:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from aws_cdk import Aws, Duration, Stack, Tags
 from aws_cdk import aws_cloudwatch as cw
@@ -9,10 +10,14 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.components.function import MedicFunction
+from infra.components.reconciler import RECONCILE_EVERY
 from infra.components.shared import Shared
 from medic.config import Cluster, Guardrails, Job, alarm_name
 
 PROBE_NAMESPACE = "Medic/Training"
+CLUSTER_NAMESPACE = "Medic/Cluster"  # the reconciler's gauges (medic.obs.cluster_gauges)
+SERVICE = "medic"  # Powertools adds the service dimension (POWERTOOLS_SERVICE_NAME) to every EMF metric
+SWEEP = RECONCILE_EVERY  # one gauge datapoint per sweep
 ALARM_EVENT = "CloudWatch Alarm State Change"
 MAX_NAMES_IN_PATTERN = 1500  # characters of alarm names listed in the rule; beyond, match the prefix
 MINUTE = Duration.minutes(1)
@@ -26,7 +31,7 @@ def _probe_metric(job: Job, name: str, statistic: str) -> cw.Metric:
 
 
 class TrainingAlarms(Construct):
-    """Alarms on the training probe's metrics (per job) and on HyperPod's failed-node count (per cluster).
+    """Alarms on the training probe's metrics (per job) and on the reconciler's failed-node gauge (per cluster).
 
     Each alarm's name (medic-<kind>-<subject>), description and tags say what it watches, so the
     alarm handler routes it without a lookup table. No alarm actions: Medic decides who hears of it.
@@ -106,22 +111,30 @@ class TrainingAlarms(Construct):
             periods=job.slowdown_minutes, missing=cw.TreatMissingData.NOT_BREACHING)
 
     def _failed_nodes(self, cluster: Cluster, guardrails: Guardrails) -> None:
-        if cluster.orchestrator == "slurm":
-            metric = cw.Metric(namespace="/aws/sagemaker/Clusters", metric_name="cluster_failed_node_count",
-                               dimensions_map={"ClusterId": cluster.id}, statistic="Maximum", period=MINUTE)
-        elif cluster.eks_cluster_name:
-            metric = cw.Metric(namespace="ContainerInsights", metric_name="cluster_failed_node_count",
-                               dimensions_map={"ClusterName": cluster.eks_cluster_name}, statistic="Maximum",
-                               period=MINUTE)
-        else:
-            return  # EKS without its EKS cluster name: nothing to watch
+        # HyperPod publishes no node metrics for Slurm clusters (/aws/sagemaker/Clusters/<name>/<id> is the health
+        # agent's log group); Medic's reconciler publishes its own gauges every sweep (5 minutes), for both
+        # orchestrators. One datapoint per period of one sweep: "failed for repair_minutes" is every period of
+        # that span breaching. Missing data (no sweep) is not breaching: the reconciler's own alarms say why.
+        periods = max(1, math.ceil(guardrails.repair_minutes / SWEEP.to_minutes()))
+        failed = cw.Metric(namespace=CLUSTER_NAMESPACE, metric_name="FailedNodes",
+                           dimensions_map={"Cluster": cluster.name, "service": SERVICE}, statistic="Maximum",
+                           period=SWEEP)
+        metric: cw.IMetric = failed
+        if cluster.orchestrator == "eks" and cluster.eks_cluster_name:
+            # Where Container Insights runs, its failed-node count is a second witness (EKS only).
+            metric = cw.MathExpression(
+                expression="MAX([failed, insights])",
+                using_metrics={"failed": failed, "insights": cw.Metric(
+                    namespace="ContainerInsights", metric_name="cluster_failed_node_count",
+                    dimensions_map={"ClusterName": cluster.eks_cluster_name}, statistic="Maximum", period=SWEEP)},
+                label="failed nodes", period=SWEEP)
         self._alarm(
             f"FailedNodes-{cluster.name}", kind="failed-nodes", subject=cluster.name, cluster=cluster.name,
             job=None,
             description=(f"Cluster {cluster.name} has had failed nodes for {guardrails.repair_minutes} minutes, "
                          "longer than a repair should take."),
             metric=metric, threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            periods=guardrails.repair_minutes, missing=cw.TreatMissingData.NOT_BREACHING)
+            periods=periods, missing=cw.TreatMissingData.NOT_BREACHING)
 
 
 class AlarmResponse(Construct):

@@ -3,9 +3,8 @@
 Every event has the exact shape AWS delivers: "SageMaker HyperPod Cluster Node Health Event"
 (events/hyperpod-node-health-unhealthy.json) with the instance, time and reason varied;
 "SageMaker Training Job State Change" (events/training-job-failed.json) with the job, time,
-reason and tags varied; the operator's "Medic Requeue Job" (source medic.operator); and "CloudWatch
-Alarm State Change" of Medic's alarms (tests/fixtures/events/cloudwatch-alarm-state-change.json) with
-the alarm, states, reasons and times varied.
+reason and tags varied; the operator's "Medic Requeue Job" (source medic.operator). Alarm state changes
+come from the replay's alarm evaluator (sim/alarms.py), except in (p): AWS's documented example event.
 """
 
 from __future__ import annotations
@@ -284,50 +283,122 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **alarm_scenarios(),
         **fault_scenarios(sample),
         **node_trust_scenarios(sample),
+        **health_alarm_scenarios(sample),
     }
 
 
+def every_minute(first: datetime, last: datetime, **published: object) -> list[dict]:
+    """The probe publishing once a minute from ``first`` to ``last``, as its background thread does."""
+    lines: list[dict] = []
+    at = first
+    while at <= last:
+        lines += [clock(at), probe(**published)]
+        published = {key: value for key, value in published.items() if key not in ("checkpoint", "new_process",
+                                                                                   "step")}
+        at += minutes(1)
+    return lines
+
+
+# AWS's documented "State change for a single-metric alarm" (docs.aws.amazon.com/AmazonCloudWatch/latest/
+# monitoring/cloudwatch-and-eventbridge.html), verbatim but for the names (alarm, ARN) and the times.
+AWS_SAMPLE_ALARM = {
+    "version": "0",
+    "id": "c4c1c1c9-6542-e61b-6ef0-8c4d36933a92",
+    "detail-type": "CloudWatch Alarm State Change",
+    "source": "aws.cloudwatch",
+    "account": "123456789012",
+    "time": "2026-11-21T03:11:40Z",
+    "region": "us-east-1",
+    "resources": ["arn:aws:cloudwatch:us-east-1:123456789012:alarm:medic-stall-llama3-70b"],
+    "detail": {
+        "alarmName": "medic-stall-llama3-70b",
+        "configuration": {
+            "description": "Goes into alarm when server CPU utilization is too high!",
+            "metrics": [{"id": "30b6c6b2-a864-43a2-4877-c09a1afc3b87", "metricStat": {
+                "metric": {"dimensions": {"InstanceId": "i-12345678901234567"}, "name": "CPUUtilization",
+                           "namespace": "AWS/EC2"}, "period": 300, "stat": "Average"}, "returnData": True}],
+        },
+        "previousState": {
+            "reason": "Threshold Crossed: 1 out of the last 1 datapoints [0.0666851903306472 (21/11/26 02:46:00)] was "
+                      "not greater than the threshold (50.0) (minimum 1 datapoint for ALARM -> OK transition).",
+            "reasonData": '{"version":"1.0","queryDate":"2026-11-21T02:56:40.985+0000","startDate":'
+                          '"2026-11-21T02:46:00.000+0000","statistic":"Average","period":300,"recentDatapoints":'
+                          '[0.0666851903306472],"threshold":50.0}',
+            "timestamp": "2026-11-21T02:56:40.987+0000",
+            "value": "OK",
+        },
+        "state": {
+            "reason": "Threshold Crossed: 1 out of the last 1 datapoints [99.50160229693434 (21/11/26 03:06:00)] was "
+                      "greater than the threshold (50.0) (minimum 1 datapoint for OK -> ALARM transition).",
+            "reasonData": '{"version":"1.0","queryDate":"2026-11-21T03:11:40.985+0000","startDate":'
+                          '"2026-11-21T03:06:00.000+0000","statistic":"Average","period":300,"recentDatapoints":'
+                          '[99.50160229693434],"threshold":50.0}',
+            "timestamp": "2026-11-21T03:11:40.989+0000",
+            "value": "ALARM",
+        },
+    },
+}
+
+
 def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """The alarms fire by themselves: the template's alarms are evaluated on what the probe published."""
     slurm = [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}]
+    # Training: 40 steps a minute from 03:00 to 03:05 (checkpoint at step 1200), then the process dies: silence.
     healthy = [clock(T_ALARM), *slurm,
-               probe(steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0, checkpoint=1200)]
-    # The job hangs in a collective: the probe's thread still publishes, with no step counted.
-    hung = [clock(T_ALARM + minutes(5)), probe(steps=0), alarm("stall", "ALARM", T_ALARM + minutes(11))]
+               *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
+                             checkpoint=1200)]
+    resumed = every_minute(T_ALARM + minutes(24), T_ALARM + minutes(27), steps=25, loss=1.9, tokens_per_sec=40500.0,
+                           new_process=True, step=1225)
     return {
         "m-stall-recovered.jsonl": ([
-            "title: (m) Stall: the heartbeat stops -> requeue through the agent -> training resumes",
-            "expect: requeue_job deferred then executed (scontrol requeue 4211); the recovery check records recovered "
-            "at 03:20; OK closes; no page",
-        ], [*healthy, *hung,
-            # The requeued job's first publish lands in the minute before the 03:20 check; CloudWatch turns
-            # the alarm OK after evaluating that minute, just after the check. (Had the OK come first, it
-            # would close the incident and end the recovery watch with no `recovered` record.)
-            clock(T_ALARM + minutes(19)),
-            probe(steps=25, step=1225, loss=1.9, tokens_per_sec=40500.0, new_process=True),
-            clock(T_ALARM + minutes(20)),
-            alarm("stall", "OK", T_ALARM + minutes(21), previous="ALARM")]),
+            "title: (m) Stall: the probe goes silent -> the stall alarm fires -> requeue -> training resumes -> OK",
+            "expect: stall ALARM at 03:18 (10 minutes of breaching silence after the 03:05 minute, in a 12-minute "
+            "evaluation range); requeue_job deferred then executed; recovered at 03:25; the alarm OK at 03:25 closes; "
+            "no page",
+        ], [*healthy, *resumed, clock(T_ALARM + minutes(30))]),
         "n-stall-no-progress.jsonl": ([
-            "title: (n) Stall: requeued, but training never resumes; later the alarm re-enters ALARM",
-            "expect: requeue_job deferred then executed; no_progress failed with one page at 03:35; the later ALARM "
-            "suppressed (no second requeue)",
-        ], [*healthy, *hung,
-            clock(T_ALARM + minutes(35)),
-            # A deploy resets the alarm (INSUFFICIENT_DATA, not delivered), and it goes back to ALARM.
-            alarm("stall", "ALARM", T_ALARM + minutes(52), previous="INSUFFICIENT_DATA"),
-            clock(T_ALARM + minutes(60))]),
+            "title: (n) Stall: requeued, but training never resumes",
+            "expect: stall ALARM at 03:18, requeue_job deferred then executed; no_progress failed with one page at "
+            "03:40; the alarm stays in ALARM: no second requeue",
+        ], [*healthy, clock(T_ALARM + minutes(60))]),
         "o-divergence.jsonl": ([
-            "title: (o) Divergence: the loss turns NaN -> one page with the last checkpoint step, no restart",
-            "expect: divergence deferred with one page naming checkpoint step 1200; nothing requeued or restarted",
-        ], [*healthy,
-            clock(T_ALARM + minutes(2)), probe(steps=60, step=1300, loss="nan", tokens_per_sec=41000.0),
-            alarm("divergence", "ALARM", T_ALARM + minutes(3)),
+            "title: (o) Divergence: the loss turns NaN -> the divergence alarm -> one page with the last checkpoint",
+            "expect: divergence ALARM at 03:03; deferred with one page naming checkpoint step 1200; nothing requeued "
+            "or restarted",
+        ], [clock(T_ALARM), *slurm,
+            *every_minute(T_ALARM, T_ALARM + minutes(1), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
+                          checkpoint=1200),
+            *every_minute(T_ALARM + minutes(2), T_ALARM + minutes(9), steps=60, loss="nan", tokens_per_sec=41000.0),
             clock(T_ALARM + minutes(10))]),
         "p-alarm-repeat-delivery.jsonl": ([
-            "title: (p) Stall ALARM delivered three times (twice as is, once under another event id)",
-            "expect: one requeue (deferred, executed), then duplicate twice; one command, one scontrol requeue",
-        ], [*healthy, *hung, alarm("stall", "ALARM", T_ALARM + minutes(11)),
-            alarm("stall", "ALARM", T_ALARM + minutes(11),
-                  event_id="0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c")]),
+            "title: (p) AWS's documented alarm event (names changed) delivered three times (twice as is, once under "
+            "another id)",
+            "expect: one requeue (deferred, executed), then duplicate twice; one command, one scontrol requeue; the "
+            "evaluated stall alarm itself stays OK",
+        ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,
+            {**AWS_SAMPLE_ALARM, "id": "0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c"}]),
+    }
+
+
+def health_alarm_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
+    """Medic's own health alarms and the failed-node alarm, from what the replay did."""
+    failed_node = "i-0fa11edf00d5eed01"
+    return {
+        "za-handler-fails-every-retry.jsonl": ([
+            "title: (t) DynamoDB fails the node handler on every attempt: its Errors and dead-letter alarms page",
+            "fault: dynamodb:BatchGetItem=InternalServerError:12",
+            "expect: three invocations raise (Lambda's two retries), the event goes to the DLQ; the function's Errors "
+            "alarm and its DeadLetters alarm each publish one page through the topic",
+        ], [clock(T0 - minutes(3)), sample, clock(T0 + minutes(20))]),
+        "zb-failed-node-alarm.jsonl": ([
+            "title: (u) A Slurm node left in Failure past repair_minutes: the failed-node alarm pages",
+            "expect: the reconciler pages the unexplained failed node once; its FailedNodes gauge keeps the "
+            "failed-node alarm breaching; after 30 minutes of sweeps the alarm fires and Medic pages (no Medic repair "
+            "in flight)",
+        ], [clock(T0 - minutes(4)),
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": failed_node, "group": "workers",
+                              "status": "Failure"}}},
+            clock(T0 + minutes(40))]),
     }
 
 

@@ -1,80 +1,144 @@
-"""Specification: Medic's training alarms end to end — the probe's metrics in CloudWatch, the alarm's
-state change through the synthesized rule to the alarm handler, the requeue through the Slurm agent,
-and the proof-of-recovery schedule reading the metrics as the clock passes."""
+"""Specification: Medic's alarms end to end — the synthesized alarms evaluated by the replay on what the probe
+and the handlers really published (no alarm event written by hand, except AWS's documented sample in (p)),
+each state change through the synthesized rule to the alarm handler, the requeue through the Slurm agent,
+the proof-of-recovery schedule, and the health alarms paging through the topic."""
 
 from __future__ import annotations
 
-from sim.scenario import SCENARIOS
+import copy
+import json
+
+import pytest
+
+from sim.cfn import SimError
+from sim.replay import run
+from sim.scenario import DEMO_CONFIG, SCENARIOS, read_scenario
 from sim.scenarios.generate import T_ALARM, alarm
+from sim.synth import stack_template
 from tests.e2e.conftest import outcomes
 
 SEND = "sqs:SendMessage"
 INCIDENT = "job:slurm:pretrain-slurm:llama3-70b"
 REQUEUED = [("requeue_job", "deferred"), ("requeue_job", "executed")]
 AGENT_RAN = [["squeue", "--noheader", "--format=%i", "--name=llama3-70b"], ["scontrol", "requeue", "4211"]]
+STALL = "medic-stall-llama3-70b"
 
 
 def recovery_runs(result) -> int:
     return sum(count for rule, count in result.schedule_runs.items() if "RecoverySchedule" in rule)
 
 
-def test_m_a_stalled_job_is_requeued_and_its_recovery_is_recorded_without_a_page(replay):
-    # Given llama3-70b training, then hung (the probe publishes no step), and its stall alarm at 03:11
-    result = replay(SCENARIOS / "m-stall-recovered.jsonl")
-    # Then the alarm requeues it through the agent (squeue by name, scontrol requeue 4211) ...
+def transitions(result) -> list[tuple[str, str, str, str]]:
+    return [(line["alarm"], line["from"], line["to"], line["timestamp"][11:19]) for line in result.alarms]
+
+
+def no_hand_written_alarm_event(path) -> bool:
+    return all("CloudWatch Alarm State Change" not in line for line in read_scenario(path).lines)
+
+
+def test_m_a_probe_gone_silent_fires_the_stall_alarm_medic_requeues_and_the_resumed_probe_turns_it_ok(replay):
+    # Given llama3-70b training (40 steps a minute, 03:00-03:05), then its probe silent; no alarm event in the file
+    path = SCENARIOS / "m-stall-recovered.jsonl"
+    assert no_hand_written_alarm_event(path)
+    result = replay(path)
+    # Then the stall alarm (Heartbeat Sum < 1 for 10 of 10 minutes, missing = breaching) enters ALARM at 03:18:
+    # the 03:05 minute closes at 03:06; its healthy datapoint stays in the 12-minute evaluation range (N + 2)
+    # until 03:18, so the alarm fires stall_minutes + 2 minutes after the last healthy minute closed
+    assert transitions(result) == [(STALL, "OK", "ALARM", "03:18:00"), (STALL, "ALARM", "OK", "03:25:00")]
+    # ... Medic requeues the job through the agent, the 03:25 check sees the resumed steps, and OK closes, quietly
     assert outcomes(result) == [*REQUEUED, ("none", "ignored"), ("none", "ignored")]
-    assert [run["argv"] for run in result.slurm_commands] == AGENT_RAN
-    assert result.calls[SEND] == 1
+    assert [run["argv"] for run in result.slurm_commands] == AGENT_RAN and result.calls[SEND] == 1
     deferred, executed, recovered, closed = result.records
     assert {r["incident"] for r in result.records} == {INCIDENT}
-    assert (deferred["trigger"], deferred["fault"], deferred["timestamp"][11:19]) == ("alarm", "stalled", "03:11:00")
-    # ... and the 03:20 recovery check sees the steps the resumed job reported at 03:19: recovered, quietly
+    assert (deferred["trigger"], deferred["fault"], deferred["timestamp"][11:19]) == ("alarm", "stalled", "03:18:00")
+    assert result.alarms[0]["reason"] == (  # AWS's own wording
+        "Threshold Crossed: no datapoints were received for 10 periods and 10 missing datapoints were treated as "
+        "[Breaching].")
     assert (recovered["fault"], recovered["trigger"], recovered["timestamp"][11:19]) == (
-        "recovered", "reconcile", "03:20:00")
-    assert "25 steps in 9 min" in recovered["reason"] and "now at step 1225" in recovered["reason"]
-    assert recovery_runs(result) == 4  # 03:05, 03:10, 03:15 (still waiting), 03:20
-    assert "incident closed" in closed["reason"]
+        "recovered", "reconcile", "03:25:00")
+    assert "incident closed" in closed["reason"] and closed["timestamp"][11:19] == "03:25:00"
     assert result.pages == [] and not any(r["paged"] for r in result.records)
 
 
-def test_n_no_progress_after_the_requeue_pages_once_and_stops_the_blind_restarts(replay):
-    # Given the same stall, but the requeued job never reports a step, and the alarm later re-enters ALARM
-    result = replay(SCENARIOS / "n-stall-no-progress.jsonl")
-    # Then: one requeue, one no_progress page at the first check past the 20-minute deadline, and the next
-    # ALARM is suppressed without a second requeue or page
-    assert outcomes(result) == [*REQUEUED, ("none", "failed"), ("requeue_job", "suppressed")]
-    no_progress, suppressed = result.records[2:]
+def test_n_no_progress_after_the_requeue_pages_once_and_the_alarm_still_in_alarm_restarts_nothing(replay):
+    # Given the same stall, but the requeued job never reports a step
+    path = SCENARIOS / "n-stall-no-progress.jsonl"
+    assert no_hand_written_alarm_event(path)
+    result = replay(path)
+    # Then one ALARM (it stays there: no second event, no second requeue) and one no_progress page at the first
+    # check past the 20-minute deadline
+    assert transitions(result) == [(STALL, "OK", "ALARM", "03:18:00")]
+    assert outcomes(result) == [*REQUEUED, ("none", "failed")]
+    no_progress = result.records[2]
     assert (no_progress["fault"], no_progress["paged"], no_progress["timestamp"][11:19]) == (
-        "no_progress", True, "03:35:00")
-    assert (suppressed["fault"], suppressed["paged"], suppressed["timestamp"][11:19]) == ("stalled", False, "03:52:00")
-    assert "did not bring training back" in suppressed["reason"]
+        "no_progress", True, "03:40:00")
     assert len(result.pages) == 1 and result.pages[0]["record"]["fault"] == "no_progress"
     assert result.calls[SEND] == 1 and [run["argv"] for run in result.slurm_commands] == AGENT_RAN
-    assert recovery_runs(result) == 12  # to 04:00: nothing more is concluded once the watch ended
+    assert recovery_runs(result) == 12
 
 
-def test_o_divergence_pages_once_with_the_last_checkpoint_and_restarts_nothing(replay):
-    # Given the loss turning NaN at 03:02 (NonFiniteLoss 60) after a checkpoint at step 1200
-    result = replay(SCENARIOS / "o-divergence.jsonl")
-    # Then one page naming the checkpoint to roll back to; nothing requeued, restarted or replaced
+def test_o_a_nan_loss_fires_the_divergence_alarm_which_pages_once_with_the_last_checkpoint(replay):
+    # Given the loss turning NaN from 03:02 (NonFiniteLoss 60 a minute) after a checkpoint at step 1200
+    path = SCENARIOS / "o-divergence.jsonl"
+    assert no_hand_written_alarm_event(path)
+    result = replay(path)
+    # Then the divergence alarm enters ALARM when the 03:02 minute is evaluated, and stays there
+    assert transitions(result) == [("medic-divergence-llama3-70b", "OK", "ALARM", "03:03:00")]
     assert outcomes(result) == [("none", "deferred")]
     assert (result.records[0]["fault"], result.records[0]["paged"]) == ("diverged", True)
-    assert len(result.pages) == 1
-    assert "Last checkpoint:  step 1200" in result.pages[0]["message"]
+    assert len(result.pages) == 1 and "Last checkpoint:  step 1200" in result.pages[0]["message"]
     assert result.slurm_commands == [] and result.training_jobs == []
     assert SEND not in result.calls and "sagemaker:CreateTrainingJob" not in result.calls
-    non_finite = [p for p in result.published if p["MetricName"] == "NonFiniteLoss" and p["Value"]]
-    assert [(p["Timestamp"].strftime("%H:%M"), p["Value"]) for p in non_finite] == [("03:02", 60)]
 
 
-def test_p_the_same_alarm_delivered_three_times_acts_once(replay):
-    # Given the stall ALARM delivered twice as is and once more under another event id (same transition)
+def test_p_awss_documented_alarm_event_delivered_three_times_acts_once(replay):
+    # Given AWS's sample "State change for a single-metric alarm" (names changed), twice as is and once under
+    # another event id, while the evaluated stall alarm itself stays OK (the probe is healthy)
     result = replay(SCENARIOS / "p-alarm-repeat-delivery.jsonl")
     # Then one requeue, two duplicates, one command to the agent
     assert outcomes(result) == [*REQUEUED, ("none", "duplicate"), ("none", "duplicate")]
     assert len({r["event_id"] for r in result.records}) == 2
     assert result.calls[SEND] == 1 and [run["argv"] for run in result.slurm_commands] == AGENT_RAN
-    assert result.pages == []
+    assert result.pages == [] and result.alarms == []
+
+
+def test_t_a_handler_failing_every_retry_pages_once_for_its_errors_and_once_for_its_dead_letter_queue(replay):
+    # Given DynamoDB failing the node handler's ledger read on every attempt (12 = 3 invocations x 4 attempts)
+    result = replay(SCENARIOS / "za-handler-fails-every-retry.jsonl")
+    # Then Lambda gives up after its two retries and the event waits in the function's DLQ
+    assert [d["function"] for d in result.dropped] == ["Medic-NodeRemediationHandlerFunction6E8FE773"]
+    assert result.records == []
+    # ... the Errors alarm (08:14:05 in the 08:14 minute) and the DLQ's depth alarm (the message sent at 08:17:05,
+    # sampled at 08:18, in the 5-minute window evaluated at 08:19) each publish one notification through the topic
+    errors = "Medic-OperationsErrorsMedicNodeRemediationHandler8A61EF08"
+    dead_letters = "Medic-OperationsDeadLettersNodeRemediationHandler3BB7951E"
+    assert transitions(result) == [(errors, "OK", "ALARM", "08:15:00"), (dead_letters, "OK", "ALARM", "08:19:00"),
+                                   (errors, "ALARM", "OK", "08:21:00")]
+    assert [page["subject"] for page in result.pages] == [
+        f'ALARM: "{errors}" in US West (Oregon)', f'ALARM: "{dead_letters}" in US West (Oregon)']
+    notification = json.loads(result.pages[1]["message"])
+    assert (notification["NewStateValue"], notification["OldStateValue"], notification["Trigger"]["MetricName"]) == (
+        "ALARM", "OK", "ApproximateNumberOfMessagesVisible")
+    assert all(page["topic"].endswith(":Medic-PagingTopicF7F4870D") for page in result.pages)
+
+
+def test_u_a_node_left_in_failure_past_repair_minutes_fires_the_failed_node_alarm_and_medic_pages(replay):
+    # Given a Slurm worker in Failure from 08:10 that no health event explains, and nobody repairing it
+    result = replay(SCENARIOS / "zb-failed-node-alarm.jsonl")
+    # Then the reconciler's first sweep pages the node once, and its FailedNodes gauge (1 in every 5-minute sweep)
+    # keeps the failed-node alarm breaching: after 6 sweeps (repair_minutes 30) it fires, and Medic pages
+    assert transitions(result) == [("medic-failed-nodes-pretrain-slurm", "OK", "ALARM", "08:41:00")]
+    found, lasting = result.records
+    assert (found["trigger"], found["paged"]) == ("reconcile", True)
+    assert (lasting["trigger"], lasting["fault"], lasting["outcome"], lasting["paged"]) == (
+        "alarm", "failed_nodes", "deferred", True)
+    assert [page["subject"] for page in result.pages][-1] == "[Medic] cluster pretrain-slurm: failed_nodes"
+
+
+def test_node_scenarios_see_no_alarm_transitions(replay):
+    # The evaluator runs in every replay: nothing in a node scenario moves an alarm
+    for name in ("c-escalation.jsonl", "d-storm.jsonl", "e-protected-node.jsonl"):
+        assert replay(SCENARIOS / name).alarms == [], name
 
 
 def test_only_medic_alarms_entering_alarm_or_ok_reach_the_handler(replay):
@@ -83,3 +147,15 @@ def test_only_medic_alarms_entering_alarm_or_ok_reach_the_handler(replay):
                      alarm("stall", "ALARM", T_ALARM, job="someone-elses-job")])
     # Then the rule delivers neither: no handler runs
     assert result.lines == [] and result.invocations == {}
+
+
+def test_a_topic_policy_that_denies_cloudwatch_fails_the_replay_loudly():
+    # Given the synthesized template with the topic policy as it was: only the Deny-without-TLS statement
+    template = copy.deepcopy(stack_template(DEMO_CONFIG))
+    [policy] = [r for r in template["Resources"].values() if r["Type"] == "AWS::SNS::TopicPolicy"]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    statements[:] = [s for s in statements if s.get("Effect") == "Deny"]
+    scenario = read_scenario(SCENARIOS / "za-handler-fails-every-retry.jsonl")
+    # When the Errors alarm fires and CloudWatch publishes its notification, then the replay stops, saying why
+    with pytest.raises(SimError, match="may not publish to topic .*implicit deny"):
+        run(scenario.lines, DEMO_CONFIG, scenario.faults, template=template)

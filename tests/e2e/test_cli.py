@@ -41,10 +41,13 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 26
+    assert out.count("   summary: ") == len(bundled()) == 28
     assert "time      node/job" in out
     assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out
-    assert "   probe: 03:02:00 llama3-70b: Heartbeat 60, Step 1300, NonFiniteLoss 60, LastCheckpointStep 1200" in out
+    assert "   probe: 03:02:00 llama3-70b: Heartbeat 60, Step 1340, NonFiniteLoss 60, LastCheckpointStep 1200" in out
+    assert "   alarm: 03:03:00 medic-divergence-llama3-70b OK -> ALARM" in out
+    assert ("   alarm: 08:19:00 Medic-OperationsDeadLettersNodeRemediationHandler3BB7951E OK -> ALARM -> page via "
+            in out)
     assert "   schedules ran: ReconcilerSchedule 12×, AlarmResponseRecoverySchedule 12×" in out
     assert "   fault: sagemaker:BatchReplaceClusterNodes=ThrottlingException:2 (2 injected of 3 attempts)" in out
     assert "   metric: PageFailures 1 (pages that could not be published)" in out

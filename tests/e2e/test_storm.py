@@ -100,8 +100,11 @@ def test_every_event_is_accounted_for_by_exactly_one_record(storm):
     assert set(per_event) == set(where)
     assert set(per_event.values()) == {1}
     assert all(record["cluster"] == where[record["event_id"]][0] for record in health_records(result))
-    # (the reconciler's schedule runs as the replay clock passes: its records carry its run ids)
-    assert {record["trigger"] for record in result.records} <= {"node_health", "reconcile"}
+    # (the reconciler's schedule runs as the replay clock passes: its records carry its run ids; its failed-node
+    # gauge fires each cluster's failed-node alarm, which the storm page already covers)
+    assert {record["trigger"] for record in result.records} <= {"node_health", "reconcile", "alarm"}
+    alarm_records = [record for record in result.records if record["trigger"] == "alarm"]
+    assert {(r["fault"], r["outcome"], r["paged"]) for r in alarm_records} <= {("failed_nodes", "deferred", False)}
 
 
 def test_the_reconciler_sweeps_every_cluster_during_the_storm_without_error(storm):

@@ -3,6 +3,7 @@ Stubber for ListClusterNodes, DescribeClusterNode and the node actions, every re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -431,3 +432,19 @@ def test_given_describe_cluster_says_automatic_the_reconciler_defers_and_reports
     assert failed and all(r["outcome"] == "deferred" and not r["paged"] for r in failed)
     assert [page["Subject"] for page in world.pages()] == [
         f"[Medic] {CLUSTER}: node_recovery in medic.yaml disagrees with the cluster"]
+
+
+def test_given_a_sweep_then_it_publishes_the_clusters_failed_and_in_repair_gauges_as_emf(world, capsys):
+    # Given HyperPod lists one node in Failure, one being replaced (Pending) and one Running
+    listed(world, (NODE, "Failure"), (OTHER, "Pending"), ("i-0aaaaaaaaaaaaaaa1", "Running"))
+    capsys.readouterr()
+    # When the reconciler sweeps the cluster
+    sweep(world, "2026-11-20T08:15:00Z")
+    # Then Medic/Cluster carries FailedNodes 1 and NodesInRepair 1 for the cluster: the failed-node alarm's
+    # metric (HyperPod publishes no CloudWatch node metric for Slurm clusters)
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"Medic/Cluster"' in line]
+    gauges = {name: (doc[name], doc["Cluster"]) for doc in emf
+              for name in ("FailedNodes", "NodesInRepair") if name in doc}
+    assert gauges == {"FailedNodes": ([1.0], CLUSTER), "NodesInRepair": ([1.0], CLUSTER)}
+    assert all(sorted(doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) == ["Cluster", "service"]
+               and doc["service"] == "medic" for doc in emf)

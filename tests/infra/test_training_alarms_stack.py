@@ -1,5 +1,5 @@
-"""Specification: alarms on the training probe's metrics for each configured job, HyperPod's failed-node
-count per cluster, and the rule that routes only Medic's own alarms to the alarm handler."""
+"""Specification: alarms on the training probe's metrics for each configured job, the reconciler's failed-node
+gauge per cluster, and the rule that routes only Medic's own alarms to the alarm handler."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from infra.components.training_alarms import CLUSTER_NAMESPACE
 from tests.helpers import load_event
 from tests.infra.conftest import ROOT, one, resources, synthesize
 from tests.infra.test_node_remediation_stack import matches
@@ -82,14 +83,43 @@ def test_slowdown_compares_throughput_with_its_recent_level(two_jobs):
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
-def test_failed_node_alarms_watch_hyperpods_own_metric_longer_than_a_repair(two_jobs):
+def test_failed_node_alarms_watch_medics_own_gauge_for_longer_than_a_repair(two_jobs):
+    # HyperPod publishes no CloudWatch node metric for Slurm: the reconciler's gauge is what the alarm watches
     slurm = alarms(two_jobs)["medic-failed-nodes-pretrain-slurm"]
-    assert (slurm["Namespace"], slurm["MetricName"]) == ("/aws/sagemaker/Clusters", "cluster_failed_node_count")
-    assert slurm["Dimensions"] == [{"Name": "ClusterId", "Value": "k3v9q2w8x1za"}]
-    assert (slurm["ComparisonOperator"], slurm["Threshold"], slurm["EvaluationPeriods"]) == (
-        "GreaterThanThreshold", 0, 30)
+    assert (slurm["Namespace"], slurm["MetricName"], slurm["Statistic"]) == (CLUSTER_NAMESPACE, "FailedNodes",
+                                                                           "Maximum")
+    assert sorted((d["Name"], d["Value"]) for d in slurm["Dimensions"]) == [("Cluster", "pretrain-slurm"),
+                                                                           ("service", "medic")]
+    # one datapoint per 5-minute sweep; repair_minutes (30) of failed sweeps
+    assert (slurm["Period"], slurm["EvaluationPeriods"], slurm["DatapointsToAlarm"]) == (300, 6, 6)
+    assert (slurm["ComparisonOperator"], slurm["Threshold"], slurm["TreatMissingData"]) == (
+        "GreaterThanThreshold", 0, "notBreaching")
+    # EKS with Container Insights: its failed-node count is a second witness next to Medic's gauge
     eks = alarms(two_jobs)["medic-failed-nodes-finetune-eks"]
-    assert (eks["Namespace"], eks["Dimensions"]) == ("ContainerInsights", [{"Name": "ClusterName", "Value": "ft-eks"}])
+    expression = next(m["Expression"] for m in eks["Metrics"] if "Expression" in m)
+    stats = {m["Id"]: m["MetricStat"] for m in eks["Metrics"] if "MetricStat" in m}
+    assert expression == "MAX([failed, insights])"
+    assert (stats["failed"]["Metric"]["Namespace"], stats["failed"]["Metric"]["MetricName"]) == (
+        CLUSTER_NAMESPACE, "FailedNodes")
+    assert (stats["insights"]["Metric"]["Namespace"], stats["insights"]["Metric"]["Dimensions"]) == (
+        "ContainerInsights", [{"Name": "ClusterName", "Value": "ft-eks"}])
+
+
+def test_no_alarm_watches_the_health_agents_log_group_prefix_as_a_metric_namespace(two_jobs, raw):
+    # /aws/sagemaker/Clusters is where HyperPod's health agent writes logs; no metric is published there
+    for template in (two_jobs, raw):
+        for alarm in resources(template, "AWS::CloudWatch::Alarm").values():
+            properties = alarm["Properties"]
+            namespaces = [properties.get("Namespace")] + [
+                m["MetricStat"]["Metric"]["Namespace"] for m in properties.get("Metrics", []) if "MetricStat" in m]
+            assert "/aws/sagemaker/Clusters" not in namespaces
+
+
+def test_the_gauge_namespace_is_the_one_the_reconciler_publishes():
+    from medic.obs import CLUSTER_NAMESPACE as PUBLISHED
+    from medic.obs import SERVICE
+
+    assert (PUBLISHED, SERVICE) == (CLUSTER_NAMESPACE, "medic")
 
 
 def test_alarms_carry_job_cluster_and_kind_in_description_and_tags_and_page_nobody_directly(two_jobs):

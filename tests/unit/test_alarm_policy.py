@@ -92,6 +92,14 @@ def test_failed_nodes_that_medic_is_repairing_do_not_page():
     assert (decision.outcome, decision.page) == (Outcome.DEFERRED, False)
 
 
+def test_failed_nodes_a_storm_page_already_covers_do_not_page_again():
+    # Given the guardrails hold a storm back on the cluster and its summary page went out
+    decision = decide_alarm(context("medic-failed-nodes-pretrain-slurm", nodes_in_repair=0, storm_held=True))
+    # Then the failed-node alarm is recorded, deferred to that page: one page per storm window
+    assert (decision.outcome, decision.page) == (Outcome.DEFERRED, False)
+    assert "summary page" in decision.reason
+
+
 def test_failed_nodes_nobody_is_repairing_page():
     assert decide_alarm(context("medic-failed-nodes-pretrain-slurm", nodes_in_repair=0)).page
 

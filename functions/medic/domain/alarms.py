@@ -110,6 +110,7 @@ class AlarmContext:
     # Stall OK while a restart is watched: progress since that restart (None: unavailable).
     watch: RecoveryWatch | None = None
     progress_since_restart: Progress | None = None
+    storm_held: bool = False  # the guardrails hold a storm back on the cluster and its summary page went out
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,10 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              "Training slowed down well below its recent throughput; a straggler node or a "
                              "degraded link is likely. A human decides whether to drain a node.", page=True)
+    if ctx.storm_held:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             "The guardrails are holding a failure storm back on this cluster and its summary page "
+                             "went out: these failed nodes are that page's; no second page.")
     if ctx.nodes_in_repair > 0:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              f"HyperPod reports failed nodes and Medic is already repairing {ctx.nodes_in_repair} "

@@ -76,6 +76,9 @@ SETTLE = timedelta(minutes=3)  # HyperPod shows an accepted reboot/replace in th
 MAX_PENDING_RETRIES = 1  # an unconfirmed call is repeated at most once, and only on a node still in Failure
 
 FAILURE = "Failure"
+# After a guardrail (storm) page, the cluster's failed nodes are that page's for this long: the sweep
+# counts them in its report instead of paging them one by one, and the failed-node alarm does not page.
+STORM_HOLD = timedelta(hours=6)
 LONG_REPAIR_STATUSES = frozenset({"Pending", "SystemUpdating", "ShuttingDown"})
 SUMMARY_AFTER = 3  # more pages than this for one cluster in one sweep: one summary page instead
 

@@ -1,0 +1,131 @@
+"""The metrics a replay produces, as CloudWatch would hold them, and its alarms' minute-by-minute evaluation.
+
+Sources of datapoints:
+- PutMetricData from the probe and ``metric`` directives (``World.metrics.published``);
+- Medic's EMF lines, extracted as CloudWatch Logs does (``emf``): "Embedded metric format specification",
+  https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html
+  (``_aws.Timestamp`` in epoch ms; one metric per dimension set of each directive; a value or an array);
+- ``AWS/Lambda`` Invocations, Errors and Duration (ms) per function for each invocation attempt, dimension
+  ``FunctionName`` (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html: Errors counts
+  "invocations that result in a function error"); Throttles never happen in the replay;
+- ``AWS/SQS`` ApproximateNumberOfMessagesVisible, dimension ``QueueName``, sampled each minute for every queue
+  an alarm watches ("automatically collected and pushed to CloudWatch at one-minute intervals",
+  https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html).
+  An event Lambda gives up on is sent to the function's dead-letter queue (``dead_letter``), as Lambda does.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sim.alarms import AlarmBook, Transition, metric_key
+from sim.cfn import SimError
+
+MINUTE = timedelta(minutes=1)
+
+
+class EmulatedCloudWatch:
+    def __init__(self, world: Any) -> None:
+        self.world = world
+        self.book = AlarmBook(world.template)
+        self.store = self.book.store
+        self._published_seen = 0
+        self.next_evaluation: datetime | None = None
+        template = world.template
+        self.queue_urls = {physical.attrs["QueueName"]: physical.ref for physical in template.physical.values()
+                           if "QueueName" in physical.attrs}
+        self.watched_queues = sorted({value for alarm in self.book.alarms for query in alarm.queries
+                                      if query.namespace == "AWS/SQS" for name, value in query.dimensions
+                                      if name == "QueueName"})
+        unknown = [name for name in self.watched_queues if name not in self.queue_urls]
+        if unknown:
+            raise SimError(f"template: alarms watch queues the replay does not create: {', '.join(unknown)}")
+        self.dead_letter_queues: dict[str, str] = {}  # function logical id -> its DLQ's URL
+        # When each message went to a DLQ: a handler's retries run ahead of the minutes CloudWatch has evaluated
+        # (they are evaluated when the clock next moves), and a sample must not see a message sent later.
+        self._sent: dict[str, list[datetime]] = {}
+        by_arn = {physical.attrs.get("Arn"): physical.ref for physical in template.physical.values()
+                  if "QueueUrl" in physical.attrs}
+        for lid in world.functions:
+            target = template.properties(lid).get("DeadLetterConfig", {}).get("TargetArn")
+            if target is not None:
+                self.dead_letter_queues[lid] = by_arn[template.resolve(target)]
+
+    # the sources
+    def emf(self, document: dict) -> None:
+        """One EMF log line, as CloudWatch Logs turns it into metrics."""
+        aws = document.get("_aws")
+        if not isinstance(aws, dict) or not isinstance(aws.get("Timestamp"), int | float):
+            return
+        at = datetime.fromtimestamp(aws["Timestamp"] / 1000, UTC)
+        for directive in aws.get("CloudWatchMetrics") or []:
+            namespace = directive.get("Namespace")
+            for dimension_set in directive.get("Dimensions") or [[]]:
+                dimensions = {name: str(document.get(name)) for name in dimension_set}
+                for metric in directive.get("Metrics") or []:
+                    raw = document.get(metric.get("Name"))
+                    for value in raw if isinstance(raw, list) else [raw]:
+                        if isinstance(value, int | float) and not isinstance(value, bool):
+                            self.store.put_value(metric_key(namespace, metric["Name"], dimensions), at, float(value))
+
+    def invoked(self, function: Any, at: datetime, raised: bool, duration_ms: float) -> None:
+        dimensions = {"FunctionName": function.name}
+        for name, value in (("Invocations", 1.0), ("Errors", float(raised)), ("Duration", duration_ms)):
+            self.store.put_value(metric_key("AWS/Lambda", name, dimensions), at, value)
+
+    def dead_letter(self, function: Any, event: dict, error: str) -> None:
+        """Lambda sends an async event that failed every attempt to the function's dead-letter queue."""
+        url = self.dead_letter_queues.get(function.logical_id)
+        if url is None:
+            return
+        self._sent.setdefault(url, []).append(datetime.now(UTC))
+        self.world.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps(event), MessageAttributes={
+            "ErrorCode": {"DataType": "String", "StringValue": "200"},
+            "ErrorMessage": {"DataType": "String", "StringValue": error[:256]}})
+
+    # the clock
+    def due(self, start: datetime, until: datetime) -> list[datetime]:
+        """The whole minutes after ``start`` up to ``until`` not yet evaluated: "If you choose one minute as
+        the period, the alarm evaluates the metric once per minute" (longer periods too are evaluated each
+        minute, over a window that ends at the evaluation time)."""
+        if self.next_evaluation is None:
+            self.next_evaluation = start.replace(second=0, microsecond=0) + MINUTE
+        ticks = []
+        while self.next_evaluation <= until:
+            ticks.append(self.next_evaluation)
+            self.next_evaluation += MINUTE
+        return ticks
+
+    def evaluate(self, at: datetime) -> list[Transition]:
+        published = self.world.metrics.published
+        for datum in published[self._published_seen:]:
+            self.store.put_datum(datum["namespace"], datum)
+        self._published_seen = len(published)
+        # moto's queue itself (what GetQueueAttributes' ApproximateNumberOfMessages reads): through the SQS API
+        # each sample costs ~17 ms, and every replay minute samples each watched queue.
+        from moto.sqs.models import sqs_backends
+
+        queues = sqs_backends[self.world.account][self.world.region].queues
+        for name in self.watched_queues:
+            visible = queues[name].approximate_number_of_messages
+            later = sum(sent > at for sent in self._sent.get(self.queue_urls[name], []))
+            self.store.put_value(metric_key("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": name}),
+                                 at, float(max(0, visible - later)))
+        return self.book.evaluate(at)
+
+    def notify(self, change: Transition) -> list[str]:
+        """The alarm's actions for its new state: each SNS topic gets CloudWatch's notification, if the topic's
+        and its key's policies let CloudWatch publish (else the replay fails: SimError)."""
+        world = self.world
+        topics = change.alarm.actions.get(change.state, [])
+        for topic in topics:
+            self.book.check_publish(change, topic, world.account)
+            subject, message = self.book.notification(change, world.account, world.region)
+            world.client("sns").publish(TopicArn=topic, Subject=subject, Message=message)
+            world.harness_publishes += 1
+        return topics
+
+    def event(self, change: Transition) -> dict:
+        return self.book.event(change, self.world.account, self.world.region)
