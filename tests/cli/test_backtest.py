@@ -217,3 +217,36 @@ def test_the_read_back_takes_only_this_replays_events_from_the_queue_and_deletes
         left = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages",
                                                                          "ApproximateNumberOfMessagesNotVisible"])
         assert sum(int(v) for v in left["Attributes"].values()) == 1  # the other backtest's message stays
+
+
+def test_the_archive_is_read_back_through_a_replay_that_names_only_the_read_back_rule(monkeypatch):
+    """StartReplay with FilterArns = the read-back rule (moto replays to every rule; AWS only to FilterArns)."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setattr(backtest, "EMPTY_RECEIVES", 1)
+    with mock_aws():
+        events, sqs = boto3.client("events", region_name="us-west-2"), boto3.client("sqs", region_name="us-west-2")
+        queue = sqs.create_queue(QueueName="readback")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        rule = events.put_rule(Name="readback", EventPattern=json.dumps(
+            {"replay-name": [{"prefix": backtest.REPLAY_PREFIX}]}))["RuleArn"]
+        events.put_targets(Rule="readback", Targets=[{"Id": "q", "Arn": queue_arn}])
+        bus = events.describe_event_bus()["Arn"]
+        archive = events.create_archive(ArchiveName="medic", EventSourceArn=bus, EventPattern=json.dumps(
+            {"source": ["aws.sagemaker"]}))["ArchiveArn"]
+        sample = json.loads(storm_events(1)[0])
+        events.put_events(Entries=[{"Source": sample["source"], "DetailType": sample["detail-type"],
+                                    "Detail": json.dumps(sample["detail"]), "Resources": sample["resources"]}])
+        ctx = Context(region="us-west-2")
+        ctx.__dict__["outputs"] = {"EventArchiveArn": archive, "BacktestRuleArn": rule, "BacktestQueueUrl": queue}
+        err = io.StringIO()
+        got = backtest.read_archive(ctx, backtest.parse_time("2020-01-01T00:00:00Z"),
+                                    backtest.parse_time("2100-01-01T00:00:00Z"), err, sleep=lambda _: None)
+        [replay] = events.list_replays(NamePrefix=backtest.REPLAY_PREFIX)["Replays"]
+        assert replay["State"] == "COMPLETED"
+        assert events.describe_replay(ReplayName=replay["ReplayName"])["Destination"]["FilterArns"] == [rule]
+        assert [(e["detail"]["InstanceId"], e["replay-name"]) for e in got] == [
+            (sample["detail"]["InstanceId"], replay["ReplayName"])]
+        assert "replaying the archive" in err.getvalue()
