@@ -250,3 +250,16 @@ def test_the_archive_is_read_back_through_a_replay_that_names_only_the_read_back
         assert [(e["detail"]["InstanceId"], e["replay-name"]) for e in got] == [
             (sample["detail"]["InstanceId"], replay["ReplayName"])]
         assert "replaying the archive" in err.getvalue()
+
+
+def test_events_read_back_from_a_replay_with_new_ids_still_match_their_live_decisions(storm, tmp_path):
+    """A replayed event carries replay-name and, as moto has it, may carry a new id (EventBridge does not say it
+    keeps the id): its live decision is found by incident and time, and the handlers take replay-name."""
+    events = [json.loads(line) for line in storm_events(5)]
+    read_back = [json.dumps({**event, "id": f"00000000-0000-4000-8000-00000000000{i}",
+                             "replay-name": "medic-backtest-20261203T101500-abc123"})
+                 for i, event in enumerate(events)]
+    code, out, err = medic("--config", str(LIVE_CONFIG), "--events",
+                           str(write_lines(tmp_path / "read-back.jsonl", read_back)), "--against", str(storm["live5"]))
+    assert code == 0, out + err
+    assert "Decisions that differ: 0" in out
