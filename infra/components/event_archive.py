@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, Aws, CfnOutput, Duration, Stack, Validations
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -40,22 +40,28 @@ class EventArchive(Construct):
                 id=rule, reason="A read-back buffer medic backtest drains right after its replay: copies of archived "
                                 "events (the archive keeps the originals) that expire after a day; a redrive would "
                                 "only move copies a backtest skipped."))
-        self.readback_rule = events.Rule(
+        # L1: EventPattern has no replay-name member (the field EventBridge adds to every replayed event), and
+        # CDK's SqsQueue target would also grant events.amazonaws.com the key without a condition; the key policy
+        # already lets EventBridge use it for this account's queues only (encryption.py).
+        dead_letters = DeadLetterQueue(self, "TargetDeadLetters", key=shared.key).queue
+        self.readback_rule = events.CfnRule(
             self, "ReadbackRule",
             description="Replays that `medic backtest` starts from Medic's event archive, into its read-back queue",
-            event_pattern=events.EventPattern(account=[Aws.ACCOUNT_ID]))
-        # EventPattern has no replay-name member: the field EventBridge adds to every replayed event.
-        self.readback_rule.node.default_child.add_property_override(
-            "EventPattern.replay-name", [{"prefix": REPLAY_PREFIX}])
-        self.readback_rule.add_target(targets.SqsQueue(
-            self.readback_queue, dead_letter_queue=DeadLetterQueue(self, "TargetDeadLetters", key=shared.key).queue,
-            retry_attempts=3))
+            event_pattern={"account": [Aws.ACCOUNT_ID], "replay-name": [{"prefix": REPLAY_PREFIX}]},
+            state="ENABLED",
+            targets=[events.CfnRule.TargetProperty(
+                id="ReadbackQueue", arn=self.readback_queue.queue_arn,
+                dead_letter_config=events.CfnRule.DeadLetterConfigProperty(arn=dead_letters.queue_arn),
+                retry_policy=events.CfnRule.RetryPolicyProperty(maximum_retry_attempts=3))])
+        for queue in (self.readback_queue, dead_letters):
+            queue.add_to_resource_policy(iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("events.amazonaws.com")], actions=["sqs:SendMessage"],
+                resources=[queue.queue_arn], conditions={"ArnEquals": {"aws:SourceArn": self.readback_rule.attr_arn}}))
 
         # Compose this after the constructs whose rules it keeps (stack.py): the union of their event patterns
         # (schedules have none), so the archive keeps exactly what some Medic rule takes.
         patterns = [rule.node.default_child.event_pattern for rule in stack.node.find_all()
-                    if isinstance(rule, events.Rule) and rule is not self.readback_rule
-                    and rule.node.default_child.schedule_expression is None]
+                    if isinstance(rule, events.Rule) and rule.node.default_child.schedule_expression is None]
         if not patterns:
             raise ValueError("EventArchive: no event rule to keep events for; compose it after the rule constructs")
         self.archive = events.CfnArchive(
@@ -65,6 +71,6 @@ class EventArchive(Construct):
             event_pattern={"$or": patterns},
             retention_days=shared.config.event_archive_days)
         CfnOutput(stack, "EventArchiveArn", value=self.archive.attr_arn)
-        CfnOutput(stack, "BacktestRuleArn", value=self.readback_rule.rule_arn)
+        CfnOutput(stack, "BacktestRuleArn", value=self.readback_rule.attr_arn)
         CfnOutput(stack, "BacktestQueueUrl", value=self.readback_queue.queue_url)
 

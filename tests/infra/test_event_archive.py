@@ -77,3 +77,12 @@ def test_the_retention_comes_from_the_config():
 def test_a_retention_outside_1_to_3650_days_stops_synth_naming_the_key(days):
     with pytest.raises(ConfigError, match="event_archive_days"):
         parse_config(minimal(event_archive_days=days))
+
+
+def test_only_the_readback_rule_may_send_to_its_queue(raw, readback):
+    queue_id = readback["Targets"][0]["Arn"]["Fn::GetAtt"][0]
+    [policy] = [res["Properties"]["PolicyDocument"] for res in resources(raw, "AWS::SQS::QueuePolicy").values()
+                if res["Properties"]["Queues"] == [{"Ref": queue_id}]]
+    [allow] = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"} and allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"]["ArnEquals"]["aws:SourceArn"]["Fn::GetAtt"][0].startswith("EventArchiveReadbackRule")
