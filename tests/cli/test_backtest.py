@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
@@ -18,6 +20,7 @@ from medic_cli.main import main
 from moto import mock_aws
 
 from medic.config import parse_config
+from medic.obs import logger as medic_logger
 from sim.replay import run as sim_replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -263,3 +266,54 @@ def test_events_read_back_from_a_replay_with_new_ids_still_match_their_live_deci
                            str(write_lines(tmp_path / "read-back.jsonl", read_back)), "--against", str(storm["live5"]))
     assert code == 0, out + err
     assert "Decisions that differ: 0" in out
+
+
+def test_online_the_archive_and_the_log_groups_of_the_last_hour_are_backtested(storm, tmp_path, monkeypatch):
+    """`medic backtest --since 1h`: the storm's events from the stack's archive (a replay to the read-back rule),
+    the live records from its log group; a lower budget removes two replacements and adds the storm page."""
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
+    events = []
+    for index, line in enumerate(storm_events(4)):
+        event = json.loads(line)
+        event["time"] = (start + timedelta(seconds=20 * index)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        events.append(event)
+    live = [line for line in replayed([json.dumps(e) for e in events], LIVE_CONFIG) if line["kind"] == "record"]
+    assert [r["outcome"] for r in live] == ["executed"] * 4
+
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setattr(backtest, "EMPTY_RECEIVES", 1)
+    with mock_aws():
+        region = "us-west-2"
+        client = boto3.client("events", region_name=region)
+        sqs, logs = boto3.client("sqs", region_name=region), boto3.client("logs", region_name=region)
+        queue = sqs.create_queue(QueueName="readback")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        rule = client.put_rule(Name="readback", EventPattern=json.dumps(
+            {"replay-name": [{"prefix": backtest.REPLAY_PREFIX}]}))["RuleArn"]
+        client.put_targets(Rule="readback", Targets=[{"Id": "q", "Arn": queue_arn}])
+        archive = client.create_archive(ArchiveName="medic", EventSourceArn=client.describe_event_bus()["Arn"],
+                                        EventPattern=json.dumps({"source": ["aws.sagemaker"]}))["ArchiveArn"]
+        client.put_events(Entries=[{"Source": e["source"], "DetailType": e["detail-type"], "Resources": e["resources"],
+                                    "Detail": json.dumps(e["detail"]), "Time": backtest.parse_time(e["time"])}
+                                   for e in events])
+        group, stream = "/aws/lambda/Medic-NodeRemediation", "2026/12/03/[$LATEST]0123456789abcdef"
+        logs.create_log_group(logGroupName=group)
+        logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        for record in live:
+            fields = {key: value for key, value in record.items() if key not in ("kind", "timestamp")}
+            log_record = logging.LogRecord("medic", logging.INFO, __file__, 1, "remediation", None, None)
+            log_record.__dict__.update(fields)
+            logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[{
+                "timestamp": int(backtest.parse_time(record["timestamp"]).timestamp() * 1000),
+                "message": medic_logger.registered_formatter.format(log_record)}])
+        ctx = Context(region=region, log_group_names=[group])
+        ctx.__dict__["outputs"] = {"EventArchiveArn": archive, "BacktestRuleArn": rule, "BacktestQueueUrl": queue}
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["backtest", "--config", str(storm["budget2"]), "--since", "1h", "--json"], out=out, err=err,
+                    context=ctx)
+    assert code == 1, err.getvalue()
+    summary = json.loads(out.getvalue())["summary"]
+    assert (summary["actions_removed"], summary["pages_added"], summary["pages_removed"]) == (2, 1, 0)
