@@ -317,3 +317,30 @@ def test_online_the_archive_and_the_log_groups_of_the_last_hour_are_backtested(s
     assert code == 1, err.getvalue()
     summary = json.loads(out.getvalue())["summary"]
     assert (summary["actions_removed"], summary["pages_added"], summary["pages_removed"]) == (2, 1, 0)
+
+
+def test_a_world_file_line_that_is_not_a_sim_directive_is_an_error_naming_the_line(storm, tmp_path):
+    world = write_lines(tmp_path / "world.jsonl", ['{"sim": {"cluster": {"name": "pretrain-slurm"}}}',
+                                                   '{"cluster": "pretrain-slurm"}'])
+    code, _, err = medic("--config", str(LIVE_CONFIG), "--events", str(storm["events4"]), "--against",
+                         str(storm["live4"]), "--world", str(world))
+    assert code == 2
+    assert f"{world}: line 2: expected a sim directive" in err
+
+
+
+def test_a_world_file_sets_what_the_records_cannot_say(storm, tmp_path):
+    # Given the operator knows the first failing node is in the controller group (protected)
+    node = json.loads(storm_events(1)[0])["detail"]["InstanceId"]
+    world = write_lines(tmp_path / "world.jsonl", [json.dumps(
+        {"sim": {"node": {"cluster": "pretrain-slurm", "id": node, "group": "controller"}}})])
+    code, out, _ = medic("--config", str(LIVE_CONFIG), "--events", str(storm["events4"]), "--against",
+                         str(storm["live4"]), "--world", str(world), "--json")
+    result = json.loads(out)
+    # Then that node is not replaced but paged, and the assumption is stated
+    assert code == 1
+    [difference] = result["differences"]
+    assert difference["node_id"] == node
+    assert difference["live"]["outcome"] == "executed"
+    assert (difference["candidate"]["outcome"], difference["candidate"]["paged"]) == ("suppressed", True)
+    assert f"the world directives of {world} apply after the rebuilt world" in result["assumptions"]
