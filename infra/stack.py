@@ -9,6 +9,7 @@ from constructs import Construct
 from infra.components.boto3_layer import Boto3Layer
 from infra.components.cluster_events import ClusterEvents
 from infra.components.encryption import MedicKey
+from infra.components.event_archive import EventArchive
 from infra.components.function import DeadLetterQueue, MedicFunction
 from infra.components.ledger import LedgerTable
 from infra.components.mode import ModeParameter
@@ -53,6 +54,8 @@ class MedicStack(Stack):
         ) if self.training_alarms.names else None
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
+
+        self.event_archive = EventArchive(self, "EventArchive", shared=shared)  # the union of the rules above
 
         # Last: it looks after every function and dead-letter queue the constructs above created.
         self.operations = Operations(

@@ -22,6 +22,10 @@ RECENT_ACTIONS_SHOWN = 20
 
 
 def run(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    if args.command == "backtest":
+        from medic_cli import backtest  # imports the replay emulator: only for this command
+
+        return backtest.command(args, ctx, out, err)
     handler = {"status": status, "history": history, "pause": pause, "resume": resume, "mode": mode,
                "explain": explain_command}[args.command]
     return handler(args, ctx, out, err)

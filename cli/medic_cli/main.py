@@ -6,6 +6,7 @@
   medic resume [--reason TEXT]      mode act
   medic mode [act|dry_run|paused]   show the mode and its last changes, or set it
   medic explain EVENT.json          what Medic would decide for this event now, and why; acts on nothing
+  medic backtest --config C.yaml    what config C would have decided differently on the events Medic received
 """
 
 from __future__ import annotations
@@ -85,6 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
                                        "('-' = stdin)")
     explain.add_argument("--json", action="store_true", help="one JSON object")
     _common(explain, top=False)
+
+    backtest = commands.add_parser(
+        "backtest", help="replay the events Medic received with a candidate --config; show what it decides "
+                         "differently (exit 0: nothing, 1: some decisions, 2: error)",
+        description="Replays the events Medic received (the stack's event archive, or --events) in time order "
+                    "through the replay emulator with the candidate --config, and sets each decision against the "
+                    "live one (the stack's log groups, or --against). Exit status: 0 no decision differs, 1 some "
+                    "do, 2 the backtest could not run.")
+    backtest.add_argument("--since", help="from (7d, 24h or an ISO time; default 7d, all with --events)")
+    backtest.add_argument("--until", help="until (an ISO time, or a duration before now; default now)")
+    backtest.add_argument("--cluster", help="only this cluster's events and decisions")
+    backtest.add_argument("--events", metavar="FILE", help="EventBridge events as JSON Lines instead of the "
+                                                           "archive (needs --against)")
+    backtest.add_argument("--against", metavar="FILE", help="the live records: `sim replay` output or `medic "
+                                                            "history --json` (needs --events)")
+    backtest.add_argument("--world", metavar="FILE", help="sim directives that set what the records cannot say "
+                                                          "(cluster sizes, node groups and statuses)")
+    backtest.add_argument("--json", action="store_true", help="one JSON object")
+    _common(backtest, top=False)
     return parser
 
 

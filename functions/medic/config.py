@@ -237,6 +237,9 @@ class MedicConfig(_Strict):
     training_jobs: list[TrainingJobs] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
     job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
+    # Days the EventBridge archive keeps every event Medic's rules match, for `medic backtest`. The archive's
+    # RetentionDays also takes 0 (keep forever: storage grows without end), which Medic does not offer.
+    event_archive_days: int = Field(default=30, ge=1, le=3650)
 
     @model_validator(mode="before")
     @classmethod
