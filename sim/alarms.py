@@ -470,7 +470,7 @@ def parse_alarm(template: Template, logical_id: str) -> Alarm:
     unknown = sorted(set(props) - known)
     if unknown:
         raise SimError(f"template: alarm {logical_id}: {', '.join(unknown)} not emulated by the alarm evaluator")
-    name = props.get("AlarmName") or template.default_name(logical_id, 255)
+    name = props.get("AlarmName") or template.ref(logical_id)  # the same name Ref and Fn::GetAtt give
     comparison = props["ComparisonOperator"]
     if comparison not in COMPARISONS:
         raise SimError(f"template: alarm {logical_id}: ComparisonOperator {comparison} is not emulated")

@@ -70,8 +70,10 @@ class Template:
         if attribute in physical.attrs:
             return physical.attrs[attribute]
         if attribute == "Arn":
-            service = self.resources[logical_id]["Type"].split("::")[1].lower()
-            return self.arn(service, physical.ref)
+            kind = self.resources[logical_id]["Type"]
+            if kind == "AWS::CloudWatch::Alarm":  # CloudFormation's AWS::CloudWatch::Alarm return values:
+                return self.arn("cloudwatch", f"alarm:{physical.ref}")  # Ref is the name, Arn ...:alarm:<name>
+            return self.arn(kind.split("::")[1].lower(), physical.ref)
         raise SimError(f"template: Fn::GetAtt {logical_id}.{attribute} is not emulated")
 
     def _physical(self, logical_id: str) -> Physical:

@@ -13,6 +13,17 @@ def load_event(name: str) -> dict:
     return json.loads((EVENTS / f"{name}.json").read_text())
 
 
+DOCUMENTED_ACCOUNT = "111122223333"  # the account AWS's documented example events name
+DEPLOYING_ACCOUNT = "123456789012"  # the tests' and the replay's (moto's default account)
+
+
+def in_deploying_account(event: dict) -> dict:
+    """AWS's documented example event as it would reach a stack deployed in the tests' account: the
+    account (envelope and ARNs) replaced, nothing else. Verbatim, its account is foreign and Medic
+    rejects it (issue 12 item 7)."""
+    return json.loads(json.dumps(event).replace(DOCUMENTED_ACCOUNT, DEPLOYING_ACCOUNT))
+
+
 def node_event(base: dict, *, instance_id: str | None = None, reason: str | None = None,
                status: str | None = None, time: str | None = None, event_id: str | None = None,
                cluster: str | None = None) -> dict:

@@ -291,9 +291,10 @@ class Ledger:
             "attribute_not_exists(pk)", {},
         )
 
-    def release_request(self, trigger: str, event_id: str) -> None:
-        """The run that claimed the event failed with an error: let Lambda's retry of it act."""
-        key = {"pk": {"S": f"{self.namespace}request#{trigger}#{event_id}"}, "sk": {"S": "claim"}}
+    def release_node_event(self, event_id: str) -> None:
+        """The run that claimed a node health event failed with an error: let Lambda's retry of it act.
+        (Only node events are released: IAM grants DeleteItem on request#node_health# alone.)"""
+        key = {"pk": {"S": f"{self.namespace}request#node_health#{event_id}"}, "sk": {"S": "claim"}}
         self.client.delete_item(TableName=self.table, Key=key)
 
     def set_outcome(self, cluster: str, node_id: str, outcome: str) -> None:

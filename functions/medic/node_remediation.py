@@ -73,7 +73,7 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
     try:
         return _remediate(event, deps, ledger, mode, cluster, fault, base)
     except BaseException:
-        ledger.release_request(str(Trigger.NODE_HEALTH), event.id)  # Lambda's retry of this event may act
+        ledger.release_node_event(event.id)  # Lambda's retry of this event may act
         raise
 
 

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from aws_cdk import Aws
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -17,12 +15,6 @@ class PagingTopic(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey, notify: Notify) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Topic", display_name="Medic pages", master_key=key, enforce_ssl=True)
-        # A topic policy replaces SNS's default one: Medic's health alarms publish here as CloudWatch, from
-        # this account only (the confused-deputy guard AWS recommends for service principals).
-        self.topic.add_to_resource_policy(iam.PolicyStatement(
-            sid="AllowCloudWatchAlarmsToPublish", principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["sns:Publish"], resources=[self.topic.topic_arn],
-            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}))
         # Pages SNS could not deliver (endpoint down, address gone) wait here instead of vanishing.
         self.undelivered = DeadLetterQueue(self, "Undelivered", key=key).queue
         for email in notify.emails:

@@ -373,8 +373,8 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         "p-alarm-repeat-delivery.jsonl": ([
             "title: (p) AWS's documented alarm event (names changed) delivered three times (twice as is, once under "
             "another id)",
-            "expect: one requeue (deferred, executed), then duplicate twice; one command, one scontrol requeue; the "
-            "evaluated stall alarm itself stays OK",
+            "expect: ignored once (the heartbeat read back counts steps: the job is making progress, no requeue), "
+            "then duplicate twice; no command; the evaluated stall alarm itself stays OK",
         ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,
             {**AWS_SAMPLE_ALARM, "id": "0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c"}]),
     }

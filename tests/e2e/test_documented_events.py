@@ -7,13 +7,17 @@ from __future__ import annotations
 import json
 
 from tests.e2e.conftest import replayed
-from tests.helpers import EVENTS
+from tests.helpers import EVENTS, in_deploying_account
 
 CONFIG = EVENTS / "aws-docs.medic.yaml"
 
 
 def verbatim(name: str) -> str:
     return json.dumps(json.loads((EVENTS / f"{name}.json").read_text()))
+
+
+def deployed_here(name: str) -> str:
+    return json.dumps(in_deploying_account(json.loads((EVENTS / f"{name}.json").read_text())))
 
 
 def test_the_documented_node_health_example_is_routed_and_rejected_for_its_instance_id_with_no_call():
@@ -26,7 +30,7 @@ def test_the_documented_node_health_example_is_routed_and_rejected_for_its_insta
 
 
 def test_the_documented_cluster_event_is_routed_and_recorded_not_rejected():
-    result = replayed([verbatim("aws-docs-cluster-event")], CONFIG)
+    result = replayed([deployed_here("aws-docs-cluster-event")], CONFIG)
     [record] = result.records
     assert record["trigger"] == "cluster_event"
     assert record["outcome"] != "rejected", record["reason"]

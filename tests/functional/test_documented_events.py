@@ -7,7 +7,6 @@ The documented ARNs carry the cluster name (``cluster/sample-cluster``) where re
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from medic.cluster_events import record_cluster_event
 from medic.config import parse_config
 from tests.functional.conftest import Medic, medic_world
-from tests.helpers import load_event
+from tests.helpers import in_deploying_account, load_event
 
 CLUSTER = "sample-cluster"
 VALID_NODE = "i-0391f86fa0fe0d465"  # the documented cluster event's instance
@@ -42,14 +41,14 @@ def test_the_documented_node_health_example_is_rejected_for_its_instance_id_not_
 
 def test_the_documented_node_health_example_with_a_real_instance_id_is_acted_on(documented):
     """The ARN with the cluster name where the id goes is accepted for the configured cluster."""
-    event = copy.deepcopy(load_event("aws-docs-node-health-event"))
+    event = in_deploying_account(load_event("aws-docs-node-health-event"))
     event["detail"]["InstanceId"] = VALID_NODE
     documented.at("2021-10-25T01:52:12Z")
     documented.hyperpod.stubber.add_response("describe_cluster_node", {"NodeDetails": {
         "InstanceGroupName": "p5Inst", "InstanceId": VALID_NODE, "InstanceStatus": {"Status": "Running"}}},
         {"ClusterName": CLUSTER, "NodeId": VALID_NODE})
     documented.hyperpod.stubber.add_response("describe_cluster", {
-        "ClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/s4mp1ec1u5tr", "ClusterName": CLUSTER,
+        "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/s4mp1ec1u5tr", "ClusterName": CLUSTER,
         "ClusterStatus": "InService", "InstanceGroups": [{"InstanceGroupName": "p5Inst", "CurrentCount": 16}]},
         {"ClusterName": CLUSTER})
     documented.hyperpod.stubber.add_response("batch_replace_cluster_nodes", {"Successful": [VALID_NODE]},
@@ -61,10 +60,22 @@ def test_the_documented_node_health_example_with_a_real_instance_id_is_acted_on(
 
 def test_the_documented_cluster_event_is_recorded_not_rejected(documented):
     # Given AWS's documented cluster event (a capacity failure on sample-cluster), verbatim
-    event = load_event("aws-docs-cluster-event")
+    event = in_deploying_account(load_event("aws-docs-cluster-event"))
     documented.at("2026-06-01T17:20:25Z")
     # When the cluster event handler gets it
     record = record_cluster_event(event, documented.deps)
     # Then it is recorded against the node's incident as a capacity shortfall, not rejected
     assert record["outcome"] != "rejected", record["reason"]
     assert (record["incident"], record["fault"]) == (f"node:{CLUSTER}:{VALID_NODE}", "capacity_shortfall")
+
+
+def test_the_documented_cluster_event_verbatim_names_a_foreign_account_and_is_rejected_with_no_call(documented):
+    # Given AWS's documented cluster event verbatim: its ClusterArn names account 111122223333
+    event = load_event("aws-docs-cluster-event")
+    documented.at("2026-06-01T17:20:25Z")
+    # When the cluster event handler of a stack deployed in 123456789012 gets it
+    record = record_cluster_event(event, documented.deps)
+    # Then it is rejected, naming the foreign account, and nothing is called
+    assert record["outcome"] == "rejected"
+    assert "111122223333" in record["reason"]
+    documented.hyperpod.assert_all_called()

@@ -208,3 +208,13 @@ def test_a_valid_response_passes_and_check_response_raises_on_an_invalid_one():
                                           "Message": "controller nodes cannot be replaced"}]})
     with pytest.raises(ContractViolation, match="Successful"):
         check_response("sagemaker", "BatchReplaceClusterNodes", {"Successful": []})  # min 1 item
+
+
+def test_describe_training_job_may_answer_an_empty_vpc_config_as_aws_does_but_not_a_half_one():
+    # Given DescribeTrainingJob answers as AWS does for a job without a VPC: VpcConfig {} (the output shape
+    # marks its members required, real responses leave them out)
+    empty = response_violations("sagemaker", "DescribeTrainingJob", {"VpcConfig": {}})
+    half = response_violations("sagemaker", "DescribeTrainingJob", {"VpcConfig": {"Subnets": ["subnet-0abc1234"]}})
+    # Then the empty object passes, and one with only some members still breaks the model
+    assert not [v for v in empty if v.path.startswith("VpcConfig")]
+    assert [v.path for v in half if v.path.startswith("VpcConfig")] == ["VpcConfig.SecurityGroupIds"]
