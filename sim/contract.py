@@ -98,22 +98,23 @@ def _pattern(pattern: str) -> Any:
 def request_violations(service: str, operation: str, params: Mapping[str, Any]) -> list[Violation]:
     """What in these API parameters (as passed to the boto3 client) the operation's input shape forbids."""
     model = operation_model(service, operation)
-    checker = _Checker(f"{service}:{operation}", "request", wire=False)
-    if model.input_shape is not None:
-        checker.check(model.input_shape, params, "")
-    elif params:
-        checker.add("", dict(params), "the operation takes no parameters")
-    return checker.violations
+    return _violations(service, operation, "request", model.input_shape, params, "takes no parameters")
 
 
 def response_violations(service: str, operation: str, body: Mapping[str, Any]) -> list[Violation]:
     """What in this decoded JSON response body the operation's output shape forbids (unknown members too)."""
     model = operation_model(service, operation)
-    checker = _Checker(f"{service}:{operation}", "response", wire=True)
-    if model.output_shape is not None:
-        checker.check(model.output_shape, body, "")
-    elif body:
-        checker.add("", dict(body), "the operation returns no members")
+    return _violations(service, operation, "response", model.output_shape, body, "returns no members")
+
+
+def _violations(service: str, operation: str, direction: str, shape: Shape | None, value: Mapping[str, Any],
+                shapeless: str) -> list[Violation]:
+    # Responses are checked on the wire (decoded JSON), requests as boto3 parameters.
+    checker = _Checker(f"{service}:{operation}", direction, wire=direction == "response")
+    if shape is not None:
+        checker.check(shape, value, "")
+    elif value:
+        checker.add("", dict(value), f"the operation {shapeless}")
     return checker.violations
 
 

@@ -222,13 +222,18 @@ def test_the_read_back_takes_only_this_replays_events_from_the_queue_and_deletes
         assert sum(int(v) for v in left["Attributes"].values()) == 1  # the other backtest's message stays
 
 
-def test_the_archive_is_read_back_through_a_replay_that_names_only_the_read_back_rule(monkeypatch):
-    """StartReplay with FilterArns = the read-back rule (moto replays to every rule; AWS only to FilterArns)."""
+def offline_credentials(monkeypatch) -> None:
+    """Emulated AWS only: no profile or endpoint of the developer's, fake keys, one empty receive ends a drain."""
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setattr(backtest, "EMPTY_RECEIVES", 1)
+
+
+def test_the_archive_is_read_back_through_a_replay_that_names_only_the_read_back_rule(monkeypatch):
+    """StartReplay with FilterArns = the read-back rule (moto replays to every rule; AWS only to FilterArns)."""
+    offline_credentials(monkeypatch)
     with mock_aws():
         events, sqs = boto3.client("events", region_name="us-west-2"), boto3.client("sqs", region_name="us-west-2")
         queue = sqs.create_queue(QueueName="readback")["QueueUrl"]
@@ -280,11 +285,7 @@ def test_online_the_archive_and_the_log_groups_of_the_last_hour_are_backtested(s
     live = [line for line in replayed([json.dumps(e) for e in events], LIVE_CONFIG) if line["kind"] == "record"]
     assert [r["outcome"] for r in live] == ["executed"] * 4
 
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setattr(backtest, "EMPTY_RECEIVES", 1)
+    offline_credentials(monkeypatch)
     with mock_aws():
         region = "us-west-2"
         client = boto3.client("events", region_name=region)
