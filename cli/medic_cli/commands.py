@@ -10,7 +10,8 @@ from typing import TextIO
 
 from botocore.exceptions import ClientError
 
-from medic.ledger import Ledger
+from medic.ledger.nodes import NodeStore
+from medic.ledger.table import Table
 from medic_cli import history as hist
 from medic_cli import ledger_view, preconditions
 from medic_cli.context import CliError, Context
@@ -144,7 +145,7 @@ def _node_ledger_text(ctx: Context, node: str, cluster: str | None) -> str:
     if not cluster:
         return f"Ledger, node {node}: pass --cluster to read its state"
     try:
-        state, _ = Ledger(ctx.table, ctx.client("dynamodb")).load(cluster, node)
+        state, _ = NodeStore(Table(ctx.table, ctx.client("dynamodb"))).load(cluster, node)
     except (CliError, ClientError) as error:
         return f"Ledger, node {node}: not readable ({error})"
     if state is None:

@@ -35,10 +35,13 @@ from medic.domain.models import (
     Trigger,
 )
 from medic.domain.policy import NodeContext, NodeDecision, Page, decide_node
-from medic.ledger import Ledger
+from medic.ledger.jobs import JobStore
+from medic.ledger.nodes import NodeStore
+from medic.ledger.pages import PageStore
+from medic.ledger.table import Table
 from medic_cli.context import CliError, Context
 from medic_cli.mode import ModeReading
-from medic_cli.render import parse_time, when
+from medic_cli.render import when
 
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 JOB_STATE = "SageMaker Training Job State Change"
@@ -121,7 +124,7 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
             would=["record it; act on nothing"], facts=facts)
 
     hyperpod = HyperPod(ctx.client("sagemaker"))
-    ledger = Ledger(ctx.table, ctx.client("dynamodb")).for_mode(mode)
+    table = Table(ctx.table, ctx.client("dynamodb")).for_mode(mode)
     node = None
     if fault not in (Fault.HEALTHY, Fault.USER_APP_ERROR):
         try:
@@ -130,7 +133,7 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
             decision = NodeDecision(Action.NONE, Outcome.FAILED, page=Page.INCIDENT,
                                     reason=f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
             explanation = Explanation(_record(base, fault, decision), facts=facts)
-            return _with_page(explanation, decision.page, ledger, ctx.now(), mode, cluster.name)
+            return _with_page(explanation, decision.page, table, ctx.now(), mode, cluster.name)
         facts.append(("node", f"group {node.instance_group}, status {node.status} (DescribeClusterNode)"
                       if node else "not in the cluster (DescribeClusterNode)"))
     if node is not None:
@@ -138,8 +141,8 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
 
     guardrails = config.guardrails_for(cluster)
     now = ctx.now()
-    state, cluster_state = ledger.load(cluster.name, detail.InstanceId)
-    facts.append(("ledger", _node_state_text(state) + (" [dry-run copy]" if ledger.namespace else "")))
+    state, cluster_state = NodeStore(table).load(cluster.name, detail.InstanceId)
+    facts.append(("ledger", _node_state_text(state) + (" [dry-run copy]" if table.namespace else "")))
     hour = sum(1 for action in cluster_state.actions if action.at > now - timedelta(hours=1))
     repair = sum(1 for action in cluster_state.actions
                  if action.at > now - timedelta(minutes=guardrails.repair_minutes))
@@ -161,7 +164,7 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
     if decision.close_incident:
         explanation.would.append(f"close incident {base['incident']} (its next failure may page again)")
     if decision.outcome in (Outcome.EXECUTED, Outcome.DRY_RUN):
-        copy = "its dry-run copy in " if ledger.namespace else ""
+        copy = "its dry-run copy in " if table.namespace else ""
         pending = ", in flight until HyperPod answers" if decision.executes else ""
         explanation.would.append(f"claim the action in {copy}ledger {ctx.table} (conditional write{pending})")
     if decision.executes:
@@ -169,7 +172,7 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
                                  f"NodeIds=[{detail.InstanceId}]); HyperPod's answer decides the final outcome")
     elif decision.outcome is Outcome.DRY_RUN:
         explanation.would.append("call nothing (dry run)")
-    return _with_page(explanation, decision.page, ledger, now, mode, cluster.name)
+    return _with_page(explanation, decision.page, table, now, mode, cluster.name)
 
 
 def _node_state_text(state: NodeState | None) -> str:
@@ -187,7 +190,7 @@ def _record(base: dict, fault: Fault, decision: NodeDecision) -> dict:
             "reason": decision.reason, "attempt": decision.attempt}
 
 
-def _with_page(explanation: Explanation, page: Page, ledger: Ledger, now: datetime, mode: str,
+def _with_page(explanation: Explanation, page: Page, table: Table, now: datetime, mode: str,
                cluster: str | None) -> Explanation:
     """Whether the handler would page: at most once per incident, one storm summary per cluster per hour."""
     incident = explanation.record["incident"]
@@ -196,13 +199,13 @@ def _with_page(explanation: Explanation, page: Page, ledger: Ledger, now: dateti
     elif mode == "dry_run":
         explanation.would.append(f"page nobody (dry run; a real run would send a {page.value} page)")
     elif page is Page.INCIDENT:
-        if ledger.incident_paged(incident):
+        if PageStore(table).incident_paged(incident):
             explanation.would.append(f"page nobody: incident {incident} already paged")
         else:
             explanation.page = page.value
             explanation.would.append(f"page once for incident {incident}")
     else:
-        sent = _storm_paged_at(ledger, cluster or "")
+        sent = PageStore(table).storm_paged_at(cluster or "")
         if sent and now - sent < STORM_WINDOW:
             explanation.would.append(f"page nobody: the storm summary for {cluster} went out at {when(sent)} UTC")
         else:
@@ -210,13 +213,6 @@ def _with_page(explanation: Explanation, page: Page, ledger: Ledger, now: dateti
             explanation.would.append(f"send the storm summary page for cluster {cluster} (once per hour)")
     explanation.would.append("write the remediation record")
     return explanation
-
-
-def _storm_paged_at(ledger: Ledger, cluster: str) -> datetime | None:
-    """The cluster's last storm page (the ledger's ``cluster#<name>/storm`` item); Ledger has no reader for it."""
-    item = ledger.client.get_item(TableName=ledger.table, ConsistentRead=True, Key={
-        "pk": {"S": f"{ledger.namespace}cluster#{cluster}"}, "sk": {"S": "storm"}}).get("Item")
-    return parse_time(item.get("paged_at", {}).get("S")) if item else None
 
 
 # --- training job state changes
@@ -239,29 +235,29 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
                              f"reason {reason!r})"))
 
     def done(fault: Fault, action: Action, outcome: Outcome, why: str, attempt: int = 0,
-             page: Page = Page.NONE, ledger: Ledger | None = None) -> Explanation:
+             page: Page = Page.NONE, table: Table | None = None) -> Explanation:
         record = {**base, "fault": fault.value, "action": action.value, "outcome": outcome.value, "reason": why,
                   "attempt": attempt}
         explanation = Explanation(record, facts=facts)
-        if ledger is None:
+        if table is None:
             explanation.would += ["page nobody", "write the remediation record"]
             return explanation
-        return _with_page(explanation, page, ledger, ctx.now(), mode, None)
+        return _with_page(explanation, page, table, ctx.now(), mode, None)
 
     if spec is None:
         return done(failure.fault, Action.NONE, Outcome.IGNORED,
                     f"Training job {name} matches no configured prefix; Medic leaves it alone.")
-    ledger = Ledger(ctx.table, ctx.client("dynamodb")).for_mode(mode)
+    table = Table(ctx.table, ctx.client("dynamodb")).for_mode(mode)
     training = TrainingJobs(ctx.client("sagemaker"))
     try:
         tags = {**(detail.Tags or {}), **training.tags(detail.TrainingJobArn)}
     except (ClientError, BotoCoreError) as error:
         return done(failure.fault, Action.NONE, Outcome.FAILED, f"Could not read the job's tags ({error_code(error)}).",
-                    page=Page.INCIDENT, ledger=ledger)
+                    page=Page.INCIDENT, table=table)
     lineage = lineage_of(name, tags)
     base["incident"] = f"job:{lineage.root}"
     facts.append(("lineage", f"{lineage.root}, {lineage.restarts} restart(s) before this job"))
-    if detail.TrainingJobStatus == "Failed" and _job_failure_claimed(ledger, name):
+    if detail.TrainingJobStatus == "Failed" and _job_failure_claimed(table, name):
         return done(failure.fault, Action.NONE, Outcome.DUPLICATE, f"This failure of {name} was already handled.",
                     attempt=lineage.restarts + 1)
 
@@ -279,12 +275,12 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
         except (ClientError, BotoCoreError, ValueError) as error:
             return done(failure.fault, Action.NONE, Outcome.FAILED,
                         f"Could not read the job or its checkpoint ({error_code(error)}): {error}",
-                        page=Page.INCIDENT, ledger=ledger)
+                        page=Page.INCIDENT, table=table)
     decision = decide_job(JobContext(mode=mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
                                      max_restarts=max_restarts, checkpoint=checkpoint,
                                      allow_without_checkpoint=spec.allow_restart_without_checkpoint))
     explanation = done(decision.fault, decision.action, decision.outcome, decision.reason, decision.attempt,
-                       decision.page, ledger)
+                       decision.page, table)
     steps = []
     if detail.TrainingJobStatus == "Failed":
         steps.append(f"claim this failure of {name} in the ledger (handled once)")
@@ -294,8 +290,8 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
     return explanation
 
 
-def _job_failure_claimed(ledger: Ledger, job_name: str) -> bool:
-    """The ``jobfail#<job>/claim`` item Ledger.claim_job_failure writes; Ledger has no reader for it."""
-    return "Item" in ledger.client.get_item(TableName=ledger.table, ConsistentRead=True, Key={
-        "pk": {"S": f"{ledger.namespace}jobfail#{job_name}"}, "sk": {"S": "claim"}})
+def _job_failure_claimed(table: Table, job_name: str) -> bool:
+    """Whether JobStore.claim_job_failure already claimed this failure (handled once)."""
+    jobs = JobStore(table)
+    return table.exists(jobs.failure_key(job_name))
 

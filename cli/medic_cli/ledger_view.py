@@ -1,10 +1,10 @@
 """Read-only views of the ledger for operators, and the one item the CLI writes (a mode change).
 
-medic.ledger.Ledger reads single keys for the handlers; an operator wants the whole picture (open
+The stores of medic.ledger read single keys for the handlers; an operator wants the whole picture (open
 incidents, recent actions, budgets), so this module scans the table itself. The ledger is small by
 design: every item expires within days (TTL), except the mode changes written here.
 
-Key layout (functions/medic/ledger.py; a ``dry_run#`` prefix marks a dry run's own copy):
+Key layout (functions/medic/ledger/README.md; a ``dry_run#`` prefix marks a dry run's own copy):
   node#<cluster>#<node>/state      last action on a node (fault, action, outcome, acted_at, attempt)
   cluster#<cluster>/actions        the cluster's node actions of the last two hours (the budget)
   incident#<incident>/page         the incident paged a human and is not closed yet

@@ -26,6 +26,9 @@ from medic.domain.alarms import (
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
 from medic.domain.reconcile import STORM_HOLD
+from medic.ledger.incidents import IncidentStore
+from medic.ledger.nodes import NodeStore
+from medic.ledger.pages import PageStore
 from medic.obs import logger
 from medic.paging import page_incident, page_resolution
 from medic.records import complete, emit, rejected, short
@@ -53,14 +56,16 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                      "fault": Fault.UNKNOWN, "action": Action.NONE, "outcome": Outcome.IGNORED, "mode": mode,
                      "reason": f"Alarm {detail.alarmName} is not one of Medic's configured alarms."})
     incident = incident_of(subject)
-    ledger = deps.ledger.for_mode(mode)
-    first_delivery = ledger.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp, now)
-    open_incident = ledger.alarm_incident(subject.name)
+    table = deps.table.for_mode(mode)
+    incidents = IncidentStore(table)
+    first_delivery = incidents.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp,
+                                                       now)
+    open_incident = incidents.alarm_incident(subject.name)
     nodes_in_repair, storm_held = 0, False
     if subject.kind is AlarmKind.FAILED_NODES and detail.state.value == "ALARM":
         window = timedelta(minutes=deps.config.guardrails_for(subject.cluster).repair_minutes)
-        nodes_in_repair = ledger.cluster_actions_since(subject.cluster.name, now - window)
-        storm_at = ledger.storm_paged_at(subject.cluster.name)
+        nodes_in_repair = NodeStore(table).cluster_actions_since(subject.cluster.name, now - window)
+        storm_at = PageStore(table).storm_paged_at(subject.cluster.name)
         storm_held = storm_at is not None and now - storm_at < STORM_HOLD
     stall = subject.kind is AlarmKind.STALL and subject.job is not None and first_delivery
     recent = None
@@ -68,26 +73,26 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps)
     watch = since_restart = None
     if stall and detail.state.value == "OK" and open_incident is not None:
-        watch = next((w for w in ledger.recoveries() if w.incident == incident), None)
+        watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
         if watch is not None:  # OK alone is no proof: did the job step since the restart?
             since_restart = _progress(subject, watch.restarted_at, now, deps)
     decision = decide_alarm(AlarmContext(
         subject=subject, state=detail.state.value, episode_seen=not first_delivery,
         incident_open=open_incident is not None,
-        incident_paged=open_incident is not None and ledger.incident_paged(incident),
-        escalated=open_incident is not None and ledger.is_escalated(incident),
+        incident_paged=open_incident is not None and PageStore(table).incident_paged(incident),
+        escalated=open_incident is not None and incidents.is_escalated(incident),
         nodes_in_repair=nodes_in_repair, mode=mode, recent_progress=recent,
         stall_minutes=subject.job.stall_minutes if subject.job else 0,
         watch=watch, progress_since_restart=since_restart, storm_held=storm_held))
 
     if decision.plan is Plan.REQUEUE:
-        ledger.open_alarm_incident(subject.name, incident, now)
+        incidents.open_alarm_incident(subject.name, incident, now)
         record = requeue_slurm_job(RequeueRequest(
             mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
             event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
             job_name=subject.job.name), deps)
         if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued for the agent
-            ledger.watch_recovery(RecoveryWatch(
+            incidents.watch_recovery(RecoveryWatch(
                 incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
                 deadline=recovery_deadline(subject.job, now), attempt=record["attempt"]))
         return record
@@ -97,15 +102,15 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                        "fault": subject.fault.value, "action": decision.action, "outcome": decision.outcome,
                        "reason": decision.reason, "mode": mode})
     if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
-        ledger.open_alarm_incident(subject.name, incident, now)
+        incidents.open_alarm_incident(subject.name, incident, now)
     if decision.page and mode != "dry_run":
         text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
         record["paged"] = (page_resolution(deps, record, text) if decision.close_incident
-                           else page_incident(deps, ledger, record, text))
+                           else page_incident(deps, table, record, text))
     if decision.close_incident:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
             conclude_on_ok(watch, since_restart, event.id, deps)
-        ledger.close_alarm_incident(subject.name, incident)
+        incidents.close_alarm_incident(subject.name, incident)
     return emit(record)
 
 

@@ -15,7 +15,9 @@ from medic.domain.cluster_events import ClusterEvent, classify_cluster_event, cl
 from medic.domain.models import Action, Fault, NodeState, Outcome, Trigger, foreign_cluster_arn
 from medic.domain.pages import cluster_event_page
 from medic.domain.reconcile import IN_FLIGHT, RESULT_UNKNOWN
-from medic.ledger import Ledger
+from medic.ledger.nodes import NodeStore
+from medic.ledger.requests import RequestStore
+from medic.ledger.table import Table
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
 
@@ -47,19 +49,19 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
     if foreign:
         return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
                      "reason": short(f"{foreign} Medic records events of its configured clusters only.", 500)})
-    ledger = deps.ledger.for_mode(mode)
-    if not ledger.claim_request(str(Trigger.CLUSTER_EVENT), details.EventId, now):
+    table = deps.table.for_mode(mode)
+    if not RequestStore(table).claim_request(str(Trigger.CLUSTER_EVENT), details.EventId, now):
         return emit({**base, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
                      "reason": f"HyperPod event {details.EventId} was already recorded."})
 
     said = short(f"{details.Description} {message}".strip(), 400)
-    acted_on, state = _medics_node(ledger, cluster.name, details.InstanceId, details.node_logical_id)
+    acted_on, state = _medics_node(table, cluster.name, details.InstanceId, details.node_logical_id)
     guardrails = deps.config.guardrails_for(cluster)
     window = timedelta(minutes=max(guardrails.repair_minutes, guardrails.node_cooldown_minutes))
     medics_repair = (state is not None and acted_on is not None and state.outcome in MEDICS_REPAIR_STATES
                      and now - state.acted_at <= window and fault in ENDS_MEDICS_REPAIR)
     if medics_repair:
-        ledger.set_outcome(cluster.name, acted_on, Outcome.FAILED.value)
+        NodeStore(table).set_outcome(cluster.name, acted_on, Outcome.FAILED.value)
         replacement = (f" (its replacement {details.InstanceId}, logical id {details.node_logical_id})"
                        if details.InstanceId and acted_on != details.InstanceId else "")
         record = complete({**base, "incident": f"node:{cluster.name}:{acted_on}", "node_id": acted_on,
@@ -72,18 +74,18 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
     if mode != "dry_run":
         text = cluster_event_page(record, details.Description, message,
                                   cluster_log_group(cluster.name, details.ClusterArn), deps.region)
-        record["paged"] = page_incident(deps, ledger, record, text)
+        record["paged"] = page_incident(deps, table, record, text)
     return emit(record)
 
 
-def _medics_node(ledger: Ledger, cluster: str, instance_id: str | None,
+def _medics_node(table: Table, cluster: str, instance_id: str | None,
                  logical_id: str | None) -> tuple[str | None, NodeState | None]:
     """The instance Medic acted on that this event concerns, with Medic's state of it: the event's instance, or,
     since a replacement is a new instance under the same NodeLogicalId, the one Medic acted on under that id."""
-    state = ledger.load(cluster, instance_id)[0] if instance_id else None
+    state = NodeStore(table).load(cluster, instance_id)[0] if instance_id else None
     if state is not None or not logical_id:
         return instance_id, state
-    previous = ledger.node_for_logical_id(cluster, logical_id)
+    previous = NodeStore(table).node_for_logical_id(cluster, logical_id)
     if previous is None:
         return instance_id, None
-    return previous, ledger.load(cluster, previous)[0]
+    return previous, NodeStore(table).load(cluster, previous)[0]

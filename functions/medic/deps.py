@@ -17,14 +17,14 @@ from medic.adapters.pager import Pager
 from medic.adapters.slurm_queue import SlurmQueues
 from medic.adapters.training import TrainingJobs
 from medic.config import MedicConfig
-from medic.ledger import Ledger
+from medic.ledger.table import Table
 
 
 @dataclass
 class Deps:
     config: MedicConfig
     hyperpod: HyperPod
-    ledger: Ledger
+    table: Table
     pager: Pager
     mode: ModeSwitch
     region: str
@@ -49,7 +49,7 @@ def dependencies() -> Deps:
     return Deps(
         config=config,
         hyperpod=HyperPod(),
-        ledger=Ledger(os.environ["LEDGER_TABLE"]),
+        table=Table(os.environ["LEDGER_TABLE"]),
         pager=Pager(os.environ["PAGE_TOPIC_ARN"]),
         mode=ModeSwitch(os.environ["MODE_PARAMETER"], default=config.mode),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),

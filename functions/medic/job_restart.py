@@ -25,6 +25,8 @@ from medic.domain.job_policy import (
 from medic.domain.models import Action, Fault, Outcome, TrainingJobStateEvent, Trigger
 from medic.domain.pages import job_page
 from medic.domain.policy import Page
+from medic.ledger.jobs import JobStore
+from medic.ledger.table import Table
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
 
@@ -54,33 +56,33 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
         return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
                      "reason": f"Training job {name} matches no configured prefix; Medic leaves it alone."})
 
-    ledger = deps.ledger.for_mode(mode)
+    table = deps.table.for_mode(mode)
     try:
         # Always asked, never taken from the event alone: the restart budget hangs on these tags.
         tags = {**(detail.Tags or {}), **deps.training.tags(detail.TrainingJobArn)}
     except (ClientError, BotoCoreError) as error:
-        return _failed(base, failure.fault, deps, ledger, reason,
+        return _failed(base, failure.fault, deps, table, reason,
                        f"Could not read the job's tags ({error_code(error)}).")
     lineage = lineage_of(name, tags)
     base["incident"] = f"job:{lineage.root}"
 
     claimed = detail.TrainingJobStatus == "Failed"
-    if claimed and not ledger.claim_job_failure(name, deps.now()):
+    if claimed and not JobStore(table).claim_job_failure(name, deps.now()):
         return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
                      "reason": f"This failure of {name} was already handled.", "attempt": lineage.restarts + 1})
     try:
-        record = _handle_claimed(detail, base, spec, failure, lineage, tags, ledger, mode, deps)
+        record = _handle_claimed(detail, base, spec, failure, lineage, tags, table, mode, deps)
     except BaseException:
         if claimed:  # an unexpected error: the retry of this event must not read as a duplicate
-            ledger.release_job_failure(name)
+            JobStore(table).release_job_failure(name)
         raise
     if claimed:
-        ledger.finish_job_failure(name, deps.now())
+        JobStore(table).finish_job_failure(name, deps.now())
     return record
 
 
 def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: Any, tags: dict[str, str],
-                    ledger: Any, mode: str, deps: Deps) -> dict:
+                    table: Table, mode: str, deps: Deps) -> dict:
     name, reason = detail.TrainingJobName, detail.FailureReason
     max_restarts = deps.config.max_restarts_for(spec)
     checkpoint, description = Checkpoint.NOT_CONFIGURED, None
@@ -94,9 +96,9 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
             decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
                                    f"Retryable ({failure.label}) but {outside}.", page=Page.INCIDENT,
                                    attempt=lineage.restarts + 1)
-            return _finish(base, decision, deps, ledger, reason)
+            return _finish(base, decision, deps, table, reason)
         except (ClientError, BotoCoreError, ValueError) as error:
-            return _failed(base, failure.fault, deps, ledger, reason,
+            return _failed(base, failure.fault, deps, table, reason,
                            f"Could not read the job or its checkpoint ({error_code(error)}): {short(str(error))}")
 
     decision = decide_job(JobContext(mode=mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
@@ -104,7 +106,7 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
                                      allow_without_checkpoint=spec.allow_restart_without_checkpoint))
     if decision.executes and description is not None:
         decision = _start_restart(decision, deps, description, lineage, tags, spec)
-    return _finish(base, decision, deps, ledger, reason)
+    return _finish(base, decision, deps, table, reason)
 
 
 def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
@@ -184,14 +186,14 @@ def _restart_tags(job_tags: dict[str, str], lineage: Any, restarted_from: str) -
     return None
 
 
-def _failed(base: dict, fault: Fault, deps: Deps, ledger: Any, failure_reason: str, reason: str) -> dict:
+def _failed(base: dict, fault: Fault, deps: Deps, table: Table, failure_reason: str, reason: str) -> dict:
     decision = JobDecision(fault, Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
-    return _finish(base, decision, deps, ledger, failure_reason)
+    return _finish(base, decision, deps, table, failure_reason)
 
 
-def _finish(base: dict, decision: JobDecision, deps: Deps, ledger: Any, failure_reason: str) -> dict:
+def _finish(base: dict, decision: JobDecision, deps: Deps, table: Table, failure_reason: str) -> dict:
     record = complete({**base, "fault": decision.fault.value, "action": decision.action,
                        "outcome": decision.outcome, "reason": decision.reason, "attempt": decision.attempt})
     if base["mode"] != "dry_run" and decision.page is Page.INCIDENT:
-        record["paged"] = page_incident(deps, ledger, record, job_page(record, failure_reason, deps.region))
+        record["paged"] = page_incident(deps, table, record, job_page(record, failure_reason, deps.region))
     return emit(record)

@@ -30,7 +30,10 @@ from medic.domain.models import (
 from medic.domain.pages import PageText, console_link, node_page, storm_page
 from medic.domain.policy import IN_REPAIR_STATUSES, NodeContext, NodeDecision, Page, decide_node
 from medic.domain.reconcile import IN_FLIGHT, RESULT_UNKNOWN
-from medic.ledger import ConfigMismatch, Ledger, NodeClaim
+from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
+from medic.ledger.pages import PageStore
+from medic.ledger.requests import RequestStore
+from medic.ledger.table import Table
 from medic.obs import logger
 from medic.paging import page_cluster_summary, page_incident
 from medic.records import complete, emit, rejected, short
@@ -65,19 +68,19 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
                      "reason": short(f"{foreign} Medic acts only on its configured clusters; no call.", 500)})
 
-    ledger = deps.ledger.for_mode(mode)
+    table = deps.table.for_mode(mode)
     # Each event id acts at most once (a DLQ redrive, an archive replay, a late duplicate acts no more).
-    if not ledger.claim_request(str(Trigger.NODE_HEALTH), event.id, deps.now()):
+    if not RequestStore(table).claim_request(str(Trigger.NODE_HEALTH), event.id, deps.now()):
         return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
                      "reason": f"Event {event.id} was already handled; an event acts at most once."})
     try:
-        return _remediate(event, deps, ledger, mode, cluster, fault, base)
+        return _remediate(event, deps, table, mode, cluster, fault, base)
     except BaseException:
-        ledger.release_node_event(event.id)  # Lambda's retry of this event may act
+        RequestStore(table).release_node_event(event.id)  # Lambda's retry of this event may act
         raise
 
 
-def _remediate(event: NodeHealthEvent, deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, fault: Fault,
+def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, mode: str, cluster: Cluster, fault: Fault,
                base: dict) -> dict:
     detail = event.detail
     health_reason = detail.HealthSummary.HealthStatusReason
@@ -90,16 +93,16 @@ def _remediate(event: NodeHealthEvent, deps: Deps, ledger: Ledger, mode: str, cl
         except (ClientError, BotoCoreError) as error:
             decision = NodeDecision(Action.NONE, Outcome.FAILED, page=Page.INCIDENT,
                                     reason=f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
-            return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state=None)
+            return _finish(base, fault, decision, deps, table, health_reason, cluster_state=None)
     if node is not None:
         base["instance_group"] = node.instance_group
-    decision, cluster_state = decide_claim_act(deps, ledger, mode, cluster, detail.InstanceId, fault, node,
+    decision, cluster_state = decide_claim_act(deps, table, mode, cluster, detail.InstanceId, fault, node,
                                                base["incident"], event_time=event.time)
     if fault is Fault.HEALTHY:
-        ledger.record_healthy(cluster.name, detail.InstanceId, event.time)
+        NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
         if decision.close_incident:
-            _close_replaced(ledger, cluster.name, detail.InstanceId, node)
-    return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state)
+            _close_replaced(table, cluster.name, detail.InstanceId, node)
+    return _finish(base, fault, decision, deps, table, health_reason, cluster_state)
 
 
 def _describe_quietly(deps: Deps, cluster: str, node_id: str) -> NodeInfo | None:
@@ -110,17 +113,17 @@ def _describe_quietly(deps: Deps, cluster: str, node_id: str) -> NodeInfo | None
         return None
 
 
-def _close_replaced(ledger: Ledger, cluster: str, node_id: str, node: NodeInfo | None) -> None:
+def _close_replaced(table: Table, cluster: str, node_id: str, node: NodeInfo | None) -> None:
     """A replacement is a new instance under the same NodeLogicalId: its healthy report closes the incident
     Medic opened under the old instance id."""
     if node is None or not node.logical_id:
         return
-    previous = ledger.node_for_logical_id(cluster, node.logical_id)
+    previous = NodeStore(table).node_for_logical_id(cluster, node.logical_id)
     if previous and previous != node_id:
-        ledger.close_incident(f"node:{cluster}:{previous}")
+        PageStore(table).close_incident(f"node:{cluster}:{previous}")
 
 
-def decide_claim_act(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, node_id: str, fault: Fault,
+def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node_id: str, fault: Fault,
                      node: NodeInfo | None, incident: str,
                      event_time: datetime | None = None) -> tuple[NodeDecision, ClusterState]:
     """The node path the event handler and the reconciler share: decide (pure), claim, act.
@@ -136,8 +139,9 @@ def decide_claim_act(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, no
         fetched.append(info)
         return info
 
+    nodes = NodeStore(table)
     for _ in range(CLAIM_ATTEMPTS):
-        state, cluster_state, healthy_at = ledger.load_with_health(cluster.name, node_id)
+        state, cluster_state, healthy_at = nodes.load_with_health(cluster.name, node_id)
         decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault,
                                            node=node, state=state, cluster_state=cluster_state,
                                            cluster_info=cluster_info, now=now, event_time=event_time,
@@ -147,7 +151,7 @@ def decide_claim_act(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, no
         claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,
                           IN_FLIGHT if decision.executes else decision.outcome.value, decision.attempt, now,
                           logical_id=node.logical_id if node else None)
-        if ledger.claim(claim, state, cluster_state, reboot=decision.action is Action.REBOOT_NODE):
+        if nodes.claim(claim, state, cluster_state, reboot=decision.action is Action.REBOOT_NODE):
             break
         logger.info("claim race lost; re-deciding", extra={"incident": incident})
         time.sleep(random.uniform(0, 0.05))  # noqa: S311 - jitter, not cryptography
@@ -157,23 +161,23 @@ def decide_claim_act(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, no
                                 "takes this node up on its next sweep.", attempt=decision.attempt)
 
     if decision.close_incident:
-        ledger.close_incident(incident)
+        PageStore(table).close_incident(incident)
     if fetched:
-        report_node_recovery_mismatch(deps, ledger, mode, cluster, fetched[-1])
+        report_node_recovery_mismatch(deps, table, mode, cluster, fetched[-1])
     if decision.executes:
-        decision = act_on_claim(decision, deps, ledger, cluster.name, node_id)
+        decision = act_on_claim(decision, deps, table, cluster.name, node_id)
     return decision, cluster_state
 
 
-def report_node_recovery_mismatch(deps: Deps, ledger: Ledger, mode: str, cluster: Cluster, info: ClusterInfo,
+def report_node_recovery_mismatch(deps: Deps, table: Table, mode: str, cluster: Cluster, info: ClusterInfo,
                                   trigger: Trigger = Trigger.NODE_HEALTH, event_id: str = "") -> dict | None:
     """The cluster's real NodeRecovery decides; a config that says otherwise is recorded and paged once (the
     ledger item `cluster#<name>` / `node_recovery` is what `medic status` shows)."""
     if info.node_recovery is None or info.node_recovery == cluster.node_recovery:
         return None
     incident = f"cluster:{cluster.name}:node_recovery"
-    if not ledger.report_config_mismatch(ConfigMismatch(cluster.name, cluster.node_recovery, info.node_recovery),
-                                         deps.now()):
+    mismatch = ConfigMismatch(cluster.name, cluster.node_recovery, info.node_recovery)
+    if not NodeStore(table).report_config_mismatch(mismatch, deps.now()):
         return None
     actual = "Automatic" if info.node_recovery == "automatic" else "None"
     follows = ("defers failed nodes to HyperPod" if info.node_recovery == "automatic"
@@ -185,7 +189,7 @@ def report_node_recovery_mismatch(deps: Deps, ledger: Ledger, mode: str, cluster
                                  f"NodeRecovery {actual}; Medic follows the cluster and {follows}. "
                                  f"Fix clusters[{cluster.name}].node_recovery in medic.yaml."})
     if mode != "dry_run":
-        record["paged"] = page_incident(deps, ledger, record, _mismatch_page(record, deps.region))
+        record["paged"] = page_incident(deps, table, record, _mismatch_page(record, deps.region))
     return emit(record)
 
 
@@ -203,10 +207,10 @@ def _mismatch_page(record: dict, region: str) -> PageText:
     return PageText(subject[:100], body)
 
 
-def act_on_claim(decision: NodeDecision, deps: Deps, ledger: Ledger, cluster: str, node_id: str) -> NodeDecision:
+def act_on_claim(decision: NodeDecision, deps: Deps, table: Table, cluster: str, node_id: str) -> NodeDecision:
     """Make the claimed call and write what came of it into the claim (the reconciler's retry too)."""
     decision, outcome = _execute(decision, deps, cluster, node_id)
-    ledger.set_outcome(cluster, node_id, outcome)
+    NodeStore(table).set_outcome(cluster, node_id, outcome)
     return decision
 
 
@@ -274,20 +278,20 @@ def _recheck_after_invalid_status(decision: NodeDecision, deps: Deps, cluster: s
                           "in repair: a human should look at it.")
 
 
-def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, ledger: Ledger, health_reason: str,
+def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table, health_reason: str,
             cluster_state: Any) -> dict:
     record = complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
                        "reason": decision.reason, "attempt": decision.attempt})
     if base["mode"] != "dry_run":  # a dry run calls nothing, SNS included
         if decision.page is Page.INCIDENT:
-            record["paged"] = page_incident(deps, ledger, record, node_page(record, health_reason, deps.region))
+            record["paged"] = page_incident(deps, table, record, node_page(record, health_reason, deps.region))
         elif decision.page is Page.STORM:
             text = storm_page(record, cluster_state, deps.region, int(STORM_WINDOW.total_seconds() // 60))
-            record["paged"] = page_cluster_summary(deps, ledger, record, text, STORM_WINDOW)
+            record["paged"] = page_cluster_summary(deps, table, record, text, STORM_WINDOW)
     return emit(record)
 
 
-def finish_node_decision(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, ledger: Ledger,
+def finish_node_decision(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table,
                          health_reason: str, cluster_state: Any) -> dict:
     """The record (and page) of a node decision: the event path's last step, shared with the reconciler."""
-    return _finish(base, fault, decision, deps, ledger, health_reason, cluster_state)
+    return _finish(base, fault, decision, deps, table, health_reason, cluster_state)

@@ -11,25 +11,26 @@ from botocore.exceptions import BotoCoreError, ClientError
 from medic.adapters.aws import error_code
 from medic.deps import Deps
 from medic.domain.pages import PageText
-from medic.ledger import Ledger
+from medic.ledger.pages import PageStore
+from medic.ledger.table import Table
 from medic.obs import count, logger
 from medic.records import complete
 
 
-def page_incident(deps: Deps, ledger: Ledger, record: dict, text: PageText, claim: str | None = None) -> bool:
+def page_incident(deps: Deps, table: Table, record: dict, text: PageText, claim: str | None = None) -> bool:
     """At most one page per incident (until the incident closes). ``claim`` names a second, separate
     page of the same incident (an escalation), so it is not blocked by the first."""
     key = claim or record["incident"]
-    if not ledger.claim_page(key, deps.now()):
+    if not PageStore(table).claim_page(key, deps.now()):
         return False
-    return _publish(deps, record, text, release=lambda: ledger.release_page(key))
+    return _publish(deps, record, text, release=lambda: PageStore(table).release_page(key))
 
 
-def page_cluster_summary(deps: Deps, ledger: Ledger, record: dict, text: PageText, window: timedelta) -> bool:
+def page_cluster_summary(deps: Deps, table: Table, record: dict, text: PageText, window: timedelta) -> bool:
     """At most one summary page per cluster per guardrail window."""
-    if not ledger.claim_storm_page(record["cluster"], deps.now(), window):
+    if not PageStore(table).claim_storm_page(record["cluster"], deps.now(), window):
         return False
-    return _publish(deps, record, text, release=lambda: ledger.release_storm_page(record["cluster"]))
+    return _publish(deps, record, text, release=lambda: PageStore(table).release_storm_page(record["cluster"]))
 
 
 def page_resolution(deps: Deps, record: dict, text: PageText) -> bool:

@@ -48,6 +48,8 @@ from medic.domain.reconcile import (
     slow_repair_reason,
     summary_page,
 )
+from medic.ledger.nodes import NodeStore
+from medic.ledger.pages import PageStore
 from medic.node_remediation import (
     act_on_claim,
     decide_claim_act,
@@ -102,7 +104,8 @@ class _Sweep:
     info: ClusterInfo | None = None
 
     def __post_init__(self) -> None:
-        self.ledger = self.deps.ledger.for_mode(self.mode)
+        self.table = self.deps.table.for_mode(self.mode)
+        self.node_store, self.page_store = NodeStore(self.table), PageStore(self.table)
         self.guardrails = self.deps.config.guardrails_for(self.cluster)
         self.cooldown = timedelta(minutes=self.guardrails.node_cooldown_minutes)
         self.now = self.deps.now()
@@ -133,18 +136,18 @@ class _Sweep:
         self.report.update(nodes=len(nodes), failed=len(failed))
         if failed:  # a failed node's owner (Medic or HyperPod) is the cluster's NodeRecovery: read it first
             self._node_recovery()
-        cluster_state = self.ledger.cluster_state(name)
+        cluster_state = self.node_store.cluster_state(name)
         acted = latest_actions((action.node_id, action.at) for action in cluster_state.actions)
         # A replacement is a new instance under the same NodeLogicalId: Medic's action is found by either id.
         acted_logical = latest_actions((action.logical_id, action.at) for action in cluster_state.actions)
-        claims = self.ledger.node_claims(name, [*acted, *(node.node_id for node in failed)])
+        claims = self.node_store.node_claims(name, [*acted, *(node.node_id for node in failed)])
 
         for claim in claims.values():
             if claim.pending and needs_recheck(claim, self.now, self.cooldown) and self._room():
                 self._unfinished(claim)
         # While the guardrails hold a storm back, its failed nodes are the storm page's: a human was told,
         # and paging them one by one every sweep is the flood the guardrails exist to prevent.
-        storm_at = self.ledger.storm_paged_at(name)
+        storm_at = self.page_store.storm_paged_at(name)
         held_back = storm_at is not None and self.now - storm_at < STORM_HOLD
         for node in failed:
             if covered(claims.get(node.node_id), self.now, self.cooldown) or not self._room():
@@ -152,9 +155,9 @@ class _Sweep:
             if held_back:
                 self.report["held_by_guardrails"] = self.report.get("held_by_guardrails", 0) + 1
                 continue
-            if self.ledger.incident_paged(_incident(name, node.node_id)):
+            if self.page_store.incident_paged(_incident(name, node.node_id)):
                 continue  # a human already owns this node's incident
-            if self.ledger.claim_failure_report(name, node.node_id, self.now, self.cooldown):
+            if self.node_store.claim_failure_report(name, node.node_id, self.now, self.cooldown):
                 self._failed(node)
         self._repairs(nodes, acted, acted_logical)
 
@@ -169,9 +172,9 @@ class _Sweep:
         if info.node_recovery is None:
             return
         if info.node_recovery == self.cluster.node_recovery:
-            self.ledger.clear_config_mismatch(self.cluster.name)
+            self.node_store.clear_config_mismatch(self.cluster.name)
             return
-        report_node_recovery_mismatch(self.deps, self.ledger, self.mode, self.cluster, info, Trigger.RECONCILE,
+        report_node_recovery_mismatch(self.deps, self.table, self.mode, self.cluster, info, Trigger.RECONCILE,
                                       self.run_id)
 
     def _unfinished(self, claim: PendingClaim) -> None:
@@ -190,16 +193,16 @@ class _Sweep:
         if decision.resolution is Resolution.WAIT:
             return  # nothing to record yet: the next run looks again
         if decision.resolution is Resolution.RETRY:
-            if not self.ledger.retry_claim(name, claim, self.now):
+            if not self.node_store.retry_claim(name, claim, self.now):
                 return  # the node state changed meanwhile (an event acted): that invocation owns it
             retry = NodeDecision(describe_claim(claim.action), Outcome.EXECUTED, decision.reason,
                                  attempt=claim.attempt)
-            done = act_on_claim(retry, self.deps, self.ledger, name, claim.node_id)
+            done = act_on_claim(retry, self.deps, self.table, name, claim.node_id)
             self.report["retried"] += 1
             record = complete({**fields, "outcome": done.outcome, "reason": done.reason})
             self._record(record, page=done.page is Page.INCIDENT, text=self._claim_page(record, claim))
             return
-        if decision.ledger_outcome and not self.ledger.settle_claim(name, claim, decision.ledger_outcome):
+        if decision.ledger_outcome and not self.node_store.settle_claim(name, claim, decision.ledger_outcome):
             return  # settled or claimed anew meanwhile
         self.report["confirmed" if decision.resolution is Resolution.CONFIRMED else "gave_up"] += 1
         record = complete({**fields, "outcome": decision.outcome, "reason": decision.reason})
@@ -214,10 +217,10 @@ class _Sweep:
         self.report["failures_reported"] += 1
         name = self.cluster.name
         base = self._base(node.node_id, node)
-        decision, cluster_state = decide_claim_act(self.deps, self.ledger, self.mode, self.cluster, node.node_id,
+        decision, cluster_state = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
                                                    Fault.UNKNOWN, node, base["incident"])
         if decision.page is not Page.INCIDENT:
-            finish_node_decision(base, Fault.UNKNOWN, decision, self.deps, self.ledger, NO_HEALTH_REASON,
+            finish_node_decision(base, Fault.UNKNOWN, decision, self.deps, self.table, NO_HEALTH_REASON,
                                  cluster_state)
             return
         if decision.action is Action.NONE:  # the unknown-fault branch: say why there is no reason to read
@@ -226,8 +229,8 @@ class _Sweep:
                            "outcome": decision.outcome, "reason": decision.reason, "attempt": decision.attempt})
 
         def after(paged: bool) -> None:
-            if self.mode != "dry_run" and not paged and not self.ledger.incident_paged(record["incident"]):
-                self.ledger.release_failure_report(name, node.node_id)  # the page failed: the next run tries again
+            if self.mode != "dry_run" and not paged and not self.page_store.incident_paged(record["incident"]):
+                self.node_store.release_failure_report(name, node.node_id)  # the page failed: the next run tries again
 
         self._record(record, page=True, after=after)
 
@@ -237,7 +240,7 @@ class _Sweep:
         # Only a failed node's repair depends on the cluster's NodeRecovery: no DescribeCluster without one.
         failing = any(node.status == FAILURE for node in nodes)
         statuses = repair_statuses(self._node_recovery() if failing else "none")
-        watches = self.ledger.repair_watches(name)
+        watches = self.node_store.repair_watches(name)
         in_repair = [node for node in nodes if node.status in statuses]
         self.report["in_repair"] = len(in_repair)
         writes = 0
@@ -250,7 +253,7 @@ class _Sweep:
                 medic_at = acted.get(node.node_id) or (acted_logical.get(node.logical_id) if node.logical_id else None)
                 medics = medic_at is not None and self.now - medic_at <= MEDIC_REPAIR_LINK
                 since = repair_since(None, medic_at if medics else None, self.now)
-                self.ledger.watch_repair(name, node.node_id, node.status, since, medics)
+                self.node_store.watch_repair(name, node.node_id, node.status, since, medics)
                 writes += 1
                 reported = False
             else:
@@ -266,16 +269,16 @@ class _Sweep:
             key = f"{base['incident']}:repair"
 
             def after(paged: bool, node_id: str = node.node_id, key: str = key) -> None:
-                if paged or self.mode == "dry_run" or self.ledger.incident_paged(key):
-                    self.ledger.repair_reported(name, node_id, self.now)
+                if paged or self.mode == "dry_run" or self.page_store.incident_paged(key):
+                    self.node_store.repair_reported(name, node_id, self.now)
 
             self._record(record, page=True, key=key, text=slow_repair_page(record, self.deps.region), after=after)
         for node_id, watch in watches.items():
             node = self.by_id.get(node_id)
             if node is None or node.status not in statuses:
-                self.ledger.end_repair_watch(name, node_id)
+                self.node_store.end_repair_watch(name, node_id)
                 if watch.reported:
-                    self.ledger.release_page(f"{_incident(name, node_id)}:repair")  # a later repair pages again
+                    self.page_store.release_page(f"{_incident(name, node_id)}:repair")  # a later repair pages again
 
     # --- records and pages
 
@@ -308,7 +311,7 @@ class _Sweep:
         try:
             if len(pages) <= SUMMARY_AFTER:
                 for item in pages:
-                    item.record["paged"] = page_incident(self.deps, self.ledger, {**item.record, "incident": item.key},
+                    item.record["paged"] = page_incident(self.deps, self.table, {**item.record, "incident": item.key},
                                                          item.text)
             else:
                 self._send_summary(pages)
@@ -322,7 +325,7 @@ class _Sweep:
             emit(item.record)
 
     def _send_summary(self, pages: list[_Page]) -> None:
-        claimed = [item for item in pages if self.ledger.claim_page(item.key, self.now)]
+        claimed = [item for item in pages if self.page_store.claim_page(item.key, self.now)]
         if not claimed:
             return
         records = [item.record for item in claimed]
@@ -333,7 +336,7 @@ class _Sweep:
             logger.error("page failed", extra={"cluster": self.cluster.name, "error_code": error_code(error)})
             count("PageFailures")
             for item in claimed:
-                self.ledger.release_page(item.key)
+                self.page_store.release_page(item.key)
             return
         count("Pages")
         for item in claimed:

@@ -13,6 +13,7 @@ from medic.deps import Deps
 from medic.domain.alarms import Progress, RecoveryWatch, Verdict, judge_recovery
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
+from medic.ledger.incidents import IncidentStore
 from medic.obs import logger
 from medic.paging import page_incident
 from medic.records import complete, emit
@@ -22,7 +23,7 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
     run_id = str(event.get("id", "schedule")) if isinstance(event, dict) else "schedule"
     now = deps.now()
     records = []
-    for watch in deps.ledger.recoveries():
+    for watch in IncidentStore(deps.table).recoveries():
         try:
             progress = deps.metrics.progress(watch.job, watch.restarted_at, now)
         except (ClientError, BotoCoreError) as error:  # next run tries again; the watch stays
@@ -45,13 +46,13 @@ def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps
                        "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: the stall "
                                  f"alarm is OK again and the probe counted {progress.steps:.0f} steps since, now at "
                                  f"step {progress.last_step:.0f}."})
-    deps.ledger.end_recovery(watch.incident)
+    IncidentStore(deps.table).end_recovery(watch.incident)
     return emit(record)
 
 
 def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: float | None, run_id: str,
               deps: Deps) -> dict:
-    ledger = deps.ledger
+    table = deps.table
     minutes = (deps.now() - watch.restarted_at).total_seconds() / 60
     base = {"incident": watch.incident, "trigger": Trigger.RECONCILE, "event_id": run_id, "cluster": watch.cluster,
             "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(), "attempt": watch.attempt}
@@ -59,15 +60,15 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: f
         record = complete({**base, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
                            "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: "
                                      f"{steps:.0f} steps in {minutes:.0f} min, now at step {last_step:.0f}."})
-        ledger.end_recovery(watch.incident)
+        IncidentStore(table).end_recovery(watch.incident)
         return emit(record)
     record = complete({**base, "fault": Fault.NO_PROGRESS, "outcome": Outcome.FAILED,
                        "reason": f"No training progress {minutes:.0f} min after Medic's restart at "
                                  f"{watch.restarted_at:%H:%M} UTC; not restarting again blindly."})
-    ledger.escalate(watch.incident, deps.now())
+    IncidentStore(table).escalate(watch.incident, deps.now())
     alarm = f"stall alarm of {watch.job}"
     text = alarm_page(record, alarm, "The job was restarted but its heartbeat and step did not resume.", [],
                       deps.region)
-    record["paged"] = page_incident(deps, ledger, record, text, claim=f"{watch.incident}:recovery")
-    ledger.end_recovery(watch.incident)
+    record["paged"] = page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery")
+    IncidentStore(table).end_recovery(watch.incident)
     return emit(record)

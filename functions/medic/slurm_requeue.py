@@ -29,6 +29,10 @@ from medic.domain.slurm import (
     slurm_job_page,
     validate_requeue_target,
 )
+from medic.ledger.agents import AgentStore
+from medic.ledger.jobs import JobStore
+from medic.ledger.pages import PageStore
+from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
@@ -81,7 +85,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
 
 
 def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
-    ledger = deps.ledger.for_mode(request.mode)
+    table = deps.table.for_mode(request.mode)
     base = {"incident": request.incident, "trigger": request.trigger, "event_id": request.event_id,
             "cluster": request.cluster, "job": request.job, "fault": request.fault,
             "action": Action.REQUEUE_JOB, "mode": request.mode}
@@ -92,7 +96,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
         record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt})
         if page and request.mode != "dry_run":
             text = slurm_job_page(record, request.context, deps.region, situation=page)
-            record["paged"] = page_incident(deps, ledger, record, text)
+            record["paged"] = page_incident(deps, table, record, text)
         return emit(record)
 
     try:  # checked whoever the caller is: nothing unvalidated reaches the ledger or the queue
@@ -104,7 +108,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
         what = "is not managed by Medic" if cluster is None else f"is orchestrated by {cluster.orchestrator}"
         return finish(Outcome.REJECTED, f"Refused: cluster {request.cluster} {what}; Medic requeues jobs only "
                                         "on its configured Slurm clusters.")
-    if not ledger.claim_request(str(request.trigger), request.event_id, now):
+    if not RequestStore(table).claim_request(str(request.trigger), request.event_id, now):
         return finish(Outcome.DUPLICATE, f"Request {request.event_id} was already handled.")
     if not deps.slurm.has_queue(cluster.name):
         return finish(Outcome.FAILED, f"Medic has no agent queue for Slurm cluster {cluster.name} (SLURM_QUEUES); "
@@ -112,7 +116,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     max_restarts = deps.config.guardrails_for(cluster).max_job_restarts
 
     try:
-        heartbeat = deps.ledger.agent_heartbeat(cluster.name)
+        heartbeat = AgentStore(deps.table).agent_heartbeat(cluster.name)
     except (ClientError, BotoCoreError) as error:
         return finish(Outcome.FAILED, f"Could not read the agent's heartbeat ({error_code(error)}); nothing was "
                                       "queued.", page="failed")
@@ -128,7 +132,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
 
     lineage = request.incident.removeprefix("job:")
     try:
-        restarts = ledger.claim_job_restart(lineage, max_restarts, now)
+        restarts = JobStore(table).claim_job_restart(lineage, max_restarts, now)
     except (ClientError, BotoCoreError) as error:
         return finish(Outcome.FAILED, f"Could not count the job's restarts ({error_code(error)}); nothing was "
                                       "queued.", page="failed")
@@ -139,7 +143,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
         command = requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
                                   job_name=request.job_name, request_id=f"{request.trigger}:{request.event_id}")
         context = {key: str(value) for key, value in base.items() if value is not None}
-        ledger.record_command(command.command_id, {**context, "attempt": str(restarts),
+        AgentStore(table).record_command(command.command_id, {**context, "attempt": str(restarts),
                                                    DETAILS_KEY: request.context[:1000]}, now)
         deps.slurm.send(command)
     except InvalidCommand as error:  # unreachable after the checks above; kept as the last line of defence
@@ -147,7 +151,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     except (ClientError, BotoCoreError) as error:
         # Nothing reached the agent: give the restart back to the budget (best effort).
         try:
-            ledger.refund_job_restart(lineage)
+            JobStore(table).refund_job_restart(lineage)
         except (ClientError, BotoCoreError):
             logger.warning("restart refund failed", extra={"lineage": lineage})
         return finish(Outcome.FAILED, f"Could not queue the requeue ({error_code(error)}): {short(str(error))}",
@@ -185,11 +189,11 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
     if not is_command_result(record):
         return None
     command_id = str(record.dynamodb.Keys["pk"]).removeprefix("command#")
-    ledger = deps.ledger
+    table = deps.table
     try:
         result = AgentResult.model_validate(record.dynamodb.NewImage or {})
     except ValidationError as error:
-        if not ledger.claim_command_record(command_id, deps.now()):
+        if not AgentStore(table).claim_command_record(command_id, deps.now()):
             return None
         problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}"
                              for item in error.errors()[:5])
@@ -198,17 +202,17 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
                      "outcome": Outcome.REJECTED, "mode": deps.mode.current(),
                      "reason": short(f"Invalid agent result for command {command_id}: {problems}", 500)})
 
-    context = ledger.command_context(command_id)
-    if not ledger.claim_command_record(command_id, deps.now()):
+    context = AgentStore(table).command_context(command_id)
+    if not AgentStore(table).claim_command_record(command_id, deps.now()):
         logger.info("agent result already recorded", extra={"command_id": command_id})
         return None
     final = _final_record(result, context, record.eventID, deps)
     if final["outcome"] == Outcome.FAILED.value and final["mode"] != "dry_run":
         text = slurm_job_page(final, context.get(DETAILS_KEY, ""), deps.region, situation="failed")
-        final["paged"] = page_incident(deps, ledger, final, text)
+        final["paged"] = page_incident(deps, table, final, text)
     elif final["outcome"] == Outcome.EXECUTED.value:
         # Done: the job's next failure is a new incident that may page again.
-        ledger.close_incident(final["incident"])
+        PageStore(table).close_incident(final["incident"])
     return emit(final)
 
 

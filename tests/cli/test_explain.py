@@ -14,7 +14,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from medic.ledger import Ledger, NodeClaim
+from medic.ledger.nodes import NodeClaim, NodeStore
+from medic.ledger.table import Table
 from tests.cli.conftest import CLUSTER, NOW, REGION, TABLE, Deployed, ago
 from tests.helpers import hma_reason, load_event, node_event
 
@@ -88,9 +89,9 @@ def decision(out: str) -> str:
 def claim(deployed: Deployed, *, action: str, at: datetime, fault: str = "gpu_fatal", node: str = NODE,
           mode: str = "act") -> None:
     """An earlier action, written by Medic's own ledger code as the handler writes it."""
-    ledger = Ledger(TABLE, boto3.client("dynamodb", region_name=REGION)).for_mode(mode)
-    state, cluster_state = ledger.load(CLUSTER, node)
-    assert ledger.claim(NodeClaim(CLUSTER, node, fault, action, "executed", 1, at), state, cluster_state,
+    nodes = NodeStore(Table(TABLE, boto3.client("dynamodb", region_name=REGION)).for_mode(mode))
+    state, cluster_state = nodes.load(CLUSTER, node)
+    assert nodes.claim(NodeClaim(CLUSTER, node, fault, action, "executed", 1, at), state, cluster_state,
                         reboot=action == "reboot_node")
 
 

@@ -21,7 +21,7 @@ from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.config import MedicConfig, parse_config
 from medic.deps import Deps
-from medic.ledger import Ledger
+from medic.ledger.table import Table
 from medic.node_remediation import remediate_node
 from medic.obs import logger as medic_logger
 
@@ -153,7 +153,7 @@ def medic_world(config: MedicConfig) -> Iterator[Medic]:
         logging.getLogger("medic").addHandler(log)
         medic = Medic(deps=None, hyperpod=stub, log=log, queue_url=queue_url, sqs=sqs, ssm=ssm)  # type: ignore[arg-type]
         medic.deps = Deps(config=config, hyperpod=HyperPod(sagemaker, sleep=medic.slept.append),
-                          ledger=Ledger(TABLE, dynamodb), pager=Pager(topic, sns),
+                          table=Table(TABLE, dynamodb), pager=Pager(topic, sns),
                           mode=ModeSwitch(MODE_PARAMETER, config.mode, ssm),
                           region=REGION, now=lambda: medic.clock[0], account="123456789012")
         try:

@@ -53,7 +53,7 @@ class SlurmWorld:
     def __init__(self, medic: Medic, tmp_path: Path) -> None:
         self.medic = medic
         self.sqs = medic.sqs
-        self.dynamodb = medic.deps.ledger.client
+        self.dynamodb = medic.deps.table.client
         self.queue_url = self.sqs.create_queue(QueueName=f"medic-agent-{CLUSTER}")["QueueUrl"]
         medic.deps.slurm = SlurmQueues({CLUSTER: self.queue_url}, self.sqs)
         self.dynamodb.update_table(TableName=TABLE, StreamSpecification={

@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from medic.handlers import agent_results
+from medic.ledger.agents import AgentStore
 from tests.functional.conftest import CLUSTER
 from tests.functional.slurm_world import SlurmWorld
 from tests.helpers import load_event
@@ -183,7 +184,7 @@ def test_the_sample_batch_records_its_one_result_and_skips_the_rest(slurm):
 
 def test_the_sample_result_of_an_issued_command_carries_its_request(slurm):
     # Given Medic issued the sample's command for an operator request
-    slurm.medic.deps.ledger.record_command(SAMPLE_COMMAND, {
+    AgentStore(slurm.medic.deps.table).record_command(SAMPLE_COMMAND, {
         "incident": f"job:slurm:{CLUSTER}:4211", "trigger": "operator", "event_id": "request-9",
         "cluster": CLUSTER, "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act",
         "attempt": "2", "details": "hung"}, slurm.medic.clock[0])
@@ -227,7 +228,7 @@ def two_results() -> dict:
 def test_a_record_that_fails_is_reported_alone_and_recorded_when_retried(slurm):
     # Given two results in one batch, and the ledger throttling reads for the first one's command
     flaky = FlakyLedgerClient(slurm.dynamodb, SAMPLE_COMMAND)
-    slurm.medic.deps.ledger._client = flaky
+    slurm.medic.deps.table._client = flaky
     event = two_results()
     # When the batch arrives
     response, records = deliver(slurm, event)

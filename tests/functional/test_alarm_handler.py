@@ -15,6 +15,7 @@ import pytest
 from medic.adapters.metrics import TrainingMetrics
 from medic.alarm_response import respond_to_alarm
 from medic.config import parse_config
+from medic.ledger.incidents import IncidentStore
 from medic.recovery import check_recoveries
 from tests.functional.conftest import CLUSTER, CONFIG, REGION, medic_world
 from tests.functional.slurm_world import SlurmWorld, agent_parse
@@ -69,7 +70,7 @@ def test_the_sample_stall_alarm_requeues_the_job_through_the_agent(slurm):
         "alarm", "stalled", "requeue_job", "deferred")
     assert (record["incident"], record["job"], record["paged"]) == (INCIDENT, JOB, False)
     # And Medic now watches for proof that training resumed
-    assert [watch.incident for watch in slurm.medic.deps.ledger.recoveries()] == [INCIDENT]
+    assert [watch.incident for watch in IncidentStore(slurm.medic.deps.table).recoveries()] == [INCIDENT]
 
 
 def test_repeated_alarm_deliveries_take_one_action(slurm):
@@ -97,7 +98,7 @@ def test_training_that_resumes_after_the_requeue_closes_the_watch_quietly(slurm)
         "recovered", "ignored", False, "reconcile")
     assert "60 steps" in record["reason"] and "step 1360" in record["reason"]
     assert slurm.medic.pages() == []
-    assert slurm.medic.deps.ledger.recoveries() == []
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []
 
 
 def test_before_the_deadline_without_progress_medic_keeps_waiting(slurm):
@@ -105,7 +106,7 @@ def test_before_the_deadline_without_progress_medic_keeps_waiting(slurm):
     respond_to_alarm(alarm(), slurm.medic.deps)
     slurm.medic.at("2026-11-21T03:20:00+00:00")
     assert check_recoveries({"id": "run-1"}, slurm.medic.deps) == []
-    assert len(slurm.medic.deps.ledger.recoveries()) == 1
+    assert len(IncidentStore(slurm.medic.deps.table).recoveries()) == 1
 
 
 def test_no_progress_after_the_restart_escalates_once_and_blocks_blind_restarts(slurm):
@@ -193,7 +194,7 @@ def test_dry_run_decides_without_queueing_or_watching(slurm):
     record = respond_to_alarm(alarm(), slurm.medic.deps)
     assert record["outcome"] == "dry_run"
     assert slurm.depth() == 0
-    assert slurm.medic.deps.ledger.recoveries() == []
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []
 
 
 def test_an_alarm_medic_does_not_own_is_ignored_without_any_call(slurm):
@@ -231,7 +232,7 @@ def test_an_ok_with_steps_since_the_restart_is_the_proof_of_recovery(slurm):
     [recovered] = [line for line in slurm.medic.log.lines if line["fault"] == "recovered"]
     assert (recovered["incident"], recovered["outcome"], recovered["trigger"]) == (INCIDENT, "ignored", "alarm")
     assert "40 steps since" in recovered["reason"] and "step 1260" in recovered["reason"]
-    assert slurm.medic.deps.ledger.recoveries() == []
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []
 
 
 def test_an_ok_without_steps_since_the_restart_is_not_proof_of_recovery(slurm):
@@ -246,7 +247,7 @@ def test_an_ok_without_steps_since_the_restart_is_not_proof_of_recovery(slurm):
     assert (ok["outcome"], ok["action"], ok["paged"]) == ("ignored", "none", False)
     assert "not proof of recovery" in ok["reason"]
     assert not [line for line in slurm.medic.log.lines if line["fault"] == "recovered"]
-    assert [watch.incident for watch in slurm.medic.deps.ledger.recoveries()] == [INCIDENT]
+    assert [watch.incident for watch in IncidentStore(slurm.medic.deps.table).recoveries()] == [INCIDENT]
     # And past the deadline the recovery check still escalates, once
     slurm.medic.at("2026-11-21T03:31:00+00:00")
     [record] = check_recoveries({"id": "run-1"}, slurm.medic.deps)
@@ -271,7 +272,7 @@ def test_a_stall_alarm_while_the_heartbeat_counts_steps_requeues_nothing_and_rec
         "stalled", "none", "ignored", False)
     assert "60 steps in the last 5 min" in record["reason"] and "step 1480" in record["reason"]
     assert slurm.depth() == 0 and slurm.medic.pages() == []
-    assert slurm.medic.deps.ledger.recoveries() == []
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []
 
 
 def test_a_stall_alarm_is_still_acted_on_when_the_heartbeat_cannot_be_read(slurm):

@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from medic.cluster_events import record_cluster_event
+from medic.ledger.nodes import NodeStore
 from tests.functional.conftest import CLUSTER
 from tests.helpers import load_event
 
@@ -49,7 +50,7 @@ def test_a_replacement_medic_started_that_fails_for_capacity_is_closed_as_failed
     assert CAPACITY in page["Message"]
     assert f"/aws/sagemaker/Clusters/{CLUSTER}/k3v9q2w8x1za" in page["Message"]
     # And the ledger no longer counts the replacement as done
-    state, _ = medic.deps.ledger.load(CLUSTER, NODE)
+    state, _ = NodeStore(medic.deps.table).load(CLUSTER, NODE)
     assert state.outcome == "failed"
     # And the same failure reported again (another event) pages no more
     again = record_cluster_event(cluster_event(EventId="2a3b4c5d-0000-4000-8000-000000000001"), medic.deps)
@@ -102,7 +103,7 @@ def test_dry_run_records_without_paging_or_touching_medics_action(medic):
     medic.set_mode("dry_run")
     record = record_cluster_event(cluster_event(), medic.deps)
     assert record["paged"] is False and medic.pages() == []
-    state, _ = medic.deps.ledger.load(CLUSTER, NODE)
+    state, _ = NodeStore(medic.deps.table).load(CLUSTER, NODE)
     assert state.outcome == "executed"
 
 
@@ -135,7 +136,7 @@ def test_a_capacity_failure_of_the_replacement_instance_closes_medics_replace_as
     record = record_cluster_event(event, medic.deps)
     assert (record["incident"], record["action"], record["outcome"]) == (
         f"node:{CLUSTER}:{OLD}", "replace_node", "failed")
-    assert medic.deps.ledger.load(CLUSTER, OLD)[0].outcome == "failed"
+    assert NodeStore(medic.deps.table).load(CLUSTER, OLD)[0].outcome == "failed"
     assert len(medic.pages()) == 1
 
 
@@ -145,5 +146,5 @@ def test_a_cluster_event_naming_a_foreign_cluster_arn_is_rejected_and_changes_no
     replaced_by_medic(medic)
     record = record_cluster_event(cluster_event(ClusterArn=arn), medic.deps)
     assert (record["outcome"], record["paged"]) == ("rejected", False)
-    assert medic.deps.ledger.load(CLUSTER, NODE)[0].outcome == "executed"
+    assert NodeStore(medic.deps.table).load(CLUSTER, NODE)[0].outcome == "executed"
     assert medic.pages() == []

@@ -54,7 +54,7 @@ from medic.handlers import (
     training_job,
 )
 from medic.job_restart import restart_training_job
-from medic.ledger import Ledger
+from medic.ledger.table import Table
 from medic.node_remediation import remediate_node
 from medic.reconcile import reconcile as reconcile_run
 from medic.slurm_requeue import handle_requeue_event, record_agent_result
@@ -140,7 +140,7 @@ def guarded_deps(medic: Medic, calls: CallLog) -> Deps:
 
     queue_url = medic.sqs.create_queue(QueueName=f"medic-agent-{CLUSTER}")["QueueUrl"]
     config = medic.deps.config
-    return Deps(config=config, hyperpod=HyperPod(client("sagemaker")), ledger=Ledger(TABLE, client("dynamodb")),
+    return Deps(config=config, hyperpod=HyperPod(client("sagemaker")), table=Table(TABLE, client("dynamodb")),
                 pager=Pager(medic.deps.pager.topic_arn, client("sns")),
                 mode=ModeSwitch(MODE_PARAMETER, config.mode, client("ssm")), region=REGION, now=lambda: NOW,
                 training=TrainingJobs(client("sagemaker")), checkpoints=Checkpoints(client("s3")),
@@ -153,7 +153,7 @@ def world(aws_credentials: None) -> Iterator[FuzzWorld]:
     """One moto world per test function, reused by every example of its property."""
     for medic in medic_world(parse_config(FUZZ_CONFIG)):
         # A live agent: a requeue that slipped through validation would reach SendMessage (and fail the test).
-        medic.deps.ledger.client.put_item(TableName=TABLE, Item={
+        medic.deps.table.client.put_item(TableName=TABLE, Item={
             "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "at": {"S": NOW.isoformat()}})
         calls = CallLog()
         yield FuzzWorld(medic, calls, guarded_deps(medic, calls))
@@ -625,7 +625,7 @@ def broken_results(draw: st.DrawFn, sequence: str = "1") -> dict:
 def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
     """Hypothesis repeats command ids across examples: each example starts with no result recorded."""
     for record in records:
-        world.medic.deps.ledger.client.delete_item(TableName=TABLE, Key={
+        world.medic.deps.table.client.delete_item(TableName=TABLE, Key={
             "pk": record["dynamodb"]["Keys"]["pk"], "sk": {"S": "recorded"}})
 
 

@@ -42,5 +42,5 @@ def test_the_handler_builds_its_adapters_from_the_environment(deployed_env, unhe
     # Then it is rejected using the configured mode, without touching SageMaker
     assert (record["outcome"], record["mode"]) == ("rejected", "act")
     deps = dependencies()
-    assert (deps.ledger.table, deps.mode.parameter) == (TABLE, MODE_PARAMETER)
+    assert (deps.table.name, deps.mode.parameter) == (TABLE, MODE_PARAMETER)
     assert deps.config == parse_config(CONFIG)

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from medic.config import parse_config
+from medic.ledger.nodes import NodeStore
+from medic.ledger.pages import PageStore
 from tests.functional.conftest import CLUSTER, CONFIG, medic_world
 from tests.helpers import hma_reason, node_event
 
@@ -64,8 +66,7 @@ def test_a_redelivered_event_is_a_duplicate_and_calls_nothing(medic, unhealthy_e
 
 def test_two_invocations_racing_on_one_node_make_one_call(medic, unhealthy_event):
     # Given invocation A has read the ledger and is about to claim
-    ledger = medic.deps.ledger
-    original_load = type(ledger).load_with_health
+    original_load = NodeStore.load_with_health
     racing = {"done": False, "result": None}
 
     def load_then_let_b_win(self, cluster, node_id):
@@ -80,11 +81,11 @@ def test_two_invocations_racing_on_one_node_make_one_call(medic, unhealthy_event
     medic.hyperpod.node(NODE)  # B's lookup
     medic.hyperpod.size(16)  # B's breaker check
     medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)  # B's call, the only one
-    type(ledger).load_with_health = load_then_let_b_win
+    NodeStore.load_with_health = load_then_let_b_win
     try:
         a = medic.handle(unhealthy_event)
     finally:
-        type(ledger).load_with_health = original_load
+        NodeStore.load_with_health = original_load
     # Then B executed, A lost the conditional claim and saw B's action: one call in all
     medic.hyperpod.assert_all_called()
     assert (racing["result"]["outcome"], a["outcome"]) == ("executed", "duplicate")
@@ -421,7 +422,7 @@ def test_describe_cluster_node_recovery_automatic_decides_and_the_config_disagre
     assert len(mismatches) == 1 and mismatches[0]["paged"] is True
     [page] = medic.pages()
     assert "node_recovery" in page["Subject"]
-    item = medic.deps.ledger.client.get_item(TableName="medic-ledger", Key={
+    item = medic.deps.table.client.get_item(TableName="medic-ledger", Key={
         "pk": {"S": f"cluster#{CLUSTER}"}, "sk": {"S": "node_recovery"}})["Item"]
     assert (item["configured"]["S"], item["actual"]["S"]) == ("none", "automatic")
 
@@ -429,12 +430,12 @@ def test_describe_cluster_node_recovery_automatic_decides_and_the_config_disagre
 def test_a_replaced_nodes_new_instance_reporting_healthy_closes_medics_incident(medic, unhealthy_event):
     """BatchReplaceClusterNodes provisions a new instance id; NodeLogicalId persists."""
     replaced(medic, unhealthy_event)
-    assert medic.deps.ledger.claim_page(f"node:{CLUSTER}:{NODE}", medic.clock[0])  # say a page went out
+    assert PageStore(medic.deps.table).claim_page(f"node:{CLUSTER}:{NODE}", medic.clock[0])  # say a page went out
     medic.at("2026-11-20T08:50:00Z")
     medic.hyperpod.node(NEW_NODE, logical_id="worker-7")
     medic.handle(node_event(unhealthy_event, instance_id=NEW_NODE, status="Healthy", reason="",
                             time="2026-11-20T08:50:00Z", event_id="new-healthy"))
-    assert not medic.deps.ledger.incident_paged(f"node:{CLUSTER}:{NODE}")
+    assert not PageStore(medic.deps.table).incident_paged(f"node:{CLUSTER}:{NODE}")
 
 
 def test_a_node_medic_replaced_failing_again_hours_later_under_its_old_id_calls_nothing(medic, unhealthy_event):

@@ -40,7 +40,8 @@ from medic.alarm_response import respond_to_alarm
 from medic.config import parse_config
 from medic.deps import Deps
 from medic.job_restart import restart_training_job
-from medic.ledger import Ledger
+from medic.ledger.incidents import IncidentStore
+from medic.ledger.table import Table
 from medic.node_remediation import remediate_node
 from medic.reconcile import reconcile
 from medic.slurm_requeue import handle_requeue_event, record_agent_result
@@ -210,7 +211,7 @@ class RaceWorld:
         return self.medic.pages()
 
     def heartbeat(self) -> None:
-        self.medic.deps.ledger.client.put_item(TableName=TABLE, Item={
+        self.medic.deps.table.client.put_item(TableName=TABLE, Item={
             "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "at": {"S": NOW.isoformat()}})
 
 
@@ -227,7 +228,7 @@ def world(aws_credentials: None) -> Iterator[RaceWorld]:
         queue_url = sqs.create_queue(QueueName=f"medic-agent-{CLUSTER}")["QueueUrl"]
         config = medic.deps.config
         deps = Deps(config=config, hyperpod=HyperPod(hyperpod.client, sleep=lambda _: None),
-                    ledger=Ledger(TABLE, dynamodb),
+                    table=Table(TABLE, dynamodb),
                     pager=Pager(medic.deps.pager.topic_arn, calls.watch(boto3.client("sns", region_name=REGION))),
                     mode=ModeSwitch(MODE_PARAMETER, config.mode, boto3.client("ssm", region_name=REGION)),
                     region=REGION, now=lambda: NOW,
@@ -349,7 +350,7 @@ def interlopers(world: RaceWorld, nodes: list[str]) -> Callable[[], None]:
         other = next(others, None)
         if other is None:
             return
-        client = world.medic.deps.ledger.client
+        client = world.medic.deps.table.client
         key = {"pk": {"S": f"cluster#{CLUSTER}"}, "sk": {"S": "actions"}}
         item = client.get_item(TableName=TABLE, Key=key).get("Item") or {}
         actions = item.get("actions", {"L": []})["L"] + [{"M": {
@@ -415,7 +416,7 @@ def test_racing_deliveries_of_one_stall_alarm_queue_one_requeue(world, same_even
     assert outcomes(records) == {"deferred": 1, "duplicate": RACERS - 1}
     assert world.calls.counts["sns:Publish"] == 0
     # And one recovery watch
-    assert len(world.deps.ledger.recoveries()) == 1
+    assert len(IncidentStore(world.deps.table).recoveries()) == 1
 
 
 def test_racing_deliveries_of_one_operator_requeue_queue_one_command(world):

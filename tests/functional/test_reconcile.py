@@ -11,6 +11,7 @@ import pytest
 
 from medic.config import parse_config
 from medic.domain.reconcile import IN_FLIGHT, MAX_NODE_DECISIONS_PER_CLUSTER
+from medic.ledger.nodes import NodeStore
 from medic.reconcile import reconcile
 from tests.functional.conftest import CLUSTER, CONFIG, Medic, medic_world
 from tests.helpers import node_event
@@ -60,7 +61,7 @@ def records(medic: Medic, trigger: str = "reconcile") -> list[dict]:
 
 
 def claim_of(medic: Medic, node_id: str = NODE):
-    return medic.deps.ledger.node_claims(CLUSTER, [node_id]).get(node_id)
+    return NodeStore(medic.deps.table).node_claims(CLUSTER, [node_id]).get(node_id)
 
 
 def replaced_on_event(medic: Medic, event: dict) -> dict:
@@ -322,11 +323,11 @@ def test_given_an_unfinished_claim_expired_unseen_when_the_reconciler_runs_then_
 def test_given_an_event_settles_the_claim_while_the_reconciler_rechecks_then_only_one_call_is_made(
         world, unhealthy_event, monkeypatch):
     die_after_claiming(world, unhealthy_event, monkeypatch)
-    ledger, describe = world.deps.ledger, world.deps.hyperpod.describe_node
+    nodes, describe = NodeStore(world.deps.table), world.deps.hyperpod.describe_node
 
     def another_invocation_acts_meanwhile(cluster, node_id):
         found = describe(cluster, node_id)
-        ledger.retry_claim(cluster, claim_of(world), world.clock[0])  # someone else claims it first
+        nodes.retry_claim(cluster, claim_of(world), world.clock[0])  # someone else claims it first
         return found
 
     listed(world, (NODE, "Failure"))

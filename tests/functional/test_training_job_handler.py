@@ -9,6 +9,7 @@ import pytest
 
 from medic.config import parse_config
 from medic.job_restart import restart_training_job
+from medic.ledger.jobs import JobStore
 from tests.functional.conftest import CONFIG, REGION, medic_world
 from tests.helpers import load_event
 
@@ -110,7 +111,7 @@ def test_a_run_that_died_after_claiming_does_not_block_the_restart(world, failed
     training.job(JOB)
     training.checkpoint_saved()
     # Given a run claimed this failure at 08:14:05 and died before restarting anything
-    assert medic.deps.ledger.claim_job_failure(JOB, medic.clock[0])
+    assert JobStore(medic.deps.table).claim_job_failure(JOB, medic.clock[0])
     # When Lambda's retry delivers the event 30 s later, the claim still reads as a run in progress
     medic.at("2026-11-20T08:14:35Z")
     assert handle(medic, failed_event)["outcome"] == "duplicate"

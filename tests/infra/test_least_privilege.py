@@ -9,7 +9,7 @@ from pathlib import Path
 from infra.components.shared import LEDGER_DELETED_PREFIXES, LEDGER_NAMESPACES
 from tests.infra.conftest import resources
 
-LEDGER = Path(__file__).resolve().parents[2] / "functions" / "medic" / "ledger.py"
+LEDGER = Path(__file__).resolve().parents[2] / "functions" / "medic" / "ledger"
 
 
 def statements(policy: dict) -> list[dict]:
@@ -41,51 +41,66 @@ def test_restart_budgets_event_claims_and_agent_items_are_out_of_reach():
         assert not any(f"{n}{kept}".startswith(f"{n}{p}") for n in LEDGER_NAMESPACES for p in LEDGER_DELETED_PREFIXES)
 
 
-def _pk_prefix(node: ast.AST) -> str | None:
-    """The literal start of a partition key f-string: f"{self.namespace}incident#{...}" -> incident#."""
-    if isinstance(node, ast.JoinedStr):
-        parts = [p for p in node.values if not (isinstance(p, ast.FormattedValue) and "namespace" in ast.unparse(p))]
-        if parts and isinstance(parts[0], ast.Constant):
-            return parts[0].value.split("{")[0]
+def _store_modules() -> list[ast.Module]:
+    return [ast.parse(path.read_text()) for path in sorted(LEDGER.glob("*.py")) if path.name != "table.py"]
+
+
+def _constants(trees: list[ast.Module]) -> dict[str, str]:
+    return {target.id: node.value.value for tree in trees for node in tree.body if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant)}
+
+
+def _pk_prefix(node: ast.AST, constants: dict[str, str]) -> str | None:
+    """The literal start of a partition key given to Table.key: f"incident#{incident}" -> incident#."""
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return node.values[0].value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
     return None
 
 
+def _called_name(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return call.func.id if isinstance(call.func, ast.Name) else None
+
+
 def ledger_deleted_prefixes() -> set[str]:
-    """Each key family a delete_item call in ledger.py removes, from the key helpers and inline keys it uses."""
-    tree = ast.parse(LEDGER.read_text())
-    methods = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    """Each key family a store deletes (Table.delete), from the key helpers and the Table.key calls it uses."""
+    trees = _store_modules()
+    constants = _constants(trees)
+    functions = {f.name: f for tree in trees for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
 
     def pk_prefixes(function: ast.FunctionDef, seen: set[str]) -> set[str]:
         found: set[str] = set()
         for node in ast.walk(function):
-            if isinstance(node, ast.Dict):
-                for key, value in zip(node.keys, node.values, strict=True):
-                    if isinstance(key, ast.Constant) and key.value == "pk" and isinstance(value, ast.Dict):
-                        found |= {p for p in map(_pk_prefix, value.values) if p}
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr.startswith("_") and node.func.attr in methods
-                    and node.func.attr not in seen):
-                found |= pk_prefixes(methods[node.func.attr], seen | {node.func.attr})
-            if isinstance(node, ast.Return) and node.value is not None:
-                found |= {p for p in [_pk_prefix(node.value)] if p}
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node)
+            if name == "key" and node.args:
+                found |= {p for p in [_pk_prefix(node.args[0], constants)] if p}
+            elif name and "key" in name and name in functions and name not in seen:
+                found |= pk_prefixes(functions[name], seen | {name})
         return found
 
-    deleting = [f for f in methods.values()
-                if any(isinstance(n, ast.Attribute) and n.attr == "delete_item" for n in ast.walk(f))]
-    assert len(deleting) >= 5, "ledger.py no longer deletes through delete_item: update this test"
+    deleting = [f for f in functions.values()
+                if any(isinstance(n, ast.Call) and _called_name(n) == "delete" for n in ast.walk(f))]
+    assert len(deleting) >= 5, "the stores no longer delete through Table.delete: update this test"
     return set().union(*(pk_prefixes(f, {f.name}) for f in deleting))
 
 
 def test_every_item_family_the_ledger_deletes_may_be_deleted():
-    # A new delete in ledger.py (another key family) must be granted, or it fails in AWS with AccessDenied
+    # A new delete in a store (another key family) must be granted, or it fails in AWS with AccessDenied
     deleted = ledger_deleted_prefixes()
-    assert deleted >= {"incident#", "alarm#", "recovery#watch"}
+    assert deleted >= {"incident#", "alarm#", "recovery#watch", "request#node_health#"}
     for prefix in deleted:
         assert any(prefix.startswith(granted) for granted in LEDGER_DELETED_PREFIXES), prefix
 
 
 def test_the_dry_run_namespace_is_the_ledgers():
-    assert '"dry_run#"' in LEDGER.read_text() and "dry_run#" in LEDGER_NAMESPACES
+    assert '"dry_run#"' in (LEDGER / "table.py").read_text() and "dry_run#" in LEDGER_NAMESPACES
 
 
 def agent_policies(raw: dict) -> list[dict]:

@@ -1,0 +1,76 @@
+"""Alarm incidents (from an alarm's ALARM to its OK), escalations, and proof-of-recovery watches."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from medic.domain.alarms import RecoveryWatch
+from medic.ledger.pages import page_key
+from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires
+
+RECOVERY_PARTITION = "recovery#watch"  # one partition: a handful of open watches at most
+
+
+class IncidentStore:
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def _alarm_key(self, alarm: str) -> Key:
+        return self.table.key(f"alarm#{alarm}", "open")
+
+    def _escalation_key(self, incident: str) -> Key:
+        return self.table.key(f"incident#{incident}", "escalated")
+
+    def _recovery_key(self, incident: str) -> Key:
+        return self.table.key(RECOVERY_PARTITION, incident)
+
+    def claim_alarm_transition(self, alarm: str, state: str, state_timestamp: str, now: datetime) -> bool:
+        """True for the first delivery of an alarm entering a state (its state timestamp names the transition)."""
+        return self.table.put_if(
+            {**self.table.key(f"alarm#{alarm}", f"transition#{state}#{state_timestamp}"),
+             "claimed_at": {"S": now.isoformat()}, "expires_at": expires(now)},
+            "attribute_not_exists(pk)")
+
+    def alarm_incident(self, alarm: str) -> dict[str, str] | None:
+        """The open incident of an alarm (from its ALARM until its OK), or None."""
+        item = self.table.get(self._alarm_key(alarm))
+        return {key: value["S"] for key, value in item.items() if "S" in value} if item else None
+
+    def open_alarm_incident(self, alarm: str, incident: str, now: datetime) -> None:
+        self.table.update(self._alarm_key(alarm),
+                          "SET incident = :i, opened_at = if_not_exists(opened_at, :now), expires_at = :exp",
+                          {":i": {"S": incident}, ":now": {"S": now.isoformat()}, ":exp": expires(now)})
+
+    def close_alarm_incident(self, alarm: str, incident: str) -> None:
+        """OK after ALARM: the next ALARM is a new incident that may restart and page again."""
+        for key in (self._alarm_key(alarm), page_key(self.table, incident),
+                    page_key(self.table, f"{incident}:recovery"), self._escalation_key(incident),
+                    self._recovery_key(incident)):
+            self.table.delete(key)
+
+    def escalate(self, incident: str, now: datetime) -> None:
+        """A restart did not bring training back: no more automatic restarts until the incident closes."""
+        self.table.put({**self._escalation_key(incident), "escalated_at": {"S": now.isoformat()},
+                        "expires_at": expires(now)})
+
+    def is_escalated(self, incident: str) -> bool:
+        return self.table.exists(self._escalation_key(incident))
+
+    def watch_recovery(self, watch: RecoveryWatch) -> None:
+        self.table.put({
+            **self._recovery_key(watch.incident), "job": {"S": watch.job}, "cluster": {"S": watch.cluster},
+            "restarted_at": {"S": watch.restarted_at.isoformat()}, "deadline": {"S": watch.deadline.isoformat()},
+            "attempt": {"N": str(watch.attempt)}, "expires_at": expires(watch.deadline, NODE_STATE_DAYS)})
+
+    def recoveries(self) -> list[RecoveryWatch]:
+        """Every open recovery watch."""
+        return [RecoveryWatch(
+            incident=item["sk"]["S"], job=item["job"]["S"], cluster=item["cluster"]["S"],
+            restarted_at=datetime.fromisoformat(item["restarted_at"]["S"]),
+            deadline=datetime.fromisoformat(item["deadline"]["S"]), attempt=int(item["attempt"]["N"]))
+            for item in self.table.partition(RECOVERY_PARTITION)]
+
+    def end_recovery(self, incident: str) -> None:
+        self.table.delete(self._recovery_key(incident))
+
+

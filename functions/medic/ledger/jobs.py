@@ -1,0 +1,56 @@
+"""Training-job memory: which job failures were handled, and each job lineage's restart budget."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from medic.ledger.table import Key, Table, expires
+
+# Longer than a handler's 60 s timeout: an unfinished claim older than this belongs to a dead run.
+JOB_CLAIM_STALE = timedelta(seconds=90)
+
+
+class JobStore:
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def failure_key(self, job_name: str) -> Key:
+        return self.table.key(f"jobfail#{job_name}", "claim")
+
+    def _restarts_key(self, lineage: str) -> Key:
+        return self.table.key(f"lineage#{lineage}", "restarts")
+
+    def claim_job_failure(self, job_name: str, now: datetime) -> bool:
+        """True for the first delivery of a job's failure: each failed job is handled once.
+
+        A claim whose run died before finishing (no ``done_at``) goes stale after
+        JOB_CLAIM_STALE, so Lambda's retry of that event handles it; the restart's name is
+        deterministic, so a clone the dead run already started is found, not doubled.
+        """
+        return self.table.put_if(
+            {**self.failure_key(job_name), "claimed_at": {"S": now.isoformat()}, "expires_at": expires(now)},
+            "attribute_not_exists(pk) OR (attribute_not_exists(done_at) AND claimed_at < :stale)",
+            {":stale": {"S": (now - JOB_CLAIM_STALE).isoformat()}},
+        )
+
+    def finish_job_failure(self, job_name: str, now: datetime) -> None:
+        self.table.update(self.failure_key(job_name), "SET done_at = :now", {":now": {"S": now.isoformat()}})
+
+    def release_job_failure(self, job_name: str) -> None:
+        """The run failed with an error: let the retry of the same event handle it."""
+        self.table.delete(self.failure_key(job_name))
+
+    def claim_job_restart(self, lineage: str, max_restarts: int, now: datetime) -> int | None:
+        """Count one more restart of a job lineage; None when the budget is spent. Atomic under races."""
+        attributes = self.table.update_if(
+            self._restarts_key(lineage), "ADD restarts :one SET last_restart_at = :now, expires_at = :exp",
+            "attribute_not_exists(restarts) OR restarts < :max",
+            {":one": {"N": "1"}, ":max": {"N": str(max_restarts)}, ":now": {"S": now.isoformat()},
+             ":exp": expires(now)},
+            returns="UPDATED_NEW")
+        return None if attributes is None else int(attributes["restarts"]["N"])
+
+    def refund_job_restart(self, lineage: str) -> None:
+        """Give back a restart whose command never reached the agent (never below zero)."""
+        self.table.update_if(self._restarts_key(lineage), "ADD restarts :minus", "restarts > :zero",
+                             {":minus": {"N": "-1"}, ":zero": {"N": "0"}})
