@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,14 +11,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.adapters.hyperpod import AMBIGUOUS_ERRORS, INVALID_INSTANCE_STATUS
 from medic.config import Cluster
 from medic.deps import Deps
 from medic.domain.faults import classify
 from medic.domain.models import (
     Action,
     ClusterInfo,
-    ClusterState,
     Fault,
     NodeHealthEvent,
     NodeInfo,
@@ -29,11 +26,13 @@ from medic.domain.models import (
 )
 from medic.domain.pages import PageText, console_link, node_page, storm_page
 from medic.domain.policy import IN_REPAIR_STATUSES, NodeContext, NodeDecision, Page, decide_node
-from medic.domain.reconcile import IN_FLIGHT, RESULT_UNKNOWN
+from medic.domain.reconcile import IN_FLIGHT, PENDING_OUTCOMES
+from medic.ledger.node_event import NodeEventView, load_node_event
 from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
 from medic.ledger.pages import PageStore
 from medic.ledger.requests import RequestStore
 from medic.ledger.table import Table
+from medic.node_actions import act_on_claim
 from medic.obs import logger
 from medic.paging import page_cluster_summary, page_incident
 from medic.records import complete, emit, rejected, short
@@ -68,22 +67,18 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
                      "reason": short(f"{foreign} Medic acts only on its configured clusters; no call.", 500)})
 
-    table = deps.table.for_mode(mode)
-    # Each event id acts at most once (a DLQ redrive, an archive replay, a late duplicate acts no more).
-    if not RequestStore(table).claim_request(str(Trigger.NODE_HEALTH), event.id, deps.now()):
-        return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
-                     "reason": f"Event {event.id} was already handled; an event acts at most once."})
-    try:
-        return _remediate(event, deps, table, mode, cluster, fault, base)
-    except BaseException:
-        RequestStore(table).release_node_event(event.id)  # Lambda's retry of this event may act
-        raise
+    return _remediate(event, deps, deps.table.for_mode(mode), mode, cluster, fault, base)
 
 
 def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, mode: str, cluster: Cluster, fault: Fault,
                base: dict) -> dict:
     detail = event.detail
     health_reason = detail.HealthSummary.HealthStatusReason
+    # The ledger first: a redelivered event (a DLQ redrive, an archive replay) costs this one read.
+    view = load_node_event(table, cluster.name, detail.InstanceId, str(Trigger.NODE_HEALTH), event.id, deps.now())
+    if view.event_acted:
+        return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
+                     "reason": _already_acted(event.id, view)})
     node = None
     if fault is Fault.HEALTHY:
         node = _describe_quietly(deps, cluster.name, detail.InstanceId)  # its logical id links a replacement
@@ -93,16 +88,25 @@ def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, mode: str, clus
         except (ClientError, BotoCoreError) as error:
             decision = NodeDecision(Action.NONE, Outcome.FAILED, page=Page.INCIDENT,
                                     reason=f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
-            return _finish(base, fault, decision, deps, table, health_reason, cluster_state=None)
+            return _finish(base, fault, decision, deps, table, health_reason, view=None)
     if node is not None:
         base["instance_group"] = node.instance_group
-    decision, cluster_state = decide_claim_act(deps, table, mode, cluster, detail.InstanceId, fault, node,
-                                               base["incident"], event_time=event.time)
-    if fault is Fault.HEALTHY:
+    decision, view = decide_claim_act(deps, table, mode, cluster, detail.InstanceId, fault, node, base["incident"],
+                                      event_time=event.time, event_id=event.id, first_view=view)
+    if fault is Fault.HEALTHY and decision.outcome is not Outcome.DUPLICATE:
         NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
         if decision.close_incident:
             _close_replaced(table, cluster.name, detail.InstanceId, node)
-    return _finish(base, fault, decision, deps, table, health_reason, cluster_state)
+    return _finish(base, fault, decision, deps, table, health_reason, view)
+
+
+def _already_acted(event_id: str, view: NodeEventView) -> str:
+    reason = f"Event {event_id} was already handled; an event acts at most once."
+    state = view.state
+    if state is not None and state.outcome in PENDING_OUTCOMES:  # e.g. Lambda's retry of a run that died
+        reason += (f" Its {state.action} claimed at {state.acted_at:%H:%M:%S} UTC is still unconfirmed: Medic's "
+                   "reconciler settles it from the node's status (DescribeClusterNode).")
+    return reason
 
 
 def _describe_quietly(deps: Deps, cluster: str, node_id: str) -> NodeInfo | None:
@@ -124,34 +128,44 @@ def _close_replaced(table: Table, cluster: str, node_id: str, node: NodeInfo | N
 
 
 def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node_id: str, fault: Fault,
-                     node: NodeInfo | None, incident: str,
-                     event_time: datetime | None = None) -> tuple[NodeDecision, ClusterState]:
+                     node: NodeInfo | None, incident: str, event_time: datetime | None = None,
+                     event_id: str | None = None,
+                     first_view: NodeEventView | None = None) -> tuple[NodeDecision, NodeEventView]:
     """The node path the event handler and the reconciler share: decide (pure), claim, act.
 
-    The claim is written as in flight before the call and gets the call's outcome after it, so a run
-    that dies in between leaves a claim the reconciler can tell from a finished one."""
+    One `BatchGetItem` reads what the decision needs (ledger.node_event). The claim is written as in flight
+    before the call, in one transaction with the event id's claim (so an event acts at most once: a
+    redelivery finds its id claimed); a run that dies before the call's answer leaves a claim the
+    reconciler re-checks against the node's status."""
     guardrails = deps.config.guardrails_for(cluster)
     now = deps.now()
     fetched: list[ClusterInfo] = []
+    nodes, trigger = NodeStore(table), str(Trigger.NODE_HEALTH)
+    for attempt in range(CLAIM_ATTEMPTS):
+        # The handler's first read came before DescribeClusterNode: a node found in repair may be a racing
+        # run's doing just now, so read again to see its claim (the event then reads as a duplicate).
+        reuse = attempt == 0 and first_view is not None and not (node and node.status in IN_REPAIR_STATUSES)
+        view = first_view if reuse else load_node_event(table, cluster.name, node_id, trigger, event_id, now)
 
-    def cluster_info() -> ClusterInfo:
-        info = deps.hyperpod.cluster_info(cluster.name)
-        fetched.append(info)
-        return info
+        def cluster_info(view: NodeEventView = view) -> ClusterInfo:
+            if view.cluster_info is not None:  # the reconciler's DescribeCluster, minutes old at most
+                return view.cluster_info
+            info = deps.hyperpod.cluster_info(cluster.name)
+            fetched.append(info)
+            return info
 
-    nodes = NodeStore(table)
-    for _ in range(CLAIM_ATTEMPTS):
-        state, cluster_state, healthy_at = nodes.load_with_health(cluster.name, node_id)
         decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault,
-                                           node=node, state=state, cluster_state=cluster_state,
+                                           node=node, state=view.state, cluster_state=view.cluster_state,
                                            cluster_info=cluster_info, now=now, event_time=event_time,
-                                           last_healthy_at=healthy_at))
+                                           last_healthy_at=view.healthy_at, event_acted=view.event_acted))
         if decision.outcome not in (Outcome.EXECUTED, Outcome.DRY_RUN):
             break
         claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,
                           IN_FLIGHT if decision.executes else decision.outcome.value, decision.attempt, now,
                           logical_id=node.logical_id if node else None)
-        if nodes.claim(claim, state, cluster_state, reboot=decision.action is Action.REBOOT_NODE):
+        event_claim = [RequestStore(table).claim_write(trigger, event_id, now)] if event_id else []
+        if nodes.claim(claim, view.state, view.cluster_state, reboot=decision.action is Action.REBOOT_NODE,
+                       also=event_claim):
             break
         logger.info("claim race lost; re-deciding", extra={"incident": incident})
         time.sleep(random.uniform(0, 0.05))  # noqa: S311 - jitter, not cryptography
@@ -166,7 +180,7 @@ def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node
         report_node_recovery_mismatch(deps, table, mode, cluster, fetched[-1])
     if decision.executes:
         decision = act_on_claim(decision, deps, table, cluster.name, node_id)
-    return decision, cluster_state
+    return decision, view
 
 
 def report_node_recovery_mismatch(deps: Deps, table: Table, mode: str, cluster: Cluster, info: ClusterInfo,
@@ -207,91 +221,27 @@ def _mismatch_page(record: dict, region: str) -> PageText:
     return PageText(subject[:100], body)
 
 
-def act_on_claim(decision: NodeDecision, deps: Deps, table: Table, cluster: str, node_id: str) -> NodeDecision:
-    """Make the claimed call and write what came of it into the claim (the reconciler's retry too)."""
-    decision, outcome = _execute(decision, deps, cluster, node_id)
-    NodeStore(table).set_outcome(cluster, node_id, outcome)
-    return decision
-
-
-def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> tuple[NodeDecision, str]:
-    """The call; with the outcome its claim keeps in the ledger (unknown when the answer was lost)."""
-    try:
-        decided = _call(decision, deps, cluster, node_id)
-    except AMBIGUOUS_ERRORS as error:
-        # The request may have reached HyperPod: not repeated, not paged; the claim stays unknown and
-        # the next attempt (or the reconciler) re-checks the node before any new call.
-        unknown = replace(decision, outcome=Outcome.DEFERRED,
-                          reason=f"Result unknown: the {decision.action.value} call was sent but its answer was "
-                                 f"lost ({error_code(error)}); it may have gone through. Medic re-checks the node "
-                                 "(DescribeClusterNode) before any new call and never repeats it blindly.")
-        return unknown, RESULT_UNKNOWN
-    return decided, decided.outcome.value
-
-
-def _call(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> NodeDecision:
-    verb = decision.action.value
-    try:
-        result = deps.hyperpod.act(decision.action, cluster, node_id)
-    except AMBIGUOUS_ERRORS:
-        raise  # the caller records these as unknown
-    except (ClientError, BotoCoreError) as error:
-        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
-                       reason=f"{verb} call failed ({error_code(error)}): {short(str(error))}")
-    if result.accepted:
-        if result.retried:
-            return replace(decision, reason=f"{decision.reason} (accepted on the one retry after a per-node "
-                                            "InternalServerError)")
-        return decision
-    if result.repair_in_progress:
-        return replace(decision, outcome=Outcome.DEFERRED,
-                       reason=f"HyperPod reports a repair already running ({result.error_code}): "
-                              f"{short(result.message or '')}")
-    if result.error_code == INVALID_INSTANCE_STATUS:
-        return _recheck_after_invalid_status(decision, deps, cluster, node_id, result.message or "")
-    again = " (asked twice: once more after a pause, never again)" if result.retried else ""
-    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
-                   reason=f"{verb} was refused ({result.error_code}){again}: {short(result.message or '')}")
-
-
-def _recheck_after_invalid_status(decision: NodeDecision, deps: Deps, cluster: str, node_id: str,
-                                  message: str) -> NodeDecision:
-    """InvalidInstanceStatus means "a state that does not allow" the action, not that a repair runs: the
-    node's status (DescribeClusterNode) says which."""
-    verb, said = decision.action.value, short(message)
-    try:
-        node = deps.hyperpod.describe_node(cluster, node_id)
-    except (ClientError, BotoCoreError) as error:
-        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
-                       reason=f"{verb} was refused (InvalidInstanceStatus: {said}) and the node could not be "
-                              f"re-checked (DescribeClusterNode: {error_code(error)}).")
-    if node is None or node.gone:
-        return replace(decision, outcome=Outcome.IGNORED,
-                       reason=f"{verb} was refused (InvalidInstanceStatus) and the node is no longer in the cluster: "
-                              "nothing to do.")
-    if node.status in IN_REPAIR_STATUSES:
-        return replace(decision, outcome=Outcome.DEFERRED,
-                       reason=f"{verb} was refused (InvalidInstanceStatus) and the node is {node.status}: a repair "
-                              "is already in progress.")
-    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
-                   reason=f"{verb} was refused (InvalidInstanceStatus: {said}) and the node is {node.status}, not "
-                          "in repair: a human should look at it.")
-
-
 def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table, health_reason: str,
-            cluster_state: Any) -> dict:
+            view: NodeEventView | None) -> dict:
     record = complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
                        "reason": decision.reason, "attempt": decision.attempt})
     if base["mode"] != "dry_run":  # a dry run calls nothing, SNS included
         if decision.page is Page.INCIDENT:
             record["paged"] = page_incident(deps, table, record, node_page(record, health_reason, deps.region))
-        elif decision.page is Page.STORM:
-            text = storm_page(record, cluster_state, deps.region, int(STORM_WINDOW.total_seconds() // 60))
-            record["paged"] = page_cluster_summary(deps, table, record, text, STORM_WINDOW)
+        elif decision.page is Page.STORM and view is not None:
+            record["paged"] = _storm_summary(deps, table, record, view)
     return emit(record)
 
 
+def _storm_summary(deps: Deps, table: Table, record: dict, view: NodeEventView) -> bool:
+    """One summary page per cluster per window; once it is out (read with the ledger), no write at all."""
+    if view.storm_paged_at is not None and deps.now() - view.storm_paged_at < STORM_WINDOW:
+        return False
+    text = storm_page(record, view.cluster_state, deps.region, int(STORM_WINDOW.total_seconds() // 60))
+    return page_cluster_summary(deps, table, record, text, STORM_WINDOW)
+
+
 def finish_node_decision(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table,
-                         health_reason: str, cluster_state: Any) -> dict:
+                         health_reason: str, view: NodeEventView) -> dict:
     """The record (and page) of a node decision: the event path's last step, shared with the reconciler."""
-    return _finish(base, fault, decision, deps, table, health_reason, cluster_state)
+    return _finish(base, fault, decision, deps, table, health_reason, view)

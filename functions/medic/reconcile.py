@@ -8,9 +8,8 @@ did not get to, the next run (5 minutes later) picks up, since every step is ide
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -28,11 +27,9 @@ from medic.domain.reconcile import (
     FAILURE_WITHOUT_REASON,
     LONG_REPAIR_STATUSES,
     MAX_NODE_DECISIONS_PER_CLUSTER,
-    MAX_REPAIR_WATCHES_PER_CLUSTER,
     NO_HEALTH_REASON,
     RESERVE_SECONDS,
     STORM_HOLD,
-    SUMMARY_AFTER,
     PendingClaim,
     Resolution,
     ScheduleEvent,
@@ -41,28 +38,21 @@ from medic.domain.reconcile import (
     describe_claim,
     latest_actions,
     needs_recheck,
-    repair_overdue,
-    repair_since,
-    repair_statuses,
-    slow_repair_page,
-    slow_repair_reason,
-    summary_page,
+    settles_quietly,
 )
+from medic.ledger.clusters import ClusterInfoStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
+from medic.node_actions import act_on_claim
 from medic.node_remediation import (
-    act_on_claim,
     decide_claim_act,
     finish_node_decision,
     report_node_recovery_mismatch,
 )
 from medic.obs import cluster_gauges, count, logger
-from medic.paging import page_incident
-from medic.records import complete, emit, rejected
-
-# Medic's own action counts as the start of a repair a sweep finds only if it is this recent;
-# an older action was an earlier repair (the sweep in between would have seen this one).
-MEDIC_REPAIR_LINK = timedelta(minutes=15)
+from medic.reconcile_pages import SweepPages
+from medic.reconcile_repairs import sweep_repairs
+from medic.records import complete, rejected
 
 
 def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | None = None) -> dict:
@@ -85,27 +75,19 @@ def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | Non
 
 
 @dataclass
-class _Page:
-    record: dict
-    text: PageText
-    key: str  # the incident whose page claim makes this page once-only
-    after: Callable[[bool], None] = lambda paged: None
-
-
-@dataclass
 class _Sweep:
     deps: Deps
     mode: str
     run_id: str
     cluster: Cluster
     remaining: Callable[[], float]
-    pages: list[_Page] = field(default_factory=list)
     decisions: int = 0
     info: ClusterInfo | None = None
 
     def __post_init__(self) -> None:
         self.table = self.deps.table.for_mode(self.mode)
         self.node_store, self.page_store = NodeStore(self.table), PageStore(self.table)
+        self.outbox = SweepPages(self.deps, self.table, self.mode, self.cluster.name)
         self.guardrails = self.deps.config.guardrails_for(self.cluster)
         self.cooldown = timedelta(minutes=self.guardrails.node_cooldown_minutes)
         self.now = self.deps.now()
@@ -124,7 +106,7 @@ class _Sweep:
             count("ReconcileErrors")
             self.report["error"] = error_code(error)
         finally:
-            self._send_pages()
+            self.report["pages"] += self.outbox.send()
         return self.report
 
     # --- the three sweeps
@@ -134,8 +116,7 @@ class _Sweep:
         self.by_id = {node.node_id: node for node in nodes}
         failed = [node for node in nodes if node.status == FAILURE]
         self.report.update(nodes=len(nodes), failed=len(failed))
-        if failed:  # a failed node's owner (Medic or HyperPod) is the cluster's NodeRecovery: read it first
-            self._node_recovery()
+        self._snapshot_cluster()
         cluster_state = self.node_store.cluster_state(name)
         acted = latest_actions((action.node_id, action.at) for action in cluster_state.actions)
         # A replacement is a new instance under the same NodeLogicalId: Medic's action is found by either id.
@@ -159,13 +140,26 @@ class _Sweep:
                 continue  # a human already owns this node's incident
             if self.node_store.claim_failure_report(name, node.node_id, self.now, self.cooldown):
                 self._failed(node)
-        self._repairs(nodes, acted, acted_logical)
+        sweep_repairs(self, nodes, acted, acted_logical)
+
+    def _snapshot_cluster(self) -> None:
+        """DescribeCluster once per sweep, kept in the ledger for the node path (ledger.clusters): its size,
+        NodeRecovery and controller groups then cost no call of its own. A failure here only costs the node
+        path its own DescribeCluster until the next sweep."""
+        try:
+            self.info = self.deps.hyperpod.cluster_info(self.cluster.name, refresh=True)
+        except (ClientError, BotoCoreError) as error:
+            logger.warning("cluster snapshot failed", extra={"cluster": self.cluster.name,
+                                                             "error_code": error_code(error)})
+            return
+        ClusterInfoStore(self.table).save(self.cluster.name, self.info, self.now)
+        self._node_recovery_setting(self.info)  # report (or clear) a disagreement with the config
 
     def _node_recovery(self) -> str:
-        """The cluster's real NodeRecovery (DescribeCluster, cached), the config's when AWS does not say."""
+        """The cluster's real NodeRecovery (this sweep's DescribeCluster), the config's when AWS does not say."""
         if self.info is None:
             self.info = self.deps.hyperpod.cluster_info(self.cluster.name)
-            self._node_recovery_setting(self.info)  # report (or clear) a disagreement with the config
+            self._node_recovery_setting(self.info)
         return self.info.node_recovery or self.cluster.node_recovery
 
     def _node_recovery_setting(self, info: ClusterInfo) -> None:
@@ -204,6 +198,12 @@ class _Sweep:
             return
         if decision.ledger_outcome and not self.node_store.settle_claim(name, claim, decision.ledger_outcome):
             return  # settled or claimed anew meanwhile
+        if decision.resolution is Resolution.CONFIRMED and settles_quietly(claim):
+            # The usual end of a replacement: its run recorded it executed and left the claim to this sweep.
+            logger.info("replacement confirmed", extra={"cluster": name, "node_id": claim.node_id,
+                                                        "status": node.status if node else "gone"})
+            count("ClaimsConfirmed")
+            return
         self.report["confirmed" if decision.resolution is Resolution.CONFIRMED else "gave_up"] += 1
         record = complete({**fields, "outcome": decision.outcome, "reason": decision.reason})
         self._record(record, page=decision.page, text=self._claim_page(record, claim))
@@ -217,11 +217,10 @@ class _Sweep:
         self.report["failures_reported"] += 1
         name = self.cluster.name
         base = self._base(node.node_id, node)
-        decision, cluster_state = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
-                                                   Fault.UNKNOWN, node, base["incident"])
+        decision, view = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
+                                          Fault.UNKNOWN, node, base["incident"])
         if decision.page is not Page.INCIDENT:
-            finish_node_decision(base, Fault.UNKNOWN, decision, self.deps, self.table, NO_HEALTH_REASON,
-                                 cluster_state)
+            finish_node_decision(base, Fault.UNKNOWN, decision, self.deps, self.table, NO_HEALTH_REASON, view)
             return
         if decision.action is Action.NONE:  # the unknown-fault branch: say why there is no reason to read
             decision = replace(decision, reason=FAILURE_WITHOUT_REASON)
@@ -234,52 +233,6 @@ class _Sweep:
 
         self._record(record, page=True, after=after)
 
-    def _repairs(self, nodes: list[NodeInfo], acted: dict, acted_logical: dict) -> None:
-        """Repairs that take longer than the repair window page once; finished ones are forgotten."""
-        name = self.cluster.name
-        # Only a failed node's repair depends on the cluster's NodeRecovery: no DescribeCluster without one.
-        failing = any(node.status == FAILURE for node in nodes)
-        statuses = repair_statuses(self._node_recovery() if failing else "none")
-        watches = self.node_store.repair_watches(name)
-        in_repair = [node for node in nodes if node.status in statuses]
-        self.report["in_repair"] = len(in_repair)
-        writes = 0
-        for node in in_repair:
-            watch = watches.get(node.node_id)
-            if watch is None:
-                if writes >= MAX_REPAIR_WATCHES_PER_CLUSTER or self.remaining() < RESERVE_SECONDS:
-                    self.report["left_for_next_run"] += 1
-                    continue
-                medic_at = acted.get(node.node_id) or (acted_logical.get(node.logical_id) if node.logical_id else None)
-                medics = medic_at is not None and self.now - medic_at <= MEDIC_REPAIR_LINK
-                since = repair_since(None, medic_at if medics else None, self.now)
-                self.node_store.watch_repair(name, node.node_id, node.status, since, medics)
-                writes += 1
-                reported = False
-            else:
-                since, reported, medics = watch.since, watch.reported, watch.medics
-            if reported or not repair_overdue(since, self.now, self.guardrails.repair_minutes):
-                continue
-            self.report["slow_repairs"] += 1
-            base = self._base(node.node_id, node)
-            record = complete({**base, "fault": Fault.FAILED_NODES.value, "action": Action.NONE,
-                               "outcome": Outcome.DEFERRED,
-                               "reason": slow_repair_reason(node, since, self.now, self.guardrails.repair_minutes,
-                                                            medics)})
-            key = f"{base['incident']}:repair"
-
-            def after(paged: bool, node_id: str = node.node_id, key: str = key) -> None:
-                if paged or self.mode == "dry_run" or self.page_store.incident_paged(key):
-                    self.node_store.repair_reported(name, node_id, self.now)
-
-            self._record(record, page=True, key=key, text=slow_repair_page(record, self.deps.region), after=after)
-        for node_id, watch in watches.items():
-            node = self.by_id.get(node_id)
-            if node is None or node.status not in statuses:
-                self.node_store.end_repair_watch(name, node_id)
-                if watch.reported:
-                    self.page_store.release_page(f"{_incident(name, node_id)}:repair")  # a later repair pages again
-
     # --- records and pages
 
     def _room(self) -> bool:
@@ -288,6 +241,9 @@ class _Sweep:
         self.report["left_for_next_run"] += 1
         return False
 
+    def incident(self, node_id: str) -> str:
+        return _incident(self.cluster.name, node_id)
+
     def _base(self, node_id: str, node: NodeInfo | None) -> dict:
         return {"incident": _incident(self.cluster.name, node_id), "trigger": Trigger.RECONCILE,
                 "event_id": self.run_id, "cluster": self.cluster.name, "node_id": node_id,
@@ -295,52 +251,8 @@ class _Sweep:
 
     def _record(self, record: dict, *, page: bool, key: str | None = None, text: PageText | None = None,
                 after: Callable[[bool], None] = lambda paged: None) -> None:
-        """Emit now, or after the sweep's pages are sent (a dry run pages nobody)."""
-        if not page or self.mode == "dry_run":
-            after(False)
-            emit(record)
-            return
-        self.pages.append(_Page(record, text or node_page(record, NO_HEALTH_REASON, self.deps.region),
-                                key or record["incident"], after))
-
-    def _send_pages(self) -> None:
-        """One page per incident when few; one summary page when many (each incident still claimed once)."""
-        pages, self.pages = self.pages, []
-        if not pages:
-            return
-        try:
-            if len(pages) <= SUMMARY_AFTER:
-                for item in pages:
-                    item.record["paged"] = page_incident(self.deps, self.table, {**item.record, "incident": item.key},
-                                                         item.text)
-            else:
-                self._send_summary(pages)
-            for item in pages:
-                item.after(item.record["paged"])
-        except (ClientError, BotoCoreError) as error:  # the ledger failed: records still go out, unpaged
-            logger.warning("reconcile pages failed", extra={"cluster": self.cluster.name,
-                                                            "error_code": error_code(error)})
-        for item in pages:
-            self.report["pages"] += int(item.record["paged"])
-            emit(item.record)
-
-    def _send_summary(self, pages: list[_Page]) -> None:
-        claimed = [item for item in pages if self.page_store.claim_page(item.key, self.now)]
-        if not claimed:
-            return
-        records = [item.record for item in claimed]
-        text = summary_page(self.cluster.name, records, self.deps.region)
-        try:
-            self.deps.pager.page(text.subject, text.body, json.dumps({"records": records}))
-        except (ClientError, BotoCoreError) as error:
-            logger.error("page failed", extra={"cluster": self.cluster.name, "error_code": error_code(error)})
-            count("PageFailures")
-            for item in claimed:
-                self.page_store.release_page(item.key)
-            return
-        count("Pages")
-        for item in claimed:
-            item.record["paged"] = True
+        self.outbox.add(record, page=page, key=key, after=after,
+                        text=text or node_page(record, NO_HEALTH_REASON, self.deps.region))
 
 
 def node_gauges(nodes: list[NodeInfo]) -> dict[str, int]:

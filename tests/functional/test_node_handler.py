@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from medic import node_remediation
 from medic.config import parse_config
-from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
 from tests.functional.conftest import CLUSTER, CONFIG, medic_world
 from tests.helpers import hma_reason, node_event
@@ -66,26 +66,27 @@ def test_a_redelivered_event_is_a_duplicate_and_calls_nothing(medic, unhealthy_e
 
 def test_two_invocations_racing_on_one_node_make_one_call(medic, unhealthy_event):
     # Given invocation A has read the ledger and is about to claim
-    original_load = NodeStore.load_with_health
+    original_load = node_remediation.load_node_event
     racing = {"done": False, "result": None}
 
-    def load_then_let_b_win(self, cluster, node_id):
-        state = original_load(self, cluster, node_id)
+    def load_then_let_b_win(*args):
+        state = original_load(*args)
         if not racing["done"]:
             racing["done"] = True
             # B, SageMaker's second event for the same state change (another event id), runs in between
             racing["result"] = medic.handle(node_event(unhealthy_event, event_id="second-delivery"))
         return state
 
-    medic.hyperpod.node(NODE)  # A's lookup
+    # (A reads the ledger first, then looks the node up: B runs whole in between)
     medic.hyperpod.node(NODE)  # B's lookup
     medic.hyperpod.size(16)  # B's breaker check
     medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)  # B's call, the only one
-    NodeStore.load_with_health = load_then_let_b_win
+    medic.hyperpod.node(NODE)  # A's lookup
+    node_remediation.load_node_event = load_then_let_b_win
     try:
         a = medic.handle(unhealthy_event)
     finally:
-        NodeStore.load_with_health = original_load
+        node_remediation.load_node_event = original_load
     # Then B executed, A lost the conditional claim and saw B's action: one call in all
     medic.hyperpod.assert_all_called()
     assert (racing["result"]["outcome"], a["outcome"]) == ("executed", "duplicate")

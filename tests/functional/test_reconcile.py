@@ -254,22 +254,47 @@ def test_given_a_run_died_after_claiming_when_the_node_is_still_failed_then_the_
     assert (record["action"], record["outcome"], record["fault"], record["attempt"]) == (
         "replace_node", "executed", "gpu_fatal", 1)
     assert "did not finish" in record["reason"] and "retrying it once" in record["reason"]
-    assert (claim_of(world).outcome, claim_of(world).retries) == ("executed", 1)
-    # And a later run has nothing left to do
+    # (the accepted retry leaves its claim in flight, as the event path does: a sweep settles it)
+    assert (claim_of(world).outcome, claim_of(world).retries) == ("in_flight", 1)
+    # And a later run finds the node in repair: it settles the claim with no second record and no call
     listed(world, (NODE, "ShuttingDown"))
+    world.hyperpod.node(NODE, status="ShuttingDown")
     sweep(world, "2026-11-20T08:24:00Z", run="run-3")
+    world.hyperpod.assert_all_called()
     assert len(records(world)) == 1
+    assert claim_of(world).outcome == "executed"
 
 
-def test_given_a_run_died_after_claiming_when_the_node_is_in_repair_then_the_claim_is_marked_finished(
+def test_given_a_replacement_claim_in_flight_when_the_node_is_in_repair_then_it_is_settled_without_a_second_record(
         world, unhealthy_event, monkeypatch):
+    # Given a replace claimed in flight (an accepted call leaves it so; here its run died after claiming)
     die_after_claiming(world, unhealthy_event, monkeypatch)
+    # When Lambda retries the same event: it calls nothing and says the claim is unconfirmed
+    retry = world.handle(unhealthy_event)
+    assert (retry["outcome"], retry["action"]) == ("duplicate", "none")
+    assert "still unconfirmed" in retry["reason"] and "replace_node" in retry["reason"]
+    world.log.lines.clear()
+    # When the reconciler finds the node in repair
     listed(world, (NODE, "ShuttingDown"))
     world.hyperpod.node(NODE, status="ShuttingDown")
     sweep(world, "2026-11-20T08:17:00Z")
-    world.hyperpod.assert_all_called()  # no replace call
+    # Then the claim is settled as executed: no call, no page, no second remediation record
+    world.hyperpod.assert_all_called()
+    assert records(world) == [] and world.pages() == []
+    assert claim_of(world).outcome == "executed"
+
+
+def test_given_a_reboot_claim_in_flight_when_the_node_is_in_repair_then_one_record_confirms_it(
+        world, unhealthy_event, monkeypatch):
+    # Given a run died after claiming a reboot (a finished reboot settles its own claim)
+    die_after_claiming(world, node_event(unhealthy_event, reason="NvidiaErrorReboot"),
+                       monkeypatch)
+    listed(world, (NODE, "Pending"))
+    world.hyperpod.node(NODE, status="Pending")
+    sweep(world, "2026-11-20T08:17:00Z")
+    world.hyperpod.assert_all_called()  # no reboot call
     [record] = records(world)
-    assert (record["action"], record["outcome"], record["paged"]) == ("replace_node", "executed", False)
+    assert (record["action"], record["outcome"], record["paged"]) == ("reboot_node", "executed", False)
     assert "went through" in record["reason"]
     assert claim_of(world).outcome == "executed"
 
@@ -295,7 +320,7 @@ def test_given_a_run_died_after_claiming_the_node_is_blocked_only_until_the_clai
     # When the same fault is reported inside the cooldown: a duplicate, nothing called
     world.at("2026-11-20T08:44:05Z")
     world.hyperpod.node(NODE)
-    inside = world.handle(unhealthy_event)
+    inside = world.handle(node_event(unhealthy_event, event_id="inside-cooldown"))
     assert inside["outcome"] == "duplicate"
     # When it is reported after the cooldown: the claim has expired and the node is replaced
     world.at("2026-11-20T09:15:05Z")
@@ -304,7 +329,7 @@ def test_given_a_run_died_after_claiming_the_node_is_blocked_only_until_the_clai
     after = world.handle(node_event(unhealthy_event, event_id="after-cooldown", time="2026-11-20T09:15:05Z"))
     world.hyperpod.assert_all_called()
     assert (after["action"], after["outcome"]) == ("replace_node", "executed")
-    assert claim_of(world).outcome == "executed"
+    assert (claim_of(world).outcome, claim_of(world).acted_at.isoformat()) == ("in_flight", "2026-11-20T09:15:05+00:00")
 
 
 def test_given_an_unfinished_claim_expired_unseen_when_the_reconciler_runs_then_it_pages_and_does_not_retry(

@@ -69,11 +69,11 @@ class HyperPod:
             logical_id=details.get("NodeLogicalId"),
         )
 
-    def cluster_info(self, cluster: str) -> ClusterInfo:
+    def cluster_info(self, cluster: str, refresh: bool = False) -> ClusterInfo:
         """DescribeCluster's node count, NodeRecovery, NodeProvisioningMode and Slurm controller groups, from
-        one call cached briefly (they change slowly)."""
+        one call cached briefly (they change slowly); `refresh` asks AWS again (the reconciler's snapshot)."""
         cached = self._clusters.get(cluster)
-        if cached and time.monotonic() - cached[0] < CLUSTER_SIZE_TTL_SECONDS:
+        if cached and not refresh and time.monotonic() - cached[0] < CLUSTER_SIZE_TTL_SECONDS:
             return cached[1]
         response = self.client.describe_cluster(ClusterName=cluster)
         groups = response.get("InstanceGroups", [])

@@ -38,6 +38,7 @@ class NodeContext:
     now: datetime
     event_time: datetime | None = None  # the event's `time`; None: no event (the reconciler's sweep)
     last_healthy_at: datetime | None = None  # the node's latest Healthy report Medic has seen
+    event_acted: bool = False  # this event id already acted (a DLQ redrive, an archive replay, a late duplicate)
 
 
 def node_recovery(ctx: NodeContext) -> str:
@@ -66,6 +67,9 @@ class NodeDecision:
 
 
 def decide_node(ctx: NodeContext) -> NodeDecision:
+    if ctx.event_acted:
+        return NodeDecision(Action.NONE, Outcome.DUPLICATE, "This event was already handled: its id acted "
+                                                            "before, and an event acts at most once.")
     fault = ctx.fault
     state = ctx.state
     stale = _stale(ctx)

@@ -15,13 +15,16 @@ Events are best effort, so every few minutes Medic compares what HyperPod says a
    still acts on the node under the usual guardrails, since the page claim does not block actions.
 
 2. **Claims never finished.** The event path claims a node action in the ledger as ``in_flight``
-   before calling HyperPod and writes the final outcome after the call. A claim still ``in_flight``
-   after ``STALE_CLAIM`` (well beyond the 60 s a run may last) belongs to a run that died midway;
-   a claim ``unknown`` belongs to a call whose answer was lost (see 3). Either way the call may or
-   may not have reached HyperPod, so before anything else the node is re-checked with
-   DescribeClusterNode:
+   before calling HyperPod and writes the final outcome after the call, except for an accepted
+   replacement: that claim stays ``in_flight`` (one write fewer on the hot path) and a sweep settles
+   it. A claim still ``in_flight`` after ``STALE_CLAIM`` (well beyond the 60 s a run may last) is such
+   a replacement or belongs to a run that died midway; a claim ``unknown`` belongs to a call whose
+   answer was lost (see 3). Either way the call may or may not have reached HyperPod, so before
+   anything else the node is re-checked with DescribeClusterNode:
    - gone from the cluster, or in a repair status → the call went through: the claim becomes
-     ``executed`` (one record confirms it), and nothing is called again;
+     ``executed`` and nothing is called again; one record confirms it, except for an in-flight
+     replacement (``settles_quietly``), whose run already recorded it ``executed`` (a log line
+     ``replacement confirmed`` and the ``ClaimsConfirmed`` metric instead);
    - no sign of a repair yet, less than ``SETTLE`` after the claim → wait for the next sweep;
    - still ``Failure`` after ``SETTLE`` → the call did not take: retry the same action once
      (``MAX_PENDING_RETRIES``), claimed again conditionally so a racing event cannot double it;
@@ -159,9 +162,13 @@ def needs_recheck(claim: PendingClaim, now: datetime, cooldown: timedelta) -> bo
 def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mode: str) -> PendingDecision:
     """What to do with an unfinished claim, from the node's status right now (DescribeClusterNode)."""
     verb = claim.action
-    what = (f"The {verb} call at {_hhmm(claim.acted_at)} timed out with its result unknown"
-            if claim.outcome == RESULT_UNKNOWN else
-            f"The run that claimed {verb} at {_hhmm(claim.acted_at)} did not finish")
+    if claim.outcome == RESULT_UNKNOWN:
+        what = f"The {verb} call at {_hhmm(claim.acted_at)} timed out with its result unknown"
+    elif settles_quietly(claim):
+        what = (f"The {verb} claimed at {_hhmm(claim.acted_at)} is unconfirmed (its run did not finish, or HyperPod "
+                "has not started it)")
+    else:
+        what = f"The run that claimed {verb} at {_hhmm(claim.acted_at)} did not finish"
     if node is None or node.gone:  # a replaced instance is gone; its replacement has a new instance id
         return PendingDecision(Resolution.CONFIRMED, Outcome.EXECUTED,
                                f"{what}; the node is no longer in the cluster, so the {verb} took effect "
@@ -196,6 +203,12 @@ def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mo
     return PendingDecision(Resolution.RETRY, Outcome.EXECUTED,
                            f"{what}; the node is still in Failure {minutes} min later with no sign of the {verb}: "
                            "retrying it once.", None)
+
+
+def settles_quietly(claim: PendingClaim) -> bool:
+    """An in-flight replacement: its run recorded it and, the call accepted, left the claim for a sweep to settle
+    (no write after the call). Confirmed by the node's status, it is settled without a second record."""
+    return claim.outcome == IN_FLIGHT and claim.action == Action.REPLACE_NODE.value
 
 
 def covered(claim: PendingClaim | None, now: datetime, cooldown: timedelta) -> bool:

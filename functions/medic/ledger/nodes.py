@@ -50,7 +50,7 @@ class NodeStore:
     def cluster_key(self, cluster: str) -> Key:
         return self.table.key(f"cluster#{cluster}", "actions")
 
-    def _healthy_key(self, cluster: str, node_id: str) -> Key:
+    def healthy_key(self, cluster: str, node_id: str) -> Key:
         return self.table.key(f"node#{cluster}#{node_id}", "healthy")
 
     def _reported_key(self, cluster: str, node_id: str) -> Key:
@@ -67,23 +67,16 @@ class NodeStore:
 
     # reads
     def load(self, cluster: str, node_id: str) -> tuple[NodeState | None, ClusterState]:
-        """The node's last action and the cluster's recent actions, in one round trip."""
-        state, cluster_state, _ = self.load_with_health(cluster, node_id)
-        return state, cluster_state
-
-    def load_with_health(self, cluster: str, node_id: str) -> tuple[NodeState | None, ClusterState, datetime | None]:
-        """The node's last action, the cluster's recent actions and the node's last healthy report."""
-        items = self.table.batch_get([self.node_key(cluster, node_id), self.cluster_key(cluster),
-                                      self._healthy_key(cluster, node_id)], attempts=1)
+        """The node's last action and the cluster's recent actions, in one round trip (the node path reads
+        these with more in one `BatchGetItem`: ledger.node_event)."""
+        items = self.table.batch_get([self.node_key(cluster, node_id), self.cluster_key(cluster)], attempts=1)
         node_item = next((i for i in items if i["sk"]["S"] == "state"), None)
         cluster_item = next((i for i in items if i["sk"]["S"] == "actions"), None)
-        healthy_item = next((i for i in items if i["sk"]["S"] == "healthy"), None)
-        healthy_at = datetime.fromisoformat(healthy_item["at"]["S"]) if healthy_item else None
-        return _node_state(node_item), _cluster_state(cluster_item), healthy_at
+        return node_state_of(node_item), cluster_state_of(cluster_item)
 
     def cluster_state(self, cluster: str) -> ClusterState:
         """The cluster's recent node actions (the claims the reconciler re-checks)."""
-        return _cluster_state(self.table.get(self.cluster_key(cluster)))
+        return cluster_state_of(self.table.get(self.cluster_key(cluster)))
 
     def cluster_actions_since(self, cluster: str, since: datetime) -> int:
         """How many node actions Medic took on the cluster since then (its guardrail history)."""
@@ -103,11 +96,13 @@ class NodeStore:
     # writes
     def record_healthy(self, cluster: str, node_id: str, at: datetime) -> None:
         """Remember the node's latest Healthy report (by the event's time): an older event about it is stale."""
-        item = {**self._healthy_key(cluster, node_id), "at": {"S": at.isoformat()}, "expires_at": expires(at)}
+        item = {**self.healthy_key(cluster, node_id), "at": {"S": at.isoformat()}, "expires_at": expires(at)}
         self.table.put_if(item, "attribute_not_exists(pk) OR #at < :at", {":at": {"S": at.isoformat()}}, {"#at": "at"})
 
-    def claim(self, claim: NodeClaim, node: NodeState | None, cluster: ClusterState, reboot: bool) -> bool:
-        """Record the action before it is taken; False when another invocation got there first."""
+    def claim(self, claim: NodeClaim, node: NodeState | None, cluster: ClusterState, reboot: bool,
+              also: Iterable[dict] = ()) -> bool:
+        """Record the action before it is taken; False when another invocation got there first. `also`: more
+        writes of the same transaction (the event id's claim, so an event acts at most once)."""
         last_reboot = claim.at if reboot else (node.last_reboot_at if node else None)
         node_item = {
             **self.node_key(claim.cluster, claim.node_id),
@@ -144,7 +139,7 @@ class NodeStore:
             writes.append({"Put": {"TableName": name, "Item": {
                 **self._logical_key(claim.cluster, claim.logical_id), "instance_id": {"S": claim.node_id},
                 "acted_at": {"S": claim.at.isoformat()}, "expires_at": expires(claim.at)}}})
-        return self.table.transact(writes)
+        return self.table.transact([*writes, *also])
 
     def set_outcome(self, cluster: str, node_id: str, outcome: str) -> None:
         self.table.update(self.node_key(cluster, node_id), "SET outcome = :o", {":o": {"S": outcome}})
@@ -223,7 +218,7 @@ def _unchanged(version: int) -> dict:
     return {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
 
 
-def _node_state(item: dict | None) -> NodeState | None:
+def node_state_of(item: dict | None) -> NodeState | None:
     if not item:
         return None
     reboot = item.get("last_reboot_at", {}).get("S")
@@ -235,7 +230,7 @@ def _node_state(item: dict | None) -> NodeState | None:
     )
 
 
-def _cluster_state(item: dict | None) -> ClusterState:
+def cluster_state_of(item: dict | None) -> ClusterState:
     if not item:
         return ClusterState(actions=(), version=0)
     actions = tuple(

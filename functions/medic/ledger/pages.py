@@ -15,7 +15,7 @@ class PageStore:
     def __init__(self, table: Table) -> None:
         self.table = table
 
-    def _storm_key(self, cluster: str) -> Key:
+    def storm_key(self, cluster: str) -> Key:
         return self.table.key(f"cluster#{cluster}", "storm")
 
     def claim_page(self, incident: str, now: datetime) -> bool:
@@ -35,15 +35,15 @@ class PageStore:
 
     def storm_paged_at(self, cluster: str) -> datetime | None:
         """When the cluster's last guardrail summary page went out (None: never, or expired)."""
-        item = self.table.get(self._storm_key(cluster))
+        item = self.table.get(self.storm_key(cluster))
         return datetime.fromisoformat(item["paged_at"]["S"]) if item and "paged_at" in item else None
 
     def claim_storm_page(self, cluster: str, now: datetime, window: timedelta) -> bool:
         """True at most once per cluster per guardrail window."""
         return self.table.put_if(
-            {**self._storm_key(cluster), "paged_at": {"S": now.isoformat()},
+            {**self.storm_key(cluster), "paged_at": {"S": now.isoformat()},
              "expires_at": {"N": str(epoch(now + window))}},
             "attribute_not_exists(pk) OR paged_at < :cutoff", {":cutoff": {"S": (now - window).isoformat()}})
 
     def release_storm_page(self, cluster: str) -> None:
-        self.table.delete(self._storm_key(cluster))
+        self.table.delete(self.storm_key(cluster))

@@ -1,0 +1,48 @@
+"""Everything the node path reads before it decides, in one `BatchGetItem`.
+
+The node's last action and healthy report, the cluster's recent actions (nodes.NodeStore), whether
+this event id already acted (requests.RequestStore), when the cluster's last storm summary paged
+(pages.PageStore) and the reconciler's DescribeCluster snapshot (clusters.ClusterInfoStore). Each
+store keeps its own keys; this module only gathers them into one round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from medic.domain.models import ClusterInfo, ClusterState, NodeState
+from medic.ledger.clusters import ClusterInfoStore, fresh_cluster_info
+from medic.ledger.nodes import NodeStore, cluster_state_of, node_state_of
+from medic.ledger.pages import PageStore
+from medic.ledger.requests import RequestStore
+from medic.ledger.table import Table
+
+
+@dataclass(frozen=True)
+class NodeEventView:
+    state: NodeState | None
+    cluster_state: ClusterState
+    healthy_at: datetime | None
+    event_acted: bool  # this event id already acted (a redelivery, a replay)
+    storm_paged_at: datetime | None  # the cluster's last guardrail summary page
+    cluster_info: ClusterInfo | None  # the reconciler's DescribeCluster, when fresh
+
+
+def load_node_event(table: Table, cluster: str, node_id: str, trigger: str, event_id: str | None,
+                    now: datetime) -> NodeEventView:
+    nodes, pages, info = NodeStore(table), PageStore(table), ClusterInfoStore(table)
+    wanted = {"state": nodes.node_key(cluster, node_id), "actions": nodes.cluster_key(cluster),
+              "healthy": nodes.healthy_key(cluster, node_id), "storm": pages.storm_key(cluster),
+              "info": info.key(cluster)}
+    if event_id is not None:
+        wanted["event"] = RequestStore(table).claim_key(trigger, event_id)
+    by_key = {(item["pk"]["S"], item["sk"]["S"]): item for item in table.batch_get(wanted.values(), attempts=1)}
+    found = {name: by_key.get((key["pk"]["S"], key["sk"]["S"])) for name, key in wanted.items()}
+    healthy, storm = found["healthy"], found["storm"]
+    return NodeEventView(
+        state=node_state_of(found["state"]), cluster_state=cluster_state_of(found["actions"]),
+        healthy_at=datetime.fromisoformat(healthy["at"]["S"]) if healthy else None,
+        event_acted=found.get("event") is not None,
+        storm_paged_at=datetime.fromisoformat(storm["paged_at"]["S"]) if storm and "paged_at" in storm else None,
+        cluster_info=fresh_cluster_info(found["info"], now))
