@@ -428,10 +428,14 @@ class Replay:
         with time_machine.travel(when, tick=False):
             changes = self.cloudwatch.evaluate(when)
         for change in changes:
+            # Under the replay's clock, publish and receive alike: SQS drops a message older than the page
+            # queue's retention period (measured from its SentTimestamp), so read on the wall clock a
+            # notification sent at the scenario's time expires once the scenario is 14 days old.
             with time_machine.travel(when, tick=False):
                 notified = self.cloudwatch.notify(change)
+                pages = self.world.drain_pages()
             self.emit(_alarm_line(change, notified))
-            for page in self.world.drain_pages():
+            for page in pages:
                 self.emit({"kind": "page", **page})
             self.deliver_event(self.cloudwatch.event(change), when)
 
