@@ -18,6 +18,7 @@ from medic.domain.alarms import (
     AlarmSubject,
     Plan,
     Progress,
+    STALL_HISTORY,
     RecoveryWatch,
     alarm_subject,
     decide_alarm,
@@ -70,7 +71,8 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     stall = subject.kind is AlarmKind.STALL and subject.job is not None and first_delivery
     recent = None
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
-        recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps)
+        recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
+                           history=STALL_HISTORY)
     watch = since_restart = None
     if stall and detail.state.value == "OK" and open_incident is not None:
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
@@ -114,10 +116,12 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     return emit(record)
 
 
-def _progress(subject: AlarmSubject, since: datetime, until: datetime, deps: Deps) -> Progress | None:
-    """The probe's heartbeat and step over the window; None when CloudWatch cannot say (logged)."""
+def _progress(subject: AlarmSubject, since: datetime, until: datetime, deps: Deps,
+              history: timedelta | None = None) -> Progress | None:
+    """The probe's heartbeat and step over the window (and the history before it); None when CloudWatch cannot
+    say (logged)."""
     try:
-        return deps.metrics.progress(subject.job.name, since, until)
+        return deps.metrics.progress(subject.job.name, since, until, history=history)
     except (ClientError, BotoCoreError) as error:
         logger.warning("progress unavailable", extra={"alarm": subject.name, "error_code": error_code(error)})
         return None

@@ -27,3 +27,20 @@ def test_a_stall_alarm_while_the_probe_counts_steps_requeues_nothing_and_records
     assert "20 steps in the last 10 min" in record["reason"] and "step 1260" in record["reason"]
     assert result.calls["cloudwatch:GetMetricData"] == 1
     assert SEND not in result.calls and result.slurm_commands == [] and result.pages == []
+
+
+def test_a_stall_alarm_of_a_job_that_has_not_started_requeues_nothing(replay):
+    # Given llama3-70b configured and its agent alive, but the job not started: its probe never reported
+    result = replay([
+        clock(T_ALARM), {"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm",
+                                                                               "heartbeat": True}}},
+        # When its stall alarm enters ALARM (missing data is breaching for a stall alarm, so silence before the
+        # first step trips it too, as on a new deploy)
+        alarm("stall", "ALARM", T_ALARM + minutes(11)),
+    ])
+    # Then Medic read the heartbeat back over the window and the day before it (one GetMetricData), found no
+    # step ever, and left the job alone: no command, no restart spent, no page
+    assert outcomes(result) == [("none", "ignored")]
+    assert "has not started" in result.records[0]["reason"]
+    assert result.calls["cloudwatch:GetMetricData"] == 1
+    assert SEND not in result.calls and result.slurm_commands == [] and result.pages == []

@@ -35,8 +35,12 @@ def medic(aws_credentials):
 
 @pytest.fixture
 def slurm(medic, tmp_path) -> SlurmWorld:
+    """A Slurm cluster whose watched job trained (the probe counted steps) until 02:50, then went silent."""
     medic.at(ALARM_AT)
     medic.deps.metrics = TrainingMetrics(boto3.client("cloudwatch", region_name=REGION))
+    trained_until = datetime.fromisoformat(ALARM_AT) - timedelta(minutes=20)
+    probe_reports("Heartbeat", 20, trained_until)
+    probe_reports("Step", 1180, trained_until)
     return SlurmWorld(medic, tmp_path)
 
 
@@ -52,8 +56,8 @@ def alarm(name: str = f"medic-stall-{JOB}", state: str = "ALARM", at: str = "202
     return event
 
 
-def probe_reports(name: str, value: float, at: datetime, **dimensions: str) -> None:
-    dims = [{"Name": "Job", "Value": JOB}, *({"Name": k, "Value": v} for k, v in dimensions.items())]
+def probe_reports(name: str, value: float, at: datetime, job: str = JOB, **dimensions: str) -> None:
+    dims = [{"Name": "Job", "Value": job}, *({"Name": k, "Value": v} for k, v in dimensions.items())]
     boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
         {"MetricName": name, "Dimensions": dims, "Value": value, "Timestamp": at}])
 
@@ -183,6 +187,8 @@ def test_failed_nodes_page_only_when_medic_is_not_already_repairing_them(slurm):
 
 
 def test_an_eks_job_that_stalls_pages_instead_of_restarting(slurm):
+    # Given the EKS job trained until 02:50
+    probe_reports("Heartbeat", 20, datetime.fromisoformat(ALARM_AT) - timedelta(minutes=20), job="mistral-ft")
     record = respond_to_alarm(alarm("medic-stall-mistral-ft"), slurm.medic.deps)
     assert (record["outcome"], record["paged"]) == ("deferred", True)
     assert slurm.depth() == 0
@@ -296,3 +302,33 @@ def test_the_escalation_page_carries_the_incident_of_its_record(slurm):
     [page] = slurm.medic.pages()
     attached = json.loads(page["MessageAttributes"]["record"]["Value"])
     assert attached["incident"] == record["incident"] == INCIDENT
+
+
+def test_a_stall_alarm_of_a_job_that_never_reported_requeues_nothing(medic, tmp_path):
+    # Given a watched job whose probe has reported nothing in the last day (not started yet: a new deploy, a job
+    # configured before its launch), and a live agent
+    medic.at(ALARM_AT)
+    medic.deps.metrics = TrainingMetrics(boto3.client("cloudwatch", region_name=REGION))
+    world = SlurmWorld(medic, tmp_path)
+    world.heartbeat()
+    # When its stall alarm enters ALARM (silence is breaching for a stall alarm, also before the first step)
+    record = respond_to_alarm(alarm(), medic.deps)
+    # Then nothing is queued, spent or watched, and nobody is paged: silence before any step is no stall
+    assert (record["action"], record["outcome"], record["paged"]) == ("none", "ignored", False)
+    assert "no step for llama3-70b in the 24 h before the stall window" in record["reason"]
+    assert world.depth() == 0 and IncidentStore(medic.deps.table).recoveries() == []
+
+
+def test_a_stall_alarm_reads_the_window_and_the_day_before_it_in_one_call(slurm):
+    # Given the job trained until 02:50 and a live agent
+    slurm.heartbeat()
+    calls = []
+    slurm.medic.deps.metrics.client.meta.events.register(
+        "provide-client-params.cloudwatch.GetMetricData", lambda params, **_: calls.append(dict(params)))
+    # When its stall alarm fires at 03:10
+    record = respond_to_alarm(alarm(), slurm.medic.deps)
+    # Then one GetMetricData covered the day before the stall window and the window, and the job was requeued
+    [params] = calls
+    assert params["EndTime"] - params["StartTime"] == timedelta(hours=24, minutes=5)
+    assert record["outcome"] == "deferred"
+

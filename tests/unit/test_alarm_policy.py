@@ -169,3 +169,23 @@ def test_an_ok_with_steps_since_the_restart_closes_the_incident():
     decision = decide_alarm(context(state="OK", incident_open=True, watch=WATCH,
                                     progress_since_restart=Progress(steps=40, last_step=1240)))
     assert decision.close_incident
+
+
+def test_a_stall_with_no_step_in_the_window_nor_the_day_before_is_no_stall():
+    # Given the probe read back: no step in the stall window, none in the day before it
+    decision = decide_alarm(context(recent_progress=Progress(steps=0, last_step=None, steps_before=0),
+                                    stall_minutes=10))
+    # Then nothing is requeued and nobody is paged
+    assert (decision.plan, decision.action, decision.outcome, decision.page) == (
+        Plan.RECORD, Action.NONE, Outcome.IGNORED, False)
+    assert "has not started" in decision.reason
+
+
+@pytest.mark.parametrize("before", [None, 40])
+def test_a_stall_after_steps_or_with_an_unreadable_history_is_requeued(before):
+    # Given no step in the window, and steps before it (a real stall) or no history read (metrics unavailable)
+    decision = decide_alarm(context(recent_progress=Progress(steps=0, last_step=None, steps_before=before),
+                                    stall_minutes=10))
+    # Then the job is requeued as a stall
+    assert (decision.plan, decision.action) == (Plan.REQUEUE, Action.REQUEUE_JOB)
+

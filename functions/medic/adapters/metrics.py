@@ -23,15 +23,26 @@ class TrainingMetrics:
             self._client = make_client("cloudwatch")
         return self._client
 
-    def progress(self, job: str, since: datetime, until: datetime) -> Progress:
-        """Steps counted (Heartbeat Sum) and the highest step reported since ``since``."""
-        values = self._query(since, until, [
-            ("steps", self._stat(job, "Heartbeat", "Sum", since, until)),
-            ("step", self._stat(job, "Step", "Maximum", since, until)),
+    def progress(self, job: str, since: datetime, until: datetime, history: timedelta | None = None) -> Progress:
+        """Steps counted (Heartbeat Sum) and the highest step reported since ``since``; with ``history``, also the
+        steps counted in that span before ``since``: one GetMetricData call of one-minute datapoints over both,
+        split by their timestamps."""
+        if history is None:
+            values = self._query(since, until, [
+                ("steps", self._stat(job, "Heartbeat", "Sum", since, until)),
+                ("step", self._stat(job, "Step", "Maximum", since, until)),
+            ])
+            steps, last = values.get("steps", []), values.get("step", [])
+            return Progress(steps=sum(steps), last_step=max(last) if last else None)
+        start = since - history
+        stamped = self._query_stamped(start, until, [
+            ("steps", self._minutely(job, "Heartbeat", "Sum")),
+            ("step", self._minutely(job, "Step", "Maximum")),
         ])
-        steps = values.get("steps", [])
-        last = values.get("step", [])
-        return Progress(steps=sum(steps), last_step=max(last) if last else None)
+        window = [value for at, value in stamped.get("steps", []) if at >= since]
+        before = [value for at, value in stamped.get("steps", []) if at < since]
+        last = [value for at, value in stamped.get("step", []) if at >= since]
+        return Progress(steps=sum(window), last_step=max(last) if last else None, steps_before=sum(before))
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:
         values = self._query(now - lookback, now, [
@@ -68,6 +79,21 @@ class TrainingMetrics:
         return {"Metric": {"Namespace": self.namespace, "MetricName": name,
                            "Dimensions": [{"Name": "Job", "Value": job}]},
                 "Period": min(seconds, 86400), "Stat": stat}
+
+    def _minutely(self, job: str, name: str, stat: str) -> dict:
+        return {"Metric": {"Namespace": self.namespace, "MetricName": name,
+                           "Dimensions": [{"Name": "Job", "Value": job}]}, "Period": 60, "Stat": stat}
+
+    def _query_stamped(self, start: datetime, end: datetime,
+                       stats: list[tuple[str, dict]]) -> dict[str, list[tuple[datetime, float]]]:
+        """Each query's (timestamp, value) pairs: GetMetricData returns Timestamps beside Values, pairwise."""
+        queries = [{"Id": query_id, "MetricStat": stat, "ReturnData": True} for query_id, stat in stats]
+        pairs: dict[str, list[tuple[datetime, float]]] = {}
+        paginator = self.client.get_paginator("get_metric_data")
+        for page in paginator.paginate(MetricDataQueries=queries, StartTime=start, EndTime=end):
+            for result in page.get("MetricDataResults", []):
+                pairs.setdefault(result["Id"], []).extend(zip(result.get("Timestamps", []), result.get("Values", [])))
+        return pairs
 
     def _query(self, start: datetime, end: datetime, stats: list[tuple[str, dict]]) -> dict[str, list[float]]:
         queries = [{"Id": query_id, "MetricStat": stat, "ReturnData": True} for query_id, stat in stats]

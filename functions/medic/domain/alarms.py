@@ -48,6 +48,12 @@ class AlarmKind(StrEnum):
     FAILED_NODES = "failed-nodes"
 
 
+# How far before a stall window the heartbeat is read back to tell "stopped" from "never started": a day of
+# one-minute datapoints (1,440 per metric: one GetMetricData page holds up to 100,800), well inside the 15 days
+# CloudWatch keeps one-minute data.
+STALL_HISTORY_HOURS = 24
+STALL_HISTORY = timedelta(hours=STALL_HISTORY_HOURS)
+
 FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.DIVERGENCE: Fault.DIVERGED,
                  AlarmKind.SLOWDOWN: Fault.SLOWED, AlarmKind.FAILED_NODES: Fault.FAILED_NODES}
 
@@ -182,6 +188,14 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
                              f"Alarm {ctx.subject.name} is in ALARM, but the probe counted {progress.steps:.0f} steps "
                              f"in the last {ctx.stall_minutes} min (now at step {progress.last_step:.0f}): the job is "
                              "making progress; no requeue.")
+    if progress is not None and progress.steps_before == 0 and progress.steps == 0:
+        # A stall alarm treats missing data as breaching, so it also enters ALARM for a watched job that has not
+        # started yet (a new deploy, a job configured before its launch): silence before any step is no stall.
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {ctx.subject.name} is in ALARM, but the probe has reported no step for "
+                             f"{ctx.subject.job.name} in the {STALL_HISTORY_HOURS} h before the stall window either: "
+                             "the job has not started (or its probe does not report); nothing to requeue. The alarm "
+                             "goes OK at the job's first step.")
     if ctx.escalated:
         return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
                              "The last restart did not bring training back and a human was paged; Medic does not "
@@ -209,8 +223,11 @@ class RecoveryWatch:
 
 @dataclass(frozen=True)
 class Progress:
-    steps: float  # Heartbeat Sum since the restart
-    last_step: float | None  # Step Maximum since the restart
+    steps: float  # Heartbeat Sum in the window read (since the restart, or the stall window)
+    last_step: float | None  # Step Maximum in the window read
+    # Heartbeat Sum in the lookback before the window (None: not read). Zero with no steps in the window: the
+    # probe has never reported for the job in that time, so there is nothing running to requeue.
+    steps_before: float | None = None
 
 
 class Verdict(StrEnum):
