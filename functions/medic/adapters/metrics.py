@@ -92,7 +92,8 @@ class TrainingMetrics:
         paginator = self.client.get_paginator("get_metric_data")
         for page in paginator.paginate(MetricDataQueries=queries, StartTime=start, EndTime=end):
             for result in page.get("MetricDataResults", []):
-                pairs.setdefault(result["Id"], []).extend(zip(result.get("Timestamps", []), result.get("Values", [])))
+                stamps, values = result.get("Timestamps", []), result.get("Values", [])
+                pairs.setdefault(result["Id"], []).extend(zip(stamps, values, strict=True))
         return pairs
 
     def _query(self, start: datetime, end: datetime, stats: list[tuple[str, dict]]) -> dict[str, list[float]]:
