@@ -12,13 +12,13 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.deps import Deps
 from medic.domain.alarms import (
+    STALL_HISTORY,
     AlarmContext,
     AlarmKind,
     AlarmStateChangeEvent,
     AlarmSubject,
     Plan,
     Progress,
-    STALL_HISTORY,
     RecoveryWatch,
     alarm_subject,
     decide_alarm,
