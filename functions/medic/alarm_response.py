@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.deps import Deps
 from medic.domain.alarms import (
-    STALL_HISTORY,
+    PROBE_HISTORY,
     AlarmContext,
     AlarmKind,
     AlarmStateChangeEvent,
@@ -72,12 +72,12 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     recent = None
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
         recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
-                           history=STALL_HISTORY)
+                           history=PROBE_HISTORY)
     watch = since_restart = None
     if stall and detail.state.value == "OK" and open_incident is not None:
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
         if watch is not None:  # OK alone is no proof: did the job step since the restart?
-            since_restart = _progress(subject, watch.restarted_at, now, deps)
+            since_restart = _progress(subject, watch.restarted_at, now, deps, history=PROBE_HISTORY)
     decision = decide_alarm(AlarmContext(
         subject=subject, state=detail.state.value, episode_seen=not first_delivery,
         incident_open=open_incident is not None,

@@ -10,7 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
 from medic.deps import Deps
-from medic.domain.alarms import Progress, RecoveryWatch, Verdict, judge_recovery
+from medic.domain.alarms import PROBE_HISTORY, Progress, RecoveryWatch, Verdict, judge_recovery
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
 from medic.ledger.incidents import IncidentStore
@@ -25,7 +25,8 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
     records = []
     for watch in IncidentStore(deps.table).recoveries():
         try:
-            progress = deps.metrics.progress(watch.job, watch.restarted_at, now)
+            # with the day before the restart: the last checkpoint the resume point is checked against
+            progress = deps.metrics.progress(watch.job, watch.restarted_at, now, history=PROBE_HISTORY)
         except (ClientError, BotoCoreError) as error:  # next run tries again; the watch stays
             logger.warning("progress unavailable", extra={"incident": watch.incident,
                                                           "error_code": error_code(error)})
@@ -33,13 +34,15 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
         verdict = judge_recovery(watch, progress, now)
         if verdict is Verdict.WAITING:
             continue
-        records.append(_conclude(watch, verdict, progress.steps, progress.last_step, run_id, deps))
+        records.append(_conclude(watch, verdict, progress, run_id, deps))
     return records
 
 
 def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps: Deps) -> dict:
     """The stall alarm went OK while a restart was watched, and the probe counted steps since the restart
-    (``decide_alarm`` made sure): training resumed."""
+    (``decide_alarm`` made sure): training resumed, from its last checkpoint or behind it."""
+    if progress.resumed_behind:
+        return _conclude(watch, Verdict.RESUMED_BEHIND, progress, event_id, deps)
     record = complete({"incident": watch.incident, "trigger": Trigger.ALARM, "event_id": event_id,
                        "cluster": watch.cluster, "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(),
                        "attempt": watch.attempt, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
@@ -50,9 +53,9 @@ def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps
     return emit(record)
 
 
-def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: float | None, run_id: str,
-              deps: Deps) -> dict:
+def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id: str, deps: Deps) -> dict:
     table = deps.table
+    steps, last_step = progress.steps, progress.last_step
     minutes = (deps.now() - watch.restarted_at).total_seconds() / 60
     base = {"incident": watch.incident, "trigger": Trigger.RECONCILE, "event_id": run_id, "cluster": watch.cluster,
             "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(), "attempt": watch.attempt}
@@ -62,6 +65,8 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: f
                                      f"{steps:.0f} steps in {minutes:.0f} min, now at step {last_step:.0f}."})
         IncidentStore(table).end_recovery(watch.incident)
         return emit(record)
+    if verdict is Verdict.RESUMED_BEHIND:
+        return _resumed_behind(watch, progress, base, deps)
     record = complete({**base, "fault": Fault.NO_PROGRESS, "outcome": Outcome.FAILED,
                        "reason": f"No training progress {minutes:.0f} min after Medic's restart at "
                                  f"{watch.restarted_at:%H:%M} UTC; not restarting again blindly."})
@@ -72,3 +77,24 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, steps: float, last_step: f
     record["paged"] = page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery")
     IncidentStore(table).end_recovery(watch.incident)
     return emit(record)
+
+
+def _resumed_behind(watch: RecoveryWatch, progress: Progress, base: dict, deps: Deps) -> dict:
+    """Training runs again, but from below its last checkpoint (from scratch, or an older checkpoint): no restart
+    would help (the job is running); one page says what was lost, and the watch ends."""
+    resumed, checkpoint = progress.first_step or 0.0, progress.checkpoint_before or 0.0
+    lost = checkpoint - resumed
+    record = complete({**base, "fault": Fault.RESUMED_BEHIND, "outcome": Outcome.FAILED,
+                       "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC, but from "
+                                 f"step {resumed:.0f} while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} "
+                                 "steps lost. The job did not load its last checkpoint (or loaded an older one)."})
+    details = [f"Resumed from:    step {resumed:.0f}", f"Last checkpoint: step {checkpoint:.0f}",
+               f"Steps lost:      {lost:.0f}"]
+    text = alarm_page(record, f"stall alarm of {watch.job}",
+                      "The job was restarted and runs again, but not from its last checkpoint: check that it loads "
+                      "the latest checkpoint on start (path, resume flag) before the next failure.", details,
+                      deps.region)
+    record["paged"] = page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery")
+    IncidentStore(deps.table).end_recovery(watch.incident)
+    return emit(record)
+

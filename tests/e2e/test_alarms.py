@@ -60,6 +60,23 @@ def test_m_a_probe_gone_silent_fires_the_stall_alarm_medic_requeues_and_the_resu
     assert result.pages == [] and not any(r["paged"] for r in result.records)
 
 
+def test_zc_a_requeued_job_that_resumes_below_its_last_checkpoint_pages_once_with_both_numbers(replay):
+    # Given the same stall (checkpoint at step 1200), but the requeued job starts over: its first flush reports step
+    # 25 with 25 steps counted, so it resumed from step 0
+    path = SCENARIOS / "zc-stall-resumed-from-scratch.jsonl"
+    assert no_hand_written_alarm_event(path)
+    result = replay(path)
+    # Then the requeue goes as in (m), but the 03:25 recovery check finds the resume point below the checkpoint:
+    # failed, one page with both numbers and the loss; the alarm's OK then pages nothing more
+    assert transitions(result) == [(STALL, "OK", "ALARM", "03:18:00"), (STALL, "ALARM", "OK", "03:25:00")]
+    assert outcomes(result) == [*REQUEUED, ("none", "failed"), ("none", "ignored")]
+    behind = result.records[2]
+    assert (behind["fault"], behind["paged"], behind["timestamp"][11:19]) == ("resumed_behind", True, "03:25:00")
+    assert "from step 0 while the last checkpoint was step 1200: 1200 steps lost" in behind["reason"]
+    [page] = result.pages
+    assert "Resumed from:    step 0" in page["message"] and "Last checkpoint: step 1200" in page["message"]
+
+
 def test_n_no_progress_after_the_requeue_pages_once_and_the_alarm_still_in_alarm_restarts_nothing(replay):
     # Given the same stall, but the requeued job never reports a step
     path = SCENARIOS / "n-stall-no-progress.jsonl"

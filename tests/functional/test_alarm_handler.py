@@ -105,6 +105,51 @@ def test_training_that_resumes_after_the_requeue_closes_the_watch_quietly(slurm)
     assert IncidentStore(slurm.medic.deps.table).recoveries() == []
 
 
+@pytest.mark.parametrize(("resumed_at_step", "outcome"), [(1200, "recovered"), (0, "resumed_behind")])
+def test_the_resume_point_after_the_requeue_is_checked_against_the_last_checkpoint(slurm, resumed_at_step, outcome):
+    # Given the probe reported a checkpoint at step 1200 before the stall, and Medic requeued the job at 03:10
+    probe_reports("LastCheckpointStep", 1200, datetime.fromisoformat(ALARM_AT) - timedelta(minutes=20))
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    restarted = slurm.medic.clock[0]
+    # And the job steps again from 03:16, from step ``resumed_at_step`` (20 steps a minute: the probe's first flush
+    # reports step resumed_at_step + 20 and 20 steps counted)
+    for minute in range(6, 9):
+        probe_reports("Heartbeat", 20, restarted + timedelta(minutes=minute))
+        probe_reports("Step", resumed_at_step + 20 * (minute - 5), restarted + timedelta(minutes=minute))
+    # When the recovery check runs at 03:20, twice
+    slurm.medic.at("2026-11-21T03:20:00+00:00")
+    [record] = check_recoveries({"id": "run-1"}, slurm.medic.deps)
+    assert check_recoveries({"id": "run-2"}, slurm.medic.deps) == []
+    # Then from the checkpoint: recovered quietly; from below it: failed, one page with both numbers and the loss
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []
+    if outcome == "recovered":
+        assert (record["fault"], record["outcome"], record["paged"]) == ("recovered", "ignored", False)
+        assert slurm.medic.pages() == []
+        return
+    assert (record["fault"], record["outcome"], record["paged"]) == ("resumed_behind", "failed", True)
+    assert "from step 0 while the last checkpoint was step 1200: 1200 steps lost" in record["reason"]
+    [page] = slurm.medic.pages()
+    assert "Resumed from:    step 0" in page["Message"] and "Last checkpoint: step 1200" in page["Message"]
+
+
+def test_a_stall_alarm_going_ok_after_a_restart_from_scratch_pages_the_loss(slurm):
+    # Given a checkpoint at step 1200, Medic's requeue at 03:10, and the job stepping again from step 1 at 03:16
+    probe_reports("LastCheckpointStep", 1200, datetime.fromisoformat(ALARM_AT) - timedelta(minutes=20))
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    restarted = slurm.medic.clock[0]
+    probe_reports("Heartbeat", 20, restarted + timedelta(minutes=6))
+    probe_reports("Step", 21, restarted + timedelta(minutes=6))
+    # When the stall alarm goes OK at 03:18
+    slurm.medic.at("2026-11-21T03:18:00+00:00")
+    respond_to_alarm(alarm(state="OK", at="2026-11-21T03:18:00.000+0000"), slurm.medic.deps)
+    # Then the OK is no all-clear: one page says training restarted from step 1, not from the checkpoint
+    [page] = slurm.medic.pages()
+    assert "Resumed from:    step 1" in page["Message"] and "Last checkpoint: step 1200" in page["Message"]
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []
+
+
 def test_before_the_deadline_without_progress_medic_keeps_waiting(slurm):
     slurm.heartbeat()
     respond_to_alarm(alarm(), slurm.medic.deps)

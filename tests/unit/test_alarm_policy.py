@@ -127,6 +127,16 @@ def test_steps_after_the_restart_prove_recovery_even_before_the_deadline():
     assert judge_recovery(WATCH, Progress(steps=40, last_step=1240), NOW + timedelta(minutes=5)) is Verdict.RESUMED
 
 
+@pytest.mark.parametrize(("first", "checkpoint", "verdict"), [
+    (1201, 1200, Verdict.RESUMED), (1200, 1200, Verdict.RESUMED),  # from the last checkpoint: at or above it
+    (1, 1200, Verdict.RESUMED_BEHIND), (800, 1200, Verdict.RESUMED_BEHIND),  # from scratch, from an older one
+    (1, None, Verdict.RESUMED), (None, 1200, Verdict.RESUMED),  # a number missing: nothing to compare
+])
+def test_the_resume_point_is_checked_against_the_last_checkpoint_before_the_fault(first, checkpoint, verdict):
+    progress = Progress(steps=40, last_step=1240, first_step=first, checkpoint_before=checkpoint)
+    assert judge_recovery(WATCH, progress, NOW + timedelta(minutes=5)) is verdict
+
+
 def test_without_steps_medic_waits_until_the_deadline():
     assert judge_recovery(WATCH, Progress(steps=0, last_step=None), NOW + timedelta(minutes=19)) is Verdict.WAITING
 

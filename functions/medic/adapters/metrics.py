@@ -38,11 +38,23 @@ class TrainingMetrics:
         stamped = self._query_stamped(start, until, [
             ("steps", self._minutely(job, "Heartbeat", "Sum")),
             ("step", self._minutely(job, "Step", "Maximum")),
+            ("first", self._minutely(job, "Step", "Minimum")),
+            ("ckpt", self._minutely(job, "LastCheckpointStep", "Maximum")),
         ])
         window = [value for at, value in stamped.get("steps", []) if at >= since]
         before = [value for at, value in stamped.get("steps", []) if at < since]
         last = [value for at, value in stamped.get("step", []) if at >= since]
-        return Progress(steps=sum(window), last_step=max(last) if last else None, steps_before=sum(before))
+        first = min(((at, value) for at, value in stamped.get("first", []) if at >= since), default=None)
+        checkpoints = [value for at, value in stamped.get("ckpt", []) if at < since]
+        resumed_from = None
+        if first is not None:
+            # Step is the latest step at each flush: the step training resumed from is the first one reported
+            # less the steps that same flush counted (its minute's Heartbeat).
+            counted = sum(value for at, value in stamped.get("steps", []) if at == first[0])
+            resumed_from = max(0.0, first[1] - counted)
+        return Progress(steps=sum(window), last_step=max(last) if last else None, steps_before=sum(before),
+                        first_step=resumed_from,
+                        checkpoint_before=max(checkpoints) if checkpoints else None)
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:
         values = self._query(now - lookback, now, [

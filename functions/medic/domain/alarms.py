@@ -51,8 +51,8 @@ class AlarmKind(StrEnum):
 # How far before a stall window the heartbeat is read back to tell "stopped" from "never started": a day of
 # one-minute datapoints (1,440 per metric: one GetMetricData page holds up to 100,800), well inside the 15 days
 # CloudWatch keeps one-minute data.
-STALL_HISTORY_HOURS = 24
-STALL_HISTORY = timedelta(hours=STALL_HISTORY_HOURS)
+PROBE_HISTORY_HOURS = 24
+PROBE_HISTORY = timedelta(hours=PROBE_HISTORY_HOURS)
 
 FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.DIVERGENCE: Fault.DIVERGED,
                  AlarmKind.SLOWDOWN: Fault.SLOWED, AlarmKind.FAILED_NODES: Fault.FAILED_NODES}
@@ -193,7 +193,7 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         # started yet (a new deploy, a job configured before its launch): silence before any step is no stall.
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
                              f"Alarm {ctx.subject.name} is in ALARM, but the probe has reported no step for "
-                             f"{ctx.subject.job.name} in the {STALL_HISTORY_HOURS} h before the stall window either: "
+                             f"{ctx.subject.job.name} in the {PROBE_HISTORY_HOURS} h before the stall window either: "
                              "the job has not started (or its probe does not report); nothing to requeue. The alarm "
                              "goes OK at the job's first step.")
     if ctx.escalated:
@@ -228,10 +228,22 @@ class Progress:
     # Heartbeat Sum in the lookback before the window (None: not read). Zero with no steps in the window: the
     # probe has never reported for the job in that time, so there is nothing running to requeue.
     steps_before: float | None = None
+    # Read with the history too (None: not read, or nothing reported): the step training resumed from in the
+    # window (the first step reported less the steps counted with it), and the highest checkpoint step the probe
+    # reported before the window (the last checkpoint before the fault).
+    first_step: float | None = None
+    checkpoint_before: float | None = None
+
+    @property
+    def resumed_behind(self) -> bool:
+        """Training resumed below the last checkpoint before the fault: it started over, or from an older one."""
+        return (self.first_step is not None and self.checkpoint_before is not None
+                and self.first_step < self.checkpoint_before)
 
 
 class Verdict(StrEnum):
     RESUMED = "resumed"
+    RESUMED_BEHIND = "resumed_behind"  # stepping again, but from below the last checkpoint
     WAITING = "waiting"
     NO_PROGRESS = "no_progress"
 
@@ -242,9 +254,10 @@ def made_progress(progress: Progress | None) -> bool:
 
 
 def judge_recovery(watch: RecoveryWatch, progress: Progress, now: datetime) -> Verdict:
-    """Training resumed when steps were counted after the restart; past the deadline without: escalate."""
+    """Training resumed when steps were counted after the restart (from the last checkpoint, or it resumed
+    behind it); past the deadline without: escalate."""
     if made_progress(progress):
-        return Verdict.RESUMED
+        return Verdict.RESUMED_BEHIND if progress.resumed_behind else Verdict.RESUMED
     return Verdict.NO_PROGRESS if now >= watch.deadline else Verdict.WAITING
 
 

@@ -81,6 +81,8 @@ class Fault(StrEnum):
     FAILED_NODES = "failed_nodes"  # HyperPod reports failed nodes for longer than a repair takes
     RECOVERED = "recovered"  # proof of recovery: training resumed after Medic's restart
     NO_PROGRESS = "no_progress"  # proof of recovery failed: no training progress after the restart
+    # proof of recovery failed: training resumed, but below the last checkpoint (from scratch, an older checkpoint)
+    RESUMED_BEHIND = "resumed_behind"
     CAPACITY_SHORTFALL = "capacity_shortfall"  # HyperPod could not get an instance (replacement, scaling)
     LIFECYCLE_SCRIPT_FAILED = "lifecycle_script_failed"  # a node's lifecycle script failed
     REPAIR_FAILED = "repair_failed"  # a reboot or replacement did not complete
