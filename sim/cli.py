@@ -142,7 +142,26 @@ def render(title: str, expect: str, result: ReplayResult, config: Path, faults: 
         lines.append(f"   slurm on {run['cluster']}: {command} -> exit {run['exit']}{_truncate(said, 80)}")
     for page in pages:
         lines.append(f"   page: {_truncate(str(page.get('subject')), 100)}")
+    for incident in result.incidents:
+        lines.append(f"   timeline: {timeline_text(incident)}")
     return "\n".join(lines) + "\n"
+
+
+def timeline_text(incident: dict) -> str:
+    """One incident line in words: fault → detect → act → repair → resume → resolved (seconds from the fault), and
+    the work lost; a moment that never came is a dash."""
+    def after(key: str) -> str:
+        seconds = incident.get(key)
+        return "-" if seconds is None else f"+{seconds:.0f}s"
+
+    fault_at = str(incident.get("fault_at") or "")[11:19] or "?"
+    what = incident.get("node_id") or incident.get("job") or "-"
+    lost = incident.get("lost_steps")
+    work = "lost work unknown" if lost is None else (
+        f"lost {lost:.0f} steps" + (f" ({incident['lost_minutes']:g} min)" if incident.get("lost_minutes") else ""))
+    return (f"{incident.get('incident_kind')} {what} {incident.get('fault')} at {fault_at}: detect "
+            f"{after('time_to_detect_s')} -> act {after('time_to_act_s')} -> repair {after('time_to_repair_s')} -> "
+            f"resume {after('time_to_resume_s')} -> resolved {after('total_s')}; {work}")
 
 
 def _short_id(logical_id: str) -> str:

@@ -43,6 +43,7 @@ from sim.world import Function, Schedule, World
 
 HANDLER_LOGGER = "medic"  # the Powertools logger the handlers write their records through
 RECORD_MESSAGE = "remediation"
+INCIDENT_MESSAGE = "incident"  # medic.obs.emit_incident: a closed incident's timeline
 LAMBDA_RETRY_DELAYS = (timedelta(minutes=1), timedelta(minutes=2))  # async invoke retries, roughly
 AGENT_LAG = timedelta(seconds=1)  # from a command queued to the agent's run and its result on the stream
 SETTLE_ROUNDS = 10
@@ -78,6 +79,10 @@ class ReplayResult:
     @property
     def pages(self) -> list[dict]:
         return [line for line in self.lines if line["kind"] == "page"]
+
+    @property
+    def incidents(self) -> list[dict]:
+        return [line for line in self.lines if line["kind"] == "incident"]
 
     @property
     def alarms(self) -> list[dict]:
@@ -122,12 +127,17 @@ class _RecordCapture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.records: list[dict] = []
+        self.incidents: list[dict] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage() != RECORD_MESSAGE:
+        message = record.getMessage()
+        if message not in (RECORD_MESSAGE, INCIDENT_MESSAGE):
             return
         fields = {key: _plain(value) for key, value in record.__dict__.items()
                   if key not in _STANDARD_ATTRS and not key.startswith("_")}
+        if message == INCIDENT_MESSAGE:
+            self.incidents.append(fields)
+            return
         fields["timestamp"] = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         self.records.append(fields)
 
@@ -566,6 +576,10 @@ class Replay:
             self.emit({"kind": "training_job", **job})
         for record in capture.records:
             self.emit({"kind": "record", **record})
+        for incident in capture.incidents:
+            # "kind" names the line kind here: the incident's own kind (stall, node, ...) becomes incident_kind
+            fields = {("incident_kind" if key == "kind" else key): value for key, value in incident.items()}
+            self.emit({"kind": "incident", **fields})
         for page in self.world.drain_pages():
             self.emit({"kind": "page", **page})
 

@@ -96,7 +96,11 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued for the agent
             incidents.watch_recovery(RecoveryWatch(
                 incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
-                deadline=recovery_deadline(subject.job, now), attempt=record["attempt"]))
+                deadline=recovery_deadline(subject.job, now), attempt=record["attempt"],
+                fault_at=recent.last_heartbeat_at if recent else None,
+                last_step=recent.last_step_before if recent else None,
+                checkpoint_step=recent.checkpoint_before if recent else None,
+                steps_per_minute=recent.steps_per_minute_before if recent else None))
         return record
 
     record = complete({"incident": incident, "trigger": Trigger.ALARM, "event_id": event.id,

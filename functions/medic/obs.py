@@ -11,11 +11,16 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from medic.domain.models import RemediationRecord
+from medic.domain.timeline import DURATIONS, MOMENTS
 
 SERVICE = "medic"
 NAMESPACE = "Medic"
 CLUSTER_NAMESPACE = "Medic/Cluster"  # the reconciler's per-cluster gauges (dimensions Cluster, service)
-RECORD_FIELDS = frozenset(RemediationRecord.model_fields)
+INCIDENTS_NAMESPACE = "Medic/Incidents"  # one metric per incident duration (dimensions kind, cluster)
+INCIDENT_MESSAGE = "incident"
+# Fields whose null is meaningful (not applicable; a moment that never came): kept in the log line.
+RECORD_FIELDS = frozenset(RemediationRecord.model_fields) | frozenset(
+    {"kind", "node_id", *MOMENTS, *DURATIONS, "lost_steps", "lost_minutes"})
 
 
 class RecordFormatter(LambdaPowertoolsFormatter):
@@ -62,6 +67,20 @@ def emit_record(record: dict) -> None:
             metric.add_dimension(name="action", value=str(record["action"]))
             metric.add_metadata(key="cluster", value=record.get("cluster") or "-")
             metric.add_metadata(key="incident", value=record["incident"])
+
+
+def emit_incident(line: dict) -> None:
+    """One ``"message": "incident"`` log line per closed incident (its timeline), and one EMF metric per duration
+    that happened (namespace Medic/Incidents, dimensions kind and cluster) for the dashboard's p50/p99."""
+    logger.info(INCIDENT_MESSAGE, extra=line)
+    for duration in DURATIONS:
+        if line.get(duration) is None:
+            continue
+        with single_metric(name=duration, unit=MetricUnit.Seconds, value=line[duration],
+                           namespace=INCIDENTS_NAMESPACE) as metric:
+            metric.add_dimension(name="kind", value=str(line["kind"]))
+            metric.add_dimension(name="cluster", value=str(line.get("cluster") or "-"))
+            metric.add_metadata(key="incident", value=str(line["incident"]))
 
 
 def count(name: str, value: float = 1) -> None:

@@ -4,17 +4,19 @@ no further automatic restart until the stall alarm has been OK)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
 from medic.deps import Deps
-from medic.domain.alarms import PROBE_HISTORY, Progress, RecoveryWatch, Verdict, judge_recovery
+from medic.domain.alarms import PROBE_HISTORY, Progress, RecoveryWatch, Verdict, judge_recovery, made_progress
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
+from medic.domain.timeline import Timeline, incident_line
 from medic.ledger.incidents import IncidentStore
-from medic.obs import logger
+from medic.obs import emit_incident, logger
 from medic.paging import page_incident
 from medic.records import complete, emit
 
@@ -50,6 +52,7 @@ def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps
                                  f"alarm is OK again and the probe counted {progress.steps:.0f} steps since, now at "
                                  f"step {progress.last_step:.0f}."})
     IncidentStore(deps.table).end_recovery(watch.incident)
+    emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
     return emit(record)
 
 
@@ -64,6 +67,7 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
                            "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: "
                                      f"{steps:.0f} steps in {minutes:.0f} min, now at step {last_step:.0f}."})
         IncidentStore(table).end_recovery(watch.incident)
+        emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
         return emit(record)
     if verdict is Verdict.RESUMED_BEHIND:
         return _resumed_behind(watch, progress, base, deps)
@@ -76,6 +80,7 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
                       deps.region)
     record["paged"] = page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery")
     IncidentStore(table).end_recovery(watch.incident)
+    emit_incident(stall_timeline(watch, progress, resolved_at=None))  # gave up: a human owns it now
     return emit(record)
 
 
@@ -96,5 +101,18 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, base: dict, deps: 
                       deps.region)
     record["paged"] = page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery")
     IncidentStore(deps.table).end_recovery(watch.incident)
+    emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
     return emit(record)
+
+
+def stall_timeline(watch: RecoveryWatch, progress: Progress, resolved_at: datetime | None) -> dict:
+    """The stall's incident line: the fault (last heartbeat), its detection and the requeue (the alarm handler's
+    run), the first step after the restart, the end. A requeued Slurm job's running again reaches Medic only as
+    that first step: repaired_at stays null."""
+    resumed = progress.first_step_at if made_progress(progress) else None
+    return incident_line(Timeline(
+        incident=watch.incident, kind="stall", fault=Fault.STALLED.value, fault_at=watch.fault_at,
+        detected_at=watch.restarted_at, cluster=watch.cluster, job=watch.job, acted_at=watch.restarted_at,
+        resumed_at=resumed, resolved_at=resolved_at, last_step=watch.last_step,
+        checkpoint_step=watch.checkpoint_step, steps_per_minute=watch.steps_per_minute))
 

@@ -58,6 +58,16 @@ def test_m_a_probe_gone_silent_fires_the_stall_alarm_medic_requeues_and_the_resu
         "recovered", "reconcile", "03:25:00")
     assert "incident closed" in closed["reason"] and closed["timestamp"][11:19] == "03:25:00"
     assert result.pages == [] and not any(r["paged"] for r in result.records)
+    # ... and one incident line: the last heartbeat 03:05, the alarm and requeue 03:18, the first step after the
+    # restart 03:24, the recovery check 03:25; the 240 steps since the checkpoint (1440 - 1200) at 40 a minute
+    [incident] = result.incidents
+    assert (incident["incident"], incident["incident_kind"], incident["fault"]) == (INCIDENT, "stall", "stalled")
+    assert (incident["fault_at"], incident["detected_at"], incident["resumed_at"]) == (
+        "2026-11-21T03:05:00+00:00", "2026-11-21T03:18:00+00:00", "2026-11-21T03:24:00+00:00")
+    assert (incident["time_to_detect_s"], incident["time_to_act_s"], incident["time_to_resume_s"],
+            incident["total_s"]) == (13 * 60, 13 * 60, 19 * 60, 20 * 60)
+    assert (incident["lost_steps"], incident["lost_minutes"]) == (1440 - 1200, 6)
+    assert incident["repaired_at"] is None and incident["time_to_repair_s"] is None
 
 
 def test_zc_a_requeued_job_that_resumes_below_its_last_checkpoint_pages_once_with_both_numbers(replay):

@@ -41,7 +41,9 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 28
+    assert out.count("   summary: ") == len(bundled()) == 29
+    assert ("   timeline: stall llama3-70b stalled at 03:05:00: detect +780s -> act +780s -> repair - -> resume +1140s "
+            "-> resolved +1200s; lost 240 steps (6 min)") in out
     assert "time      node/job" in out
     assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out
     assert "   probe: 03:02:00 llama3-70b: Heartbeat 60, Step 1340, NonFiniteLoss 60, LastCheckpointStep 1200" in out

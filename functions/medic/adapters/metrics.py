@@ -9,6 +9,7 @@ from medic.adapters.aws import client as make_client
 from medic.domain.alarms import Progress
 
 PROBE_NAMESPACE = "Medic/Training"
+RATE_MINUTES = 30  # the job's recent step rate: its last 30 minutes with steps before the window
 MAX_NODES = 64  # a page lists the slowest nodes; more would not fit a page anyway
 
 
@@ -52,9 +53,16 @@ class TrainingMetrics:
             # less the steps that same flush counted (its minute's Heartbeat).
             counted = sum(value for at, value in stamped.get("steps", []) if at == first[0])
             resumed_from = max(0.0, first[1] - counted)
+        active = sorted((at, value) for at, value in stamped.get("steps", []) if at < since and value > 0)
+        recent = active[-RATE_MINUTES:]
+        steps_before = [value for at, value in stamped.get("step", []) if at < since]
         return Progress(steps=sum(window), last_step=max(last) if last else None, steps_before=sum(before),
                         first_step=resumed_from,
-                        checkpoint_before=max(checkpoints) if checkpoints else None)
+                        checkpoint_before=max(checkpoints) if checkpoints else None,
+                        first_step_at=first[0] if first else None,
+                        last_heartbeat_at=active[-1][0] if active else None,
+                        last_step_before=max(steps_before) if steps_before else None,
+                        steps_per_minute_before=sum(v for _, v in recent) / len(recent) if recent else None)
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:
         values = self._query(now - lookback, now, [

@@ -219,6 +219,12 @@ class RecoveryWatch:
     restarted_at: datetime
     deadline: datetime
     attempt: int
+    # The stall's timeline so far (None: not known): the last heartbeat before it, and the work since the last
+    # checkpoint then, which the restart redoes.
+    fault_at: datetime | None = None
+    last_step: float | None = None
+    checkpoint_step: float | None = None
+    steps_per_minute: float | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +239,13 @@ class Progress:
     # reported before the window (the last checkpoint before the fault).
     first_step: float | None = None
     checkpoint_before: float | None = None
+    # The incident's timeline, read with the history too: the minute of the first step in the window (training
+    # resumed), the minute of the last heartbeat before it (the fault), the last step before it, and the job's
+    # step rate over its last active minutes before it.
+    first_step_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
+    last_step_before: float | None = None
+    steps_per_minute_before: float | None = None
 
     @property
     def resumed_behind(self) -> bool:

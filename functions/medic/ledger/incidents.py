@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from medic.domain.alarms import RecoveryWatch
@@ -9,6 +10,7 @@ from medic.ledger.pages import page_key
 from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires
 
 RECOVERY_PARTITION = "recovery#watch"  # one partition: a handful of open watches at most
+TIMELINE_NUMBERS = ("last_step", "checkpoint_step", "steps_per_minute")  # RecoveryWatch's optional numbers
 
 
 class IncidentStore:
@@ -57,17 +59,23 @@ class IncidentStore:
         return self.table.exists(self._escalation_key(incident))
 
     def watch_recovery(self, watch: RecoveryWatch) -> None:
+        timeline = {name: {"N": repr(float(value))} for name in TIMELINE_NUMBERS
+                    if (value := getattr(watch, name)) is not None and math.isfinite(value)}
+        if watch.fault_at is not None:
+            timeline["fault_at"] = {"S": watch.fault_at.isoformat()}
         self.table.put({
             **self._recovery_key(watch.incident), "job": {"S": watch.job}, "cluster": {"S": watch.cluster},
             "restarted_at": {"S": watch.restarted_at.isoformat()}, "deadline": {"S": watch.deadline.isoformat()},
-            "attempt": {"N": str(watch.attempt)}, "expires_at": expires(watch.deadline, NODE_STATE_DAYS)})
+            "attempt": {"N": str(watch.attempt)}, **timeline, "expires_at": expires(watch.deadline, NODE_STATE_DAYS)})
 
     def recoveries(self) -> list[RecoveryWatch]:
         """Every open recovery watch."""
         return [RecoveryWatch(
             incident=item["sk"]["S"], job=item["job"]["S"], cluster=item["cluster"]["S"],
             restarted_at=datetime.fromisoformat(item["restarted_at"]["S"]),
-            deadline=datetime.fromisoformat(item["deadline"]["S"]), attempt=int(item["attempt"]["N"]))
+            deadline=datetime.fromisoformat(item["deadline"]["S"]), attempt=int(item["attempt"]["N"]),
+            fault_at=datetime.fromisoformat(item["fault_at"]["S"]) if "fault_at" in item else None,
+            **{name: float(item[name]["N"]) for name in TIMELINE_NUMBERS if name in item})
             for item in self.table.partition(RECOVERY_PARTITION)]
 
     def end_recovery(self, incident: str) -> None:
