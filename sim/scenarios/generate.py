@@ -356,8 +356,8 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "evaluation range); requeue_job deferred then executed; recovered at 03:25; the alarm OK at 03:25 closes; "
             "no page",
         ], [*healthy, *resumed, clock(T_ALARM + minutes(30))]),
-        "zc-stall-resumed-from-scratch.jsonl": ([
-            "title: (zc) Stall: requeued, and training resumes, but from step 0 instead of the checkpoint at 1200",
+        "zf-stall-resumed-from-scratch.jsonl": ([
+            "title: (zf) Stall: requeued, and training resumes, but from step 0 instead of the checkpoint at 1200",
             "expect: stall ALARM at 03:18, requeue_job deferred then executed; at 03:25 the recovery check finds the "
             "job stepping again from step 0 (first report 25, 25 steps counted): resumed_behind failed, one page "
             "with both numbers and the 1200 steps lost; the alarm OK at 03:25 pages nothing more",

@@ -70,10 +70,10 @@ def test_m_a_probe_gone_silent_fires_the_stall_alarm_medic_requeues_and_the_resu
     assert incident["repaired_at"] is None and incident["time_to_repair_s"] is None
 
 
-def test_zc_a_requeued_job_that_resumes_below_its_last_checkpoint_pages_once_with_both_numbers(replay):
+def test_zf_a_requeued_job_that_resumes_below_its_last_checkpoint_pages_once_with_both_numbers(replay):
     # Given the same stall (checkpoint at step 1200), but the requeued job starts over: its first flush reports step
     # 25 with 25 steps counted, so it resumed from step 0
-    path = SCENARIOS / "zc-stall-resumed-from-scratch.jsonl"
+    path = SCENARIOS / "zf-stall-resumed-from-scratch.jsonl"
     assert no_hand_written_alarm_event(path)
     result = replay(path)
     # Then the requeue goes as in (m), but the 03:25 recovery check finds the resume point below the checkpoint:
