@@ -1,9 +1,11 @@
 """The ledger (DynamoDB, pk S / sk S, TTL on `expires_at`): claims, results and heartbeats.
 
-Items the agent writes (the Lambda side reads them):
-  command#<id> / claim      written once, conditionally, before a command runs
-  command#<id> / result     status executed|failed|refused, Slurm's message, what it was for
-  agent#<cluster> / heartbeat   `at` (ISO 8601, UTC), host, version
+Items the agent writes (the Lambda side reads them), all under its own cluster's partition keys: its
+instance role may write nothing else (IAM dynamodb:LeadingKeys), and Medic trusts a result only as far as
+its key says who wrote it.
+  agent#<cluster>#command#<id> / claim    written once, conditionally, before a command runs
+  agent#<cluster>#command#<id> / result   status executed|failed, Slurm's message, what it was for
+  agent#<cluster> / heartbeat             `at` (ISO 8601, the agent's clock: for display), host, version
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ def epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def command_key(command_id: str, sk: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": f"command#{command_id}"}, "sk": {"S": sk}}
+def command_key(cluster: str, command_id: str, sk: str) -> dict[str, dict[str, str]]:
+    """The agent's own item for one command (never Medic's `command#<id>` items)."""
+    return {"pk": {"S": f"agent#{cluster}#command#{command_id}"}, "sk": {"S": sk}}
 
 
 class Ledger:
@@ -38,9 +41,9 @@ class Ledger:
             self._client = self._client_factory()
         return self._client
 
-    def claim(self, command_id: str, now: datetime, host: str) -> bool:
+    def claim(self, cluster: str, command_id: str, now: datetime, host: str) -> bool:
         """True when this agent may run the command; False when it already ran (or is running) somewhere."""
-        item = {**command_key(command_id, "claim"), "claimed_at": {"S": now.isoformat()}, "host": {"S": host},
+        item = {**command_key(cluster, command_id, "claim"), "claimed_at": {"S": now.isoformat()}, "host": {"S": host},
                 "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
         try:
             self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
@@ -54,7 +57,7 @@ class Ledger:
         """result: command_id, status, message, cluster, kind, target, incident, finished_at, and any extras."""
         fields = dict(result)
         fields["message"] = fields.get("message", "")[:MESSAGE_LIMIT]
-        item: dict[str, Any] = {**command_key(fields.pop("command_id"), "result"),
+        item: dict[str, Any] = {**command_key(fields["cluster"], fields.pop("command_id"), "result"),
                                 "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
         for name, value in fields.items():
             if isinstance(value, (list, tuple)):

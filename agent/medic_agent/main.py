@@ -157,7 +157,7 @@ class Agent:
         self.state.put(command_id, now, status="running", message_id=message.message_id)
         self.state.remember_message(message.message_id, command_id, now)
         try:
-            claimed = self.ledger.claim(command_id, now, self.host)
+            claimed = self.ledger.claim(self.cluster, command_id, now, self.host)
         except Exception:
             log.exception("could not claim the command in the ledger; left on the queue", extra={"fields": fields})
             self.state.forget(command_id, self.clock())
@@ -225,7 +225,7 @@ class Agent:
                     "target": command.target, "incident": command.incident, "issued_at": command.issued_at,
                     "host": self.host, "agent_version": __version__}
         assert refusal is not None
-        return {"command_id": refusal.command_id or "", "cluster": refusal.cluster or self.cluster,
+        return {"command_id": refusal.command_id or "", "cluster": self.cluster,
                 "kind": refusal.kind, "target": refusal.target, "incident": refusal.incident,
                 "host": self.host, "agent_version": __version__}
 

@@ -30,8 +30,10 @@ class AgentQueue(Construct):
             retention_period=Duration.days(1),
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=5),
         )
-        # The agent may take commands from its own queue and write only its cluster's heartbeat and
-        # command items (command ids are random UUIDs issued by Medic).
+        # The agent may take commands from its own queue and write only under its own cluster's partition
+        # keys: `agent#<cluster>` (heartbeat) and `agent#<cluster>#command#<id>` (claims, results). IAM cannot
+        # constrain a sort key, so Medic writes none of its items there; cluster names cannot contain `#`, so
+        # `agent#c1#command#*` never matches another cluster's keys (`agent#c1-b#...`).
         self.policy = iam.ManagedPolicy(
             self, "AgentPolicy",
             description=f"Medic agent on the {cluster} Slurm controller: its command queue and ledger items",
@@ -53,7 +55,7 @@ class AgentQueue(Construct):
                     actions=["dynamodb:PutItem"],
                     resources=[shared.table.table_arn],
                     conditions={"ForAllValues:StringLike": {
-                        "dynamodb:LeadingKeys": ["command#*", f"agent#{cluster}"]}}),
+                        "dynamodb:LeadingKeys": [f"agent#{cluster}", f"agent#{cluster}#command#*"]}}),
             ],
         )
         CfnOutput(self, "QueueUrl", value=self.queue.queue_url,
@@ -117,7 +119,8 @@ class SlurmJobRequeue(Construct):
             on_failure=sources.SqsDlq(self.results.dead_letters),
             filters=[lambda_.FilterCriteria.filter({
                 "eventName": lambda_.FilterRule.or_("INSERT", "MODIFY"),
-                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.is_equal("result")}}}})],
+                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.is_equal("result")},
+                                      "pk": {"S": lambda_.FilterRule.begins_with("agent#")}}}})],
         ))
         for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
             Validations.of(self.results.role).acknowledge(Acknowledgment(

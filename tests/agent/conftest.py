@@ -142,7 +142,7 @@ class Cluster:
         return self.spy_log.read_text().splitlines() if self.spy_log.exists() else []
 
     def result(self, body: dict) -> dict | None:
-        return result_of(self.dynamodb, self.table, body["command_id"])
+        return result_of(self.dynamodb, self.table, self.name, body["command_id"])
 
     def queue_depth(self) -> int:
         return queue_depth(self.sqs, self.queue_url)

@@ -39,8 +39,13 @@ def ledger_item(dynamodb: Any, table: str, pk: str, sk: str) -> dict | None:
     return {key: next(iter(value.values())) for key, value in item.items()}
 
 
-def result_of(dynamodb: Any, table: str, command_id: str) -> dict | None:
-    return ledger_item(dynamodb, table, f"command#{command_id}", "result")
+def agent_pk(cluster: str, command_id: str) -> str:
+    """The agent's own partition for one command (what its IAM policy lets it write)."""
+    return f"agent#{cluster}#command#{command_id}"
+
+
+def result_of(dynamodb: Any, table: str, cluster: str, command_id: str) -> dict | None:
+    return ledger_item(dynamodb, table, agent_pk(cluster, command_id), "result")
 
 
 def queue_depth(sqs: Any, queue_url: str) -> int:

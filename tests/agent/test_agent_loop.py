@@ -23,6 +23,7 @@ from moto import mock_aws
 
 from tests.agent.fakes import (
     FakeRunner,
+    agent_pk,
     canary_bin_dir,
     command_body,
     create_ledger,
@@ -77,7 +78,7 @@ class World:
         return body
 
     def result(self, body: dict) -> dict | None:
-        return result_of(self.dynamodb, self.table, body["command_id"])
+        return result_of(self.dynamodb, self.table, CLUSTER, body["command_id"])
 
     def depth(self) -> int:
         return queue_depth(self.sqs, self.queue_url)
@@ -100,7 +101,7 @@ class TestRuns:
         assert call["argv"][0] == str(world.bin_dir / "scontrol")
         assert call["shell"] is False and call["timeout"] == 5 and call["stdin"] == subprocess.DEVNULL
         # And the ledger holds the claim and the result, and the message is gone
-        assert ledger_item(world.dynamodb, world.table, f"command#{body['command_id']}", "claim") is not None
+        assert ledger_item(world.dynamodb, world.table, agent_pk(CLUSTER, body['command_id']), "claim") is not None
         result = world.result(body)
         assert result["status"] == "executed"
         assert result["message"] == "scontrol requeue 4211: exit 0"
@@ -223,7 +224,7 @@ class TestOnce:
         # Given a command that ran, and a ledger that has since lost its claim (TTL, a restored table)
         body = world.send(job_id="4211")
         world.agent().poll()
-        world.dynamodb.delete_item(TableName=world.table, Key={"pk": {"S": f"command#{body['command_id']}"},
+        world.dynamodb.delete_item(TableName=world.table, Key={"pk": {"S": agent_pk(CLUSTER, body['command_id'])},
                                                                "sk": {"S": "claim"}})
         # When it is delivered again to a restarted agent
         send(world.sqs, world.queue_url, body)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.agent.fakes import ledger_item
+from tests.agent.fakes import agent_pk, ledger_item
 
 
 def test_requeues_a_running_job_by_id(cluster):
@@ -163,7 +163,7 @@ def test_a_restarted_agent_does_not_rerun_a_command(cluster):
     cluster.send(body)
     cluster.run_agent()
     # And again after the ledger's claim is gone too (expired, restored table): the state file alone
-    cluster.dynamodb.delete_item(TableName=cluster.table, Key={"pk": {"S": f"command#{body['command_id']}"},
+    cluster.dynamodb.delete_item(TableName=cluster.table, Key={"pk": {"S": agent_pk(cluster.name, body['command_id'])},
                                                                "sk": {"S": "claim"}})
     cluster.send(body)
     cluster.run_agent()

@@ -30,8 +30,9 @@ def test_the_agent_policy_is_scoped_to_its_queue_and_its_ledger_items(raw):
     queue = next(s for s in statements if "sqs:ReceiveMessage" in s["Action"])
     assert queue["Resource"]["Fn::GetAtt"][0].startswith("SlurmJobRequeueAgentpretrainslurmQueue")
     ledger = next(s for s in statements if s["Action"] == "dynamodb:PutItem")
+    # only its own cluster's keys: never Medic's `command#<id>` items, never another cluster's
     assert ledger["Condition"] == {"ForAllValues:StringLike": {
-        "dynamodb:LeadingKeys": ["command#*", "agent#pretrain-slurm"]}}
+        "dynamodb:LeadingKeys": ["agent#pretrain-slurm", "agent#pretrain-slurm#command#*"]}}
     assert "sqs:SendMessage" not in json.dumps(statements)
 
 
@@ -71,3 +72,4 @@ def test_agent_results_reach_their_function_from_the_ledger_stream_without_block
     assert "OnFailure" in properties["DestinationConfig"]
     (pattern,) = [json.loads(f["Pattern"]) for f in properties["FilterCriteria"]["Filters"]]
     assert pattern["dynamodb"]["Keys"]["sk"]["S"] == ["result"]
+    assert pattern["dynamodb"]["Keys"]["pk"]["S"] == [{"prefix": "agent#"}]

@@ -21,6 +21,7 @@ from medic.domain.slurm import (
     RequeueJobDetail,
     heartbeat_is_fresh,
     one_line,
+    parse_agent_command_pk,
     requeue_command,
     valid_job_id,
     valid_job_name,
@@ -133,15 +134,26 @@ def test_a_request_detail_refuses_anything_unclear(change):
 
 def test_an_agent_result_reads_as_the_agent_writes_it():
     result = AgentResult.model_validate({
-        "pk": "command#6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", "sk": "result", "status": "executed",
-        "message": "scontrol requeue 4211: exit 0", "job_ids": ["4211"], "host": "ip-10-1-88-145"})
-    assert (result.command_id, result.job_ids) == ("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", ["4211"])
+        "pk": "agent#pretrain-slurm#command#6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", "sk": "result",
+        "status": "executed", "message": "scontrol requeue 4211: exit 0", "job_ids": ["4211"],
+        "host": "ip-10-1-88-145", "cluster": "another-cluster"})
+    assert (result.agent_cluster, result.command_id, result.job_ids) == (
+        "pretrain-slurm", "6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", ["4211"])
 
 
-@pytest.mark.parametrize("change", [{"status": "done"}, {"sk": "claim"}, {"pk": "command#a b"}], ids=repr)
+@pytest.mark.parametrize("change", [{"status": "done"}, {"sk": "claim"}, {"pk": "agent#c1#command#a b"},
+                                    {"pk": "command#abc"}, {"pk": "agent#c1#x#command#abc"},
+                                    {"pk": "agent#c1"}], ids=repr)
 def test_an_agent_result_with_unknown_values_does_not_parse(change):
     with pytest.raises(ValidationError):
-        AgentResult.model_validate({"pk": "command#abc", "sk": "result", "status": "executed", **change})
+        AgentResult.model_validate({"pk": "agent#c1#command#abc", "sk": "result", "status": "executed", **change})
+
+
+@pytest.mark.parametrize(("pk", "parsed"), [
+    ("agent#c1#command#abc", ("c1", "abc")), ("agent#c1-b#command#abc", ("c1-b", "abc")),
+    ("agent#c1#command#abc#x", None), ("agent#c1#b#command#abc", None), ("command#abc", None), (None, None)])
+def test_the_cluster_in_an_agent_key_is_exact(pk, parsed):
+    assert parse_agent_command_pk(pk) == parsed
 
 
 def test_slurm_output_becomes_one_short_line():

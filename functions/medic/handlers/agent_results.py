@@ -1,8 +1,8 @@
 """Lambda entry point for the ledger table's stream (NEW_IMAGE): the Slurm agents' command results.
 
-Each `command#<id>/result` item becomes the command's final remediation record; every other item
-is skipped. A record that fails (an AWS error) is reported as a batch item failure, so the stream
-retries it without blocking the records after it.
+Each `agent#<cluster>#command#<id>/result` item becomes the command's final remediation record (or a
+rejected one: command_results.py); every other item is skipped. A record that fails (an AWS error) is
+reported as a batch item failure, so the stream retries it without blocking the records after it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordMo
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from medic.command_results import record_agent_result, rejected_stream_record
 from medic.deps import dependencies
 from medic.obs import logger, tracer
-from medic.slurm_requeue import record_agent_result, rejected_stream_record
 
 # Records are parsed one by one in _record: a record the model cannot read is rejected alone,
 # it never fails the batch.

@@ -1,6 +1,8 @@
 """Agent memory: the commands Medic issued to the on-cluster agents, their final records, heartbeats.
 
-Command items are not prefixed in dry runs: a dry run never queues a command.
+Command items are not prefixed in dry runs: a dry run never queues a command. Medic writes only
+`command#<id>` items; each agent writes only under `agent#<its cluster>` (IAM's dynamodb:LeadingKeys), so
+nothing an agent writes can pass for something Medic wrote.
 """
 
 from __future__ import annotations
@@ -41,4 +43,12 @@ class AgentStore:
         """True for the first delivery of a command's result: its final record is written once."""
         return self.table.put_if(
             {**command_key(command_id, "recorded"), "recorded_at": {"S": now.isoformat()}, "expires_at": expires(now)},
+            "attribute_not_exists(pk)")
+
+    def claim_rejected_result(self, cluster: str, command_id: str, now: datetime) -> bool:
+        """True for the first delivery of a result Medic rejects. Kept apart from `recorded`: a result forged
+        by another cluster's agent must not stop the real result of the command from being recorded."""
+        return self.table.put_if(
+            {**command_key(command_id, f"rejected#{cluster}"), "recorded_at": {"S": now.isoformat()},
+             "expires_at": expires(now)},
             "attribute_not_exists(pk)")
