@@ -182,6 +182,29 @@ class SlurmWorld:
         with _agent_logs(out):
             handle.agent.ledger.heartbeat(cluster, handle.agent.clock(), handle.agent.host, __version__)
 
+    def latest_command(self) -> dict[str, str]:
+        """Medic's `command#<id>/issued` item most recently written (what a forger would have seen queued)."""
+        dynamodb = self.client("dynamodb")
+        items: list[dict] = []
+        for page in dynamodb.get_paginator("scan").paginate(
+                TableName=self.table, FilterExpression="sk = :issued AND begins_with(pk, :command)",
+                ExpressionAttributeValues={":issued": {"S": "issued"}, ":command": {"S": "command#"}}):
+            items.extend(page.get("Items", []))
+        if not items:
+            raise ValueError("Medic has issued no agent command yet")
+        latest = max(items, key=lambda item: item.get("issued_at", {}).get("S", ""))
+        return {key: value["S"] for key, value in latest.items() if "S" in value}
+
+    def forge_result(self, cluster: str, command_id: str, fields: dict[str, str], now: Any) -> None:
+        """A result written exactly as the agent of ``cluster`` writes one (its own key), for any command: what
+        a compromised controller can do with its instance role."""
+        from medic_agent.ledger import Ledger
+
+        import_agent()
+        Ledger(self.table, lambda: self.client("dynamodb")).put_result(
+            {"command_id": command_id, "host": AGENT_HOST, "agent_version": "forged", **fields, "cluster": cluster},
+            now)
+
     def drain_runs(self) -> list[dict]:
         new = self.runs[self._undrained:]
         self._undrained = len(self.runs)

