@@ -4,9 +4,9 @@ controller, against the emulated command queue and ledger, with a fake Slurm beh
 The agent runs exactly as on a controller node — parse and validate the message, claim it in the
 ledger, run ``scontrol``/``squeue`` as an argv through its own ``Slurm`` class, write the result and
 its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``: a small model of
-the cluster's jobs that answers ``scontrol requeue <id>``, ``squeue --noheader --format=%i
---name=<name>`` and ``scontrol update NodeName=.. State=FAIL Reason=Action:..`` (nothing is
-executed; the stub programs in a temporary directory exist only so the agent finds its binaries).
+the cluster's jobs that answers ``scontrol requeue <id>`` and ``squeue --noheader --format=%i
+--name=<name>`` (nothing is executed; the stub programs in a temporary directory exist only so the
+agent finds its binaries).
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ class SlurmJob:
 class SlurmCluster:
     name: str
     jobs: dict[str, SlurmJob] = field(default_factory=dict)
-    failed_nodes: dict[str, str] = field(default_factory=dict)  # node -> reason
 
 
 class FakeSlurm:
@@ -88,10 +87,6 @@ class FakeSlurm:
             name = args[2].removeprefix("--name=")
             ids = [job.job_id for job in jobs.values() if job.name == name and job.state in ACTIVE]
             return 0, "".join(f"{job_id}\n" for job_id in ids), ""
-        if program == "scontrol" and len(args) == 4 and args[0] == "update" and args[1].startswith("NodeName=") \
-                and args[2] == "State=FAIL" and args[3].startswith("Reason="):
-            self.cluster.failed_nodes[args[1].removeprefix("NodeName=")] = args[3].removeprefix("Reason=")
-            return 0, "", ""
         return 1, "", f"{program}: error: the replay's fake Slurm does not know `{' '.join(args)}`"
 
 

@@ -6,6 +6,10 @@ its key says who wrote it.
   agent#<cluster>#command#<id> / claim    written once, conditionally, before a command runs
   agent#<cluster>#command#<id> / result   status executed|failed, Slurm's message, what it was for
   agent#<cluster> / heartbeat             `at` (ISO 8601, the agent's clock: for display), host, version
+
+The claim is one transaction with a condition check on Medic's own `command#<id>/issued` item (which the
+agent may check, never write): the command runs only if Medic issued exactly this command (id, cluster,
+kind, target, incident), and only once (the claim's attribute_not_exists).
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
+from medic_agent.commands import Command
+
+CLAIMED, ALREADY_CLAIMED, NOT_ISSUED = "claimed", "already_claimed", "not_issued"
 RESULT_TTL = timedelta(days=7)
 HEARTBEAT_TTL = timedelta(days=1)
 MESSAGE_LIMIT = 1000
@@ -41,17 +48,34 @@ class Ledger:
             self._client = self._client_factory()
         return self._client
 
-    def claim(self, cluster: str, command_id: str, now: datetime, host: str) -> bool:
-        """True when this agent may run the command; False when it already ran (or is running) somewhere."""
-        item = {**command_key(cluster, command_id, "claim"), "claimed_at": {"S": now.isoformat()}, "host": {"S": host},
-                "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
+    def claim(self, command: Command, now: datetime, host: str) -> str:
+        """CLAIMED when this agent may run the command; ALREADY_CLAIMED when it already ran (or is running)
+        somewhere; NOT_ISSUED when Medic's ledger has no such command for this cluster, kind, target and
+        incident (a message Medic did not send: never run). Other errors raise (the message stays queued)."""
+        item = {**command_key(command.cluster, command.command_id, "claim"), "claimed_at": {"S": now.isoformat()},
+                "host": {"S": host}, "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
+        issued = {"pk": {"S": f"command#{command.command_id}"}, "sk": {"S": "issued"}}
+        expected = {"cluster": command.cluster, "kind": command.kind, "target": command.target,
+                    "incident": command.incident}
         try:
-            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+            self.client.transact_write_items(TransactItems=[
+                {"ConditionCheck": {
+                    "TableName": self.table, "Key": issued,
+                    "ConditionExpression": " AND ".join(f"#{name} = :{name}" for name in expected),
+                    "ExpressionAttributeNames": {f"#{name}": name for name in expected},
+                    "ExpressionAttributeValues": {f":{name}": {"S": value} for name, value in expected.items()}}},
+                {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            ])
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            codes = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]
+            if codes[:1] == ["ConditionalCheckFailed"]:
+                return NOT_ISSUED
+            if codes[1:2] == ["ConditionalCheckFailed"]:
+                return ALREADY_CLAIMED
             raise
-        return True
+        return CLAIMED
 
     def put_result(self, result: dict[str, str], now: datetime) -> None:
         """result: command_id, status, message, cluster, kind, target, incident, finished_at, and any extras."""

@@ -56,12 +56,33 @@ class AgentQueue(Construct):
                     resources=[shared.table.table_arn],
                     conditions={"ForAllValues:StringLike": {
                         "dynamodb:LeadingKeys": [f"agent#{cluster}", f"agent#{cluster}#command#*"]}}),
+                # Its claim is one TransactWriteItems: the Put above, and a ConditionCheck that Medic issued the
+                # command (`command#<id>/issued` names this cluster, kind, target, incident). A transaction is
+                # authorized per action: dynamodb:ConditionCheckItem for the check (DynamoDB Developer Guide,
+                # "Using IAM with DynamoDB transactions"). A check reads nothing back and writes nothing.
+                iam.PolicyStatement(
+                    actions=["dynamodb:ConditionCheckItem"],
+                    resources=[shared.table.table_arn],
+                    conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["command#*"]}}),
             ],
         )
         CfnOutput(self, "QueueUrl", value=self.queue.queue_url,
                   description=f"--queue-url for the medic agent on {cluster}")
         CfnOutput(self, "AgentPolicyArn", value=self.policy.managed_policy_arn,
                   description=f"attach to the {cluster} cluster's instance role")
+
+
+def allow_senders(queue: sqs.Queue, roles: list[iam.IRole]) -> None:
+    """Only Medic's functions that issue commands may put one on an agent queue: a Deny for every other
+    principal (an explicit Deny wins over any identity policy in the account that grants sqs:SendMessage)."""
+    queue.add_to_resource_policy(iam.PolicyStatement(
+        sid="OnlyMedicSends",
+        effect=iam.Effect.DENY,
+        principals=[iam.AnyPrincipal()],
+        actions=["sqs:SendMessage"],
+        resources=[queue.queue_arn],
+        conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
+    ))
 
 
 class SlurmJobRequeue(Construct):
@@ -95,6 +116,7 @@ class SlurmJobRequeue(Construct):
                 detail={"cluster": list(self.queues)}),
         )
         self.requeue.route(self.rule)
+        self.senders: list[iam.IRole] = [self.requeue.role]
 
         self.results = MedicFunction(
             self, "AgentResultsHandler",
@@ -127,3 +149,9 @@ class SlurmJobRequeue(Construct):
                 id=f"AwsSolutions::AwsSolutions-IAM5[Action::{action}]",
                 reason="CDK's grant for the stream's on-failure queue; the statement names Medic's own key only."))
 
+
+    def restrict_senders(self, *roles: iam.IRole) -> None:
+        """Every agent queue accepts SendMessage only from Medic's roles that issue commands: the requeue
+        function's and ``roles`` (the alarm handler's). Call once, after every sender exists."""
+        for agent in self.queues.values():
+            allow_senders(agent.queue, [*self.senders, *roles])

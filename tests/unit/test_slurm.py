@@ -15,7 +15,7 @@ from medic.domain.slurm import (
     COMMAND_ID,
     JOB_ID,
     JOB_NAME,
-    NODE_NAME,
+    SQUEUE_JOB_ID,
     AgentResult,
     InvalidCommand,
     RequeueJobDetail,
@@ -64,7 +64,7 @@ def test_names_with_other_characters_are_refused(value):
 
 
 @pytest.mark.parametrize("ours, theirs", [(JOB_ID, agent.JOB_ID), (JOB_NAME, agent.JOB_NAME),
-                                          (NODE_NAME, agent.NODE_NAME), (COMMAND_ID, agent.COMMAND_ID)])
+                                          (SQUEUE_JOB_ID, agent.SQUEUE_JOB_ID), (COMMAND_ID, agent.COMMAND_ID)])
 def test_the_patterns_are_the_agents_own(ours, theirs):
     # Given Medic's pattern and the agent's for the same value
     # Then they are the same pattern with the same flags (full match, ASCII)
@@ -154,6 +154,15 @@ def test_an_agent_result_with_unknown_values_does_not_parse(change):
     ("agent#c1#command#abc#x", None), ("agent#c1#b#command#abc", None), ("command#abc", None), (None, None)])
 def test_the_cluster_in_an_agent_key_is_exact(pk, parsed):
     assert parse_agent_command_pk(pk) == parsed
+
+
+@pytest.mark.parametrize("target", [{"job_id": "4211"}, {"job_name": "llama3-70b"}])
+def test_a_commands_target_is_named_as_the_agent_names_it(target):
+    # The agent's claim checks Medic's `issued` item for this exact target
+    command = requeue_command("pretrain-slurm", "job:slurm:pretrain-slurm:4211", datetime(2026, 11, 20, tzinfo=UTC),
+                              request_id="operator:e1", **target)
+    body = json.dumps(command.body())
+    assert agent.parse(body, cluster="pretrain-slurm").target == command.target
 
 
 def test_slurm_output_becomes_one_short_line():

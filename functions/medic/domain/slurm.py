@@ -22,7 +22,6 @@ from medic.domain.pages import PageText, console_link
 
 JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
 JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
-NODE_NAME = re.compile(r"ip-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
 HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
