@@ -97,6 +97,7 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
     if not AgentStore(table).claim_command_record(command_id, deps.now()):
         logger.info("agent result already recorded", extra={"command_id": command_id})
         return None
+    AgentStore(table).close_command(command_id)  # answered: the reconciler's sweep leaves it alone
     final = _final_record(result, context, cluster, record.eventID)
     if final["outcome"] == Outcome.FAILED.value and final["mode"] != "dry_run":
         text = slurm_job_page(final, context.get(DETAILS_KEY, ""), deps.region, situation="failed")

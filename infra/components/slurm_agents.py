@@ -121,7 +121,7 @@ class SlurmJobRequeue(Construct):
         self.results = MedicFunction(
             self, "AgentResultsHandler",
             handler="medic.handlers.agent_results.handler",
-            description="Medic: record the Slurm agent's command results",
+            description="Medic: record the Slurm agents' command results and heartbeats",
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,
@@ -141,7 +141,8 @@ class SlurmJobRequeue(Construct):
             on_failure=sources.SqsDlq(self.results.dead_letters),
             filters=[lambda_.FilterCriteria.filter({
                 "eventName": lambda_.FilterRule.or_("INSERT", "MODIFY"),
-                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.is_equal("result")},
+                # the agents' own items only: their results, and their heartbeats (timed here by DynamoDB)
+                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.or_("result", "heartbeat")},
                                       "pk": {"S": lambda_.FilterRule.begins_with("agent#")}}}})],
         ))
         for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):

@@ -35,8 +35,9 @@ def test_k_a_requeue_is_queued_for_the_agent_and_recorded_when_it_reports(replay
     assert executed["timestamp"] > deferred["timestamp"]  # a moment later: the agent's poll, then the stream
     assert result.calls[SEND] == 1
     assert result.pages == []
-    # Only the result item reached the results function: claims and heartbeats are filtered out
-    assert results_function(result) == 1
+    # The results function got the result and the agent's heartbeats (Medic times them by DynamoDB's clock), never
+    # its claims or Medic's own items: one invocation per heartbeat round, the result among them
+    assert results_function(result) > 1
 
 
 def test_l_a_silent_agent_means_a_page_and_nothing_queued(replay):
@@ -48,7 +49,7 @@ def test_l_a_silent_agent_means_a_page_and_nothing_queued(replay):
     assert SEND not in result.calls and result.slurm_commands == []
     assert len(result.pages) == 1
     assert "medic-agent" in result.pages[0]["message"]
-    assert results_function(result) == 0
+    assert results_function(result) == 1  # its one heartbeat, at 08:02, timed by DynamoDB
 
 
 def test_an_agent_that_never_reported_is_down_too(replay):
@@ -152,3 +153,18 @@ def test_an_agent_result_directive_is_checked(replay):
     # no such cluster; a status that is not text; nothing issued yet (the agent is down: nothing was queued)
     assert ["no Slurm agent queue" in error for error in result.errors] == [True, False, False]
     assert "'status' must be a string" in result.errors[1] and "issued no agent command" in result.errors[2]
+
+
+def test_zd_a_requeue_into_the_void_fails_at_the_deadline_refunds_the_restart_and_pages_once(replay):
+    # Given an agent that reported at 08:13:30 (by DynamoDB's clock) and died, and a requeue queued for it at 08:14:05
+    result = replay(SCENARIOS / "zd-requeue-into-the-void.jsonl")
+    # Then the requeue is deferred, and the reconciler's sweep closes it at 08:24:05 (10 minutes): failed, paged once
+    deferred, failed = result.records
+    assert (deferred["outcome"], failed["outcome"], failed["paged"], failed["trigger"]) == (
+        "deferred", "failed", True, "reconcile")
+    assert failed["incident"] == deferred["incident"] and failed["attempt"] == deferred["attempt"] == 1
+    assert failed["timestamp"].startswith("2026-11-20T08:24:05")
+    assert "never took it on" in failed["reason"] and "gave the restart back" in failed["reason"]
+    assert len(result.pages) == 1 and "journalctl -u medic-agent" in result.pages[0]["message"]
+    # And the agent, back at 08:34, does not run the withdrawn command late
+    assert result.slurm_commands == []

@@ -155,8 +155,9 @@ def world(aws_credentials: None) -> Iterator[FuzzWorld]:
     """One moto world per test function, reused by every example of its property."""
     for medic in medic_world(parse_config(FUZZ_CONFIG)):
         # A live agent: a requeue that slipped through validation would reach SendMessage (and fail the test).
-        medic.deps.table.client.put_item(TableName=TABLE, Item={
-            "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "at": {"S": NOW.isoformat()}})
+        medic.deps.table.client.put_item(TableName=TABLE, Item={  # Medic's note of it
+            "pk": {"S": f"agentseen#{CLUSTER}"}, "sk": {"S": "heartbeat"},
+            "seen_epoch": {"N": str(int(NOW.timestamp()))}})
         calls = CallLog()
         yield FuzzWorld(medic, calls, guarded_deps(medic, calls))
 
@@ -639,7 +640,7 @@ def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
 
 def claims_only(service: str, operation: str, params: dict) -> bool:
     """What recording a bad result may do: read the mode, read a command's context, claim its rejection
-    and its one page, and publish that page."""
+    and its one page, and publish that page. (And a heartbeat in the batch: Medic's note of when it arrived.)"""
     if (service, operation) in (MODE_READ, ("dynamodb", "GetItem"), ("sns", "Publish")):
         return True
     if (service, operation) != ("dynamodb", "PutItem"):
@@ -647,7 +648,7 @@ def claims_only(service: str, operation: str, params: dict) -> bool:
     item = params.get("Item", {})
     pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
     return (pk.startswith("command#") and sk.startswith("rejected#")) or (
-        pk.startswith("incident#command:") and sk == "page")
+        pk.startswith("incident#command:") and sk == "page") or (pk.startswith("agentseen#") and sk == "heartbeat")
 
 
 @EXAMPLES

@@ -213,8 +213,9 @@ class RaceWorld:
         return self.medic.pages()
 
     def heartbeat(self) -> None:
-        self.medic.deps.table.client.put_item(TableName=TABLE, Item={
-            "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "at": {"S": NOW.isoformat()}})
+        self.medic.deps.table.client.put_item(TableName=TABLE, Item={  # Medic's note of it
+            "pk": {"S": f"agentseen#{CLUSTER}"}, "sk": {"S": "heartbeat"},
+            "seen_epoch": {"N": str(int(NOW.timestamp()))}})
 
 
 NODES = {f"i-0{index:016x}": WORKERS for index in range(1, 65)}

@@ -25,6 +25,11 @@ JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
 HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
+# Heartbeats are timed by DynamoDB (the stream record's ApproximateCreationDateTime), not by the agent: only the
+# skew between DynamoDB's and Lambda's clocks (both AWS's) is tolerated, never an agent's clock running ahead.
+CLOCK_TOLERANCE = timedelta(minutes=1)
+# An issued command without a result after this long is closed as failed by the reconciler's sweep.
+COMMAND_DEADLINE = timedelta(minutes=10)
 # What the agent writes as a command's result status.
 RESULT_STATUSES = ("executed", "failed", "refused")
 
@@ -186,8 +191,18 @@ def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str |
                         issued_at=now, job_id=job_id, job_name=job_name)
 
 
-def heartbeat_is_fresh(last_heartbeat: datetime | None, now: datetime) -> bool:
-    return last_heartbeat is not None and now - last_heartbeat <= HEARTBEAT_STALE_AFTER
+def heartbeat_is_fresh(seen_at: datetime | None, now: datetime) -> bool:
+    """``seen_at``: when DynamoDB wrote the agent's last heartbeat (Medic's clock, never the agent's)."""
+    return seen_at is not None and -CLOCK_TOLERANCE <= now - seen_at <= HEARTBEAT_STALE_AFTER
+
+
+AGENT_HEARTBEAT_PK = re.compile(r"agent#([a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62})", re.ASCII)
+
+
+def parse_agent_heartbeat_pk(pk: Any) -> str | None:
+    """`agent#<cluster>` (the key of an agent's heartbeat) → the cluster; None for any other key."""
+    found = AGENT_HEARTBEAT_PK.fullmatch(pk) if isinstance(pk, str) else None
+    return found.group(1) if found else None
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -201,6 +216,9 @@ SLURM_NEXT_STEP = {
                   "journalctl -u medic-agent), then requeue the job by hand if it still needs it.",
     "gave_up": "The job keeps failing: find out why before requeueing it by hand (scontrol requeue <id>).",
     "failed": "Check the job in Slurm (squeue, sacct) and requeue it by hand if it still needs it.",
+    "no_result": "The agent did not report: check medic-agent on the controller node (systemctl status "
+                 "medic-agent; journalctl -u medic-agent) and the job in Slurm (squeue, sacct); requeue it by hand "
+                 "if it still needs it.",
 }
 
 
