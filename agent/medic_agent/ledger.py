@@ -9,7 +9,7 @@ its key says who wrote it.
 
 The claim is one transaction with a condition check on Medic's own `command#<id>/issued` item (which the
 agent may check, never write): the command runs only if Medic issued exactly this command (id, cluster,
-kind, target, incident), and only once (the claim's attribute_not_exists).
+kind, target, incident) and has not withdrawn it, and only once (the claim's attribute_not_exists).
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ class Ledger:
             self.client.transact_write_items(TransactItems=[
                 {"ConditionCheck": {
                     "TableName": self.table, "Key": issued,
-                    "ConditionExpression": " AND ".join(f"#{name} = :{name}" for name in expected),
+                    # Medic withdraws a command it gave up on (no result by its deadline): it never runs late.
+                    "ConditionExpression": " AND ".join([*(f"#{name} = :{name}" for name in expected),
+                                                         "attribute_not_exists(withdrawn_at)"]),
                     "ExpressionAttributeNames": {f"#{name}": name for name in expected},
                     "ExpressionAttributeValues": {f":{name}": {"S": value} for name, value in expected.items()}}},
                 {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},

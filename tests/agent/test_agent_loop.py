@@ -211,6 +211,15 @@ class TestRefuses:
         world.agent().poll()
         assert world.runner.calls == []
 
+    def test_a_command_medic_withdrew_is_not_run(self, world):
+        # Given a command Medic issued and then withdrew (no result by its deadline: the sweep closed it as failed)
+        body = world.send(issued=False, job_id="4211")
+        issue(world.dynamodb, world.table, body, withdrawn_at="2026-12-02T18:10:00+00:00")
+        # When the agent finally polls
+        world.agent().poll()
+        # Then it does not run it late, and writes nothing
+        assert world.runner.calls == [] and world.result(body) is None and world.depth() == 0
+
     @pytest.mark.parametrize("change", [{"cluster": "another-cluster"}, {"kind": "fail_node"},
                                         {"target": "4212"}, {"incident": "job:slurm:pretrain-slurm:4212"}],
                              ids=lambda change: next(iter(change)))

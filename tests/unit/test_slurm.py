@@ -115,6 +115,13 @@ def test_no_heartbeat_is_stale():
     assert heartbeat_is_fresh(None, NOW) is False
 
 
+@pytest.mark.parametrize("ahead, fresh", [(timedelta(seconds=59), True), (timedelta(minutes=1), True),
+                                          (timedelta(minutes=1, seconds=1), False), (timedelta(hours=1), False)])
+def test_a_heartbeat_time_in_the_future_is_not_trusted_beyond_clock_skew(ahead, fresh):
+    # The time is DynamoDB's (when it wrote the heartbeat): only the skew between AWS clocks is tolerated
+    assert heartbeat_is_fresh(NOW + ahead, NOW) is fresh
+
+
 def test_a_request_detail_names_one_job():
     detail = RequeueJobDetail.model_validate({"cluster": "pretrain-slurm", "job_id": "4211", "reason": "hang"})
     assert (detail.job, detail.job_name) == ("4211", None)
