@@ -299,10 +299,16 @@ class Replay:
 
     def _directive_agent(self, value: Any) -> None:
         if not isinstance(value, dict):
-            raise ValueError("expected {\"cluster\": ..., \"heartbeat\": true | false | \"<ISO time>\"}")
+            raise ValueError("expected {\"cluster\": ..., \"heartbeat\": true | false | \"<ISO time>\", "
+                             "\"clock_ahead\": \"+1h\"}")
         cluster = self._slurm_cluster(value)
         beat = value.get("heartbeat", True)
         handle = self.world.slurm.agent(cluster)
+        if "clock_ahead" in value:  # the controller's clock runs ahead of AWS's (its heartbeats' `at` too)
+            ahead = RELATIVE.match(value["clock_ahead"].strip()) if isinstance(value["clock_ahead"], str) else None
+            if ahead is None:
+                raise ValueError(f"'clock_ahead' must be like \"+1h\" (got {value['clock_ahead']!r})")
+            self.world.slurm.set_clock_ahead(cluster, int(ahead.group(1)) * RELATIVE_UNIT[ahead.group(2)])
         if isinstance(beat, bool):
             handle.running = beat  # a running agent reports and polls at every event from now on
             return

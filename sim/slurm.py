@@ -169,6 +169,12 @@ class SlurmWorld:
                 handled += handle.agent.poll()
         return handled > 0
 
+    def set_clock_ahead(self, cluster: str, ahead: Any) -> None:
+        """The agent's clock (what it writes as its heartbeat's `at`) runs ``ahead`` of the replay's."""
+        from datetime import UTC, datetime
+
+        self.agent(cluster).agent.clock = lambda: datetime.now(UTC) + ahead
+
     def heartbeat_at(self, cluster: str, out: TextIO) -> None:
         """The agent's own heartbeat write, at the current (replay) time."""
         from medic_agent import __version__

@@ -317,6 +317,14 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             {"sim": {"advance": "+20m"}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             {"sim": {"advance": "+1m"}}]),
+        "ze-agent-clock-ahead.jsonl": ([
+            "title: (ze) Slurm: the agent's clock runs an hour ahead, and it died at 08:02",
+            "expect: its last heartbeat says 09:02 by its own clock, but DynamoDB wrote it at 08:02: requeue_job "
+            "failed, nothing queued, one page to check the agent",
+        ], [{"sim": {"slurm_job": SLURM_JOB}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z",
+                               "clock_ahead": "+1h"}}},
+            requeue_request(event_id="5e4d3c2b-1a09-4f8e-8d7c-6b5a49382716")]),
     }
 
 

@@ -41,7 +41,7 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 30
+    assert out.count("   summary: ") == len(bundled()) == 31
     assert "time      node/job" in out
     assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out
     assert "   probe: 03:02:00 llama3-70b: Heartbeat 60, Step 1340, NonFiniteLoss 60, LastCheckpointStep 1200" in out

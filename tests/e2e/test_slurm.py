@@ -168,3 +168,17 @@ def test_zd_a_requeue_into_the_void_fails_at_the_deadline_refunds_the_restart_an
     assert len(result.pages) == 1 and "journalctl -u medic-agent" in result.pages[0]["message"]
     # And the agent, back at 08:34, does not run the withdrawn command late
     assert result.slurm_commands == []
+
+
+def test_ze_an_agent_whose_clock_runs_ahead_is_judged_by_dynamodbs_clock(replay):
+    # Given an agent an hour ahead (its last heartbeat's `at` says 09:02) that died at 08:02, and a request at 08:14
+    result = replay(SCENARIOS / "ze-agent-clock-ahead.jsonl")
+    # Then Medic sees a heartbeat 12 minutes old (when DynamoDB wrote it): nothing queued, one page, no void
+    assert [(r["action"], r["outcome"], r["paged"]) for r in result.records] == [("requeue_job", "failed", True)]
+    assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in result.records[0]["reason"]
+    assert SEND not in result.calls and result.slurm_commands == []
+
+
+def test_an_agent_clock_ahead_directive_is_checked(replay):
+    result = replay([{"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True, "clock_ahead": "an hour"}}}])
+    assert len(result.errors) == 1 and "'clock_ahead' must be like" in result.errors[0]
