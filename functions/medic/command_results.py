@@ -4,9 +4,10 @@ Medic issued.
 An agent writes only under its own cluster's keys (IAM: dynamodb:LeadingKeys), so the key of a result
 item says which cluster's agent wrote it, and nothing else in the item is trusted: the incident, job and
 attempt of the final record come from Medic's own `command#<id>/issued`. A result Medic cannot match to a
-command it issued to that cluster, of that kind, for that target and incident, is `rejected`: recorded and
-paged once under its own incident (`command:<cluster>:<id>`), never `executed`, and it never touches the
-incident of the command it names (that one still pages when its own command fails or times out).
+command it issued to that cluster, of that kind, for that target and incident, is `rejected`: recorded under
+its own incident (`command:<cluster>:<id>`) and paged (once per cluster: rejected_page_claim), never
+`executed`, and it never touches the incident of the command it names (that one still pages when its own
+command fails or times out).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream h
     from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 
 QUOTED_LIMIT = 200  # an agent's free text in a reason: one line, quoted, at most this long
+
+
+def rejected_page_claim(cluster: str) -> str:
+    """The one page for results rejected from a cluster's agent (its claim: `incident#agent:<cluster>:rejected`)."""
+    return f"agent:{cluster}:rejected"
 
 
 def is_command_result(record: DynamoDBStreamRecordModel) -> bool:
@@ -120,8 +126,10 @@ def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, sai
                        "action": Action.NONE, "outcome": Outcome.REJECTED, "reason": short(reason, 500),
                        "mode": deps.mode.current()})
     # A page in every mode: this is not an action Medic takes but a sign the cluster's controller is not
-    # behaving as Medic's agent does.
-    record["paged"] = page_incident(deps, deps.table, record, forged_result_page(record, deps.region))
+    # behaving as Medic's agent does. One page per cluster (until it expires, 7 days), not per forged id: a
+    # compromised controller cannot flood the on-call with pages; every rejection is still recorded.
+    record["paged"] = page_incident(deps, deps.table, record, forged_result_page(record, deps.region),
+                                    claim=rejected_page_claim(cluster))
     return emit(record)
 
 

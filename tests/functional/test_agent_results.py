@@ -246,6 +246,26 @@ def test_forged_result_for_a_command_medic_never_issued_is_rejected_and_paged_on
     assert (record["outcome"], record["action"], record["paged"]) == ("rejected", "none", True)
     assert "never issued" in record["reason"]
     assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
+    assert len(slurm.medic.pages()) == 1
+
+
+def test_a_flood_of_forged_results_pages_once_per_cluster_and_records_each(slurm):
+    # Given a compromised controller writing results for 20 made-up command ids
+    event = load_event("ledger-stream-agent-result")
+    record = event["Records"][1]
+    flood = []
+    for index in range(20):
+        forged_record = copy.deepcopy(record)
+        pk = f"agent#{CLUSTER}#command#0b9e4d2c-5a8f-4e71-b3c6-{index:012d}"
+        forged_record["dynamodb"]["Keys"]["pk"]["S"] = forged_record["dynamodb"]["NewImage"]["pk"]["S"] = pk
+        forged_record["dynamodb"]["SequenceNumber"] = f"44215846000000000174504{index:05d}"
+        flood.append(forged_record)
+    # When they arrive
+    _, records = deliver(slurm, {"Records": flood})
+    # Then each is recorded as rejected, and the on-call gets one page, not twenty
+    assert [r["outcome"] for r in records] == ["rejected"] * 20
+    assert [r["paged"] for r in records] == [True] + [False] * 19
+    assert len(slurm.medic.pages()) == 1
 
 
 @pytest.mark.parametrize("change", [{"incident": "job:slurm:pretrain-slurm:9999"}, {"kind": "fail_node"},

@@ -634,7 +634,7 @@ def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
             continue
         cluster, command = parsed
         for pk, sk in ((f"command#{command}", f"rejected#{cluster}"), (f"command#{command}", "recorded"),
-                       (f"incident#command:{cluster}:{command}", "page")):
+                       (f"incident#agent:{cluster}:rejected", "page")):
             world.medic.deps.table.client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}})
 
 
@@ -648,7 +648,7 @@ def claims_only(service: str, operation: str, params: dict) -> bool:
     item = params.get("Item", {})
     pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
     return (pk.startswith("command#") and sk.startswith("rejected#")) or (
-        pk.startswith("incident#command:") and sk == "page") or (pk.startswith("agentseen#") and sk == "heartbeat")
+        pk.startswith("incident#agent:") and sk == "page") or (pk.startswith("agentseen#") and sk == "heartbeat")
 
 
 @EXAMPLES
