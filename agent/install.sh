@@ -20,7 +20,6 @@ CLUSTER=""
 QUEUE_URL=""
 TABLE=""
 REGION=""
-NODE_PATTERN=""
 NODE_ADDRESS=""
 SOURCE="$SCRIPT_DIR"
 WHEELHOUSE=""
@@ -43,7 +42,6 @@ Options:
   --queue-url URL           the cluster's Medic command queue (required)
   --table NAME              Medic's ledger table (required)
   --region REGION           AWS region (required)
-  --node-pattern REGEX      also accept node names matching REGEX (default: ip-a-b-c-d only)
   --node-address ADDR       this node's address as listed in the resource config (default: detected)
   --source PATH             agent package directory or wheel (default: this script's directory)
   --wheelhouse DIR          install offline from DIR (pip --no-index --find-links DIR)
@@ -65,7 +63,6 @@ while [[ $# -gt 0 ]]; do
         --queue-url) need_value "$@"; QUEUE_URL="$2"; shift 2 ;;
         --table) need_value "$@"; TABLE="$2"; shift 2 ;;
         --region) need_value "$@"; REGION="$2"; shift 2 ;;
-        --node-pattern) need_value "$@"; NODE_PATTERN="$2"; shift 2 ;;
         --node-address) need_value "$@"; NODE_ADDRESS="$2"; shift 2 ;;
         --source) need_value "$@"; SOURCE="$2"; shift 2 ;;
         --wheelhouse) need_value "$@"; WHEELHOUSE="$2"; shift 2 ;;
@@ -89,9 +86,6 @@ matches "$QUEUE_URL" '^https://[A-Za-z0-9.-]+(:[0-9]+)?/[0-9]{12}/[A-Za-z0-9_-]{
     || die "--queue-url must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)"
 matches "$TABLE" '^[A-Za-z0-9_.-]{3,255}$' || die "--table must be a DynamoDB table name"
 matches "$REGION" '^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$' || die "--region must be an AWS region"
-if [[ -n "$NODE_PATTERN" ]]; then
-    matches "$NODE_PATTERN" "^[^'[:cntrl:]]{1,200}\$" || die "--node-pattern may not contain quotes or control characters"
-fi
 for path_option in "--prefix=$PREFIX" "--env-file=$ENV_FILE" "--unit-dir=$UNIT_DIR"; do
     matches "${path_option#*=}" '^/[A-Za-z0-9._/-]+$' || die "${path_option%%=*} must be an absolute path of plain characters"
 done
@@ -165,9 +159,6 @@ ENV_TMP="$(mktemp "$ENV_FILE.XXXXXX")"
     printf "MEDIC_TABLE='%s'\n" "$TABLE"
     printf "MEDIC_REGION='%s'\n" "$REGION"
     printf "AWS_REGION='%s'\n" "$REGION"
-    if [[ -n "$NODE_PATTERN" ]]; then
-        printf "MEDIC_NODE_PATTERN='%s'\n" "$NODE_PATTERN"
-    fi
 } > "$ENV_TMP"
 mv -f "$ENV_TMP" "$ENV_FILE"
 

@@ -52,6 +52,9 @@ class MedicStack(Stack):
             slurm_queues={name: agent.queue.queue_url for name, agent in agents.items()},
             slurm_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
         ) if self.training_alarms.names else None
+        if self.slurm_job_requeue:  # after every function that queues agent commands exists
+            alarm_senders = [self.alarm_response.handler.role] if self.alarm_response else []
+            self.slurm_job_requeue.restrict_senders(*alarm_senders)
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 

@@ -309,10 +309,16 @@ class Replay:
 
     def _directive_agent(self, value: Any) -> None:
         if not isinstance(value, dict):
-            raise ValueError("expected {\"cluster\": ..., \"heartbeat\": true | false | \"<ISO time>\"}")
+            raise ValueError("expected {\"cluster\": ..., \"heartbeat\": true | false | \"<ISO time>\", "
+                             "\"clock_ahead\": \"+1h\"}")
         cluster = self._slurm_cluster(value)
         beat = value.get("heartbeat", True)
         handle = self.world.slurm.agent(cluster)
+        if "clock_ahead" in value:  # the controller's clock runs ahead of AWS's (its heartbeats' `at` too)
+            ahead = RELATIVE.match(value["clock_ahead"].strip()) if isinstance(value["clock_ahead"], str) else None
+            if ahead is None:
+                raise ValueError(f"'clock_ahead' must be like \"+1h\" (got {value['clock_ahead']!r})")
+            self.world.slurm.set_clock_ahead(cluster, int(ahead.group(1)) * RELATIVE_UNIT[ahead.group(2)])
         if isinstance(beat, bool):
             handle.running = beat  # a running agent reports and polls at every event from now on
             return
@@ -322,6 +328,33 @@ class Replay:
         handle.running = False  # it reported then, and nothing since
         with time_machine.travel(when, tick=False):
             self.world.slurm.heartbeat_at(cluster, self.handler_output)
+
+    def _directive_agent_result(self, value: Any) -> None:
+        """A result written as the agent of ``cluster`` would write it (its own key), for a command Medic
+        issued (``"latest"``: the last one) or any id; the stream then delivers it."""
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"command\": \"latest\" | \"<id>\", \"status\": ..., "
+                             "\"message\": ..., \"kind\"/\"target\"/\"incident\": ...}")
+        if self.now is None:
+            raise ValueError("an agent result needs a clock: put an event or an absolute time first")
+        cluster = self._slurm_cluster(value)
+        command = value.get("command", "latest")
+        if not isinstance(command, str) or not command:
+            raise ValueError(f"'command' must be \"latest\" or a command id (got {command!r})")
+        issued: dict[str, str] = {}
+        if command == "latest":
+            issued = self.world.slurm.latest_command()
+            command = issued["pk"].removeprefix("command#")
+        fields = {key: issued.get(key, "") for key in ("kind", "target", "incident")}
+        fields.update({"status": "executed", "message": ""})
+        for key in ("status", "message", "kind", "target", "incident"):
+            if key in value:
+                if not isinstance(value[key], str):
+                    raise ValueError(f"'{key}' must be a string (got {value[key]!r})")
+                fields[key] = value[key]
+        with time_machine.travel(self.now, tick=False) as clock:
+            self.world.slurm.forge_result(cluster, command, fields, self.now)
+            self.settle(self.now, clock, lag=timedelta(0))
 
     def _directive_advance(self, value: Any) -> None:
         """Time passes with no event: the due schedules run, then the clock stands at the new time."""
@@ -623,7 +656,7 @@ class Replay:
         return self._monotonic_last
 
 
-_CLOCK_DIRECTIVES = frozenset({"advance"})
+_CLOCK_DIRECTIVES = frozenset({"advance", "agent_result"})  # each travels (and settles) itself
 
 
 class _EmfTap(io.TextIOBase):

@@ -4,9 +4,9 @@ controller, against the emulated command queue and ledger, with a fake Slurm beh
 The agent runs exactly as on a controller node — parse and validate the message, claim it in the
 ledger, run ``scontrol``/``squeue`` as an argv through its own ``Slurm`` class, write the result and
 its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``: a small model of
-the cluster's jobs that answers ``scontrol requeue <id>``, ``squeue --noheader --format=%i
---name=<name>`` and ``scontrol update NodeName=.. State=FAIL Reason=Action:..`` (nothing is
-executed; the stub programs in a temporary directory exist only so the agent finds its binaries).
+the cluster's jobs that answers ``scontrol requeue <id>`` and ``squeue --noheader --format=%i
+--name=<name>`` (nothing is executed; the stub programs in a temporary directory exist only so the
+agent finds its binaries).
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ class SlurmJob:
 class SlurmCluster:
     name: str
     jobs: dict[str, SlurmJob] = field(default_factory=dict)
-    failed_nodes: dict[str, str] = field(default_factory=dict)  # node -> reason
 
 
 class FakeSlurm:
@@ -88,10 +87,6 @@ class FakeSlurm:
             name = args[2].removeprefix("--name=")
             ids = [job.job_id for job in jobs.values() if job.name == name and job.state in ACTIVE]
             return 0, "".join(f"{job_id}\n" for job_id in ids), ""
-        if program == "scontrol" and len(args) == 4 and args[0] == "update" and args[1].startswith("NodeName=") \
-                and args[2] == "State=FAIL" and args[3].startswith("Reason="):
-            self.cluster.failed_nodes[args[1].removeprefix("NodeName=")] = args[3].removeprefix("Reason=")
-            return 0, "", ""
         return 1, "", f"{program}: error: the replay's fake Slurm does not know `{' '.join(args)}`"
 
 
@@ -174,6 +169,12 @@ class SlurmWorld:
                 handled += handle.agent.poll()
         return handled > 0
 
+    def set_clock_ahead(self, cluster: str, ahead: Any) -> None:
+        """The agent's clock (what it writes as its heartbeat's `at`) runs ``ahead`` of the replay's."""
+        from datetime import UTC, datetime
+
+        self.agent(cluster).agent.clock = lambda: datetime.now(UTC) + ahead
+
     def heartbeat_at(self, cluster: str, out: TextIO) -> None:
         """The agent's own heartbeat write, at the current (replay) time."""
         from medic_agent import __version__
@@ -181,6 +182,29 @@ class SlurmWorld:
         handle = self.agent(cluster)
         with _agent_logs(out):
             handle.agent.ledger.heartbeat(cluster, handle.agent.clock(), handle.agent.host, __version__)
+
+    def latest_command(self) -> dict[str, str]:
+        """Medic's `command#<id>/issued` item most recently written (what a forger would have seen queued)."""
+        dynamodb = self.client("dynamodb")
+        items: list[dict] = []
+        for page in dynamodb.get_paginator("scan").paginate(
+                TableName=self.table, FilterExpression="sk = :issued AND begins_with(pk, :command)",
+                ExpressionAttributeValues={":issued": {"S": "issued"}, ":command": {"S": "command#"}}):
+            items.extend(page.get("Items", []))
+        if not items:
+            raise ValueError("Medic has issued no agent command yet")
+        latest = max(items, key=lambda item: item.get("issued_at", {}).get("S", ""))
+        return {key: value["S"] for key, value in latest.items() if "S" in value}
+
+    def forge_result(self, cluster: str, command_id: str, fields: dict[str, str], now: Any) -> None:
+        """A result written exactly as the agent of ``cluster`` writes one (its own key), for any command: what
+        a compromised controller can do with its instance role."""
+        from medic_agent.ledger import Ledger
+
+        import_agent()
+        Ledger(self.table, lambda: self.client("dynamodb")).put_result(
+            {"command_id": command_id, "host": AGENT_HOST, "agent_version": "forged", **fields, "cluster": cluster},
+            now)
 
     def drain_runs(self) -> list[dict]:
         new = self.runs[self._undrained:]

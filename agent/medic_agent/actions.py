@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from re import Pattern
 
 from medic_agent.commands import (
     Command,
-    FailNode,
     RequeueJob,
-    fail_node_argv,
     find_jobs_argv,
     parse_job_ids,
     requeue_argv,
@@ -27,11 +24,8 @@ class Result:
     job_ids: tuple[str, ...] = field(default=())
 
 
-def execute(command: Command, slurm: Slurm, node_pattern: Pattern[str] | None = None) -> Result:
+def execute(command: Command, slurm: Slurm) -> Result:
     action = command.action
-    if isinstance(action, FailNode):
-        run = slurm.run(fail_node_argv(action.node, action.repair, node_pattern))
-        return Result(EXECUTED if run.ok else FAILED, run.describe())
     if isinstance(action, RequeueJob):
         if action.job_id is not None:
             run = slurm.run(requeue_argv(action.job_id))

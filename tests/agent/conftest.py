@@ -23,7 +23,7 @@ AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
 if str(AGENT_DIR) not in sys.path:
     sys.path.insert(0, str(AGENT_DIR))
 
-from tests.agent.fakes import create_ledger, queue_depth, result_of, send  # noqa: E402
+from tests.agent.fakes import create_ledger, issue, queue_depth, result_of, send  # noqa: E402
 from tests.agent.local_slurm import LocalSlurm, missing_binaries  # noqa: E402
 
 REGION = "us-east-1"
@@ -116,7 +116,11 @@ class Cluster:
         return {"command_id": str(uuid.uuid4()), "cluster": self.name, "kind": kind, "incident": "job:test",
                 "issued_at": "2026-12-02T18:00:00+00:00", **fields}
 
-    def send(self, body: dict | str) -> None:
+    def send(self, body: dict | str, issued: bool = True) -> None:
+        """On the queue, with Medic's record of issuing it in the ledger (as Medic queues) unless ``issued`` is
+        False or it is not a command at all."""
+        if issued and isinstance(body, dict) and {"command_id", "cluster", "kind", "incident"} <= set(body):
+            issue(self.dynamodb, self.table, body)
         send(self.sqs, self.queue_url, body)
 
     def env(self) -> dict[str, str]:
@@ -142,7 +146,7 @@ class Cluster:
         return self.spy_log.read_text().splitlines() if self.spy_log.exists() else []
 
     def result(self, body: dict) -> dict | None:
-        return result_of(self.dynamodb, self.table, body["command_id"])
+        return result_of(self.dynamodb, self.table, self.name, body["command_id"])
 
     def queue_depth(self) -> int:
         return queue_depth(self.sqs, self.queue_url)

@@ -27,6 +27,17 @@ def command_body(cluster: str, kind: str = "requeue_job", command_id: str | None
             "incident": "job:test", "issued_at": "2026-12-02T18:00:00+00:00", **fields}
 
 
+def issue(dynamodb: Any, table: str, body: dict, **changes: str) -> None:
+    """Medic's own record of issuing the command (what requeue_slurm_job writes before it queues it): the
+    agent runs a command only when this item names the same cluster, kind, target and incident."""
+    target = body["job_id"] if "job_id" in body else f"name:{body.get('job_name')}"
+    fields = {"cluster": body["cluster"], "kind": body["kind"], "target": target, "incident": body["incident"],
+              **changes}
+    dynamodb.put_item(TableName=table, Item={
+        "pk": {"S": f"command#{body['command_id']}"}, "sk": {"S": "issued"},
+        **{key: {"S": value} for key, value in fields.items()}})
+
+
 def send(sqs: Any, queue_url: str, body: dict | str) -> str:
     text = body if isinstance(body, str) else json.dumps(body)
     return sqs.send_message(QueueUrl=queue_url, MessageBody=text)["MessageId"]
@@ -39,8 +50,13 @@ def ledger_item(dynamodb: Any, table: str, pk: str, sk: str) -> dict | None:
     return {key: next(iter(value.values())) for key, value in item.items()}
 
 
-def result_of(dynamodb: Any, table: str, command_id: str) -> dict | None:
-    return ledger_item(dynamodb, table, f"command#{command_id}", "result")
+def agent_pk(cluster: str, command_id: str) -> str:
+    """The agent's own partition for one command (what its IAM policy lets it write)."""
+    return f"agent#{cluster}#command#{command_id}"
+
+
+def result_of(dynamodb: Any, table: str, cluster: str, command_id: str) -> dict | None:
+    return ledger_item(dynamodb, table, agent_pk(cluster, command_id), "result")
 
 
 def queue_depth(sqs: Any, queue_url: str) -> int:

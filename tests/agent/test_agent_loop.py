@@ -13,7 +13,6 @@ import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
 from medic_agent import __version__
-from medic_agent.commands import compile_node_pattern
 from medic_agent.ledger import Ledger
 from medic_agent.main import INTERRUPTED, Agent, main
 from medic_agent.queue import Queue
@@ -23,9 +22,11 @@ from moto import mock_aws
 
 from tests.agent.fakes import (
     FakeRunner,
+    agent_pk,
     canary_bin_dir,
     command_body,
     create_ledger,
+    issue,
     ledger_item,
     queue_depth,
     result_of,
@@ -57,27 +58,29 @@ class World:
         self.bin_dir = canary_bin_dir(tmp_path / "bin", self.canary)
         self.state_file = tmp_path / "state" / "state.json"
 
-    def agent(self, node_pattern: str | None = None, **overrides) -> Agent:
+    def agent(self, **overrides) -> Agent:
         fields = dict(
             cluster=CLUSTER,
             queue=Queue(self.queue_url, lambda: self.sqs, wait_seconds=0),
             ledger=Ledger(self.table, lambda: self.dynamodb),
             slurm=Slurm(bin_dir=str(self.bin_dir), timeout=5, runner=self.runner),
             state=State(str(self.state_file)),
-            node_pattern=compile_node_pattern(node_pattern),
             host="controller-1",
             clock=lambda: NOW,
         )
         fields.update(overrides)
         return Agent(**fields)
 
-    def send(self, **fields) -> dict:
+    def send(self, issued: bool = True, **fields) -> dict:
+        """A command on the queue; Medic's record of issuing it in the ledger unless ``issued`` is False."""
         body = command_body(CLUSTER, **fields)
+        if issued:
+            issue(self.dynamodb, self.table, body)
         send(self.sqs, self.queue_url, body)
         return body
 
     def result(self, body: dict) -> dict | None:
-        return result_of(self.dynamodb, self.table, body["command_id"])
+        return result_of(self.dynamodb, self.table, CLUSTER, body["command_id"])
 
     def depth(self) -> int:
         return queue_depth(self.sqs, self.queue_url)
@@ -100,7 +103,7 @@ class TestRuns:
         assert call["argv"][0] == str(world.bin_dir / "scontrol")
         assert call["shell"] is False and call["timeout"] == 5 and call["stdin"] == subprocess.DEVNULL
         # And the ledger holds the claim and the result, and the message is gone
-        assert ledger_item(world.dynamodb, world.table, f"command#{body['command_id']}", "claim") is not None
+        assert ledger_item(world.dynamodb, world.table, agent_pk(CLUSTER, body['command_id']), "claim") is not None
         result = world.result(body)
         assert result["status"] == "executed"
         assert result["message"] == "scontrol requeue 4211: exit 0"
@@ -150,37 +153,27 @@ class TestRuns:
         assert world.result(body)["status"] == "failed"
         assert "no job named 'llama3-70b'" in world.result(body)["message"]
 
-    def test_fail_node(self, world):
-        body = world.send(kind="fail_node", node="ip-10-1-2-3", repair="Replace")
-        world.agent().poll()
-        assert world.runner.argvs == [["scontrol", "update", "NodeName=ip-10-1-2-3", "State=FAIL",
-                                       "Reason=Action:Replace"]]
-        assert world.result(body)["status"] == "executed"
-        assert world.result(body)["target"] == "ip-10-1-2-3"
 
 
 class TestRefuses:
     @pytest.mark.parametrize("fields", [
         {"job_id": "4211; rm -rf /"}, {"job_id": "$(reboot)"}, {"job_name": "x; reboot"},
-        {"kind": "fail_node", "node": "ip-10-1-2-3; reboot", "repair": "Replace"},
-        {"kind": "fail_node", "node": "$(reboot)", "repair": "Reboot"},
-        {"kind": "fail_node", "node": "ip-10-1-2-3", "repair": "Terminate"},
         {"kind": "run_shell", "job_id": "4211"},
         {"cluster": "another-cluster", "job_id": "4211"},
     ])
     def test_hostile_command_is_refused_and_nothing_runs(self, world, fields):
-        # Given a command with a hostile value
+        # Given a command with a hostile value (even one Medic's ledger names: parsing comes first)
         body = command_body(**{"cluster": CLUSTER, **fields})
+        issue(world.dynamodb, world.table, body)
         send(world.sqs, world.queue_url, body)
         # When the agent polls
         world.agent().poll()
         # Then nothing ran: not the fake runner, not the canary binaries
         assert world.runner.calls == []
         assert not world.canary.exists()
-        # And the ledger says refused, and the message is gone
-        result = world.result(body)
-        assert result["status"] == "refused"
-        assert result["message"]
+        # And no result is written (it could only spend a page), no claim either, and the message is gone
+        assert world.result(body) is None
+        assert ledger_item(world.dynamodb, world.table, agent_pk(CLUSTER, body["command_id"]), "claim") is None
         assert world.depth() == 0
 
     @pytest.mark.parametrize("raw", ["not json", "[]", json.dumps({"kind": "requeue_job", "job_id": "1"})])
@@ -191,15 +184,53 @@ class TestRefuses:
         assert world.dynamodb.scan(TableName=world.table)["Count"] == 1  # only the heartbeat
         assert world.depth() == 0
 
-    def test_node_pattern_is_opt_in(self, world):
-        refused = world.send(kind="fail_node", node="localhost", repair="Reboot")
+    @pytest.mark.parametrize("repair", ["Replace", "Reboot"])
+    def test_fail_node_which_medic_never_sends_is_refused_and_nothing_runs(self, world, repair):
+        # Given anyone able to send to the queue asking for the Slurm-native repair of a node (no Medic
+        # function issues it: no guardrail, protected group or mode check ever saw it)
+        body = world.send(issued=False, kind="fail_node", node="ip-10-1-2-3", repair=repair)
+        # When the agent polls
         world.agent().poll()
-        assert world.result(refused)["status"] == "refused"
-        accepted = world.send(kind="fail_node", node="localhost", repair="Reboot")
-        world.agent(node_pattern="localhost").poll()
-        assert world.result(accepted)["status"] == "executed"
-        assert world.runner.argvs == [["scontrol", "update", "NodeName=localhost", "State=FAIL",
-                                       "Reason=Action:Reboot"]]
+        # Then `scontrol update ... State=FAIL` never runs, nothing is written, the message is gone
+        assert world.runner.calls == [] and not world.canary.exists()
+        assert world.result(body) is None and world.depth() == 0
+
+    def test_forged_requeue_medic_never_issued_is_not_run_and_writes_no_result(self, world):
+        # Given a well-formed requeue on the queue that Medic's ledger has no record of issuing
+        body = world.send(issued=False, job_id="4211")
+        # When the agent polls
+        world.agent().poll()
+        # Then nothing runs, no claim and no result are written (a forgery must not spend a page), and
+        # the message is gone
+        assert world.runner.calls == []
+        assert world.result(body) is None
+        assert ledger_item(world.dynamodb, world.table, agent_pk(CLUSTER, body["command_id"]), "claim") is None
+        assert world.depth() == 0
+        # And a redelivery of it is not run either
+        send(world.sqs, world.queue_url, body)
+        world.agent().poll()
+        assert world.runner.calls == []
+
+    def test_a_command_medic_withdrew_is_not_run(self, world):
+        # Given a command Medic issued and then withdrew (no result by its deadline: the sweep closed it as failed)
+        body = world.send(issued=False, job_id="4211")
+        issue(world.dynamodb, world.table, body, withdrawn_at="2026-12-02T18:10:00+00:00")
+        # When the agent finally polls
+        world.agent().poll()
+        # Then it does not run it late, and writes nothing
+        assert world.runner.calls == [] and world.result(body) is None and world.depth() == 0
+
+    @pytest.mark.parametrize("change", [{"cluster": "another-cluster"}, {"kind": "fail_node"},
+                                        {"target": "4212"}, {"incident": "job:slurm:pretrain-slurm:4212"}],
+                             ids=lambda change: next(iter(change)))
+    def test_forged_requeue_reusing_an_issued_id_for_something_else_is_not_run(self, world, change):
+        # Given a command id Medic issued, and a message that reuses it for another cluster, kind, job or incident
+        body = world.send(issued=False, job_id="4211")
+        issue(world.dynamodb, world.table, body, **change)
+        # When the agent polls
+        world.agent().poll()
+        # Then nothing runs and nothing is written
+        assert world.runner.calls == [] and world.result(body) is None and world.depth() == 0
 
 
 class TestOnce:
@@ -223,7 +254,7 @@ class TestOnce:
         # Given a command that ran, and a ledger that has since lost its claim (TTL, a restored table)
         body = world.send(job_id="4211")
         world.agent().poll()
-        world.dynamodb.delete_item(TableName=world.table, Key={"pk": {"S": f"command#{body['command_id']}"},
+        world.dynamodb.delete_item(TableName=world.table, Key={"pk": {"S": agent_pk(CLUSTER, body['command_id'])},
                                                                "sk": {"S": "claim"}})
         # When it is delivered again to a restarted agent
         send(world.sqs, world.queue_url, body)
@@ -344,6 +375,8 @@ class TestCommandLine:
         line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert line["message"] == "Slurm client commands not found" and line["level"] == "error"
 
-    def test_bad_node_pattern_exits_2(self, tmp_path):
-        assert main(["--cluster", "c", "--queue-url", "http://q", "--table", "t", "--region", "us-east-1",
-                     "--node-pattern", "("]) == 2
+    def test_node_pattern_is_gone_with_fail_node(self, capsys):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--cluster", "c", "--queue-url", "http://q", "--table", "t", "--region", "us-east-1",
+                  "--node-pattern", "localhost"])
+        assert exit_.value.code == 2

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from medic_agent.commands import (
     Command,
-    FailNode,
     Refused,
     RequeueJob,
-    compile_node_pattern,
-    fail_node_argv,
     find_jobs_argv,
     parse,
     parse_job_ids,
@@ -24,9 +20,6 @@ COMMAND_ID = "0b6f3a52-5d0e-4c1f-9a57-3f1e2d9c8b71"
 
 HOSTILE_JOB_IDS = ["4211; rm -rf /", "$(reboot)", "`reboot`", "4211\n", "4211 ", " 4211", "-1", "42_1", "4211&&id",
                    "٤٢١١", "12345678901", "", "4211|sh", "--help"]
-HOSTILE_NODES = ["ip-10-1-2-3; reboot", "$(reboot)", "ip-10-1-2-3\n", "ip-10-1-2-[3-9]", "ip-10-1-2-3,ip-10-1-2-4",
-                 "ip-10-1-2-3 State=DOWN", "ip-1000-1-2-3", "IP-10-1-2-3", "ip-١٠-1-2-3", "localhost", "ALL",
-                 "-h", ""]
 HOSTILE_NAMES = ["llama; reboot", "$(reboot)", "a b", "a,b", "llama\n", "x" * 129, "", "na/me", "*"]
 
 
@@ -79,46 +72,11 @@ class TestParseRequeue:
 
 class TestParseFailNode:
     @pytest.mark.parametrize("repair", ["Replace", "Reboot"])
-    def test_fail_node(self, repair):
-        command = parse(body(kind="fail_node", node="ip-10-1-2-3", repair=repair), cluster=CLUSTER)
-        assert command.action == FailNode(node="ip-10-1-2-3", repair=repair)
-        assert command.target == "ip-10-1-2-3"
-
-    @pytest.mark.parametrize("node", HOSTILE_NODES)
-    def test_hostile_node_is_refused(self, node):
-        with pytest.raises(Refused, match="node must match"):
-            parse(body(kind="fail_node", node=node, repair="Replace"), cluster=CLUSTER)
-
-    @pytest.mark.parametrize("repair", ["replace", "REBOOT", "Terminate", "", None, "Replace; reboot"])
-    def test_repair_is_exactly_replace_or_reboot(self, repair):
-        with pytest.raises(Refused, match="repair"):
+    def test_fail_node_which_medic_never_issues_is_refused(self, repair):
+        # No Medic function issues it: an agent that ran it would act on a node no guardrail, protected group
+        # or mode check ever saw.
+        with pytest.raises(Refused, match="kind must be one of requeue_job"):
             parse(body(kind="fail_node", node="ip-10-1-2-3", repair=repair), cluster=CLUSTER)
-
-    def test_node_pattern_is_opt_in(self):
-        message = body(kind="fail_node", node="localhost", repair="Reboot")
-        # Given no --node-pattern: only HyperPod's ip-a-b-c-d names
-        with pytest.raises(Refused):
-            parse(message, cluster=CLUSTER)
-        # Given --node-pattern localhost: accepted
-        command = parse(message, cluster=CLUSTER, node_pattern=compile_node_pattern("localhost"))
-        assert command.action == FailNode(node="localhost", repair="Reboot")
-
-    @pytest.mark.parametrize("node", ["localhost; reboot", "local host", "localhost\n", "localhost,other", "loc[1-2]"])
-    def test_a_permissive_node_pattern_cannot_let_unsafe_names_through(self, node):
-        with pytest.raises(Refused):
-            parse(body(kind="fail_node", node=node, repair="Reboot"), cluster=CLUSTER,
-                  node_pattern=compile_node_pattern(r"(?s).*"))
-
-    def test_node_pattern_is_a_full_match(self):
-        pattern = compile_node_pattern("local")
-        with pytest.raises(Refused):
-            parse(body(kind="fail_node", node="localhost", repair="Reboot"), cluster=CLUSTER, node_pattern=pattern)
-
-    def test_empty_node_pattern_means_none(self):
-        assert compile_node_pattern("") is None
-        assert compile_node_pattern(None) is None
-        with pytest.raises(re.error):
-            compile_node_pattern("(")
 
 
 class TestParseEnvelope:
@@ -158,20 +116,10 @@ class TestArgv:
     def test_find_jobs_argv(self):
         assert find_jobs_argv("llama3-70b") == ["squeue", "--noheader", "--format=%i", "--name=llama3-70b"]
 
-    def test_fail_node_argv_exact_reason(self):
-        assert fail_node_argv("ip-10-1-2-3", "Replace") == [
-            "scontrol", "update", "NodeName=ip-10-1-2-3", "State=FAIL", "Reason=Action:Replace"]
-        assert fail_node_argv("ip-10-1-2-3", "Reboot")[-1] == "Reason=Action:Reboot"
-
     @pytest.mark.parametrize("job_id", [j for j in HOSTILE_JOB_IDS if j != "42_1"])  # array tasks come from squeue
     def test_builders_recheck_their_input(self, job_id):
         with pytest.raises(ValueError):
             requeue_argv(job_id)
-
-    @pytest.mark.parametrize("node", HOSTILE_NODES)
-    def test_fail_node_argv_rechecks(self, node):
-        with pytest.raises(ValueError):
-            fail_node_argv(node, "Replace")
 
     @pytest.mark.parametrize("name", HOSTILE_NAMES)
     def test_find_jobs_argv_rechecks(self, name):

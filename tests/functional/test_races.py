@@ -37,14 +37,16 @@ from medic.adapters.pager import Pager
 from medic.adapters.slurm_queue import SlurmQueues
 from medic.adapters.training import TrainingJobs
 from medic.alarm_response import respond_to_alarm
+from medic.command_results import record_agent_result
 from medic.config import parse_config
 from medic.deps import Deps
 from medic.job_restart import restart_training_job
+from medic.ledger.agents import AgentStore
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.table import Table
 from medic.node_remediation import remediate_node
 from medic.reconcile import reconcile
-from medic.slurm_requeue import handle_requeue_event, record_agent_result
+from medic.slurm_requeue import handle_requeue_event
 from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
 from tests.functional.test_training_job_handler import Training
 from tests.helpers import hma_reason, load_event, node_event
@@ -211,8 +213,9 @@ class RaceWorld:
         return self.medic.pages()
 
     def heartbeat(self) -> None:
-        self.medic.deps.table.client.put_item(TableName=TABLE, Item={
-            "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "at": {"S": NOW.isoformat()}})
+        self.medic.deps.table.client.put_item(TableName=TABLE, Item={  # Medic's note of it
+            "pk": {"S": f"agentseen#{CLUSTER}"}, "sk": {"S": "heartbeat"},
+            "seen_epoch": {"N": str(int(NOW.timestamp()))}})
 
 
 NODES = {f"i-0{index:016x}": WORKERS for index in range(1, 65)}
@@ -452,8 +455,12 @@ def test_racing_alarm_and_operator_requeues_of_one_job_stay_within_its_restart_b
 
 
 def test_racing_deliveries_of_one_failed_agent_result_page_once(world):
-    # Given a failed requeue result in the ledger's stream, processed by 16 invocations at once
-    # (a retried batch overlapping a new one)
+    # Given a failed requeue result in the ledger's stream of a command Medic issued, processed by 16
+    # invocations at once (a retried batch overlapping a new one)
+    AgentStore(world.deps.table).record_command("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", {
+        "incident": f"job:slurm:{CLUSTER}:4211", "trigger": "operator", "event_id": "request-9", "cluster": CLUSTER,
+        "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act", "kind": "requeue_job",
+        "target": "4211", "attempt": "1"}, NOW)
     record = copy.deepcopy(load_event("ledger-stream-agent-result")["Records"][1])
     record["dynamodb"]["NewImage"]["status"] = {"S": "failed"}
     record["dynamodb"]["NewImage"]["message"] = {"S": "scontrol requeue 4211: exit 1: Invalid job id"}

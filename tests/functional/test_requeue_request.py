@@ -82,18 +82,38 @@ def test_an_agent_that_is_not_reporting_pages_and_nothing_is_queued(slurm, heart
     assert slurm.item(f"lineage#slurm:{CLUSTER}:4211", "restarts") is None
 
 
-@pytest.mark.parametrize("at, outcome", [("2026-11-20T08:13:00", "deferred"), ("2026-11-20T07:00:00", "failed"),
-                                        ("yesterday", "failed"), (None, "failed")])
-def test_a_heartbeat_without_a_time_zone_is_utc_and_an_unreadable_one_is_stale(slurm, at, outcome):
-    # Given a heartbeat item whose time has no zone (UTC), is not a time, or is missing
+def test_a_dead_agent_whose_clock_ran_ahead_is_not_reporting(slurm):
+    # Given the agent's last heartbeat, written 6 minutes ago by DynamoDB's clock, stamped an hour ahead by its own
+    # clock (so its `at` is still in the future)
+    slurm.heartbeat(age=timedelta(minutes=6), clock_ahead=timedelta(hours=1))
+    # When a requeue is requested
+    record = request(slurm)
+    # Then Medic judges the agent by when DynamoDB wrote the heartbeat: not reporting, nothing queued, a page
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert "last heartbeat: 2026-11-20 08:08 UTC" in record["reason"]
+    assert slurm.depth() == 0
+
+
+@pytest.mark.parametrize("at", ["2026-11-20T08:13:00", "yesterday", None])
+def test_a_heartbeat_the_stream_never_brought_is_no_heartbeat_whatever_its_time(slurm, at):
+    # Given a heartbeat item in the ledger, whatever its `at`, that Medic never saw arrive on the stream
     item = {"pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}}
     if at is not None:
         item["at"] = {"S": at}
     slurm.dynamodb.put_item(TableName=TABLE, Item=item)
     # When a requeue is requested
     record = request(slurm)
-    # Then a recent naive time counts as fresh, anything else as an agent not reporting
-    assert record["outcome"] == outcome
+    # Then the agent counts as not reporting: only Medic's own note of the heartbeat counts
+    assert record["outcome"] == "failed" and "last heartbeat: never" in record["reason"]
+
+
+def test_a_heartbeat_timed_in_the_future_by_dynamodb_is_not_trusted(slurm):
+    # Given Medic's note of a heartbeat more than a minute ahead of its own clock (no AWS clock is that far off)
+    slurm.heartbeat(age=-timedelta(minutes=5))
+    # When a requeue is requested
+    record = request(slurm)
+    # Then the agent counts as not reporting
+    assert record["outcome"] == "failed" and slurm.depth() == 0
 
 
 def test_a_spent_restart_budget_gives_up_with_one_page(slurm):

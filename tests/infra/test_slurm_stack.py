@@ -30,8 +30,9 @@ def test_the_agent_policy_is_scoped_to_its_queue_and_its_ledger_items(raw):
     queue = next(s for s in statements if "sqs:ReceiveMessage" in s["Action"])
     assert queue["Resource"]["Fn::GetAtt"][0].startswith("SlurmJobRequeueAgentpretrainslurmQueue")
     ledger = next(s for s in statements if s["Action"] == "dynamodb:PutItem")
+    # only its own cluster's keys: never Medic's `command#<id>` items, never another cluster's
     assert ledger["Condition"] == {"ForAllValues:StringLike": {
-        "dynamodb:LeadingKeys": ["command#*", "agent#pretrain-slurm"]}}
+        "dynamodb:LeadingKeys": ["agent#pretrain-slurm", "agent#pretrain-slurm#command#*"]}}
     assert "sqs:SendMessage" not in json.dumps(statements)
 
 
@@ -70,4 +71,56 @@ def test_agent_results_reach_their_function_from_the_ledger_stream_without_block
     assert properties["BisectBatchOnFunctionError"] is True
     assert "OnFailure" in properties["DestinationConfig"]
     (pattern,) = [json.loads(f["Pattern"]) for f in properties["FilterCriteria"]["Filters"]]
-    assert pattern["dynamodb"]["Keys"]["sk"]["S"] == ["result"]
+    # the agents' results and heartbeats (Medic times a heartbeat by when DynamoDB wrote it), nothing of Medic's
+    assert pattern["dynamodb"]["Keys"]["sk"]["S"] == ["result", "heartbeat"]
+    assert pattern["dynamodb"]["Keys"]["pk"]["S"] == [{"prefix": "agent#"}]
+
+
+def test_the_agent_may_only_check_medics_command_items_never_write_them(raw):
+    # The claim's transaction: a ConditionCheck on Medic's `command#<id>/issued`, a Put of its own claim
+    (policy,) = resources(raw, "AWS::IAM::ManagedPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    ledger = [s for s in statements if any(action.startswith("dynamodb:") for action in _actions(s))]
+    assert sorted((tuple(_actions(s)), json.dumps(s["Condition"])) for s in ledger) == [
+        (("dynamodb:ConditionCheckItem",), json.dumps({"ForAllValues:StringLike": {
+            "dynamodb:LeadingKeys": ["command#*"]}})),
+        (("dynamodb:PutItem",), json.dumps({"ForAllValues:StringLike": {
+            "dynamodb:LeadingKeys": ["agent#pretrain-slurm", "agent#pretrain-slurm#command#*"]}})),
+    ]
+
+
+def _actions(statement: dict) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def _roles_sending_to(raw: dict, queue_prefix: str) -> set[str]:
+    """The roles whose identity policies allow sqs:SendMessage on the queue."""
+    roles = set()
+    for policy in resources(raw, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            if "sqs:SendMessage" in _actions(statement) and any(
+                    isinstance(t, dict) and t.get("Fn::GetAtt", [""])[0].startswith(queue_prefix) for t in targets):
+                roles |= {role["Ref"] for role in policy["Properties"]["Roles"]}
+    return roles
+
+
+def test_the_agent_queue_accepts_send_message_only_from_medics_roles(raw):
+    # Given the agent queue's resource policy
+    (queue_policy,) = [p for p in resources(raw, "AWS::SQS::QueuePolicy").values()
+                       if p["Properties"]["Queues"][0]["Ref"].startswith("SlurmJobRequeueAgentpretrainslurmQueue")]
+    statements = queue_policy["Properties"]["PolicyDocument"]["Statement"]
+    # Then every principal but Medic's senders is denied SendMessage (an explicit Deny: no grant elsewhere in the
+    # account can let anyone else queue a command), and TLS is still required
+    [only_medic] = [s for s in statements if s.get("Sid") == "OnlyMedicSends"]
+    assert (only_medic["Effect"], only_medic["Principal"], only_medic["Action"]) == ("Deny", {"AWS": "*"},
+                                                                                       "sqs:SendMessage")
+    allowed = only_medic["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert sorted(arn["Fn::GetAtt"][1] for arn in allowed) == ["Arn", "Arn"]
+    allowed_roles = {arn["Fn::GetAtt"][0] for arn in allowed}
+    # And those are exactly the roles granted SendMessage on it: the requeue function and the alarm handler
+    assert allowed_roles == _roles_sending_to(raw, "SlurmJobRequeueAgentpretrainslurmQueue")
+    assert sorted(role[:24] for role in allowed_roles) == ["AlarmResponseHandlerRole", "SlurmJobRequeueRequeueHa"]
+    assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+               for s in statements)

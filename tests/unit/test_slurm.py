@@ -15,12 +15,13 @@ from medic.domain.slurm import (
     COMMAND_ID,
     JOB_ID,
     JOB_NAME,
-    NODE_NAME,
+    SQUEUE_JOB_ID,
     AgentResult,
     InvalidCommand,
     RequeueJobDetail,
     heartbeat_is_fresh,
     one_line,
+    parse_agent_command_pk,
     requeue_command,
     valid_job_id,
     valid_job_name,
@@ -63,7 +64,7 @@ def test_names_with_other_characters_are_refused(value):
 
 
 @pytest.mark.parametrize("ours, theirs", [(JOB_ID, agent.JOB_ID), (JOB_NAME, agent.JOB_NAME),
-                                          (NODE_NAME, agent.NODE_NAME), (COMMAND_ID, agent.COMMAND_ID)])
+                                          (SQUEUE_JOB_ID, agent.SQUEUE_JOB_ID), (COMMAND_ID, agent.COMMAND_ID)])
 def test_the_patterns_are_the_agents_own(ours, theirs):
     # Given Medic's pattern and the agent's for the same value
     # Then they are the same pattern with the same flags (full match, ASCII)
@@ -114,6 +115,13 @@ def test_no_heartbeat_is_stale():
     assert heartbeat_is_fresh(None, NOW) is False
 
 
+@pytest.mark.parametrize("ahead, fresh", [(timedelta(seconds=59), True), (timedelta(minutes=1), True),
+                                          (timedelta(minutes=1, seconds=1), False), (timedelta(hours=1), False)])
+def test_a_heartbeat_time_in_the_future_is_not_trusted_beyond_clock_skew(ahead, fresh):
+    # The time is DynamoDB's (when it wrote the heartbeat): only the skew between AWS clocks is tolerated
+    assert heartbeat_is_fresh(NOW + ahead, NOW) is fresh
+
+
 def test_a_request_detail_names_one_job():
     detail = RequeueJobDetail.model_validate({"cluster": "pretrain-slurm", "job_id": "4211", "reason": "hang"})
     assert (detail.job, detail.job_name) == ("4211", None)
@@ -133,15 +141,35 @@ def test_a_request_detail_refuses_anything_unclear(change):
 
 def test_an_agent_result_reads_as_the_agent_writes_it():
     result = AgentResult.model_validate({
-        "pk": "command#6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", "sk": "result", "status": "executed",
-        "message": "scontrol requeue 4211: exit 0", "job_ids": ["4211"], "host": "ip-10-1-88-145"})
-    assert (result.command_id, result.job_ids) == ("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", ["4211"])
+        "pk": "agent#pretrain-slurm#command#6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", "sk": "result",
+        "status": "executed", "message": "scontrol requeue 4211: exit 0", "job_ids": ["4211"],
+        "host": "ip-10-1-88-145", "cluster": "another-cluster"})
+    assert (result.agent_cluster, result.command_id, result.job_ids) == (
+        "pretrain-slurm", "6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", ["4211"])
 
 
-@pytest.mark.parametrize("change", [{"status": "done"}, {"sk": "claim"}, {"pk": "command#a b"}], ids=repr)
+@pytest.mark.parametrize("change", [{"status": "done"}, {"sk": "claim"}, {"pk": "agent#c1#command#a b"},
+                                    {"pk": "command#abc"}, {"pk": "agent#c1#x#command#abc"},
+                                    {"pk": "agent#c1"}], ids=repr)
 def test_an_agent_result_with_unknown_values_does_not_parse(change):
     with pytest.raises(ValidationError):
-        AgentResult.model_validate({"pk": "command#abc", "sk": "result", "status": "executed", **change})
+        AgentResult.model_validate({"pk": "agent#c1#command#abc", "sk": "result", "status": "executed", **change})
+
+
+@pytest.mark.parametrize(("pk", "parsed"), [
+    ("agent#c1#command#abc", ("c1", "abc")), ("agent#c1-b#command#abc", ("c1-b", "abc")),
+    ("agent#c1#command#abc#x", None), ("agent#c1#b#command#abc", None), ("command#abc", None), (None, None)])
+def test_the_cluster_in_an_agent_key_is_exact(pk, parsed):
+    assert parse_agent_command_pk(pk) == parsed
+
+
+@pytest.mark.parametrize("target", [{"job_id": "4211"}, {"job_name": "llama3-70b"}])
+def test_a_commands_target_is_named_as_the_agent_names_it(target):
+    # The agent's claim checks Medic's `issued` item for this exact target
+    command = requeue_command("pretrain-slurm", "job:slurm:pretrain-slurm:4211", datetime(2026, 11, 20, tzinfo=UTC),
+                              request_id="operator:e1", **target)
+    body = json.dumps(command.body())
+    assert agent.parse(body, cluster="pretrain-slurm").target == command.target
 
 
 def test_slurm_output_becomes_one_short_line():

@@ -22,10 +22,14 @@ from medic.domain.pages import PageText, console_link
 
 JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
 JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
-NODE_NAME = re.compile(r"ip-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
-REPAIRS = ("Replace", "Reboot")
+SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
 HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
+# Heartbeats are timed by DynamoDB (the stream record's ApproximateCreationDateTime), not by the agent: only the
+# skew between DynamoDB's and Lambda's clocks (both AWS's) is tolerated, never an agent's clock running ahead.
+CLOCK_TOLERANCE = timedelta(minutes=1)
+# An issued command without a result after this long is closed as failed by the reconciler's sweep.
+COMMAND_DEADLINE = timedelta(minutes=10)
 # What the agent writes as a command's result status.
 RESULT_STATUSES = ("executed", "failed", "refused")
 
@@ -95,12 +99,31 @@ class RequeueJobEvent(MedicEvent):
     detail: RequeueJobDetail
 
 
+# The agent's own items: `agent#<cluster>#command#<id>` (its claim and result of one command). Cluster names
+# cannot contain `#` (CLUSTER_NAME_PATTERN), so the cluster in the key is exact: IAM lets only that cluster's
+# agent write under it (dynamodb:LeadingKeys), which is what makes the key, and nothing in the item, the
+# proof of who wrote it.
+AGENT_COMMAND_PK = re.compile(r"agent#([a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62})#command#([A-Za-z0-9][A-Za-z0-9-]{0,63})",
+                              re.ASCII)
+
+
+def agent_command_pk(cluster: str, command_id: str) -> str:
+    return f"agent#{cluster}#command#{command_id}"
+
+
+def parse_agent_command_pk(pk: Any) -> tuple[str, str] | None:
+    """`agent#<cluster>#command#<id>` → (cluster, command id); None for any other key."""
+    found = AGENT_COMMAND_PK.fullmatch(pk) if isinstance(pk, str) else None
+    return (found.group(1), found.group(2)) if found else None
+
+
 class AgentResult(BaseModel):
-    """A `command#<id>/result` ledger item as the agent writes it (agent/medic_agent/ledger.py), deserialized."""
+    """An `agent#<cluster>#command#<id>/result` ledger item as the agent writes it (agent/medic_agent/ledger.py),
+    deserialized. Only the key says who wrote it; everything else is the agent's word."""
 
     model_config = ConfigDict(extra="ignore")
 
-    pk: str = Field(pattern=r"^command#[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+    pk: str = Field(pattern=AGENT_COMMAND_PK.pattern.join("^$"))
     sk: Literal["result"]
     status: Literal["executed", "failed", "refused"]
     message: str = ""
@@ -112,27 +135,35 @@ class AgentResult(BaseModel):
     finished_at: str = ""
 
     @property
+    def agent_cluster(self) -> str:
+        """The cluster whose agent wrote the item (from its key: IAM-enforced)."""
+        return str(parse_agent_command_pk(self.pk)[0])  # type: ignore[index]
+
+    @property
     def command_id(self) -> str:
-        return self.pk.removeprefix("command#")
+        return str(parse_agent_command_pk(self.pk)[1])  # type: ignore[index]
 
 
 @dataclass(frozen=True)
 class AgentCommand:
     command_id: str
     cluster: str
-    kind: str  # requeue_job | fail_node
+    kind: str  # requeue_job: the one kind Medic issues
     incident: str
     issued_at: datetime
     job_id: str | None = None
     job_name: str | None = None
-    node: str | None = None
-    repair: str | None = None  # Replace | Reboot
+
+    @property
+    def target(self) -> str:
+        """What the command acts on, as the agent names it (its claim's condition and its result's `target`)."""
+        return self.job_id if self.job_id is not None else f"name:{self.job_name}"
 
     def body(self) -> dict:
         """The queue message, exactly as the agent parses it."""
         fields = {"command_id": self.command_id, "cluster": self.cluster, "kind": self.kind,
                   "incident": self.incident, "issued_at": self.issued_at.isoformat()}
-        optional = {"job_id": self.job_id, "job_name": self.job_name, "node": self.node, "repair": self.repair}
+        optional = {"job_id": self.job_id, "job_name": self.job_name}
         return {**fields, **{key: value for key, value in optional.items() if value is not None}}
 
 
@@ -160,8 +191,18 @@ def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str |
                         issued_at=now, job_id=job_id, job_name=job_name)
 
 
-def heartbeat_is_fresh(last_heartbeat: datetime | None, now: datetime) -> bool:
-    return last_heartbeat is not None and now - last_heartbeat <= HEARTBEAT_STALE_AFTER
+def heartbeat_is_fresh(seen_at: datetime | None, now: datetime) -> bool:
+    """``seen_at``: when DynamoDB wrote the agent's last heartbeat (Medic's clock, never the agent's)."""
+    return seen_at is not None and -CLOCK_TOLERANCE <= now - seen_at <= HEARTBEAT_STALE_AFTER
+
+
+AGENT_HEARTBEAT_PK = re.compile(r"agent#([a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62})", re.ASCII)
+
+
+def parse_agent_heartbeat_pk(pk: Any) -> str | None:
+    """`agent#<cluster>` (the key of an agent's heartbeat) → the cluster; None for any other key."""
+    found = AGENT_HEARTBEAT_PK.fullmatch(pk) if isinstance(pk, str) else None
+    return found.group(1) if found else None
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -175,6 +216,9 @@ SLURM_NEXT_STEP = {
                   "journalctl -u medic-agent), then requeue the job by hand if it still needs it.",
     "gave_up": "The job keeps failing: find out why before requeueing it by hand (scontrol requeue <id>).",
     "failed": "Check the job in Slurm (squeue, sacct) and requeue it by hand if it still needs it.",
+    "no_result": "The agent did not report: check medic-agent on the controller node (systemctl status "
+                 "medic-agent; journalctl -u medic-agent) and the job in Slurm (squeue, sacct); requeue it by hand "
+                 "if it still needs it.",
 }
 
 
@@ -193,6 +237,25 @@ def slurm_job_page(record: dict, details: str, region: str, situation: str = "fa
         "",
         f"What to do:     {SLURM_NEXT_STEP.get(situation, SLURM_NEXT_STEP['failed'])}",
         f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject, body)
+
+
+def forged_result_page(record: dict, region: str) -> PageText:
+    """The page for an agent result Medic did not ask for (rejected): the controller is the suspect."""
+    cluster = record["cluster"]
+    subject = f"[Medic] {cluster}: agent result rejected"
+    body = "\n".join([
+        f"Cluster:        {cluster}",
+        "",
+        "What Medic did: rejected the result (nothing was recorded against any job or incident)",
+        f"Why:            {record['reason']}",
+        "",
+        "What to do:     Medic's agent writes results only for commands Medic sent it. Treat the cluster's "
+        "controller node as suspect: check the agent's journal (journalctl -u medic-agent) and CloudTrail for "
+        "DynamoDB writes by the controller's instance role.",
+        f"Console:        {console_link(region, cluster)}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
     ])
     return PageText(subject, body)

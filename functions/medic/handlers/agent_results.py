@@ -1,8 +1,9 @@
-"""Lambda entry point for the ledger table's stream (NEW_IMAGE): the Slurm agents' command results.
+"""Lambda entry point for the ledger table's stream (NEW_IMAGE): the Slurm agents' command results and heartbeats.
 
-Each `command#<id>/result` item becomes the command's final remediation record; every other item
-is skipped. A record that fails (an AWS error) is reported as a batch item failure, so the stream
-retries it without blocking the records after it.
+Each `agent#<cluster>/heartbeat` becomes Medic's own note of when DynamoDB wrote it (agent_heartbeats.py).
+Each `agent#<cluster>#command#<id>/result` item becomes the command's final remediation record (or a
+rejected one: command_results.py); every other item is skipped. A record that fails (an AWS error) is
+reported as a batch item failure, so the stream retries it without blocking the records after it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordMo
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from medic.agent_heartbeats import heartbeat_cluster, record_heartbeat
+from medic.command_results import record_agent_result, rejected_stream_record
 from medic.deps import dependencies
 from medic.obs import logger, tracer
-from medic.slurm_requeue import record_agent_result, rejected_stream_record
 
 # Records are parsed one by one in _record: a record the model cannot read is rejected alone,
 # it never fails the batch.
@@ -33,7 +35,12 @@ def _record(record: DynamoDBRecord) -> dict | None:
         # could read such a record either.
         return rejected_stream_record(record.raw_event, error, dependencies())
     try:
-        return record_agent_result(parsed, dependencies())
+        deps = dependencies()
+        cluster = heartbeat_cluster(parsed)
+        if cluster is not None:
+            record_heartbeat(parsed, cluster, deps)
+            return None
+        return record_agent_result(parsed, deps)
     except Exception:
         logger.exception("agent result not recorded; the stream will retry it",
                          extra={"stream_event_id": parsed.eventID, "keys": parsed.dynamodb.Keys})

@@ -1,4 +1,5 @@
-"""Lambda entry point for the reconcile schedule (every 5 minutes): see medic.reconcile."""
+"""Lambda entry point for the reconcile schedule (every 5 minutes): see medic.reconcile, then the sweep of
+agent commands that never got a result (medic.command_sweep)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from medic.command_sweep import sweep_commands
 from medic.deps import dependencies
 from medic.obs import logger, tracer
 from medic.reconcile import reconcile
@@ -15,5 +17,8 @@ from medic.reconcile import reconcile
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     remaining = getattr(context, "get_remaining_time_in_millis", None)
-    return reconcile(event, dependencies(),
-                     remaining_seconds=(lambda: remaining() / 1000) if callable(remaining) else None)
+    deps = dependencies()
+    report = reconcile(event, deps, remaining_seconds=(lambda: remaining() / 1000) if callable(remaining) else None)
+    if not report.get("rejected"):  # not a schedule run: nothing else happens either
+        report["expired_commands"] = len(sweep_commands(event, deps))
+    return report

@@ -1,17 +1,39 @@
 """Agent memory: the commands Medic issued to the on-cluster agents, their final records, heartbeats.
 
-Command items are not prefixed in dry runs: a dry run never queues a command.
+Command items are not prefixed in dry runs: a dry run never queues a command. Medic writes only
+`command#<id>` items; each agent writes only under `agent#<its cluster>` (IAM's dynamodb:LeadingKeys), so
+nothing an agent writes can pass for something Medic wrote.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from medic.ledger.table import Key, Table, expires
+from medic.ledger.table import Key, Table, epoch, expires
+
+OPEN_COMMANDS = "recovery#command"  # issued commands waiting for their result (one item each, deleted when closed)
 
 
 def command_key(command_id: str, sk: str) -> Key:
     return {"pk": {"S": f"command#{command_id}"}, "sk": {"S": sk}}
+
+
+def agent_claim_key(cluster: str, command_id: str) -> Key:
+    """The agent's claim of a command (written by the agent only: Medic reads and checks it)."""
+    return {"pk": {"S": f"agent#{cluster}#command#{command_id}"}, "sk": {"S": "claim"}}
+
+
+def seen_key(cluster: str) -> Key:
+    """When DynamoDB wrote the cluster's agent's last heartbeat: Medic's own item (no agent may write it)."""
+    return {"pk": {"S": f"agentseen#{cluster}"}, "sk": {"S": "heartbeat"}}
+
+
+@dataclass(frozen=True)
+class OpenCommand:
+    command_id: str
+    cluster: str
+    issued_at: datetime
 
 
 class AgentStore:
@@ -19,18 +41,54 @@ class AgentStore:
         self.table = table
 
     def agent_heartbeat(self, cluster: str) -> datetime | None:
-        """When the cluster's Slurm agent last reported in (agents write it; dry runs read the real one)."""
-        item = self.table.get({"pk": {"S": f"agent#{cluster}"}, "sk": {"S": "heartbeat"}})
+        """When DynamoDB wrote the cluster's agent's last heartbeat (Medic's clock; dry runs read the real one)."""
+        item = self.table.get(seen_key(cluster))
         try:
-            at = datetime.fromisoformat(item["at"]["S"]) if item else None
-        except (KeyError, TypeError, ValueError):
+            return datetime.fromtimestamp(int(item["seen_epoch"]["N"]), UTC) if item else None
+        except (KeyError, TypeError, ValueError, OverflowError):
             return None  # unreadable: as good as no heartbeat
-        return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
+
+    def record_heartbeat_seen(self, cluster: str, seen_at: datetime, reported_at: str) -> bool:
+        """The agent's heartbeat as Medic saw it arrive (``seen_at``: the stream record's creation time); the
+        agent's own ``reported_at`` is kept for display only. Never moves back: False for an older one."""
+        seen = epoch(seen_at)
+        return self.table.put_if(
+            {**seen_key(cluster), "seen_epoch": {"N": str(seen)}, "seen_at": {"S": seen_at.isoformat()},
+             "agent_at": {"S": reported_at[:64]}, "expires_at": expires(seen_at, days=1)},
+            "attribute_not_exists(pk) OR seen_epoch < :seen", {":seen": {"N": str(seen)}})
 
     def record_command(self, command_id: str, context: dict[str, str], now: datetime) -> None:
-        """What a queued agent command is for, so its result can be recorded against the same incident."""
+        """What a queued agent command is for, so its result can be checked and recorded against the same
+        incident; and the command open until then (the reconciler closes it as failed after its deadline)."""
         self.table.put({**command_key(command_id, "issued"), **{key: {"S": value} for key, value in context.items()},
                         "issued_at": {"S": now.isoformat()}, "expires_at": expires(now)})
+        self.table.put({**self.table.key(OPEN_COMMANDS, command_id), "cluster": {"S": context.get("cluster", "")},
+                        "issued_epoch": {"N": str(epoch(now))}, "expires_at": expires(now)})
+
+    def open_commands(self) -> list[OpenCommand]:
+        """The commands Medic issued whose result is not recorded yet (bounded by the commands in flight)."""
+        found = []
+        for item in self.table.partition(OPEN_COMMANDS):
+            try:
+                found.append(OpenCommand(item["sk"]["S"], item["cluster"]["S"],
+                                         datetime.fromtimestamp(int(item["issued_epoch"]["N"]), UTC)))
+            except (KeyError, TypeError, ValueError, OverflowError):
+                continue
+        return found
+
+    def close_command(self, command_id: str) -> None:
+        self.table.delete(self.table.key(OPEN_COMMANDS, command_id))
+
+    def withdraw_command(self, cluster: str, command_id: str, now: datetime) -> bool:
+        """Withdraw a command its agent has not claimed, in one transaction (so it can never run late: the
+        agent's claim checks `withdrawn_at` is absent). True when withdrawn; False when the agent claimed it."""
+        return self.table.transact([
+            {"ConditionCheck": {"TableName": self.table.name, "Key": agent_claim_key(cluster, command_id),
+                                "ConditionExpression": "attribute_not_exists(pk)"}},
+            {"Update": {"TableName": self.table.name, "Key": command_key(command_id, "issued"),
+                        "UpdateExpression": "SET withdrawn_at = :now, expires_at = if_not_exists(expires_at, :expires)",
+                        "ExpressionAttributeValues": {":now": {"S": now.isoformat()}, ":expires": expires(now)}}},
+        ])
 
     def command_context(self, command_id: str) -> dict[str, str]:
         """What record_command wrote for the command; empty when Medic has no record of issuing it."""
@@ -41,4 +99,12 @@ class AgentStore:
         """True for the first delivery of a command's result: its final record is written once."""
         return self.table.put_if(
             {**command_key(command_id, "recorded"), "recorded_at": {"S": now.isoformat()}, "expires_at": expires(now)},
+            "attribute_not_exists(pk)")
+
+    def claim_rejected_result(self, cluster: str, command_id: str, now: datetime) -> bool:
+        """True for the first delivery of a result Medic rejects. Kept apart from `recorded`: a result forged
+        by another cluster's agent must not stop the real result of the command from being recorded."""
+        return self.table.put_if(
+            {**command_key(command_id, f"rejected#{cluster}"), "recorded_at": {"S": now.isoformat()},
+             "expires_at": expires(now)},
             "attribute_not_exists(pk)")
