@@ -238,6 +238,10 @@ def world(aws_credentials: None) -> Iterator[RaceWorld]:
                     training=TrainingJobs(calls.watch(boto3.client("sagemaker", region_name=REGION))),
                     checkpoints=Checkpoints(boto3.client("s3", region_name=REGION)),
                     slurm=SlurmQueues({CLUSTER: queue_url}, sqs))
+        # The watched job trained until 20 minutes ago (a stall, not a job that never started)
+        boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
+            {"MetricName": "Heartbeat", "Dimensions": [{"Name": "Job", "Value": JOB}], "Value": 20,
+             "Timestamp": NOW - timedelta(minutes=20)}])
         yield RaceWorld(medic, deps, hyperpod, dynamodb, calls, queue_url)
 
 
