@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.deps import Deps
-from medic.domain.models import Action, Fault, Outcome, Trigger
+from medic.domain.models import Action, Fault, Outcome, Requester, Trigger
 from medic.domain.slurm import (
     AgentResult,
     InvalidCommand,
@@ -55,7 +55,8 @@ class RequeueRequest:
     fault: str
     context: str  # what the human should know if this pages (the operator's reason, the alarm's reason, ...)
     job_name: str | None = None
-    job_id: str | None = None
+    job_id: str | None = None  # canonical (RequeueJobDetail and slurm_job_incident strip leading zeros)
+    requester: Requester | None = None  # operator requests: who sent it, as far as the event says
 
     @property
     def job(self) -> str:
@@ -63,7 +64,9 @@ class RequeueRequest:
 
 
 def slurm_job_incident(cluster: str, job: str) -> str:
-    return f"job:slurm:{cluster}:{job}"
+    """The incident and restart-budget lineage of a Slurm job: by its name, or by its canonical id
+    (`04211` is job 4211). Slurm alone knows which ids a name has, so a name and an id never share one."""
+    return f"job:slurm:{cluster}:{str(int(job)) if job.isascii() and job.isdigit() else job}"
 
 
 # --- the request
@@ -81,6 +84,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
         mode=mode, cluster=detail.cluster, incident=slurm_job_incident(detail.cluster, detail.job),
         trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value,
         context=detail.reason, job_name=detail.job_name, job_id=detail.job_id,
+        requester=Requester(account=event.account, source=event.source, claimed_by=detail.requested_by),
     ), deps)
 
 
@@ -89,11 +93,13 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     base = {"incident": request.incident, "trigger": request.trigger, "event_id": request.event_id,
             "cluster": request.cluster, "job": request.job, "fault": request.fault,
             "action": Action.REQUEUE_JOB, "mode": request.mode}
+    requester = request.requester.model_dump() if request.requester is not None else None
     now = deps.now()
 
     def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0) -> dict:
         action = Action.NONE if outcome is Outcome.REJECTED else Action.REQUEUE_JOB
-        record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt})
+        record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt,
+                           "requester": requester})
         if page and request.mode != "dry_run":
             text = slurm_job_page(record, request.context, deps.region, situation=page)
             record["paged"] = page_incident(deps, table, record, text)

@@ -7,7 +7,9 @@ a command line. tests/unit/test_slurm.py checks both sides agree.
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +27,12 @@ JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 NODE_NAME = re.compile(r"ip-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}-[0-9]{1,3}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 REPAIRS = ("Replace", "Reboot")
+# A request by job name requeues at most this many jobs: the command carries it and the agent refuses more.
+MAX_JOBS_PER_NAME = 8
+# Operator-supplied text, after normalisation (one line, no control characters): what a page may quote.
+MAX_REASON_CHARS = 300
+# Who the sender says asked (an IAM user or role session name, an e-mail): claimed, not verified.
+REQUESTED_BY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=,:/-]{0,127}", re.ASCII)
 HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
 # What the agent writes as a command's result status.
 RESULT_STATUSES = ("executed", "failed", "refused")
@@ -46,6 +54,28 @@ def valid_job_name(value: Any) -> bool:
     return matches(JOB_NAME, value)
 
 
+def canonical_job_id(job_id: str) -> str:
+    """A valid job id as Slurm means it: `04211` and `4211` are the same job, so they key the same budget,
+    incident, request and command. InvalidCommand unless it is 1-10 ASCII digits."""
+    if not valid_job_id(job_id):
+        raise InvalidCommand(f"job_id must be 1-10 ASCII digits: {shown(job_id)}")
+    return str(int(job_id))
+
+
+def one_line_text(value: str) -> str:
+    """Text a sender controls, made safe to show: control and format characters (newlines, ANSI escapes,
+    bidi overrides) removed after each line break becomes a space, whitespace collapsed."""
+    kept = "".join(" " if ch.isspace() else ch for ch in value if ch.isspace() or unicodedata.category(ch)[0] != "C")
+    return " ".join(kept.split())
+
+
+def quoted(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """Operator text as a page shows it: one line, bounded, in double quotes (JSON string escaping)."""
+    flat = one_line_text(text)
+    flat = flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return json.dumps(flat, ensure_ascii=False)
+
+
 def shown(value: Any, limit: int = 40) -> str:
     """A value as it may appear in a reason: quoted (newlines escaped) and truncated."""
     text = value if isinstance(value, str) else repr(value)
@@ -61,12 +91,31 @@ class RequeueJobDetail(BaseModel):
     job_name: str | None = None
     job_id: str | None = None
     reason: str = Field(min_length=1, max_length=2000)
+    # Claimed by the sender: EventBridge does not say who called PutEvents (CloudTrail does).
+    requested_by: str | None = None
 
     @field_validator("job_id")
     @classmethod
     def _job_id(cls, value: str | None) -> str | None:
         if value is not None and not valid_job_id(value):
             raise ValueError(f"must be 1-10 ASCII digits, got {shown(value)}")
+        return None if value is None else canonical_job_id(value)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        text = one_line_text(value)
+        if not text:
+            raise ValueError("must say why, in printable text")
+        if len(text) > MAX_REASON_CHARS:
+            raise ValueError(f"must be at most {MAX_REASON_CHARS} characters on one line, got {len(text)}")
+        return text
+
+    @field_validator("requested_by")
+    @classmethod
+    def _requested_by(cls, value: str | None) -> str | None:
+        if value is not None and not matches(REQUESTED_BY, value):
+            raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
         return value
 
     @field_validator("job_name")
@@ -91,6 +140,7 @@ class RequeueJobEvent(MedicEvent):
     """source "medic.operator", detail-type "Medic Requeue Job"."""
 
     source: Literal["medic.operator"]
+    account: str = Field(pattern=r"^[0-9]{12}$")  # the sending account: recorded as the requester's
     detail_type: Literal["Medic Requeue Job"] = Field(alias="detail-type")
     detail: RequeueJobDetail
 
@@ -127,12 +177,14 @@ class AgentCommand:
     job_name: str | None = None
     node: str | None = None
     repair: str | None = None  # Replace | Reboot
+    max_jobs: int | None = None  # requeue by name: the most jobs the agent may requeue
 
     def body(self) -> dict:
         """The queue message, exactly as the agent parses it."""
         fields = {"command_id": self.command_id, "cluster": self.cluster, "kind": self.kind,
                   "incident": self.incident, "issued_at": self.issued_at.isoformat()}
-        optional = {"job_id": self.job_id, "job_name": self.job_name, "node": self.node, "repair": self.repair}
+        optional = {"job_id": self.job_id, "job_name": self.job_name, "max_jobs": self.max_jobs,
+                    "node": self.node, "repair": self.repair}
         return {**fields, **{key: value for key, value in optional.items() if value is not None}}
 
 
@@ -148,16 +200,19 @@ def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None
 
 def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str | None = None,
                     job_name: str | None = None, request_id: str | None = None) -> AgentCommand:
-    """`scontrol requeue <job_id>`, or every job named job_name; InvalidCommand unless exactly one is valid.
+    """`scontrol requeue <job_id>`, or every job named job_name (at most MAX_JOBS_PER_NAME of them);
+    InvalidCommand unless exactly one is valid. The job id is canonical (`04211` → `4211`).
 
     The command id derives from the request (same request, same id), so a retried send cannot make
     the agent run a second command: the agent dedupes on the id.
     """
     validate_requeue_target(job_id=job_id, job_name=job_name)
+    job_id = None if job_id is None else canonical_job_id(job_id)
     command_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{request_id}")) if request_id \
         else str(uuid.uuid4())
     return AgentCommand(command_id=command_id, cluster=cluster, kind="requeue_job", incident=incident,
-                        issued_at=now, job_id=job_id, job_name=job_name)
+                        issued_at=now, job_id=job_id, job_name=job_name,
+                        max_jobs=MAX_JOBS_PER_NAME if job_name is not None else None)
 
 
 def heartbeat_is_fresh(last_heartbeat: datetime | None, now: datetime) -> bool:
@@ -186,7 +241,9 @@ def slurm_job_page(record: dict, details: str, region: str, situation: str = "fa
     body = "\n".join([
         f"Cluster:        {record['cluster']}",
         f"Slurm job:      {record['job']}",
-        f"Requested:      {details[:800]}",
+        # The sender's words, quoted on one line: never where the page says what to do.
+        f"Requested:      {quoted(details)}",
+        *([f"Requester:      {_requester(record['requester'])}"] if record.get("requester") else []),
         "",
         f"What Medic did: {record['action']}: {record['outcome']} (attempt {record['attempt']})",
         f"Why:            {record['reason']}",
@@ -196,3 +253,8 @@ def slurm_job_page(record: dict, details: str, region: str, situation: str = "fa
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
     ])
     return PageText(subject, body)
+
+
+def _requester(requester: dict) -> str:
+    claimed = f", says it is {quoted(requester['claimed_by'], 128)}" if requester.get("claimed_by") else ""
+    return f"an event from account {requester['account']} (source {requester['source']}{claimed}; unverified)"
