@@ -55,7 +55,7 @@ class RequeueRequest:
     fault: str
     context: str  # what the human should know if this pages (the operator's reason, the alarm's reason, ...)
     job_name: str | None = None
-    job_id: str | None = None  # canonical (RequeueJobDetail and slurm_job_incident strip leading zeros)
+    job_id: str | None = None  # canonical: RequeueJobDetail strips leading zeros (requeue_command again)
     requester: Requester | None = None  # operator requests: who sent it, as far as the event says
     # A request by id that also names the job: the name, whose restart budget is spent too.
     also_named: str | None = None
@@ -66,9 +66,9 @@ class RequeueRequest:
 
 
 def slurm_job_incident(cluster: str, job: str) -> str:
-    """The incident and restart-budget lineage of a Slurm job: by its name, or by its canonical id
-    (`04211` is job 4211). Slurm alone knows which ids a name has, so a name and an id never share one."""
-    return f"job:slurm:{cluster}:{str(int(job)) if job.isascii() and job.isdigit() else job}"
+    """The incident and restart-budget lineage of a Slurm job: by its name, or by its id, canonical already
+    (RequeueJobDetail: `04211` is job 4211). A job name is never rewritten: `007` may be a name."""
+    return f"job:slurm:{cluster}:{job}"
 
 
 # --- the request

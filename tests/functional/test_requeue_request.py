@@ -327,3 +327,27 @@ def test_a_request_by_id_that_names_its_job_spends_the_names_budget_too(slurm):
     assert [body.get("job_id") for body in slurm.queued()] == [None, None, "4211"]
     # And the budget by id alone was given back when the name's was spent: 4211 was requeued once
     assert request(slurm, event_id="id-2", job_id="4211")["attempt"] == 2
+
+
+def test_an_error_counting_the_names_budget_gives_the_ids_restart_back(slurm, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    from medic.ledger.jobs import JobStore
+
+    # Given a live agent, and DynamoDB failing on the name's budget (after the id's was counted)
+    slurm.heartbeat()
+    real = JobStore.claim_job_restart
+
+    def flaky(self, lineage, max_restarts, now):
+        if lineage.endswith(":llama3-70b"):
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                              "UpdateItem")
+        return real(self, lineage, max_restarts, now)
+
+    monkeypatch.setattr(JobStore, "claim_job_restart", flaky)
+    # When a request by id naming its job comes in
+    record = request(slurm, event_id="err-0", job_id="4211", job_name="llama3-70b")
+    # Then nothing is queued, a human is paged, and the id's budget is as it was
+    assert (record["outcome"], record["paged"], slurm.depth()) == ("failed", True, 0)
+    monkeypatch.setattr(JobStore, "claim_job_restart", real)
+    assert request(slurm, event_id="err-1", job_id="4211")["attempt"] == 1
