@@ -63,8 +63,8 @@ def canonical_job_id(job_id: str) -> str:
 
 
 def one_line_text(value: str) -> str:
-    """Text a sender controls, made safe to show: control and format characters (newlines, ANSI escapes,
-    bidi overrides) removed after each line break becomes a space, whitespace collapsed."""
+    """Text a sender controls, made safe to show on one line: any whitespace (line breaks included) becomes
+    one space; other control and format characters (ANSI escapes, bidi overrides, NULs) are dropped."""
     kept = "".join(" " if ch.isspace() else ch for ch in value if ch.isspace() or unicodedata.category(ch)[0] != "C")
     return " ".join(kept.split())
 
@@ -83,7 +83,8 @@ def shown(value: Any, limit: int = 40) -> str:
 
 
 class RequeueJobDetail(BaseModel):
-    """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name, and why."""
+    """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name (or by id, naming the job
+    so that the name's restart budget is spent too), and why; `requested_by` is who the sender says it is."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
