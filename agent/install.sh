@@ -9,8 +9,9 @@
 #        --queue-url https://sqs.us-east-1.amazonaws.com/123456789012/medic-agent-my-cluster \
 #        --table medic-ledger --region us-east-1
 #
-# It creates a virtualenv in /opt/medic-agent, pip-installs the agent package (this directory, or
-# --source), writes /etc/medic-agent.env, installs and starts medic-agent.service.
+# It creates a virtualenv in /opt/medic-agent, pip-installs the pinned dependencies (requirements.txt
+# beside this script: exact versions, --require-hashes), then the agent package (this directory, or
+# --source) without dependencies, writes /etc/medic-agent.env, installs and starts medic-agent.service.
 # Offline nodes: --wheelhouse DIR with the agent's wheel and its dependencies (pip download).
 set -euo pipefail
 
@@ -22,6 +23,7 @@ TABLE=""
 REGION=""
 NODE_ADDRESS=""
 SOURCE="$SCRIPT_DIR"
+REQUIREMENTS="$SCRIPT_DIR/requirements.txt"
 WHEELHOUSE=""
 RESOURCE_CONFIG="/opt/ml/config/resource_config.json"
 PREFIX="/opt/medic-agent"
@@ -34,7 +36,7 @@ log() { printf '[medic-agent install] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 2; }
 
 usage() {
-    sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     cat <<'EOF'
 Options:
   --controller-group NAME   instance group of the Slurm controller (required)
@@ -44,6 +46,7 @@ Options:
   --region REGION           AWS region (required)
   --node-address ADDR       this node's address as listed in the resource config (default: detected)
   --source PATH             agent package directory or wheel (default: this script's directory)
+  --requirements PATH       pinned, hashed dependencies (default: requirements.txt beside this script)
   --wheelhouse DIR          install offline from DIR (pip --no-index --find-links DIR)
   --resource-config PATH    default /opt/ml/config/resource_config.json
   --prefix DIR              virtualenv location (default /opt/medic-agent)
@@ -65,6 +68,7 @@ while [[ $# -gt 0 ]]; do
         --region) need_value "$@"; REGION="$2"; shift 2 ;;
         --node-address) need_value "$@"; NODE_ADDRESS="$2"; shift 2 ;;
         --source) need_value "$@"; SOURCE="$2"; shift 2 ;;
+        --requirements) need_value "$@"; REQUIREMENTS="$2"; shift 2 ;;
         --wheelhouse) need_value "$@"; WHEELHOUSE="$2"; shift 2 ;;
         --resource-config) need_value "$@"; RESOURCE_CONFIG="$2"; shift 2 ;;
         --prefix) need_value "$@"; PREFIX="$2"; shift 2 ;;
@@ -86,6 +90,7 @@ matches "$QUEUE_URL" '^https://[A-Za-z0-9.-]+(:[0-9]+)?/[0-9]{12}/[A-Za-z0-9_-]{
     || die "--queue-url must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)"
 matches "$TABLE" '^[A-Za-z0-9_.-]{3,255}$' || die "--table must be a DynamoDB table name"
 matches "$REGION" '^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$' || die "--region must be an AWS region"
+[[ -r "$REQUIREMENTS" ]] || die "cannot read --requirements $REQUIREMENTS"
 for path_option in "--prefix=$PREFIX" "--env-file=$ENV_FILE" "--unit-dir=$UNIT_DIR"; do
     matches "${path_option#*=}" '^/[A-Za-z0-9._/-]+$' || die "${path_option%%=*} must be an absolute path of plain characters"
 done
@@ -147,7 +152,11 @@ PIP_ARGS=(install --quiet --upgrade --disable-pip-version-check)
 if [[ -n "$WHEELHOUSE" ]]; then
     PIP_ARGS+=(--no-index --find-links "$WHEELHOUSE")
 fi
-"$PREFIX/bin/pip" "${PIP_ARGS[@]}" "$SOURCE"
+# Exactly the pinned versions, each checked against its hash (a changed or substituted file is refused),
+# then the agent itself: --no-deps (its dependencies are the pinned ones) and --no-build-isolation (its
+# build backend is the pinned setuptools, not whatever an isolated build environment would fetch).
+"$PREFIX/bin/pip" "${PIP_ARGS[@]}" --require-hashes -r "$REQUIREMENTS"
+"$PREFIX/bin/pip" "${PIP_ARGS[@]}" --no-deps --no-build-isolation "$SOURCE"
 
 # --- configuration (written whole, then moved into place; readable by root only)
 umask 077

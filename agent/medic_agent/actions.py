@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from medic_agent.commands import (
+    MAX_JOBS_PER_NAME,
     Command,
     RequeueJob,
     find_jobs_argv,
@@ -14,7 +15,6 @@ from medic_agent.commands import (
 from medic_agent.slurm import Slurm
 
 EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
-MAX_JOBS_PER_NAME = 50  # a job name matching more jobs than this is a mistake, not a requeue
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,11 @@ def execute(command: Command, slurm: Slurm) -> Result:
         if action.job_id is not None:
             run = slurm.run(requeue_argv(action.job_id))
             return Result(EXECUTED if run.ok else FAILED, run.describe(), (action.job_id,) if run.ok else ())
-        return _requeue_by_name(action.job_name or "", slurm)
+        return _requeue_by_name(action.job_name or "", slurm, action.max_jobs)
     raise TypeError(f"unknown action {action!r}")
 
 
-def _requeue_by_name(job_name: str, slurm: Slurm) -> Result:
+def _requeue_by_name(job_name: str, slurm: Slurm, max_jobs: int = MAX_JOBS_PER_NAME) -> Result:
     found = slurm.run(find_jobs_argv(job_name))
     if not found.ok:
         return Result(FAILED, found.describe())
@@ -42,8 +42,8 @@ def _requeue_by_name(job_name: str, slurm: Slurm) -> Result:
     notes = [f"skipped squeue output {', '.join(skipped)}"] if skipped else []
     if not job_ids:
         return Result(FAILED, "; ".join([f"no job named {job_name!r} in squeue", *notes]))
-    if len(job_ids) > MAX_JOBS_PER_NAME:
-        return Result(FAILED, f"{len(job_ids)} jobs named {job_name!r}, more than {MAX_JOBS_PER_NAME}: not requeued")
+    if len(job_ids) > max_jobs:
+        return Result(FAILED, f"{len(job_ids)} jobs named {job_name!r}, more than {max_jobs}: not requeued")
     runs = [slurm.run(requeue_argv(job_id)) for job_id in job_ids]
     requeued = tuple(job_id for job_id, run in zip(job_ids, runs) if run.ok)
     status = EXECUTED if len(requeued) == len(runs) else FAILED

@@ -22,6 +22,8 @@ COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 # What squeue may print for a job: a job id, or an array task `<job>_<task>`.
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)
 KINDS = ("requeue_job",)  # what Medic issues; nothing else runs
+# A job name matching more jobs than this is a mistake, not a requeue; Medic's command may say fewer.
+MAX_JOBS_PER_NAME = 50
 MAX_BODY_CHARS = 16_384
 MAX_TEXT_CHARS = 512
 
@@ -32,6 +34,7 @@ class RequeueJob:
 
     job_id: str | None = None
     job_name: str | None = None
+    max_jobs: int = MAX_JOBS_PER_NAME  # by name: more jobs than this and none is requeued
 
     @property
     def target(self) -> str:
@@ -131,7 +134,11 @@ def _requeue(data: dict, envelope: dict) -> RequeueJob:
         return RequeueJob(job_id=data["job_id"])
     if not matches(JOB_NAME, data["job_name"]):
         raise Refused(f"job_name must match {JOB_NAME.pattern}: {shown(data['job_name'])}", **envelope)
-    return RequeueJob(job_name=data["job_name"])
+    max_jobs = data.get("max_jobs", MAX_JOBS_PER_NAME)
+    # bool is an int in Python: refuse it like any other non-integer.
+    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or not 1 <= max_jobs <= MAX_JOBS_PER_NAME:
+        raise Refused(f"max_jobs must be an integer from 1 to {MAX_JOBS_PER_NAME}: {shown(max_jobs)}", **envelope)
+    return RequeueJob(job_name=data["job_name"], max_jobs=max_jobs)
 
 
 # --- argv builders: each re-checks its input, so no caller can build a command line from an unchecked value.

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.deps import Deps
-from medic.domain.models import Action, Fault, Outcome, Trigger
+from medic.domain.models import Action, Fault, Outcome, Requester, Trigger
 from medic.domain.slurm import (
     InvalidCommand,
     RequeueJobEvent,
@@ -48,7 +48,10 @@ class RequeueRequest:
     fault: str
     context: str  # what the human should know if this pages (the operator's reason, the alarm's reason, ...)
     job_name: str | None = None
-    job_id: str | None = None
+    job_id: str | None = None  # canonical: RequeueJobDetail strips leading zeros (requeue_command again)
+    requester: Requester | None = None  # operator requests: who sent it, as far as the event says
+    # A request by id that also names the job: the name, whose restart budget is spent too.
+    also_named: str | None = None
 
     @property
     def job(self) -> str:
@@ -56,6 +59,8 @@ class RequeueRequest:
 
 
 def slurm_job_incident(cluster: str, job: str) -> str:
+    """The incident and restart-budget lineage of a Slurm job: by its name, or by its id, canonical already
+    (RequeueJobDetail: `04211` is job 4211). A job name is never rewritten: `007` may be a name."""
     return f"job:slurm:{cluster}:{job}"
 
 
@@ -70,10 +75,13 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.OPERATOR, "requeue request")
     detail = event.detail
+    by_id_and_name = detail.job_id is not None and detail.job_name is not None
     return requeue_slurm_job(RequeueRequest(
         mode=mode, cluster=detail.cluster, incident=slurm_job_incident(detail.cluster, detail.job),
         trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value,
-        context=detail.reason, job_name=detail.job_name, job_id=detail.job_id,
+        context=detail.reason, job_name=None if by_id_and_name else detail.job_name, job_id=detail.job_id,
+        also_named=detail.job_name if by_id_and_name else None,
+        requester=Requester(account=event.account, source=event.source, claimed_by=detail.requested_by),
     ), deps)
 
 
@@ -82,11 +90,13 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     base = {"incident": request.incident, "trigger": request.trigger, "event_id": request.event_id,
             "cluster": request.cluster, "job": request.job, "fault": request.fault,
             "action": Action.REQUEUE_JOB, "mode": request.mode}
+    requester = request.requester.model_dump() if request.requester is not None else None
     now = deps.now()
 
     def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0) -> dict:
         action = Action.NONE if outcome is Outcome.REJECTED else Action.REQUEUE_JOB
-        record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt})
+        record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt,
+                           "requester": requester})
         if page and request.mode != "dry_run":
             text = slurm_job_page(record, request.context, deps.region, situation=page)
             record["paged"] = page_incident(deps, table, record, text)
@@ -123,15 +133,17 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     if request.mode == "dry_run":
         return finish(Outcome.DRY_RUN, f"Dry run: would requeue {request.job} through the agent.")
 
-    lineage = request.incident.removeprefix("job:")
+    named = [slurm_job_incident(cluster.name, request.also_named)] if request.also_named else []
+    lineages = [incident.removeprefix("job:") for incident in (request.incident, *named)]
     try:
-        restarts = JobStore(table).claim_job_restart(lineage, max_restarts, now)
+        restarts = JobStore(table).claim_job_restarts(lineages, max_restarts, now)
     except (ClientError, BotoCoreError) as error:
         return finish(Outcome.FAILED, f"Could not count the job's restarts ({error_code(error)}); nothing was "
                                       "queued.", page="failed")
     if restarts is None:
-        return finish(Outcome.SUPPRESSED, f"Giving up: restart budget spent ({max_restarts} requeues of "
-                                          f"{request.job}).", page="gave_up", attempt=max_restarts + 1)
+        of = f"{request.job}, or of jobs named {request.also_named}" if request.also_named else request.job
+        return finish(Outcome.SUPPRESSED, f"Giving up: restart budget spent ({max_restarts} requeues of {of}).",
+                      page="gave_up", attempt=max_restarts + 1)
     try:
         command = requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
                                   job_name=request.job_name, request_id=f"{request.trigger}:{request.event_id}")
@@ -145,9 +157,9 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     except (ClientError, BotoCoreError) as error:
         # Nothing reached the agent: give the restart back to the budget (best effort).
         try:
-            JobStore(table).refund_job_restart(lineage)
+            JobStore(table).refund_job_restarts(lineages)
         except (ClientError, BotoCoreError):
-            logger.warning("restart refund failed", extra={"lineage": lineage})
+            logger.warning("restart refund failed", extra={"lineages": lineages})
         return finish(Outcome.FAILED, f"Could not queue the requeue ({error_code(error)}): {short(str(error))}",
                       page="failed", attempt=restarts)
     return finish(Outcome.DEFERRED, f"Requeue of {request.job} (attempt {restarts} of {max_restarts}) queued "

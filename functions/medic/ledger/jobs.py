@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from medic.ledger.table import Key, Table, expires
@@ -54,3 +55,26 @@ class JobStore:
         """Give back a restart whose command never reached the agent (never below zero)."""
         self.table.update_if(self._restarts_key(lineage), "ADD restarts :minus", "restarts > :zero",
                              {":minus": {"N": "-1"}, ":zero": {"N": "0"}})
+
+    def claim_job_restarts(self, lineages: Sequence[str], max_restarts: int, now: datetime) -> int | None:
+        """One restart of a job counted in every budget it belongs to (its id's and its name's): the highest
+        count, or None when any budget is spent (the others given back). An AWS error gives back what was
+        counted (best effort) and propagates."""
+        counted: list[str] = []
+        highest = 0
+        try:
+            for lineage in lineages:
+                restarts = self.claim_job_restart(lineage, max_restarts, now)
+                if restarts is None:
+                    self.refund_job_restarts(counted)
+                    return None
+                counted.append(lineage)
+                highest = max(highest, restarts)
+        except Exception:
+            self.refund_job_restarts(counted)
+            raise
+        return highest
+
+    def refund_job_restarts(self, lineages: Sequence[str]) -> None:
+        for lineage in lineages:
+            self.refund_job_restart(lineage)
