@@ -206,3 +206,48 @@ def test_sigterm_stops_the_agent_cleanly_mid_poll(cluster):
     assert time.monotonic() - started < 5
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert lines[-1]["message"] == "agent stopped" and lines[-1]["reason"] == "signal"
+
+
+def test_the_agent_on_the_controller_host_is_primary_and_acts(cluster):
+    # Given a running job, a requeue for it, and the real `scontrol ping` naming this host's slurmctld
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    ping = cluster.slurm.run("scontrol", "ping").stdout
+    assert ping.startswith("Slurmctld(primary) at ") and ping.rstrip().endswith(" is UP")
+    body = cluster.command(job_id=job_id)
+    cluster.send(body)
+    # When the agent polls with its default host (this machine's hostname, the SlurmctldHost)
+    run = cluster.run_agent()
+    # Then it asked who is in charge, found itself primary, and requeued the job
+    assert cluster.slurm_calls(pings=True) == ["scontrol ping", f"scontrol requeue {job_id}"]
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+    roles = [line for line in run.lines if line["message"] == "role: primary"]
+    assert roles and roles[0]["role"] == "primary" and "is in charge" in roles[0]["reason"]
+    beat = ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "heartbeat")
+    assert beat["role"] == "primary"
+
+
+def test_an_agent_on_another_head_node_stands_by_and_does_nothing(cluster):
+    # Given a running job and a requeue Medic issued for it
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    body = cluster.command(job_id=job_id)
+    cluster.send(body)
+    # When an agent that runs on another head node (not the host of the slurmctld in charge) polls
+    run = cluster.run_agent("--host", "ip-10-1-0-11")
+    # Then it only asked Slurm who is in charge: the job did not restart, no claim, no result, message still queued
+    assert cluster.slurm_calls(pings=True) == ["scontrol ping"]
+    assert cluster.slurm.job(job_id)["Restarts"] == "0"
+    assert cluster.result(body) is None
+    assert ledger_item(cluster.dynamodb, cluster.table, agent_pk(cluster.name, body["command_id"]), "claim") is None
+    assert cluster.queue_depth() == 1
+    # And it heartbeated as standby under its own key, never as the primary
+    assert ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "heartbeat") is None
+    beat = ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "standby#ip-10-1-0-11")
+    assert beat["role"] == "standby" and beat["host"] == "ip-10-1-0-11"
+    assert beat["in_charge"] == cluster.slurm.run("scontrol", "ping").stdout.split(" at ")[1].split(" is ")[0]
+    standby = [line for line in run.lines if line["message"] == "role: standby"]
+    assert standby and "standing by" in standby[0]["reason"]
+    # And the agent on the controller host then runs it
+    cluster.run_agent()
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
