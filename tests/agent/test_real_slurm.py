@@ -337,3 +337,24 @@ def test_node_commands_medic_never_issued_or_with_hostile_nodes_touch_nothing(cl
     assert cluster.slurm.node_state() == "idle" and cluster.slurm.node_reason() == ""
     assert [cluster.result(body) for body in [*bodies, forged]] == [None] * 5
     assert cluster.queue_depth() == 0
+
+
+def test_with_two_head_nodes_in_slurm_conf_only_the_agent_on_the_first_up_acts(two_heads):
+    # Given a slurm.conf with two SlurmctldHost lines (this machine, then ip-10-1-0-11), a running job and a requeue
+    ping = two_heads.slurm.run("scontrol", "ping").stdout.splitlines()
+    assert len(ping) == 2 and ping[0].startswith("Slurmctld(primary) at ") and ping[0].endswith(" is UP")
+    assert ping[1] == "Slurmctld(backup) at ip-10-1-0-11 is UP"
+    job_id = two_heads.slurm.submit("pretrain")
+    two_heads.slurm.wait_for_job_state(job_id, "RUNNING")
+    body = two_heads.command(job_id=job_id)
+    two_heads.send(body)
+    # When the agent on the backup head node polls: it stands by, touching nothing
+    standby = two_heads.run_agent("--host", "ip-10-1-0-11")
+    assert two_heads.slurm_calls(pings=True) == ["scontrol ping"]
+    assert two_heads.slurm.job(job_id)["Restarts"] == "0" and two_heads.result(body) is None
+    assert [line["reason"] for line in standby.lines if line["message"] == "role: standby"] == [
+        f"standing by: the controller in charge is slurmctld(primary) on {ping[0].split(' at ')[1].split(' ')[0]}"]
+    # And when the agent on this machine (the primary, first UP) polls, it requeues the job
+    two_heads.run_agent()
+    assert two_heads.slurm.job(job_id)["Restarts"] == "1"
+    assert two_heads.result(body)["status"] == "executed"
