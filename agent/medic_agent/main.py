@@ -48,7 +48,12 @@ from medic_agent.state import State
 log = logging.getLogger("medic_agent")
 
 DEFAULT_STATE_FILE = "/var/lib/medic-agent/state.json"
-ROLE_RECHECK_SECONDS = 5.0  # within a batch, ping again before a message when the last check is older
+# After a long poll that brought messages, ping again before the first; within the batch, again before a
+# message when the last check is older than this. Not before every message: with a controller unreachable each
+# ping waits out Slurm's MessageTimeout (10 s by default), and a batch must finish inside the queue's visibility
+# timeout. Acting on a role up to 30 s old is safe: scontrol reaches the controller in charge from any head node,
+# and the ledger's claim runs a command once.
+ROLE_RECHECK_SECONDS = 30.0
 INTERRUPTED = ("the agent stopped while this command was being claimed or run; it is not run again: "
                "check Slurm for its effect")
 
@@ -120,7 +125,9 @@ class Agent:
         finally:
             self._receiving = False
         handled = 0
-        for message in messages:  # the long poll may have taken a while: still in charge? (_still_primary)
+        if messages:
+            self._role_checked = None  # the long poll may have taken 20 s: still in charge? (_still_primary)
+        for message in messages:
             if self.stopping or not self._still_primary():
                 self._release(message)
                 continue

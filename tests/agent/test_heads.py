@@ -179,7 +179,6 @@ class TestStandbyAgent:
         def receive_then_failover():
             messages = receive()
             two_heads(world, primary_up=False)
-            agent._role_checked -= 20  # a full long poll (20 s) since the last role check
             return messages
 
         agent.queue.receive = receive_then_failover
