@@ -228,6 +228,17 @@ def test_a_standbys_heartbeat_does_not_count_while_the_primarys_agent_is_down(re
     assert result.calls[SEND] == 1 and len(result.pages) == 1
 
 
+def test_zg_two_head_nodes_failover(replay):
+    # Given two head nodes: the agent on the one in charge died at 08:02, the other's agent is up (standby)
+    result = replay(SCENARIOS / "zg-two-head-nodes-failover.jsonl")
+    # Then the 08:14 request pages (no primary agent alive), the 08:20 one runs on the new primary's head node
+    assert [(r["outcome"], r["paged"]) for r in result.records] == [
+        ("failed", True), ("deferred", False), ("executed", False)]
+    assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in result.records[0]["reason"]
+    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert result.calls[SEND] == 1 and len(result.pages) == 1
+
+
 def test_no_slurmctld_in_charge_means_no_agent_acts(replay):
     # Given two head nodes, both agents up, and neither slurmctld answering: both agents stand by
     nobody = {"sim": {"slurm": {"cluster": CLUSTER, "primary": 0}}}
