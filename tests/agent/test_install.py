@@ -152,3 +152,23 @@ def test_shellcheck_clean():
     done = subprocess.run(["shellcheck", str(INSTALL), str(AGENT_DIR.parent / ".ci" / "install-slurm.sh")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+def test_head_nodes_in_several_instance_groups_each_install(node):
+    # Given head nodes in two instance groups (controller-machine and, say, controller-backup)
+    config = json.loads(node.resource_config.read_text())
+    config["InstanceGroups"].append({"Name": "controller-backup", "Instances": [{"CustomerIpAddress": "10.1.0.7"}]})
+    node.resource_config.write_text(json.dumps(config))
+    groups = [*ARGS, "--controller-group", "controller-backup"]
+    # Then the node in the second group installs, with its SlurmctldHost name, and a worker still does nothing
+    done = node.install(*groups, "--host", "ip-10-1-0-7", address="10.1.0.7")
+    assert done.returncode == 0, done.stderr
+    assert "systemctl restart medic-agent.service" in node.recorded()
+    assert node.env_file.read_text().splitlines()[-1] == "MEDIC_HOST='ip-10-1-0-7'"
+    worker = node.install(*groups, address=WORKER_IP)
+    assert worker.returncode == 0 and "nothing to do" in worker.stderr
+
+
+def test_a_hostile_host_is_refused(node):
+    done = node.install(*ARGS, "--host", "x'; reboot #")
+    assert done.returncode == 2 and "--host must be a hostname" in done.stderr
