@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install the Medic agent on a SageMaker HyperPod Slurm cluster, from its lifecycle scripts (run as root).
 #
-# Run it on every node (e.g. from on_create.sh); it only installs on the controller node: the
-# node whose address is listed under the controller instance group in HyperPod's
-# /opt/ml/config/resource_config.json. Everywhere else it says so and exits 0.
+# Run it on every node (e.g. from on_create.sh); it only installs on controller (head) nodes: the
+# nodes whose address is listed under a controller instance group in HyperPod's
+# /opt/ml/config/resource_config.json (several head nodes: every one of them; head nodes in several
+# instance groups: repeat --controller-group). Everywhere else it says so and exits 0.
 #
 #   bash install.sh --controller-group controller-machine --cluster my-cluster \
 #        --queue-url https://sqs.us-east-1.amazonaws.com/123456789012/medic-agent-my-cluster \
@@ -16,7 +17,8 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-CONTROLLER_GROUP=""
+CONTROLLER_GROUPS=()
+AGENT_HOST=""
 CLUSTER=""
 QUEUE_URL=""
 TABLE=""
@@ -39,12 +41,13 @@ usage() {
     sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     cat <<'EOF'
 Options:
-  --controller-group NAME   instance group of the Slurm controller (required)
+  --controller-group NAME   instance group of the Slurm controller(s) (required; repeat for several groups)
   --cluster NAME            HyperPod cluster name (required)
   --queue-url URL           the cluster's Medic command queue (required)
   --table NAME              Medic's ledger table (required)
   --region REGION           AWS region (required)
   --node-address ADDR       this node's address as listed in the resource config (default: detected)
+  --host NAME               this head node's name as SlurmctldHost lists it (default: its hostname)
   --source PATH             agent package directory or wheel (default: this script's directory)
   --requirements PATH       pinned, hashed dependencies (default: requirements.txt beside this script)
   --wheelhouse DIR          install offline from DIR (pip --no-index --find-links DIR)
@@ -61,7 +64,8 @@ need_value() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"; }
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --controller-group) need_value "$@"; CONTROLLER_GROUP="$2"; shift 2 ;;
+        --controller-group) need_value "$@"; CONTROLLER_GROUPS+=("$2"); shift 2 ;;
+        --host) need_value "$@"; AGENT_HOST="$2"; shift 2 ;;
         --cluster) need_value "$@"; CLUSTER="$2"; shift 2 ;;
         --queue-url) need_value "$@"; QUEUE_URL="$2"; shift 2 ;;
         --table) need_value "$@"; TABLE="$2"; shift 2 ;;
@@ -83,8 +87,11 @@ done
 
 # --- validate: every value ends up in a file systemd parses, so each must be plain.
 matches() { [[ "$1" =~ $2 ]]; }  # $2 unquoted on purpose: it is the regex
-[[ -n "$CONTROLLER_GROUP" ]] || die "--controller-group is required"
-matches "$CONTROLLER_GROUP" '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' || die "--controller-group is not an instance group name"
+[[ ${#CONTROLLER_GROUPS[@]} -gt 0 ]] || die "--controller-group is required"
+for group in "${CONTROLLER_GROUPS[@]}"; do
+    matches "$group" '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' || die "--controller-group is not an instance group name"
+done
+[[ -z "$AGENT_HOST" ]] || matches "$AGENT_HOST" '^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$' || die "--host must be a hostname"
 matches "$CLUSTER" '^[A-Za-z0-9][A-Za-z0-9-]{0,62}$' || die "--cluster must be a HyperPod cluster name"
 matches "$QUEUE_URL" '^https://[A-Za-z0-9.-]+(:[0-9]+)?/[0-9]{12}/[A-Za-z0-9_-]{1,80}$' \
     || die "--queue-url must be an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)"
@@ -130,8 +137,12 @@ PY
 
 [[ -r "$RESOURCE_CONFIG" ]] || die "cannot read $RESOURCE_CONFIG (is this a HyperPod node?)"
 GROUP="$(this_group)" || die "this node's address is not in $RESOURCE_CONFIG"
-if [[ "$GROUP" != "$CONTROLLER_GROUP" ]]; then
-    log "this node is in instance group '$GROUP', not the controller group '$CONTROLLER_GROUP': nothing to do"
+IS_CONTROLLER=0
+for group in "${CONTROLLER_GROUPS[@]}"; do
+    [[ "$GROUP" == "$group" ]] && IS_CONTROLLER=1
+done
+if [[ $IS_CONTROLLER -eq 0 ]]; then
+    log "this node is in instance group '$GROUP', not the controller group '${CONTROLLER_GROUPS[*]}': nothing to do"
     exit 0
 fi
 log "controller node (instance group '$GROUP'): installing the Medic agent"
@@ -168,6 +179,7 @@ ENV_TMP="$(mktemp "$ENV_FILE.XXXXXX")"
     printf "MEDIC_TABLE='%s'\n" "$TABLE"
     printf "MEDIC_REGION='%s'\n" "$REGION"
     printf "AWS_REGION='%s'\n" "$REGION"
+    [[ -z "$AGENT_HOST" ]] || printf "MEDIC_HOST='%s'\n" "$AGENT_HOST"
 } > "$ENV_TMP"
 mv -f "$ENV_TMP" "$ENV_FILE"
 

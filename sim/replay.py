@@ -36,6 +36,7 @@ from sim.cloudwatch import EmulatedCloudWatch
 from sim.faults import Fault, parse_fault
 from sim.hyperpod import LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
 from sim.slurm import JOB_NAME as SLURM_JOB_NAME
+from sim.slurm import MAX_CONTROLLERS as SLURM_MAX_CONTROLLERS
 from sim.slurm import STATES as SLURM_STATES
 from sim.streams import StreamMapping
 from sim.synth import ROOT, import_paths, load_config, stack_template
@@ -313,21 +314,44 @@ class Replay:
                              "\"clock_ahead\": \"+1h\"}")
         cluster = self._slurm_cluster(value)
         beat = value.get("heartbeat", True)
-        handle = self.world.slurm.agent(cluster)
+        controller = value.get("controller")
+        if controller is not None and (not isinstance(controller, int) or isinstance(controller, bool)):
+            raise ValueError(f"'controller' must be a head node's number, 1-based (got {controller!r})")
+        handles = self.world.slurm.cluster_agents(cluster, controller)  # every head node's agent, or one
         if "clock_ahead" in value:  # the controller's clock runs ahead of AWS's (its heartbeats' `at` too)
             ahead = RELATIVE.match(value["clock_ahead"].strip()) if isinstance(value["clock_ahead"], str) else None
             if ahead is None:
                 raise ValueError(f"'clock_ahead' must be like \"+1h\" (got {value['clock_ahead']!r})")
-            self.world.slurm.set_clock_ahead(cluster, int(ahead.group(1)) * RELATIVE_UNIT[ahead.group(2)])
+            for handle in handles:
+                self.world.slurm.set_clock_ahead(handle, int(ahead.group(1)) * RELATIVE_UNIT[ahead.group(2)])
         if isinstance(beat, bool):
-            handle.running = beat  # a running agent reports and polls at every event from now on
+            for handle in handles:
+                handle.running = beat  # a running agent reports and polls at every event from now on
             return
         when = _parse_time(beat)
         if when is None:
             raise ValueError(f"'heartbeat' must be true, false or an ISO 8601 time (got {beat!r})")
-        handle.running = False  # it reported then, and nothing since
         with time_machine.travel(when, tick=False):
-            self.world.slurm.heartbeat_at(cluster, self.handler_output)
+            for handle in handles:
+                handle.running = False  # it reported then, and nothing since
+                self.world.slurm.heartbeat_at(handle, self.handler_output)
+
+    def _directive_slurm(self, value: Any) -> None:
+        """The cluster's head nodes (`controllers`, one agent on each) and the slurmctld in charge (`primary`)."""
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"controllers\": 2, \"primary\": 1}")
+        cluster = self._slurm_cluster(value)
+        unknown = sorted(set(value) - {"cluster", "controllers", "primary"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, controllers, primary")
+        numbers = {}
+        for key, low, high in (("controllers", 1, SLURM_MAX_CONTROLLERS), ("primary", 0, SLURM_MAX_CONTROLLERS)):
+            number = value.get(key)
+            if number is not None and (not isinstance(number, int) or isinstance(number, bool)
+                                       or not low <= number <= high):
+                raise ValueError(f"'{key}' must be a number {low}..{high} (got {number!r})")
+            numbers[key] = number
+        self.world.slurm.set_controllers(cluster, numbers["controllers"], numbers["primary"])
 
     def _directive_agent_result(self, value: Any) -> None:
         """A result written as the agent of ``cluster`` would write it (its own key), for a command Medic

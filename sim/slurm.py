@@ -7,6 +7,11 @@ its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``
 the cluster's jobs that answers ``scontrol requeue <id>`` and ``squeue --noheader --format=%i
 --name=<name>`` (nothing is executed; the stub programs in a temporary directory exist only so the
 agent finds its binaries).
+
+A cluster has one head node by default; the `slurm` directive gives it several (`controllers`), one agent on
+each, and says which slurmctld is in charge (`primary`, 1-based: the ones before it are DOWN, the rest UP,
+0: none answers). The fake Slurm answers each agent's `scontrol ping` as Slurm prints it, so each agent works
+out its own role exactly as on a head node; the pings are not reported as `slurm_command` lines.
 """
 
 from __future__ import annotations
@@ -30,7 +35,13 @@ STATES = (*ACTIVE, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "
 # What `scontrol requeue` accepts: a running, suspended or finished batch job (not one still pending).
 REQUEUEABLE = frozenset(STATES) - {"PENDING", "REQUEUED", "CONFIGURING"}
 JOB_NAME = re.compile(r"^[^\s\x00]{1,200}$")
-AGENT_HOST = "ip-10-1-0-10"  # the emulated controller node's hostname
+AGENT_HOST = "ip-10-1-0-10"  # the emulated (first) controller node's hostname
+MAX_CONTROLLERS = 3
+
+
+def controller_host(number: int) -> str:
+    """The hostname of head node ``number`` (1-based): ip-10-1-0-10, ip-10-1-0-11, ..."""
+    return f"ip-10-1-0-{9 + number}"
 
 
 def import_agent() -> Any:
@@ -55,20 +66,43 @@ class SlurmJob:
 class SlurmCluster:
     name: str
     jobs: dict[str, SlurmJob] = field(default_factory=dict)
+    controllers: int = 1  # head nodes, each with a slurmctld (SlurmctldHost order) and an agent
+    primary: int = 1  # the slurmctld in charge (1-based): those before it are DOWN, the rest UP; 0: all DOWN
+
+    @property
+    def hosts(self) -> list[str]:
+        return [controller_host(number) for number in range(1, self.controllers + 1)]
+
+    def ping(self) -> tuple[int, str]:
+        """`scontrol ping` as Slurm prints it (as root): exit status and output."""
+        lines, up_any = [], False
+        for number, host in enumerate(self.hosts, start=1):
+            up = self.primary != 0 and number >= self.primary
+            up_any = up_any or up
+            mode = "primary" if number == 1 else "backup" if self.controllers == 2 else f"backup{number - 1}"
+            lines.append(f"Slurmctld({mode}) at {host} is {'UP' if up else 'DOWN'}")
+        if self.primary != 1:
+            lines += ["*" * 41, "** RESTORE SLURMCTLD DAEMON TO SERVICE **", "*" * 41]
+        return (0 if up_any else 1), "".join(f"{line}\n" for line in lines)
 
 
 class FakeSlurm:
     """subprocess.run for the agent's Slurm class: answers from the cluster model, records every run."""
 
-    def __init__(self, cluster: SlurmCluster, runs: list[dict]) -> None:
+    def __init__(self, cluster: SlurmCluster, runs: list[dict], host: str = AGENT_HOST) -> None:
         self.cluster = cluster
         self.runs = runs
+        self.host = host  # the head node whose agent runs this
 
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
         program = Path(argv[0]).name
         args = list(argv[1:])
+        if program == "scontrol" and args == ["ping"]:  # every agent's role check, every cycle: not reported
+            returncode, stdout = self.cluster.ping()
+            return subprocess.CompletedProcess(argv, returncode, stdout, "")
         returncode, stdout, stderr = self._answer(program, args)
-        self.runs.append({"cluster": self.cluster.name, "argv": [program, *args], "exit": returncode,
+        self.runs.append({"cluster": self.cluster.name, "host": self.host, "argv": [program, *args],
+                          "exit": returncode,
                           "output": "\n".join(part for part in (stdout.strip(), stderr.strip()) if part)})
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
@@ -96,13 +130,14 @@ class AgentHandle:
     queue_url: str
     agent: Any  # medic_agent.main.Agent
     running: bool = False
+    host: str = AGENT_HOST
 
 
 class SlurmWorld:
     def __init__(self, client: Callable[[str], Any]) -> None:
         self.client = client  # the harness's own clients: the agent's calls are not the handlers'
         self.clusters: dict[str, SlurmCluster] = {}
-        self.agents: dict[str, AgentHandle] = {}
+        self.agents: dict[tuple[str, str], AgentHandle] = {}  # (cluster, head node) -> its agent
         self.runs: list[dict] = []  # every fake scontrol/squeue run, in order
         self.queues: dict[str, str] = {}  # cluster -> agent queue URL (the stack's SLURM_QUEUES)
         self.table = ""
@@ -132,10 +167,36 @@ class SlurmWorld:
                 stub.chmod(0o755)
         return Path(self._tmp.name)
 
-    def agent(self, cluster: str) -> AgentHandle:
-        """The cluster's agent (created stopped); ValueError when the stack has no agent queue for it."""
-        if cluster in self.agents:
-            return self.agents[cluster]
+    def set_controllers(self, cluster: str, controllers: int | None, primary: int | None) -> None:
+        """Head nodes and the slurmctld in charge. New head nodes' agents start as the others are (running or not)."""
+        model = self.cluster(cluster)
+        if primary is not None and not 0 <= primary <= (controllers or model.controllers):
+            raise ValueError(f"'primary' must be 0..{controllers or model.controllers} (got {primary})")
+        if controllers is not None:
+            if controllers < model.controllers:
+                raise ValueError(f"a cluster's head nodes cannot be taken away ({cluster} has {model.controllers})")
+            before = self.cluster_agents(cluster)
+            running = any(handle.running for handle in before)
+            model.controllers = controllers
+            for handle in self.cluster_agents(cluster):
+                if handle not in before:
+                    handle.running = running
+        if primary is not None:
+            model.primary = primary
+
+    def cluster_agents(self, cluster: str, controller: int | None = None) -> list[AgentHandle]:
+        """The agents on the cluster's head nodes (all of them, or head node ``controller``), created stopped."""
+        model = self.cluster(cluster)
+        if controller is not None and not 1 <= controller <= model.controllers:
+            raise ValueError(f"'controller' must be 1..{model.controllers} for {cluster} (got {controller})")
+        hosts = model.hosts if controller is None else [controller_host(controller)]
+        return [self.agent(cluster, host) for host in hosts]
+
+    def agent(self, cluster: str, host: str = AGENT_HOST) -> AgentHandle:
+        """The agent on head node ``host`` of the cluster (created stopped); ValueError when the stack has no agent
+        queue for the cluster."""
+        if (cluster, host) in self.agents:
+            return self.agents[(cluster, host)]
         if cluster not in self.queues:
             known = ", ".join(sorted(self.queues)) or "none"
             raise ValueError(f"the stack has no agent queue for cluster {cluster!r} (SLURM_QUEUES: {known})")
@@ -150,13 +211,15 @@ class SlurmWorld:
             cluster=cluster,
             queue=Queue(self.queues[cluster], lambda: self.client("sqs"), wait_seconds=0, visibility_timeout=120),
             ledger=Ledger(self.table, lambda: self.client("dynamodb")),
-            slurm=Slurm(bin_dir=str(work / "bin"), timeout=30, runner=FakeSlurm(self.cluster(cluster), self.runs)),
-            state=State(str(work / f"state-{cluster}.json")),
+            slurm=Slurm(bin_dir=str(work / "bin"), timeout=30,
+                        runner=FakeSlurm(self.cluster(cluster), self.runs, host)),
+            state=State(str(work / f"state-{cluster}-{host}.json")),
             heartbeat_seconds=0,  # every cycle reports: cycles run at event times, not every 60 s
-            host=AGENT_HOST,
+            standby_seconds=0,  # a standby's cycle returns at once (it waits 20 s between checks on a head node)
+            host=host,
         )
-        self.agents[cluster] = AgentHandle(cluster, self.queues[cluster], agent)
-        return self.agents[cluster]
+        self.agents[(cluster, host)] = AgentHandle(cluster, self.queues[cluster], agent, host=host)
+        return self.agents[(cluster, host)]
 
     def cycle(self, out: TextIO) -> bool:
         """One receive cycle of every running agent (heartbeat included); True when one handled a message."""
@@ -169,19 +232,22 @@ class SlurmWorld:
                 handled += handle.agent.poll()
         return handled > 0
 
-    def set_clock_ahead(self, cluster: str, ahead: Any) -> None:
+    def set_clock_ahead(self, handle: AgentHandle, ahead: Any) -> None:
         """The agent's clock (what it writes as its heartbeat's `at`) runs ``ahead`` of the replay's."""
         from datetime import UTC, datetime
 
-        self.agent(cluster).agent.clock = lambda: datetime.now(UTC) + ahead
+        handle.agent.clock = lambda: datetime.now(UTC) + ahead
 
-    def heartbeat_at(self, cluster: str, out: TextIO) -> None:
-        """The agent's own heartbeat write, at the current (replay) time."""
+    def heartbeat_at(self, handle: AgentHandle, out: TextIO) -> None:
+        """The agent's own heartbeat write (as primary or standby, as `scontrol ping` says), at the current
+        (replay) time."""
         from medic_agent import __version__
 
-        handle = self.agent(cluster)
         with _agent_logs(out):
-            handle.agent.ledger.heartbeat(cluster, handle.agent.clock(), handle.agent.host, __version__)
+            role = handle.agent.check_role()
+            handle.agent.ledger.heartbeat(handle.cluster, handle.agent.clock(), handle.agent.host, __version__,
+                                          role=role.role, reason="" if role.acts else role.reason,
+                                          in_charge=role.in_charge)
 
     def latest_command(self) -> dict[str, str]:
         """Medic's `command#<id>/issued` item most recently written (what a forger would have seen queued)."""

@@ -5,7 +5,12 @@ instance role may write nothing else (IAM dynamodb:LeadingKeys), and Medic trust
 its key says who wrote it.
   agent#<cluster>#command#<id> / claim    written once, conditionally, before a command runs
   agent#<cluster>#command#<id> / result   status executed|failed, Slurm's message, what it was for
-  agent#<cluster> / heartbeat             `at` (ISO 8601, the agent's clock: for display), host, version
+  agent#<cluster> / heartbeat             `at` (ISO 8601, the agent's clock: for display), host, version,
+                                          role `primary`: written only by the agent whose host runs the
+                                          slurmctld in charge (role.py); the only heartbeat Medic counts
+  agent#<cluster> / standby#<host>        the same, role `standby`, from each other head node's agent, with
+                                          why it stands by and which host is in charge (Medic's stream
+                                          filter keeps only sk `heartbeat`: a standby never counts as alive)
 
 The claim is one transaction with a condition check on Medic's own `command#<id>/issued` item (which the
 agent may check, never write): the command runs only if Medic issued exactly this command (id, cluster,
@@ -14,12 +19,14 @@ kind, target, incident) and has not withdrawn it, and only once (the claim's att
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
 from medic_agent.commands import Command
+from medic_agent.role import PRIMARY
 
 CLAIMED, ALREADY_CLAIMED, NOT_ISSUED = "claimed", "already_claimed", "not_issued"
 RESULT_TTL = timedelta(days=7)
@@ -87,13 +94,27 @@ class Ledger:
                                 "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
         for name, value in fields.items():
             if isinstance(value, (list, tuple)):
-                item[name] = {"L": [{"S": str(part)} for part in value]}
+                item[name] = {"L": [{"M": {key: {"S": str(text)} for key, text in part.items()}}
+                                    if isinstance(part, dict) else {"S": str(part)} for part in value]}
             else:
                 item[name] = {"S": str(value)}
         self.client.put_item(TableName=self.table, Item=item)
 
-    def heartbeat(self, cluster: str, now: datetime, host: str, version: str) -> None:
-        self.client.put_item(TableName=self.table, Item={
-            "pk": {"S": f"agent#{cluster}"}, "sk": {"S": "heartbeat"}, "at": {"S": now.isoformat()},
-            "host": {"S": host}, "version": {"S": version}, "expires_at": {"N": str(epoch(now + HEARTBEAT_TTL))},
-        })
+    def heartbeat(self, cluster: str, now: datetime, host: str, version: str, role: str = PRIMARY,
+                  reason: str = "", in_charge: str | None = None) -> None:
+        """The primary's heartbeat under `heartbeat`; a standby's under its own `standby#<host>`, never the same
+        item, so a standby cannot make Medic believe a primary is alive."""
+        item = {"pk": {"S": f"agent#{cluster}"}, "sk": {"S": heartbeat_sk(role, host)}, "at": {"S": now.isoformat()},
+                "host": {"S": host}, "version": {"S": version}, "role": {"S": role},
+                "expires_at": {"N": str(epoch(now + HEARTBEAT_TTL))}}
+        if reason:
+            item["reason"] = {"S": reason[:MESSAGE_LIMIT]}
+        if in_charge:
+            item["in_charge"] = {"S": in_charge}
+        self.client.put_item(TableName=self.table, Item=item)
+
+
+def heartbeat_sk(role: str, host: str) -> str:
+    if role == PRIMARY:
+        return "heartbeat"
+    return "standby#" + (re.sub(r"[^A-Za-z0-9._-]", "_", host)[:128] or "unknown")

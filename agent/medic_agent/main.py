@@ -1,7 +1,13 @@
-"""The agent's loop: heartbeat, long-poll the queue, claim, run, report, delete. And its command line.
+"""The agent's loop: role, heartbeat, long-poll the queue, claim, run, report, delete. And its command line.
+
+Every iteration starts with `scontrol ping` (role.py): only the agent on the host of the slurmctld in charge
+is primary; it heartbeats under `heartbeat` and receives. Any other agent (another head node, or an answer it
+cannot parse) is standby: it heartbeats under `standby#<host>` and neither receives nor runs anything. The
+role is checked again after each long-poll and before each message: a role lost meanwhile releases the
+messages it holds (visible again at once, for the new primary). A failover needs no operator step.
 
 For each message:
-  parse + validate ── refused (not a requeue_job Medic could have sent) → log, delete; no result
+  parse + validate ── refused (not a command Medic could have sent) → log, delete; no result
         │ ok
   seen in the local state? ── yes → duplicate (or finish reporting what it ran) → delete
         │ no
@@ -35,12 +41,19 @@ from medic_agent.actions import FAILED, REFUSED, Result, execute
 from medic_agent.commands import Command, Refused, parse
 from medic_agent.ledger import ALREADY_CLAIMED, NOT_ISSUED, Ledger
 from medic_agent.queue import Message, Queue
+from medic_agent.role import PING_ARGV, Role, decide
 from medic_agent.slurm import Slurm, SlurmNotFound
 from medic_agent.state import State
 
 log = logging.getLogger("medic_agent")
 
 DEFAULT_STATE_FILE = "/var/lib/medic-agent/state.json"
+# After a long poll that brought messages, ping again before the first; within the batch, again before a
+# message when the last check is older than this. Not before every message: with a controller unreachable each
+# ping waits out Slurm's MessageTimeout (10 s by default), and a batch must finish inside the queue's visibility
+# timeout. Acting on a role up to 30 s old is safe: scontrol reaches the controller in charge from any head node,
+# and the ledger's claim runs a command once.
+ROLE_RECHECK_SECONDS = 30.0
 INTERRUPTED = ("the agent stopped while this command was being claimed or run; it is not run again: "
                "check Slurm for its effect")
 
@@ -56,7 +69,7 @@ class _StopPolling(BaseException):  # noqa: N818 - control flow, not an error
 
 class Agent:
     def __init__(self, *, cluster: str, queue: Queue, ledger: Ledger, slurm: Slurm, state: State,
-                 heartbeat_seconds: float = 60.0,
+                 heartbeat_seconds: float = 60.0, standby_seconds: float | None = None,
                  host: str | None = None, clock: Callable[[], datetime] = utcnow) -> None:
         self.cluster = cluster
         self.queue = queue
@@ -69,6 +82,10 @@ class Agent:
         self.stopping = False
         self._receiving = False
         self._last_heartbeat: float | None = None
+        # how long a standby waits between role checks (default: the long-poll's wait)
+        self.standby_seconds = float(queue.wait_seconds) if standby_seconds is None else standby_seconds
+        self.role: Role | None = None
+        self._role_checked: float | None = None
 
     # --- the loop
 
@@ -93,8 +110,13 @@ class Agent:
         return 0
 
     def poll(self) -> int:
-        """One cycle: heartbeat if due, one long-poll, handle what it brought. Returns messages handled."""
+        """One cycle: role, heartbeat if due, one long-poll (primary only), handle what it brought. Returns
+        messages handled. A standby waits ``standby_seconds`` instead and receives nothing."""
+        role = self.check_role()
         self.heartbeat_if_due()
+        if not role.acts:
+            self._sleep(self.standby_seconds)
+            return 0
         self._receiving = True  # from here a stop signal interrupts: set before the check, so none slips between
         try:
             if self.stopping:
@@ -103,8 +125,10 @@ class Agent:
         finally:
             self._receiving = False
         handled = 0
+        if messages:
+            self._role_checked = None  # the long poll may have taken 20 s: still in charge? (_still_primary)
         for message in messages:
-            if self.stopping:
+            if self.stopping or not self._still_primary():
                 self._release(message)
                 continue
             try:
@@ -122,12 +146,38 @@ class Agent:
         if self._receiving:
             raise _StopPolling()
 
+    def check_role(self) -> Role:
+        """Ask `scontrol ping` which controller is in charge; log (and heartbeat at once) when the role changes."""
+        run = self.slurm.run(PING_ARGV)
+        role = decide(run.output, run.returncode, self.host)
+        self._role_checked = time.monotonic()
+        previous, self.role = self.role, role
+        if previous is None or previous.role != role.role or previous.reason != role.reason:
+            level = logging.INFO if role.acts or previous is None or previous.acts else logging.DEBUG
+            log.log(logging.WARNING if "cannot tell" in role.reason else level, "role: %s", role.role,
+                    extra={"fields": {"role": role.role, "reason": role.reason, "in_charge": role.in_charge,
+                                      "previous_role": previous.role if previous else None,
+                                      "ping": run.output[:500]}})
+            if previous is not None and previous.role != role.role:
+                self._last_heartbeat = None  # say so now: a new primary must be seen alive at once
+        return role
+
+    def _still_primary(self) -> bool:
+        if self._role_checked is not None and time.monotonic() - self._role_checked < ROLE_RECHECK_SECONDS:
+            return self.role is not None and self.role.acts
+        acts = self.check_role().acts
+        if not acts:
+            self.heartbeat_if_due()
+        return acts
+
     def heartbeat_if_due(self) -> None:
         now = time.monotonic()
         if self._last_heartbeat is not None and now - self._last_heartbeat < self.heartbeat_seconds:
             return
+        role = self.role or self.check_role()
         try:
-            self.ledger.heartbeat(self.cluster, self.clock(), self.host, __version__)
+            self.ledger.heartbeat(self.cluster, self.clock(), self.host, __version__, role=role.role,
+                                  reason="" if role.acts else role.reason, in_charge=role.in_charge)
             self._last_heartbeat = now
             log.debug("heartbeat")
         except Exception:
@@ -192,6 +242,8 @@ class Agent:
                   "finished_at": self.clock().isoformat()}
         if result.job_ids:
             record["job_ids"] = list(result.job_ids)
+        if result.jobs is not None:  # drain_node: the jobs on the node ([] none); absent: unknown
+            record["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
         self.state.put(command_id, self.clock(), status="done", result=record, reported=False)
         level = logging.WARNING if result.status != "executed" else logging.INFO
         log.log(level, "command %s", result.status,
@@ -260,9 +312,9 @@ def _env(*names: str) -> str | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="medic-agent",
-        description="Runs the Slurm job requeues Medic issues (each checked against Medic's ledger before it "
-                    "runs) from an SQS queue, and reports each result to the ledger. Every option can also come "
-                    "from the environment variable in brackets.")
+        description="Runs the Slurm commands Medic issues (job requeues, node drains and resumes; each checked "
+                    "against Medic's ledger before it runs) from an SQS queue, and reports each result to the "
+                    "ledger. Every option can also come from the environment variable in brackets.")
     parser.add_argument("--cluster", default=_env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
     parser.add_argument("--queue-url", default=_env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
     parser.add_argument("--table", default=_env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
@@ -273,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--slurm-bin", default=_env("MEDIC_SLURM_BIN"),
                         help="directory holding scontrol and squeue (default: PATH, then /opt/slurm/bin) "
                              "[MEDIC_SLURM_BIN]")
+    parser.add_argument("--host", default=_env("MEDIC_HOST"),
+                        help="this head node's name as SlurmctldHost lists it (default: the hostname); the agent acts "
+                             "only when `scontrol ping` says the slurmctld in charge runs here [MEDIC_HOST]")
     parser.add_argument("--heartbeat-seconds", type=float, default=float(_env("MEDIC_HEARTBEAT_SECONDS") or 60))
     parser.add_argument("--command-timeout", type=float, default=float(_env("MEDIC_COMMAND_TIMEOUT") or 30))
     parser.add_argument("--wait-seconds", type=int, default=20, choices=range(0, 21), metavar="0..20",
@@ -290,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = [name for name in ("cluster", "queue_url", "table", "region") if not getattr(args, name)]
     if missing:
         parser.error("missing " + ", ".join("--" + name.replace("_", "-") for name in missing))
-    logs.setup(args.log_level, cluster=args.cluster, host=socket.gethostname(), version=__version__)
+    host = args.host or socket.gethostname()
+    logs.setup(args.log_level, cluster=args.cluster, host=host, version=__version__)
     slurm = Slurm(bin_dir=args.slurm_bin, timeout=args.command_timeout)
     try:
         programs = slurm.check()
@@ -312,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         slurm=slurm,
         state=State(args.state_file),
         heartbeat_seconds=args.heartbeat_seconds,
+        host=host,
     )
     log.info("slurm commands", extra={"fields": programs})
     signal.signal(signal.SIGTERM, agent.request_stop)

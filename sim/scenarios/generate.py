@@ -325,6 +325,20 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z",
                                "clock_ahead": "+1h"}}},
             requeue_request(event_id="5e4d3c2b-1a09-4f8e-8d7c-6b5a49382716")]),
+        "zg-two-head-nodes-failover.jsonl": ([
+            "title: (zg) Slurm: two head nodes; the agent on the one in charge died at 08:02, the other stands by; "
+            "then slurmctld fails over",
+            "expect: requeue_job failed and one page at 08:14 (a standby's heartbeat never counts: it would not run "
+            "the command); after the failover the second head node's agent is primary and runs the 08:20 requeue "
+            "(deferred, then executed on ip-10-1-0-11)",
+        ], [{"sim": {"slurm_job": SLURM_JOB}},
+            {"sim": {"slurm": {"cluster": "pretrain-slurm", "controllers": 2, "primary": 1}}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "controller": 1, "heartbeat": "2026-11-20T08:02:00Z"}}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "controller": 2, "heartbeat": True}}},
+            requeue_request(event_id="3d2c1b0a-9e8f-4a7b-8c6d-5e4f3a2b1c0d"),
+            {"sim": {"slurm": {"cluster": "pretrain-slurm", "primary": 2}}},
+            {"sim": {"advance": "2026-11-20T08:19:05Z"}},
+            requeue_request(T0 + timedelta(minutes=6), event_id="8b7a6f5e-4d3c-4b2a-9f1e-0d9c8b7a6f5e")]),
     }
 
 

@@ -52,6 +52,25 @@ def local_slurm() -> Iterator[LocalSlurm]:
     slurm.stop()
 
 
+@pytest.fixture(scope="session")
+def local_slurm_two_heads() -> Iterator[LocalSlurm]:
+    """A second Slurm whose slurm.conf lists two head nodes: this machine, then ip-10-1-0-11."""
+    missing = missing_binaries()
+    if missing:
+        unavailable(f"Slurm is not installed (missing {', '.join(missing)}): run .ci/install-slurm.sh")
+    if os.geteuid() != 0:
+        unavailable("starting munged, slurmctld and slurmd for the agent tests needs root")
+    slurm = LocalSlurm(backup_hosts=("ip-10-1-0-11",)).start()
+    yield slurm
+    slurm.stop()
+
+
+@pytest.fixture
+def two_heads(local_slurm_two_heads: LocalSlurm, moto_endpoint: str, tmp_path: Path) -> Iterator[Cluster]:
+    yield Cluster(local_slurm_two_heads, moto_endpoint, tmp_path)
+    local_slurm_two_heads.reset()
+
+
 @pytest.fixture
 def slurm(local_slurm: LocalSlurm) -> Iterator[LocalSlurm]:
     yield local_slurm
@@ -142,8 +161,10 @@ class Cluster:
         assert done.returncode == 0, f"agent exited {done.returncode}\n{done.stdout}\n{done.stderr}"
         return AgentRun(done.returncode, lines, done.stderr)
 
-    def slurm_calls(self) -> list[str]:
-        return self.spy_log.read_text().splitlines() if self.spy_log.exists() else []
+    def slurm_calls(self, pings: bool = False) -> list[str]:
+        """What the agent ran, in order; the role checks (`scontrol ping`) only with ``pings``."""
+        calls = self.spy_log.read_text().splitlines() if self.spy_log.exists() else []
+        return [call for call in calls if pings or call != "scontrol ping"]
 
     def result(self, body: dict) -> dict | None:
         return result_of(self.dynamodb, self.table, self.name, body["command_id"])

@@ -30,7 +30,8 @@ def command_body(cluster: str, kind: str = "requeue_job", command_id: str | None
 def issue(dynamodb: Any, table: str, body: dict, **changes: str) -> None:
     """Medic's own record of issuing the command (what requeue_slurm_job writes before it queues it): the
     agent runs a command only when this item names the same cluster, kind, target and incident."""
-    target = body["job_id"] if "job_id" in body else f"name:{body.get('job_name')}"
+    target = body["job_id"] if "job_id" in body else f"node:{body['node']}" if "node" in body \
+        else f"name:{body.get('job_name')}"
     fields = {"cluster": body["cluster"], "kind": body["kind"], "target": target, "incident": body["incident"],
               **changes}
     dynamodb.put_item(TableName=table, Item={
@@ -66,25 +67,47 @@ def queue_depth(sqs: Any, queue_url: str) -> int:
     return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
 
 
+def ping_output(*controllers: tuple[str, bool]) -> tuple[int, str, str]:
+    """What `scontrol ping` prints (Slurm's _print_ping) for (host, up) controllers in SlurmctldHost order, as
+    root (the RESTORE banner when one is DOWN), and its exit status (1 when none answers)."""
+    lines = []
+    for offset, (host, up) in enumerate(controllers):
+        mode = "primary" if offset == 0 else "backup" if len(controllers) == 2 else f"backup{offset}"
+        lines.append(f"Slurmctld({mode}) at {host} is {'UP' if up else 'DOWN'}")
+    if not all(up for _, up in controllers):
+        lines += ["*" * 41, "** RESTORE SLURMCTLD DAEMON TO SERVICE **", "*" * 41]
+    return (0 if any(up for _, up in controllers) else 1), "".join(f"{line}\n" for line in lines), ""
+
+
+PRIMARY_HERE = ping_output(("controller-1", True))  # the loop tests' agent runs on controller-1
+
+
 @dataclass
 class FakeRunner:
-    """Stands in for subprocess.run: records every call, answers from a script, never runs anything."""
+    """Stands in for subprocess.run: records every call, answers from a script, never runs anything.
+    `scontrol ping` says controller-1 (the loop tests' host) is the controller in charge unless told otherwise."""
 
-    answers: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # "scontrol requeue" -> (rc, out, err)
+    answers: dict[str, tuple[int, str, str]] = field(default_factory=lambda: {"scontrol ping": PRIMARY_HERE})
     calls: list[dict[str, Any]] = field(default_factory=list)
-    raises: BaseException | None = None
+    raises: BaseException | None = None  # raised by every command but the role check ...
+    ping_raises: bool = False  # ... and by it too
 
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
         self.calls.append({"argv": list(argv), **kwargs})
-        if self.raises is not None:
-            raise self.raises
         program = Path(argv[0]).name
         key = " ".join([program, *argv[1:2]])
+        if self.raises is not None and (key != "scontrol ping" or self.ping_raises):
+            raise self.raises
         returncode, stdout, stderr = self.answers.get(key, (0, "", ""))
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
     @property
     def argvs(self) -> list[list[str]]:
+        """Every command run, except the role checks (`scontrol ping`)."""
+        return [argv for argv in self.all_argvs if argv != ["scontrol", "ping"]]
+
+    @property
+    def all_argvs(self) -> list[list[str]]:
         return [[Path(call["argv"][0]).name, *call["argv"][1:]] for call in self.calls]
 
 

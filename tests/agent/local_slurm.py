@@ -47,7 +47,11 @@ class SlurmStartError(RuntimeError):
 
 
 class LocalSlurm:
-    def __init__(self) -> None:
+    def __init__(self, backup_hosts: tuple[str, ...] = ()) -> None:
+        """``backup_hosts``: more SlurmctldHost lines after this machine's, at 127.0.0.2, .3, ... Nothing runs
+        there but this machine's slurmctld answers on every loopback address, so `scontrol ping` prints a real
+        multi-controller answer with every controller UP (and this host, the first, in charge)."""
+        self.backup_hosts = backup_hosts
         # Not under pytest's tmp_path: munged insists every directory on its socket's path is searchable by all,
         # and a Unix socket path must stay under ~100 characters.
         self.root = Path(tempfile.mkdtemp(prefix="medic-slurm-", dir="/tmp"))
@@ -108,6 +112,7 @@ class LocalSlurm:
         self.conf.write_text("\n".join([
             f"ClusterName={CLUSTER}",
             f"SlurmctldHost={host}(127.0.0.1)",
+            *(f"SlurmctldHost={name}(127.0.0.{offset})" for offset, name in enumerate(self.backup_hosts, start=2)),
             f"SlurmctldPort={free_port()}",
             f"SlurmdPort={free_port()}",
             "SlurmUser=root",

@@ -226,3 +226,23 @@ def test_the_pinned_requirements_install_from_pypi(tmp_path):
     # Then every hash matched PyPI's files and the agent runs
     done = subprocess.run([str(venv / "bin" / "medic-agent"), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--cluster" in done.stdout
+
+
+def test_head_nodes_in_several_instance_groups_each_install(node):
+    # Given head nodes in two instance groups (controller-machine and, say, controller-backup)
+    config = json.loads(node.resource_config.read_text())
+    config["InstanceGroups"].append({"Name": "controller-backup", "Instances": [{"CustomerIpAddress": "10.1.0.7"}]})
+    node.resource_config.write_text(json.dumps(config))
+    groups = [*ARGS, "--controller-group", "controller-backup"]
+    # Then the node in the second group installs, with its SlurmctldHost name, and a worker still does nothing
+    done = node.install(*groups, "--host", "ip-10-1-0-7", address="10.1.0.7")
+    assert done.returncode == 0, done.stderr
+    assert "systemctl restart medic-agent.service" in node.recorded()
+    assert node.env_file.read_text().splitlines()[-1] == "MEDIC_HOST='ip-10-1-0-7'"
+    worker = node.install(*groups, address=WORKER_IP)
+    assert worker.returncode == 0 and "nothing to do" in worker.stderr
+
+
+def test_a_hostile_host_is_refused(node):
+    done = node.install(*ARGS, "--host", "x'; reboot #")
+    assert done.returncode == 2 and "--host must be a hostname" in done.stderr

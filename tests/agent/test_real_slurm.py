@@ -206,3 +206,156 @@ def test_sigterm_stops_the_agent_cleanly_mid_poll(cluster):
     assert time.monotonic() - started < 5
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert lines[-1]["message"] == "agent stopped" and lines[-1]["reason"] == "signal"
+
+
+def test_the_agent_on_the_controller_host_is_primary_and_acts(cluster):
+    # Given a running job, a requeue for it, and the real `scontrol ping` naming this host's slurmctld
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    ping = cluster.slurm.run("scontrol", "ping").stdout
+    assert ping.startswith("Slurmctld(primary) at ") and ping.rstrip().endswith(" is UP")
+    body = cluster.command(job_id=job_id)
+    cluster.send(body)
+    # When the agent polls with its default host (this machine's hostname, the SlurmctldHost)
+    run = cluster.run_agent()
+    # Then it asked who is in charge, found itself primary, and requeued the job
+    # (pinged before the long poll, and again before the message it brought)
+    assert cluster.slurm_calls(pings=True) == ["scontrol ping", "scontrol ping", f"scontrol requeue {job_id}"]
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+    roles = [line for line in run.lines if line["message"] == "role: primary"]
+    assert roles and roles[0]["role"] == "primary" and "is in charge" in roles[0]["reason"]
+    beat = ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "heartbeat")
+    assert beat["role"] == "primary"
+
+
+def test_an_agent_on_another_head_node_stands_by_and_does_nothing(cluster):
+    # Given a running job and a requeue Medic issued for it
+    job_id = cluster.slurm.submit("pretrain")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    body = cluster.command(job_id=job_id)
+    cluster.send(body)
+    # When an agent that runs on another head node (not the host of the slurmctld in charge) polls
+    run = cluster.run_agent("--host", "ip-10-1-0-11")
+    # Then it only asked Slurm who is in charge: the job did not restart, no claim, no result, message still queued
+    assert cluster.slurm_calls(pings=True) == ["scontrol ping"]
+    assert cluster.slurm.job(job_id)["Restarts"] == "0"
+    assert cluster.result(body) is None
+    assert ledger_item(cluster.dynamodb, cluster.table, agent_pk(cluster.name, body["command_id"]), "claim") is None
+    assert cluster.queue_depth() == 1
+    # And it heartbeated as standby under its own key, never as the primary
+    assert ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "heartbeat") is None
+    beat = ledger_item(cluster.dynamodb, cluster.table, f"agent#{cluster.name}", "standby#ip-10-1-0-11")
+    assert beat["role"] == "standby" and beat["host"] == "ip-10-1-0-11"
+    assert beat["in_charge"] == cluster.slurm.run("scontrol", "ping").stdout.split(" at ")[1].split(" is ")[0]
+    standby = [line for line in run.lines if line["message"] == "role: standby"]
+    assert standby and "standing by" in standby[0]["reason"]
+    # And the agent on the controller host then runs it
+    cluster.run_agent()
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+
+
+# --- drain_node / resume_node: Slurm's side of a node action
+
+
+def test_drain_node_drains_and_lists_the_jobs_still_running_there(cluster):
+    from medic_agent.commands import DRAIN_REASON
+
+    # Given two jobs running on the node
+    node = cluster.slurm.node
+    jobs = [cluster.slurm.submit("pretrain"), cluster.slurm.submit("eval")]
+    for job_id in jobs:
+        cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    # When Medic issues a drain of the node and the agent polls
+    body = cluster.command(kind="drain_node", node=node)
+    cluster.send(body)
+    cluster.run_agent()
+    # Then Slurm drained it with Medic's fixed reason (no new work lands on it), the jobs keep running
+    assert "drain" in cluster.slurm.node_state()
+    assert cluster.slurm.node_reason() == DRAIN_REASON
+    assert [cluster.slurm.job(job_id)["JobState"] for job_id in jobs] == ["RUNNING", "RUNNING"]
+    assert cluster.slurm_calls() == [f"scontrol update NodeName={node} State=DRAIN Reason={DRAIN_REASON}",
+                                     f"squeue --noheader --format=%i|%j -w {node}"]
+    # And the result lists the jobs on the node, id and name, for Medic's record
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["target"] == f"node:{node}"
+    listed = sorted((job["M"]["id"]["S"], job["M"]["name"]["S"]) for job in result["jobs"])
+    assert listed == sorted(zip(jobs, ["pretrain", "eval"], strict=True))
+    assert cluster.queue_depth() == 0
+
+
+def test_drain_node_with_no_job_reports_an_empty_list(cluster):
+    node = cluster.slurm.node
+    body = cluster.command(kind="drain_node", node=node)
+    cluster.send(body)
+    cluster.run_agent()
+    assert "drain" in cluster.slurm.node_state()
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["jobs"] == []
+
+
+def test_resume_node_returns_a_drained_node_to_service(cluster):
+    # Given the node drained by Medic
+    node = cluster.slurm.node
+    drain = cluster.command(kind="drain_node", node=node)
+    cluster.send(drain)
+    cluster.run_agent()
+    assert "drain" in cluster.slurm.node_state()
+    # When Medic issues a resume
+    resume = cluster.command(kind="resume_node", node=node)
+    cluster.send(resume)
+    cluster.run_agent()
+    # Then the node is back in service (Slurm may flag it not_responding until its next ping of slurmd)
+    state = cluster.slurm.node_state()
+    assert "drain" not in state and state.split("+")[0] == "idle", state
+    assert cluster.slurm_calls()[-1] == f"scontrol update NodeName={node} State=RESUME"
+    assert cluster.result(resume)["status"] == "executed"
+
+
+def test_drain_of_a_node_slurm_does_not_know_fails_with_slurms_words(cluster):
+    body = cluster.command(kind="drain_node", node="ip-10-9-9-9")
+    cluster.send(body)
+    cluster.run_agent()
+    result = cluster.result(body)
+    assert result["status"] == "failed" and "Invalid node name" in result["message"]
+    assert "jobs" not in result
+    assert cluster.slurm_calls() == ["scontrol update NodeName=ip-10-9-9-9 State=DRAIN "
+                                     "Reason=Medic: drained before a node repair"]
+
+
+def test_node_commands_medic_never_issued_or_with_hostile_nodes_touch_nothing(cluster, tmp_path):
+    node = cluster.slurm.node
+    canary = tmp_path / "canary"
+    bodies = [cluster.command(kind="drain_node", node=f"{node}; touch {canary}"),
+              cluster.command(kind="drain_node", node="ip-10-1-2-[0-9]"),
+              cluster.command(kind="drain_node", node="ALL"),
+              cluster.command(kind="resume_node", node=f"{node},ip-10-1-2-4")]
+    for body in bodies:
+        cluster.send(body)
+    forged = cluster.command(kind="drain_node", node=node)
+    cluster.send(forged, issued=False)
+    cluster.run_agent()
+    assert cluster.slurm_calls() == [] and not canary.exists()
+    assert cluster.slurm.node_state() == "idle" and cluster.slurm.node_reason() == ""
+    assert [cluster.result(body) for body in [*bodies, forged]] == [None] * 5
+    assert cluster.queue_depth() == 0
+
+
+def test_with_two_head_nodes_in_slurm_conf_only_the_agent_on_the_first_up_acts(two_heads):
+    # Given a slurm.conf with two SlurmctldHost lines (this machine, then ip-10-1-0-11), a running job and a requeue
+    ping = two_heads.slurm.run("scontrol", "ping").stdout.splitlines()
+    assert len(ping) == 2 and ping[0].startswith("Slurmctld(primary) at ") and ping[0].endswith(" is UP")
+    assert ping[1] == "Slurmctld(backup) at ip-10-1-0-11 is UP"
+    job_id = two_heads.slurm.submit("pretrain")
+    two_heads.slurm.wait_for_job_state(job_id, "RUNNING")
+    body = two_heads.command(job_id=job_id)
+    two_heads.send(body)
+    # When the agent on the backup head node polls: it stands by, touching nothing
+    standby = two_heads.run_agent("--host", "ip-10-1-0-11")
+    assert two_heads.slurm_calls(pings=True) == ["scontrol ping"]
+    assert two_heads.slurm.job(job_id)["Restarts"] == "0" and two_heads.result(body) is None
+    assert [line["reason"] for line in standby.lines if line["message"] == "role: standby"] == [
+        f"standing by: the controller in charge is slurmctld(primary) on {ping[0].split(' at ')[1].split(' ')[0]}"]
+    # And when the agent on this machine (the primary, first UP) polls, it requeues the job
+    two_heads.run_agent()
+    assert two_heads.slurm.job(job_id)["Restarts"] == "1"
+    assert two_heads.result(body)["status"] == "executed"

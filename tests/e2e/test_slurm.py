@@ -182,3 +182,83 @@ def test_ze_an_agent_whose_clock_runs_ahead_is_judged_by_dynamodbs_clock(replay)
 def test_an_agent_clock_ahead_directive_is_checked(replay):
     result = replay([{"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True, "clock_ahead": "an hour"}}}])
     assert len(result.errors) == 1 and "'clock_ahead' must be like" in result.errors[0]
+
+
+# --- several head nodes: one agent on each, only the one on the slurmctld in charge acts
+
+TWO_HEADS = {"sim": {"slurm": {"cluster": CLUSTER, "controllers": 2, "primary": 1}}}
+HEAD_1, HEAD_2 = "ip-10-1-0-10", "ip-10-1-0-11"
+
+
+def test_with_two_head_nodes_only_the_primarys_agent_runs_the_requeue(replay):
+    # Given two head nodes, slurmctld on the first in charge, an agent up on each
+    result = replay([JOB_4211, TWO_HEADS, AGENT_UP, requeue_request()])
+    # Then the requeue runs once, on the first head node; the other agent only stood by
+    assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed")]
+    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_1, ["scontrol", "requeue", "4211"])]
+    assert result.calls[SEND] == 1
+
+
+def test_after_a_failover_the_new_primarys_agent_runs_the_requeue_with_no_operator_step(replay):
+    # Given two head nodes and both agents up; then the first slurmctld goes DOWN and the second takes over
+    failover = {"sim": {"slurm": {"cluster": CLUSTER, "primary": 2}}}
+    result = replay([JOB_4211, TWO_HEADS, AGENT_UP, failover, requeue_request()])
+    # Then the agent on the second head node runs it, and only it
+    assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed")]
+    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+
+
+def test_a_standbys_heartbeat_does_not_count_while_the_primarys_agent_is_down(replay):
+    # Given two head nodes, slurmctld on the first still in charge, but its agent died at 08:02, while the agent on
+    # the second head node is up (heartbeating, as standby, at every event)
+    primary_agent_died = {"sim": {"agent": {"cluster": CLUSTER, "controller": 1, "heartbeat": "2026-11-20T08:02:00Z"}}}
+    standby_up = {"sim": {"agent": {"cluster": CLUSTER, "controller": 2, "heartbeat": True}}}
+    # ... then the first slurmctld fails over to the second, whose agent becomes primary, and a new request
+    failover = {"sim": {"slurm": {"cluster": CLUSTER, "primary": 2}}}
+    later = {"sim": {"advance": "2026-11-20T08:19:05Z"}}
+    second = requeue_request(T0 + timedelta(minutes=6))
+    result = replay([JOB_4211, TWO_HEADS, primary_agent_died, standby_up, requeue_request(), failover, later, second])
+    # Then the first request finds no primary agent alive: nothing queued (nobody would run it), a page
+    first, *rest = result.records
+    assert (first["outcome"], first["paged"]) == ("failed", True)
+    assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in first["reason"]
+    # And after the failover the second head node's agent reports as primary, and runs the next request
+    assert [(r["outcome"], r["paged"]) for r in rest] == [("deferred", False), ("executed", False)]
+    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert result.calls[SEND] == 1 and len(result.pages) == 1
+
+
+def test_zg_two_head_nodes_failover(replay):
+    # Given two head nodes: the agent on the one in charge died at 08:02, the other's agent is up (standby)
+    result = replay(SCENARIOS / "zg-two-head-nodes-failover.jsonl")
+    # Then the 08:14 request pages (no primary agent alive), the 08:20 one runs on the new primary's head node
+    assert [(r["outcome"], r["paged"]) for r in result.records] == [
+        ("failed", True), ("deferred", False), ("executed", False)]
+    assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in result.records[0]["reason"]
+    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert result.calls[SEND] == 1 and len(result.pages) == 1
+
+
+def test_no_slurmctld_in_charge_means_no_agent_acts(replay):
+    # Given two head nodes, both agents up, and neither slurmctld answering: both agents stand by
+    nobody = {"sim": {"slurm": {"cluster": CLUSTER, "primary": 0}}}
+    result = replay([JOB_4211, TWO_HEADS, AGENT_UP, nobody, {"sim": {"advance": "2026-11-20T08:20:05Z"}},
+                     requeue_request(T0 + timedelta(minutes=6))])
+    # Then after five minutes without a primary heartbeat Medic pages instead of queueing
+    assert [(r["outcome"], r["paged"]) for r in result.records] == [("failed", True)]
+    assert "not reporting" in result.records[0]["reason"]
+    assert result.slurm_commands == [] and SEND not in result.calls
+
+
+def test_the_slurm_directive_is_checked(replay):
+    result = replay([{"sim": {"slurm": {"cluster": CLUSTER, "controllers": 9}}},
+                     {"sim": {"slurm": {"cluster": CLUSTER, "controllers": 2, "primary": 3}}},
+                     {"sim": {"slurm": {"cluster": CLUSTER, "heads": 2}}},
+                     {"sim": {"slurm": {"cluster": "finetune-eks", "controllers": 2}}},
+                     {"sim": {"agent": {"cluster": CLUSTER, "controller": 3}}}])
+    assert [error.split(":")[0] for error in result.errors] == [f"line {n}" for n in range(1, 6)]
+    assert "'controllers' must be a number 1..3" in result.errors[0]
+    assert "'primary' must be 0..2" in result.errors[1]
+    assert "unknown field(s) heads" in result.errors[2]
+    assert "no Slurm agent queue for 'finetune-eks'" in result.errors[3]
+    assert "'controller' must be 1..1" in result.errors[4]  # line 2 changed nothing

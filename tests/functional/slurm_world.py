@@ -46,6 +46,8 @@ class FakeSlurm:
 
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
         argv = [Path(argv[0]).name, *argv[1:]]
+        if argv == ["scontrol", "ping"]:  # the agent's role check: its host runs the slurmctld in charge
+            return subprocess.CompletedProcess(argv, 0, f"Slurmctld(primary) at {CONTROLLER} is UP\n", "")
         self.argvs.append(argv)
         returncode, stdout, stderr = self.answers.get(" ".join(argv[:2]), (0, "", ""))
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
