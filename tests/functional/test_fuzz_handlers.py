@@ -40,7 +40,8 @@ from medic.config import parse_config
 from medic.deps import Deps
 from medic.domain.alarms import AlarmStateChangeEvent
 from medic.domain.cluster_events import ClusterEvent
-from medic.domain.models import NodeHealthEvent, RemediationRecord, TrainingJobStateEvent
+from medic.domain.job_events import TrainingJobStateEvent
+from medic.domain.models import NodeHealthEvent, RemediationRecord
 from medic.domain.reconcile import ScheduleEvent
 from medic.domain.slurm import RequeueJobEvent
 from medic.handlers import (
