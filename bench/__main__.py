@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         timeout = min(timeout, left)
         if name == "synth" and not args.quick:
-            quick_args = ["--budget-s", str(max(1, int(left - 150)))]  # repeats that fit; the last one finishes
+            quick_args = ["--budget-s", str(max(1, int(min(180, left - 150))))]  # repeats that fit; the last finishes
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
         began = time.perf_counter()
         if name == "probe":
