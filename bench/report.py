@@ -99,7 +99,9 @@ def rows(results: dict) -> list[tuple[str, str, str, str]]:
     probe, synth = results.get("probe", {}), results.get("synth", {})
 
     cold_target = cold.get("target_ratio", 2.0) if isinstance(cold, dict) else 2.0
-    if _error(cold):
+    if "cold_start" not in results:
+        pass  # not chosen (python -m bench --only ...)
+    elif _error(cold):
         out.append(("Cold start", f"error: {_error(cold)}", f"≤ {cold_target}× boto3", "not measured"))
     else:
         out.append(("Cold start: `import boto3` alone (fresh interpreter)",
@@ -109,7 +111,9 @@ def rows(results: dict) -> list[tuple[str, str, str, str]]:
                         f"{_ms(entry['ms'])} = **{entry['ratio']:.2f}×** boto3 (CPU {entry['cpu_ratio']:.2f}×)",
                         f"≤ {cold_target}×", "met" if entry["within_target"] else "gap"))
 
-    if _error(warm):
+    if "warm" not in results:
+        pass
+    elif _error(warm):
         out.append(("Warm decision latency", f"error: {_error(warm)}", "", "not measured"))
     else:
         for key, label in (("node", "Warm, node path: replacement, per event"),
@@ -130,13 +134,17 @@ def rows(results: dict) -> list[tuple[str, str, str, str]]:
                         f"{entry.get('per_call_us')} µs/call = {entry.get('events_per_s', 0):,} events/s", "", ""))
         out += call_rows(warm)
 
-    if _error(storm):
+    if "storm" not in results:
+        pass
+    elif _error(storm):
         out.append(("Storm: node failures", f"error: {_error(storm)}", "exact; Medic's CPU per event flat",
                     "not measured"))
     else:
         out += storm_rows(storm)
 
-    if _error(probe):
+    if "probe" not in results:
+        pass
+    elif _error(probe):
         out.append(("Probe: `probe.step()`", f"error: {_error(probe)}", "< 10 µs", "not measured"))
     else:
         out.append(("Probe: `probe.step()` above an empty loop",
@@ -144,7 +152,9 @@ def rows(results: dict) -> list[tuple[str, str, str, str]]:
                     f"{probe['calls']:,} calls × {probe['repeats']})", "< 10 µs",
                     "met" if probe["within_target"] else "gap"))
 
-    if _error(synth):
+    if "synth" not in results:
+        pass
+    elif _error(synth):
         out.append(("Synth", f"error: {_error(synth)}", "", "not measured"))
     else:
         for size, entry in synth["sizes"].items():
