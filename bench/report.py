@@ -16,15 +16,14 @@ ANCHOR = "## Development"
 
 # Where import time goes, by top-level package (python -X importtime), grouped by cause.
 CAUSES = (
-    ("X-Ray SDK, loaded by Powertools' Tracer at import; its patch_all also imports and patches requests, "
-     "httplib, sqlite3, mysql, ...",
+    ("X-Ray SDK (with asyncio and wrapt), loaded by Powertools' Tracer when tracing is on (botocore patched only)",
      ("aws_xray_sdk", "asyncio", "wrapt", "requests", "charset_normalizer", "idna", "http", "sqlite3", "mysql",
       "certifi", "pkgutil", "aiobotocore", "httpx")),
     ("pydantic itself", ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions")),
-    ("Powertools (Logger, Metrics, and the parser's EventBridgeModel: importing one parser model loads all of them)",
+    ("Powertools (Logger and Metrics; for `agent_results` also its batch utility and parser models)",
      ("aws_lambda_powertools",)),
-    ("Medic's own modules, mostly pydantic model classes built at import (config, events, alarms, Slurm) "
-     "whichever handler imports them", ("medic",)),
+    ("Medic's own modules, mostly pydantic model classes built at import (the config's, the handler's events)",
+     ("medic",)),
 )
 
 
@@ -127,7 +126,8 @@ def rows(results: dict) -> list[tuple[str, str, str, str]]:
             entry = warm.get(key, {})
             out.append((f"First event of a container, {key.split('_')[0]} path",
                         f"{_ms(entry.get('median_ms'), 1)} (Medic + botocore {_ms(entry.get('own_ms'), 1)}: "
-                        "clients and config built)", "", ""))
+                        "clients and config built; in this process botocore's service models may already be "
+                        "loaded by another function's container, e.g. the reconciler's first sweep)", "", ""))
         for key in ("decide_node", "decide_job"):
             entry = warm.get("pure", {}).get(key, {})
             out.append((f"Pure policy: `{key}` alone",
@@ -262,11 +262,14 @@ def notes(results: dict) -> list[str]:
                 f"time, which inflates it): {breakdown}. What is left is pydantic itself and the classes built "
                 "from it (the config's models, which every handler needs on its first call anyway), the X-Ray SDK "
                 "that Powertools' Tracer loads when tracing is on, and the handler's own modules. Next steps: "
-                "`agent_results` and `requeue_request` import Powertools' batch utility and parser models and the "
-                "Slurm domain (files other branches own: they should import `DynamoDBStreamRecordModel` only "
-                "inside the record handler's first call, or parse the stream image with a small model of their "
-                "own); the config models could be built with `defer_build=True`, which moves their cost to the "
-                "first call (a Lambda cold start pays both; see \"Cold start and SnapStart\" below the block).")
+                "the node path imports `domain.reconcile` (the reconciler's schedule event model) for three "
+                "constants, which a small module of their own would spare it; `agent_results` imports Powertools' "
+                "batch utility and parser models and the Slurm domain (files another branch owns: it should parse "
+                "the stream image with a small model of its own, or import `DynamoDBStreamRecordModel` on the "
+                "first record); the X-Ray SDK goes only with tracing off (Lambda's active tracing still records "
+                "each invocation without it, but not the botocore subsegments); the config models could be built "
+                "with `defer_build=True`, which moves their cost to the first call (a Lambda cold start pays "
+                "both; see \"Cold start and SnapStart\" below the block).")
 
     if not _error(warm):
         calls = warm.get("calls", {})
@@ -304,8 +307,9 @@ def notes(results: dict) -> list[str]:
                        + "; ".join(f"`{c}` ({why_job.get(c, '')})" for c in sequence) + ".")
         duplicate = calls.get("duplicate", {})
         if duplicate.get("count"):
-            out.append(f"A redelivered event costs {duplicate['median']} calls and no action "
-                       "(node lookup, then the ledger says it was handled).")
+            out.append(f"A redelivered event costs {duplicate['median']} call{'s' if duplicate['median'] != 1 else ''} "
+                       "and no action "
+                       "(the ledger read finds this event id's claim).")
 
     for name, result in (("warm", warm), ("storm", storm)):
         if not _error(result) and _broken(result):
