@@ -381,11 +381,10 @@ def storm_notes(storm: dict, machine: dict) -> list[str]:
               "clients and config, and no handler keeps anything per event)")
     if isinstance(alive, int) and isinstance(stream, int) and stream and alive > 2 * stream:
         memory += (f". Most of it is the emulator's: at the end {alive:,} moto stream records were alive for "
-                   f"the {stream:,} writes the ledger's DynamoDB stream holds, because moto's `TransactWriteItems` "
-                   "deep-copies every table it writes, "
-                   "stream included, as its rollback copy, once per item of the transaction (Medic's claim "
-                   "writes three); those copies are cyclic garbage that Python collects late. Next step (sim/): "
-                   "let the harness trim the ledger stream's shard once its agents and stream consumers have read it")
+                   f"the {stream:,} writes the ledger's DynamoDB stream holds. moto keeps every model instance it "
+                   "creates (for MotoServer's dashboard) and its `TransactWriteItems` deep-copies every table it "
+                   "writes, stream included, as its rollback copy; `sim replay` drops moto's references every 100 "
+                   "lines (`sim.replay._forget_model_instances`), so this means that no longer happens")
     out.append(memory + ".")
     small = isinstance(ledger.get("largest_bytes"), int) and ledger["largest_bytes"] < 4096
     out.append(f"**Ledger items {'do not grow' if small else 'may grow'} with the storm**: "
