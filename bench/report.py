@@ -383,8 +383,9 @@ def storm_notes(storm: dict, machine: dict) -> list[str]:
         memory += (f". Most of it is the emulator's: at the end {alive:,} moto stream records were alive for "
                    f"the {stream:,} writes the ledger's DynamoDB stream holds. moto keeps every model instance it "
                    "creates (for MotoServer's dashboard) and its `TransactWriteItems` deep-copies every table it "
-                   "writes, stream included, as its rollback copy; `sim replay` drops moto's references every 100 "
-                   "lines (`sim.replay._forget_model_instances`), so this means that no longer happens")
+                   "writes, stream included, as its rollback copy. `sim replay` drops moto's references and collects "
+                   "the copies every 500 lines (`sim.replay._forget_model_instances`); records still alive beyond "
+                   "the stream's own mean that did not work here")
     out.append(memory + ".")
     small = isinstance(ledger.get("largest_bytes"), int) and ledger["largest_bytes"] < 4096
     out.append(f"**Ledger items {'do not grow' if small else 'may grow'} with the storm**: "
