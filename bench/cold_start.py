@@ -20,7 +20,7 @@ from typing import Any
 from bench.common import FUNCTIONS, ROOT, cli, median
 
 HANDLERS = ("node_health", "training_job", "requeue_request", "agent_results", "alarm", "recovery_check")
-TARGET_RATIO = 1.3
+TARGET_RATIO = 2.0  # issue 14
 _TIMER = ("import time as _t; _w, _c = _t.perf_counter(), _t.process_time(); import {module}; "
           "print(_t.perf_counter() - _w, _t.process_time() - _c)")
 

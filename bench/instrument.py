@@ -27,9 +27,12 @@ class Invocation:
     cold: bool  # the container's dependencies were built in this invocation
     wall_ns: int = 0
     emulator_ns: int = 0
+    cpu_ns: int = 0  # the thread's CPU time over the handler call (the emulator's included)
+    emulator_cpu_ns: int = 0
     calls: list[str] = field(default_factory=list)  # service:Operation, in order
     action: str | None = None
     outcome: str | None = None
+    paged: bool = False
     raised: bool = False
 
     @property
@@ -39,6 +42,11 @@ class Invocation:
     @property
     def own_ns(self) -> int:
         return max(0, self.wall_ns - self.emulator_ns)
+
+    @property
+    def own_cpu_ns(self) -> int:
+        """Medic's own CPU time (botocore's client side included), the emulator's answers left out."""
+        return max(0, self.cpu_ns - self.emulator_cpu_ns)
 
 
 @dataclass
@@ -92,7 +100,7 @@ def instrumented() -> Iterator[Probe]:
         def timed(event: Any, context: Any) -> Any:
             invocation = Invocation(spec, cold=_deps_cold(module))
             probe.current = invocation
-            started = time.perf_counter_ns()
+            started, cpu_started = time.perf_counter_ns(), time.thread_time_ns()
             try:
                 response = handler(event, context)
             except BaseException:
@@ -100,23 +108,26 @@ def instrumented() -> Iterator[Probe]:
                 raise
             finally:
                 invocation.wall_ns = time.perf_counter_ns() - started
+                invocation.cpu_ns = time.thread_time_ns() - cpu_started
                 probe.current = None
                 probe.invocations.append(invocation)
             if isinstance(response, dict):
                 invocation.action = _text(response.get("action"))
                 invocation.outcome = _text(response.get("outcome"))
+                invocation.paged = response.get("paged") is True
             return response
 
         return timed
 
     def timed_send(self: Any, request: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter_ns()
+        started, cpu_started = time.perf_counter_ns(), time.thread_time_ns()
         try:
             return before_send(self, request, **kwargs)
         finally:
             if probe.current is not None:
                 spent = time.perf_counter_ns() - started
                 probe.current.emulator_ns += spent
+                probe.current.emulator_cpu_ns += time.thread_time_ns() - cpu_started
                 model = (getattr(request, "context", None) or {}).get("sim.operation")
                 if model is not None:
                     key = f"{model.service_model.service_name}:{model.name}"

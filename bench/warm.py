@@ -1,9 +1,12 @@
 """Warm decision latency and AWS calls per remediation, on the emulator; and the pure policy alone.
 
 One replay (``sim.replay.run``, the same code path as ``sim replay``) against a stack synthesized for
-four Slurm clusters with the guardrails wide open (``bench.common.replay_config``), so every event goes the whole way:
+a Slurm cluster with the guardrails wide open (``bench.common.replay_config``), so every event goes the whole way,
+after the reconciler's first sweep (as in any stack deployed for more than five minutes):
 - the node path: new nodes failing ``NvidiaErrorTerminate`` (every fifth ``NvidiaErrorReboot``), 5 s
   apart, and every tenth event delivered twice (the second is a duplicate);
+- a storm burst in a cluster with the default guardrails: new nodes failing 1 s apart, the first four
+  acted on, the rest suppressed (one storm summary page, then suppressed events with no page);
 - the job path: training jobs failing with a retryable reason and a checkpoint in S3, 30 s apart.
 Each handler call is timed in-process (``bench.instrument``); the first call of a container (cold:
 clients and config built) is reported apart. The emulator's share is moto answering in-process: it
@@ -40,6 +43,8 @@ from bench.common import (
 from bench.instrument import Invocation, call_profile, instrumented
 
 CALL_TARGET = 4  # API round trips for a node replacement, ledger claim included
+# Issue 14's targets: a replacement in a warm container, the first one of a container, a suppressed storm event
+CALL_TARGETS = {"replace_node_warm": 4, "replace_node_cold": 5, "suppressed": 2}
 WHY_JOB = {
     "dynamodb:PutItem": "claim of this failure (once per failed job, however often the event comes)",
     "dynamodb:UpdateItem": "the failure marked done after the restart",
@@ -59,6 +64,7 @@ WHY = {
     "dynamodb:UpdateItem": "the claim's outcome after the call: the claim is written in flight first, so a run "
                            "that dies in between leaves a claim the reconciler can tell from a finished one",
     "sns:Publish": "the page",
+    "dynamodb:DeleteItem": "the page claim released after a failed publish",
     "sagemaker:DescribeTrainingJob": "the failed job's full definition, to clone it",
     "sagemaker:ListTags": "the job's tags (lineage, attempt)",
     "s3:ListObjectsV2": "is there a checkpoint under CheckpointConfig.S3Uri?",
@@ -67,6 +73,22 @@ WHY = {
 
 
 NODE_SPACING = timedelta(seconds=5)
+
+
+def swept_first() -> list[str]:
+    """The clock starts six minutes before the first event, so the reconciler's first sweep (every 5 minutes)
+    has stored each cluster's DescribeCluster in the ledger, as it has in any stack deployed for more than
+    five minutes: a container's first event then reads it with the ledger instead of calling DescribeCluster."""
+    t0 = start_time()
+    return [json.dumps({"sim": {"advance": (t0 - timedelta(minutes=6)).isoformat()}}),
+            json.dumps({"sim": {"advance": (t0 - timedelta(seconds=30)).isoformat()}})]
+
+
+def storm_burst(events: int, cluster: dict, after: timedelta, spacing: timedelta = timedelta(seconds=1)) -> list[str]:
+    """New nodes failing in one cluster with the default guardrails (4 actions an hour): the first four act,
+    the fifth is suppressed and sends the storm summary page, the rest are suppressed storm events."""
+    t0 = start_time() + after
+    return [json.dumps(node_event(10_000 + i, cluster, t0 + spacing * i)) for i in range(events)]
 
 
 def node_lines(events: int, clusters: list[dict], spacing: timedelta = NODE_SPACING) -> list[str]:
@@ -99,14 +121,15 @@ def latency(invocations: list[Invocation]) -> dict:
     }
 
 
-def replay(node_events: int = 100, job_events: int = 30, template: dict | None = None) -> dict:
+def replay(node_events: int = 100, job_events: int = 30, template: dict | None = None, storm_events: int = 30) -> dict:
     from sim.replay import run as replay_run
 
     data = replay_config()
     with config_file(data) as path:
         template = template if template is not None else template_for(path)
-        lines = node_lines(node_events, data["clusters"][:WARM_CLUSTERS])
-        lines += job_lines(job_events, NODE_SPACING * node_events)
+        lines = swept_first() + node_lines(node_events, data["clusters"][:WARM_CLUSTERS])
+        lines += storm_burst(storm_events, data["clusters"][WARM_CLUSTERS], NODE_SPACING * node_events)
+        lines += job_lines(job_events, NODE_SPACING * node_events + timedelta(seconds=storm_events))
         with instrumented() as probe:
             started = time.perf_counter()
             result = replay_run(lines, path, template=template)
@@ -123,6 +146,9 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
         "replace_node_cold": call_profile(probe.of("node_health", "replace_node", "executed", cold=True)),
         "reboot_node": call_profile(probe.of("node_health", "reboot_node", "executed")),
         "duplicate": call_profile(probe.of("node_health", outcome="duplicate")),
+        # suppressed storm events once the cluster's summary page is out (the one that pages is apart)
+        "suppressed": call_profile([i for i in probe.of("node_health", outcome="suppressed") if not i.paged]),
+        "suppressed_paging": call_profile([i for i in probe.of("node_health", outcome="suppressed") if i.paged]),
         "restart_job": call_profile(probe.of("training_job", "restart_job", "executed")),
     }
     return {
@@ -142,6 +168,7 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
         "why_job": {call: WHY_JOB.get(call, WHY.get(call, "")) for sequence in calls["restart_job"].get("sequences", [])
                     for call in sequence["calls"]},
         "call_target": CALL_TARGET,
+        "call_targets": CALL_TARGETS,
         "emulator_ms_per_call": probe.emulator_ms_per_call(),
     }
 
@@ -214,10 +241,10 @@ def decide_rates(calls: int = 20_000, repeats: int = 7) -> dict:
 
 
 def run(node_events: int = 100, job_events: int = 30, calls: int = 20_000, repeats: int = 7,
-        template: dict | None = None) -> dict:
+        template: dict | None = None, storm_events: int = 30) -> dict:
     result: dict[str, Any] = {"benchmark": "warm"}
     result["pure"] = decide_rates(calls, repeats)  # first: a clean process, before the replay's imports
-    result.update(replay(node_events, job_events, template=template))
+    result.update(replay(node_events, job_events, template=template, storm_events=storm_events))
     return result
 
 

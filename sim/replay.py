@@ -776,6 +776,19 @@ def _parse_time(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _forget_model_instances() -> None:
+    """moto keeps every model instance it creates (for MotoServer's dashboard), and its TransactWriteItems
+    deep-copies each table it writes, DynamoDB stream included, as its rollback copy: a long replay would
+    keep every copy of every stream record. Dropping those references (and collecting the copies, which
+    are cycles: each record points back at its copied table) frees what no table holds."""
+    import gc
+
+    from moto.core.model_instances import reset_model_data
+
+    reset_model_data()
+    gc.collect()
+
+
 def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Iterable[str | Fault] = (), *,
         template: dict | None = None, out: Callable[[dict], None] | None = None, err: TextIO | None = None,
         handler_output: TextIO | None = None) -> ReplayResult:
@@ -795,6 +808,8 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
             for lineno, text in enumerate(lines, 1):
                 replay.line(lineno, text)
                 world.router.contract.raise_if_violated(f"line {lineno}")  # fail loudly: sim/contract.py
+                if lineno % 500 == 0:
+                    _forget_model_instances()
         finally:
             replay._cold_start()  # no client of this emulated world outlives it
         return replay.result

@@ -21,6 +21,7 @@ from medic.adapters.hyperpod import HyperPod
 from medic.adapters.training import TrainingJobs
 from medic.config import MedicConfig
 from medic.domain.faults import classify
+from medic.domain.job_events import TrainingJobStateEvent
 from medic.domain.job_faults import classify_failure
 from medic.domain.job_policy import Checkpoint, JobContext, decide_job, lineage_of
 from medic.domain.models import (
@@ -31,7 +32,6 @@ from medic.domain.models import (
     NodeHealthEvent,
     NodeState,
     Outcome,
-    TrainingJobStateEvent,
     Trigger,
 )
 from medic.domain.policy import NodeContext, NodeDecision, Page, decide_node

@@ -34,12 +34,13 @@ from medic.obs import logger
 from medic.paging import page_incident, page_resolution
 from medic.records import complete, emit, rejected, short
 from medic.recovery import conclude_on_ok
-from medic.slurm_requeue import RequeueRequest, requeue_slurm_job, slurm_job_incident
 
 
 def incident_of(subject: AlarmSubject) -> str:
     """A stalled Slurm job shares its incident (and restart budget) with operator requeues of that job."""
     if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "slurm":
+        from medic.slurm_requeue import slurm_job_incident  # the Slurm path only: not at every cold start
+
         return slurm_job_incident(subject.cluster.name, subject.job.name)
     return subject.incident
 
@@ -89,6 +90,8 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
 
     if decision.plan is Plan.REQUEUE:
         incidents.open_alarm_incident(subject.name, incident, now)
+        from medic.slurm_requeue import RequeueRequest, requeue_slurm_job  # the Slurm path only
+
         record = requeue_slurm_job(RequeueRequest(
             mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
             event_id=event.id, fault=subject.fault.value, context=detail.state.reason,

@@ -1,23 +1,79 @@
-"""Wiring: the adapters a handler uses, built once per container from the environment."""
+"""Wiring: the adapters a handler uses, built once per container from the environment.
+
+The adapters only some handlers use (training jobs, checkpoints, training metrics, Slurm queues) are
+imported and built on first use: a handler that never touches them never imports them (nor the domain
+models behind them) at cold start.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from medic import clock
-from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
-from medic.adapters.metrics import TrainingMetrics
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
-from medic.adapters.slurm_queue import SlurmQueues
-from medic.adapters.training import TrainingJobs
 from medic.config import MedicConfig
 from medic.ledger.table import Table
+
+if TYPE_CHECKING:
+    from medic.adapters.checkpoints import Checkpoints
+    from medic.adapters.metrics import TrainingMetrics
+    from medic.adapters.slurm_queue import SlurmQueues
+    from medic.adapters.training import TrainingJobs
+
+
+class _OnFirstUse:
+    """A dataclass field whose default is built (and its module imported) on first access; a value passed to
+    the constructor is used as is. (A data descriptor as a field default: dataclasses reads the default from
+    ``__get__(None, cls)`` and the generated ``__init__`` assigns through ``__set__``.)"""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self.build = build
+        self.slot = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__.get(self.slot)
+        if value is None:
+            value = instance.__dict__[self.slot] = self.build()
+        return value
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        instance.__dict__[self.slot] = None if value is self else value
+
+
+def _training() -> TrainingJobs:
+    from medic.adapters.training import TrainingJobs
+
+    return TrainingJobs()
+
+
+def _checkpoints() -> Checkpoints:
+    from medic.adapters.checkpoints import Checkpoints
+
+    return Checkpoints()
+
+
+def _metrics() -> TrainingMetrics:
+    from medic.adapters.metrics import TrainingMetrics
+
+    return TrainingMetrics()
+
+
+def _slurm() -> SlurmQueues:
+    from medic.adapters.slurm_queue import SlurmQueues
+
+    return SlurmQueues.from_json(os.environ.get("SLURM_QUEUES"))
 
 
 @dataclass
@@ -31,10 +87,11 @@ class Deps:
     now: Callable[[], datetime] = clock.now
     # The deploying account (from the page topic's ARN): events naming another account's cluster are rejected.
     account: str = ""
-    training: TrainingJobs = field(default_factory=TrainingJobs)
-    checkpoints: Checkpoints = field(default_factory=Checkpoints)
-    metrics: TrainingMetrics = field(default_factory=TrainingMetrics)
-    slurm: SlurmQueues = field(default_factory=lambda: SlurmQueues({}))
+    training: TrainingJobs = _OnFirstUse(_training)  # type: ignore[assignment]
+    checkpoints: Checkpoints = _OnFirstUse(_checkpoints)  # type: ignore[assignment]
+    metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]
+    # SLURM_QUEUES (cluster name -> agent queue URL), read on first use; unset: no queues
+    slurm: SlurmQueues = _OnFirstUse(_slurm)  # type: ignore[assignment]
 
 
 def account_of(arn: str) -> str:
@@ -54,5 +111,4 @@ def dependencies() -> Deps:
         mode=ModeSwitch(os.environ["MODE_PARAMETER"], default=config.mode),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         account=account_of(os.environ["PAGE_TOPIC_ARN"]),
-        slurm=SlurmQueues.from_json(os.environ.get("SLURM_QUEUES")),
     )

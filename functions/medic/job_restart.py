@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.adapters.training import JobAlreadyExists, training_plan_arns
 from medic.deps import Deps
+from medic.domain.job_events import TrainingJobStateEvent
 from medic.domain.job_faults import classify_failure
 from medic.domain.job_policy import (
     ATTEMPT_TAG,
@@ -22,7 +23,7 @@ from medic.domain.job_policy import (
     foreign_training_job_arn,
     lineage_of,
 )
-from medic.domain.models import Action, Fault, Outcome, TrainingJobStateEvent, Trigger
+from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import job_page
 from medic.domain.policy import Page
 from medic.ledger.jobs import JobStore

@@ -235,7 +235,8 @@ def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table:
 
 def _storm_summary(deps: Deps, table: Table, record: dict, view: NodeEventView) -> bool:
     """One summary page per cluster per window; once it is out (read with the ledger), no write at all."""
-    if view.storm_paged_at is not None and deps.now() - view.storm_paged_at < STORM_WINDOW:
+    # <= as the claim's condition (paged_at < now - window): an event exactly one window later does not try
+    if view.storm_paged_at is not None and deps.now() - view.storm_paged_at <= STORM_WINDOW:
         return False
     text = storm_page(record, view.cluster_state, deps.region, int(STORM_WINDOW.total_seconds() // 60))
     return page_cluster_summary(deps, table, record, text, STORM_WINDOW)

@@ -43,7 +43,7 @@ def test_pure_decision_rates():
 
 
 def test_warm_replay_times_each_path_and_counts_its_calls(tiny_template):
-    result = warm.replay(node_events=3, job_events=1, template=tiny_template)
+    result = warm.replay(node_events=3, job_events=1, template=tiny_template, storm_events=7)
     assert not result["errors"]
     assert result["outcomes"].get("node_health:replace_node:executed", 0) >= 2
     assert result["outcomes"].get("training_job:restart_job:executed") == 1
@@ -51,14 +51,36 @@ def test_warm_replay_times_each_path_and_counts_its_calls(tiny_template):
     replacement = result["calls"]["replace_node"]
     assert "sagemaker:BatchReplaceClusterNodes" in replacement["sequences"][0]["calls"]
     assert all(call in result["why"] for call in replacement["sequences"][0]["calls"])
+    assert result["calls"]["replace_node_cold"]["count"] == 1  # (this template has no reconciler to sweep first)
+    # the burst: four acted on, one suppressed event pages the storm summary, the others are suppressed quietly
+    assert result["calls"]["suppressed_paging"]["count"] == 1
+    assert result["calls"]["suppressed"]["count"] == 2
+    assert "sns:Publish" not in result["calls"]["suppressed"]["sequences"][0]["calls"]
+    rows = dict((label, status) for label, _, _, status in report.call_rows(result))
+    assert rows["AWS calls: suppressed storm event (summary page already out)"] in ("met", "gap")
 
 
-def test_storm_reports_wall_time_memory_actions_and_pages(tiny_template):
-    result = storm.run(events=10, template=tiny_template)
-    assert result["records"] == 10
-    assert {"wall_s", "cpu_s", "peak_rss_mib", "actions", "pages", "outcomes", "api_calls"} <= set(result)
-    assert result["actions"] <= 10
+def test_storm_checks_budget_pages_and_one_record_per_event(tiny_template):
+    result = storm.run(events=30, clusters=2, spacing_s=3.0, template=tiny_template)
+    assert result["records"] == 30 and result["events_recorded_once"] == 30
+    assert {"wall_s", "cpu_s", "peak_rss_mib", "actions", "pages", "outcomes", "api_calls", "ledger"} <= set(result)
+    assert result["actions"] == 8  # 4 per cluster: the hourly budget
+    assert result["storm_pages"] == 2 and storm.exact(result)
+    assert result["ledger"]["largest_bytes"] > 0 and result["ledger"]["items"] > 0
+    assert result["own_cpu_ms_first"] > 0 and result["flat_ratio"] is not None
     assert not result["errors"] and result["handler_s"] > 0  # the handlers ran, and the timing hooks saw them
+    assert any("exact" in row[1] for row in report.storm_rows(result))
+
+
+def test_storm_exactness_checks_catch_overruns():
+    at = "2026-11-20T08:{:02d}:00+00:00"
+    records = [{"outcome": "executed", "action": "replace_node", "cluster": "c", "timestamp": at.format(m)}
+               for m in range(5)]
+    assert storm.budget_overruns(records, 4) == ["c"]
+    assert storm.budget_overruns(records[:4], 4) == []
+    from datetime import datetime
+    pages = [("c", datetime.fromisoformat(at.format(0))), ("c", datetime.fromisoformat(at.format(30)))]
+    assert storm.page_overruns(pages) == ["c"] and storm.page_overruns(pages[:1]) == []
 
 
 def test_the_readme_block_is_replaced_and_nothing_else(tmp_path):

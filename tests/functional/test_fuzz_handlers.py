@@ -41,7 +41,8 @@ from medic.config import parse_config
 from medic.deps import Deps
 from medic.domain.alarms import AlarmStateChangeEvent
 from medic.domain.cluster_events import ClusterEvent
-from medic.domain.models import NodeHealthEvent, RemediationRecord, TrainingJobStateEvent
+from medic.domain.job_events import TrainingJobStateEvent
+from medic.domain.models import NodeHealthEvent, RemediationRecord
 from medic.domain.reconcile import ScheduleEvent
 from medic.domain.slurm import RequeueJobEvent, parse_agent_command_pk
 from medic.handlers import (

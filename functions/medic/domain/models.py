@@ -1,4 +1,7 @@
-"""Typed models at the edges: the events Medic accepts and the records it writes."""
+"""Typed models at the edges: the node events Medic accepts, the envelope every event shares, and the
+records it writes. Each other kind of event has its models beside its handler's domain (training jobs:
+domain.job_events; cluster events, alarms, schedules, Slurm requests: their domain modules), so a handler
+builds only the pydantic classes it parses at cold start."""
 
 from __future__ import annotations
 
@@ -136,24 +139,6 @@ class EventEnvelope(MedicEvent):
     """The EventBridge envelope alone, so a bad detail can still be recorded against its event id."""
 
     detail: dict
-
-
-# SageMaker training job names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
-TRAINING_JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
-
-
-class TrainingJobDetail(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    TrainingJobName: str = Field(max_length=63, pattern=TRAINING_JOB_NAME_PATTERN)
-    TrainingJobArn: str = Field(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-job/.{1,63}$")
-    TrainingJobStatus: str = Field(min_length=1, max_length=32)
-    FailureReason: str = Field(default="", max_length=4096)
-    Tags: dict[str, str] | None = None
-
-
-class TrainingJobStateEvent(MedicEvent):
-    detail: TrainingJobDetail
 
 
 class Requester(BaseModel):
