@@ -14,7 +14,7 @@ from tests.helpers import hma_reason, node_event
 
 NODE = "i-0d4e5f60718293a4b"
 RECORD_FIELDS = {"incident", "trigger", "event_id", "cluster", "instance_group", "node_id", "job", "fault",
-                 "action", "outcome", "reason", "paged", "mode", "attempt"}
+                 "action", "outcome", "reason", "paged", "mode", "attempt", "requester"}
 
 
 def test_an_unhealthy_gpu_node_is_replaced_and_recorded(medic, unhealthy_event):
@@ -30,7 +30,7 @@ def test_an_unhealthy_gpu_node_is_replaced_and_recorded(medic, unhealthy_event):
         "incident": f"node:{CLUSTER}:{NODE}", "trigger": "node_health", "event_id": unhealthy_event["id"],
         "cluster": CLUSTER, "instance_group": "gpu-workers", "node_id": NODE, "job": None, "fault": "gpu_fatal",
         "action": "replace_node", "outcome": "executed", "reason": "Fault gpu_fatal calls for replace.",
-        "paged": False, "mode": "act", "attempt": 1,
+        "paged": False, "mode": "act", "attempt": 1, "requester": None,  # requester: operator requests only
     }
     assert medic.pages() == []
     # And exactly one remediation log line carries the record
