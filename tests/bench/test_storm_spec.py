@@ -47,8 +47,10 @@ def test_suppressed_events_read_and_write_nothing_more_and_no_item_grows(result)
     # Once the window's summary page is out, a suppressed event is one ledger read and the node lookup. This
     # template has no reconciler, so the breaker's cluster size comes from DescribeCluster (cached 5 minutes)
     # instead of the reconciler's snapshot, and the mode is re-read every 30 s: reads only, never a write.
-    usual = result["calls_per_suppressed"]["sequences"][0]["calls"]
-    assert usual == ["dynamodb:BatchGetItem", "sagemaker:DescribeClusterNode"]
-    reads = {"dynamodb:BatchGetItem", "sagemaker:DescribeClusterNode", "sagemaker:DescribeCluster", "ssm:GetParameter"}
-    assert all(set(s["calls"]) <= reads for s in result["calls_per_suppressed"]["sequences"])
+    # Which events refresh those caches depends on how the storm's events fall in time, not on Medic: without
+    # them, every suppressed event makes exactly the two calls.
+    cache_refreshes = {"sagemaker:DescribeCluster", "ssm:GetParameter"}
+    for sequence in result["calls_per_suppressed"]["sequences"]:
+        calls = [call for call in sequence["calls"] if call not in cache_refreshes]
+        assert calls == ["dynamodb:BatchGetItem", "sagemaker:DescribeClusterNode"], sequence
     assert result["ledger"]["largest_bytes"] < 2_000  # the cluster's action list: two hours of actions at most
