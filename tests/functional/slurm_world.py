@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 
 from medic.adapters.slurm_queue import SlurmQueues
 from medic.agent_heartbeats import heartbeat_cluster, record_heartbeat
+from medic.handlers import agent_results
 from tests.functional.conftest import CLUSTER, REGION, TABLE, Medic
 from tests.helpers import load_event
 
@@ -169,3 +171,12 @@ class SlurmWorld:
         if event_id is not None:
             event["id"] = event_id
         return event
+
+
+@pytest.fixture(name="slurm")
+def streamed_slurm(medic, tmp_path, monkeypatch) -> SlurmWorld:
+    """A Slurm cluster with a live agent, whose ledger stream the results function reads with these deps."""
+    world = SlurmWorld(medic, tmp_path)
+    monkeypatch.setattr(agent_results, "dependencies", lambda: medic.deps)
+    world.heartbeat()
+    return world

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from medic.handlers import agent_results
 from medic.ledger.agents import AgentStore
 from tests.functional.conftest import CLUSTER
-from tests.functional.slurm_world import SlurmWorld
+from tests.functional.slurm_world import SlurmWorld, streamed_slurm  # noqa: F401 - the `slurm` fixture
 from tests.helpers import load_event
 
 SAMPLE_COMMAND = "6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13"
@@ -25,14 +25,6 @@ class LambdaContext:
     memory_limit_in_mb: int = 256
     invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:medic-agent-results"
     aws_request_id: str = "00000000-0000-0000-0000-000000000003"
-
-
-@pytest.fixture
-def slurm(medic, tmp_path, monkeypatch) -> SlurmWorld:
-    world = SlurmWorld(medic, tmp_path)
-    monkeypatch.setattr(agent_results, "dependencies", lambda: medic.deps)
-    world.heartbeat()
-    return world
 
 
 def deliver(slurm: SlurmWorld, event: dict) -> tuple[dict, list[dict]]:

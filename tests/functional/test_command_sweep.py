@@ -7,25 +7,15 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-import pytest
-
 from medic.command_results import record_agent_result
 from medic.command_sweep import sweep_commands
 from medic.domain.slurm import COMMAND_DEADLINE
 from medic.handlers import agent_results
 from tests.functional.conftest import CLUSTER
-from tests.functional.slurm_world import SlurmWorld, agent_parse
+from tests.functional.slurm_world import SlurmWorld, agent_parse, streamed_slurm  # noqa: F401 - the `slurm` fixture
 
 SCHEDULE = {"id": "0d9f4c2e-reconcile", "detail-type": "Scheduled Event", "source": "aws.events"}
 LINEAGE = f"lineage#slurm:{CLUSTER}:4211"
-
-
-@pytest.fixture
-def slurm(medic, tmp_path, monkeypatch) -> SlurmWorld:
-    world = SlurmWorld(medic, tmp_path)
-    monkeypatch.setattr(agent_results, "dependencies", lambda: medic.deps)
-    world.heartbeat()
-    return world
 
 
 def queue_requeue(slurm: SlurmWorld) -> dict:
