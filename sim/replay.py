@@ -495,8 +495,9 @@ class Replay:
         with time_machine.travel(when, tick=False):
             changes = self.cloudwatch.evaluate(when)
         for change in changes:
-            # Under the replay's clock, publish and receive alike: SQS drops a message older than the page
-            # queue's retention period (measured from its SentTimestamp), so read on the wall clock a
+            # Under the replay's clock, publish and receive alike: SQS deletes a message older than the queue's
+            # MessageRetentionPeriod (SQS API reference, SetQueueAttributes: "The length of time, in seconds, for
+            # which Amazon SQS retains a message"; at most 1,209,600 = 14 days), so read on the wall clock a
             # notification sent at the scenario's time expires once the scenario is 14 days old.
             with time_machine.travel(when, tick=False):
                 notified = self.cloudwatch.notify(change)

@@ -74,7 +74,13 @@ class SlurmCluster:
         return [controller_host(number) for number in range(1, self.controllers + 1)]
 
     def ping(self) -> tuple[int, str]:
-        """`scontrol ping` as Slurm prints it (as root): exit status and output."""
+        """`scontrol ping` as Slurm prints it (as root): exit status and output.
+
+        SchedMD slurm, src/scontrol/scontrol.c (`_print_ping`): one line per SlurmctldHost in slurm.conf order,
+        "Slurmctld(primary|backup|backup<N>) at <host> is UP|DOWN" (`backup` when there are exactly two), the
+        "RESTORE SLURMCTLD DAEMON TO SERVICE" banner only for root and only when one is DOWN, exit status 1
+        only when none answers. Checked against slurm-wlm 22.05.8's real output in tests/agent/test_real_slurm.py.
+        """
         lines, up_any = [], False
         for number, host in enumerate(self.hosts, start=1):
             up = self.primary != 0 and number >= self.primary

@@ -4,7 +4,8 @@ moto keeps a stream for each table created with a StreamSpecification and serves
 DynamoDB Streams API (DescribeStream, GetShardIterator, GetRecords), but it does not poll it for
 Lambda. Here each ``AWS::Lambda::EventSourceMapping`` on a table's stream reads the stream with that
 API, from its StartingPosition, turns each record into the shape Lambda delivers (DynamoDB JSON,
-``eventSourceARN``, epoch ``ApproximateCreationDateTime``), keeps those its FilterCriteria match
+``eventSourceARN``, epoch ``ApproximateCreationDateTime``: DynamoDB Streams API reference, StreamRecord, "in UNIX
+epoch time format and rounded down to the closest second"), keeps those its FilterCriteria match
 (moto's EventBridge pattern matcher: Lambda filters use the same syntax) and hands them to the
 function in batches of BatchSize, in order.
 """
