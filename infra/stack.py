@@ -42,19 +42,18 @@ class MedicStack(Stack):
         self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
         self.cluster_events = ClusterEvents(self, "ClusterEvents", shared=shared)
         self.reconciler = Reconciler(self, "Reconciler", shared=shared)
-        self.slurm_job_requeue = (
-            SlurmJobRequeue(self, "SlurmJobRequeue", shared=shared)
-            if any(cluster.orchestrator == "slurm" for cluster in config.clusters) else None)
+        # Every cluster, Slurm or EKS, gets a command queue for its on-cluster agent.
+        self.slurm_job_requeue = SlurmJobRequeue(self, "SlurmJobRequeue", shared=shared)
         self.training_alarms = TrainingAlarms(self, "TrainingAlarms", shared=shared)
-        agents = self.slurm_job_requeue.queues if self.slurm_job_requeue else {}
+        agents = self.slurm_job_requeue.queues
         self.alarm_response = AlarmResponse(
             self, "AlarmResponse", shared=shared, alarms=self.training_alarms,
             slurm_queues={name: agent.queue.queue_url for name, agent in agents.items()},
             slurm_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
         ) if self.training_alarms.names else None
-        if self.slurm_job_requeue:  # after every function that queues agent commands exists
-            alarm_senders = [self.alarm_response.handler.role] if self.alarm_response else []
-            self.slurm_job_requeue.restrict_senders(*alarm_senders)
+        # after every function that queues agent commands exists
+        alarm_senders = [self.alarm_response.handler.role] if self.alarm_response else []
+        self.slurm_job_requeue.restrict_senders(*alarm_senders)
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 

@@ -37,11 +37,16 @@ from medic.recovery import conclude_on_ok
 
 
 def incident_of(subject: AlarmSubject) -> str:
-    """A stalled Slurm job shares its incident (and restart budget) with operator requeues of that job."""
+    """A stalled job shares its incident (and restart budget) with operator requests for that job: on Slurm by
+    its name, on EKS by its Kubernetes object."""
     if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "slurm":
-        from medic.slurm_requeue import slurm_job_incident  # the Slurm path only: not at every cold start
+        from medic.slurm_requeue import slurm_job_incident  # the agent paths only: not at every cold start
 
         return slurm_job_incident(subject.cluster.name, subject.job.name)
+    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "eks":
+        from medic.domain.eks import eks_job_incident
+
+        return eks_job_incident(subject.cluster.name, subject.job.kubernetes_object())
     return subject.incident
 
 
@@ -90,12 +95,13 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
 
     if decision.plan is Plan.REQUEUE:
         incidents.open_alarm_incident(subject.name, incident, now)
-        from medic.slurm_requeue import RequeueRequest, requeue_slurm_job  # the Slurm path only
+        from medic.slurm_requeue import RequeueRequest, requeue_slurm_job  # the agent paths only
 
+        eks = subject.cluster.orchestrator == "eks"
         record = requeue_slurm_job(RequeueRequest(
             mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
             event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
-            job_name=subject.job.name), deps)
+            job_name=subject.job.name, kubernetes=subject.job.kubernetes_object() if eks else None), deps)
         if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued for the agent
             incidents.watch_recovery(RecoveryWatch(
                 incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from medic.deps import Deps
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.slurm import (
+    K8S_OBJECT_NAME,
     SQUEUE_JOB_ID,
     AgentResult,
     forged_result_page,
@@ -135,16 +136,16 @@ def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, sai
 
 def _final_record(result: AgentResult, context: dict[str, str], cluster: str, stream_event_id: str) -> dict:
     job = context.get("job")
-    ids = ", ".join([job_id for job_id in result.job_ids if matches(SQUEUE_JOB_ID, job_id)][:20])
     said = quoted(result.message) if result.message else "no output"
+    restart = context.get("kind") == "restart_job"
     if result.status == "executed":
         outcome = Outcome.EXECUTED
-        requeued = f"requeued Slurm job {ids}" if ids else f"requeued {job}"
-        reason = f"The agent on {cluster} {requeued} (command {result.command_id}): {said}"
+        reason = f"The agent on {cluster} {_what_ran(result, job, restart)} (command {result.command_id}): {said}"
     else:
         outcome = Outcome.FAILED
         did = "refused" if result.status == "refused" else "could not run"
-        reason = f"The agent on {cluster} {did} the requeue of {job} (command {result.command_id}): {said}"
+        reason = (f"The agent on {cluster} {did} the {'restart' if restart else 'requeue'} of {job} "
+                  f"(command {result.command_id}): {said}")
     attempt = context.get("attempt", "")
     return complete({
         "incident": context["incident"], "trigger": context.get("trigger") or Trigger.RECONCILE,
@@ -153,3 +154,17 @@ def _final_record(result: AgentResult, context: dict[str, str], cluster: str, st
         "action": context.get("action") or Action.REQUEUE_JOB, "outcome": outcome, "reason": short(reason, 500),
         "mode": context.get("mode") or "act", "attempt": int(attempt) if attempt.isdigit() else 0,
     })
+
+
+def _what_ran(result: AgentResult, job: str | None, restart: bool) -> str:
+    """What an executed command did, in Medic's words (the agent's lists are shown only when well-formed)."""
+    if restart:  # EKS: Kubernetes pod names (DNS-1123 subdomains), a bounded count
+        pods = [name for name in result.pods if len(name) <= 253 and matches(K8S_OBJECT_NAME, name)]
+        forced = [name for name in result.force_deleted if len(name) <= 253 and matches(K8S_OBJECT_NAME, name)]
+        deleted = f"deleted {len(pods)} pod(s) of {job} for its controller to recreate" if pods else \
+            f"restarted {job}"
+        shown_pods = f" ({', '.join(pods[:8])}{', ...' if len(pods) > 8 else ''})" if pods else ""
+        force = f"; force-deleted {len(forced)} stuck Terminating on a failed node" if forced else ""
+        return f"{deleted}{shown_pods}{force}"
+    ids = ", ".join([job_id for job_id in result.job_ids if matches(SQUEUE_JOB_ID, job_id)][:20])
+    return f"requeued Slurm job {ids}" if ids else f"requeued {job}"

@@ -27,6 +27,13 @@ DEFAULT_PROTECTED_GROUPS = ("controller-machine", "login-group", "controller", "
 # provisioning_parameters.json, which no API returns.
 KNOWN_CONTROLLER_GROUPS = frozenset({"controller-machine", "controller", "my-controller-group"})
 
+# Kubernetes' own name rules (apimachinery validation: IsDNS1123Label for namespaces, IsDNS1123Subdomain for
+# object names, at most 253 characters), full match, ASCII: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
+K8S_NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+K8S_OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# The job kinds an EKS agent restarts (agent/README.md says what restart means for each).
+K8sJobKind = Literal["PyTorchJob", "HyperPodPyTorchJob", "Job"]
+
 Mode = Literal["act", "dry_run"]
 RuntimeMode = Literal["act", "dry_run", "paused"]
 
@@ -103,6 +110,19 @@ class Cluster(Strict):
         return groups
 
 
+class KubernetesJob(Strict):
+    """A training job's object on an EKS cluster, as the agent names it."""
+
+    namespace: str = Field(pattern=K8S_NAMESPACE_PATTERN)
+    kind: K8sJobKind
+    name: str = Field(max_length=253, pattern=K8S_OBJECT_NAME_PATTERN)
+
+    @property
+    def target(self) -> str:
+        """The agent's name for it: a restart_job command's target (`PyTorchJob/kubeflow/bert-xl`)."""
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
 class Job(Strict):
     """A long-running job the training probe reports on; Medic's alarms watch its metrics."""
 
@@ -118,6 +138,16 @@ class Job(Strict):
     slowdown_minutes: int = Field(default=10, ge=1, le=24 * 60)
     # Proof of recovery: after Medic restarts the job, training must resume within this.
     recovery_minutes: int = Field(default=20, ge=5, le=24 * 60)
+    # EKS clusters only: the Kubernetes object the agent restarts (its namespace, kind and name; the name is
+    # the job's `name` unless object_name says otherwise). Left unset here, defaulted by `kubernetes_object`.
+    namespace: str | None = Field(default=None, pattern=K8S_NAMESPACE_PATTERN)
+    kind: K8sJobKind | None = None
+    object_name: str | None = Field(default=None, max_length=253, pattern=K8S_OBJECT_NAME_PATTERN)
+
+    def kubernetes_object(self) -> KubernetesJob:
+        """The job's Kubernetes object on an EKS cluster (defaults: namespace `default`, kind PyTorchJob)."""
+        return KubernetesJob(namespace=self.namespace or "default", kind=self.kind or "PyTorchJob",
+                             name=self.object_name or self.name)
 
     @field_validator("loss_ceiling")
     @classmethod
@@ -164,6 +194,12 @@ class MedicConfig(Strict):
                 raise ValueError(
                     f"jobs.{index}.cluster: {job.cluster!r} is not a configured cluster (known: {names})"
                 )
+            _check_kubernetes_keys(index, job, self.cluster(job.cluster))
+        objects = [(job.cluster, job.kubernetes_object().target) for job in self.jobs
+                   if self.cluster(job.cluster).orchestrator == "eks"]
+        twice = sorted({target for cluster, target in objects if objects.count((cluster, target)) > 1})
+        if twice:
+            raise ValueError(f"jobs: more than one job names the same Kubernetes object {twice}")
         return self
 
     def cluster(self, name: str) -> Cluster | None:
@@ -204,6 +240,17 @@ def alarm_name(kind: str, subject: str) -> str:
     if kind not in JOB_ALARM_KINDS + CLUSTER_ALARM_KINDS:
         raise ValueError(f"unknown alarm kind {kind!r}")
     return f"{ALARM_PREFIX}{kind}-{subject}"
+
+
+def _check_kubernetes_keys(index: int, job: Job, cluster: Cluster | None) -> None:
+    given = [key for key in ("namespace", "kind", "object_name") if getattr(job, key) is not None]
+    if cluster is not None and cluster.orchestrator != "eks" and given:
+        raise ValueError(f"jobs.{index}.{given[0]}: only a job on an EKS cluster names a Kubernetes object "
+                         f"({job.cluster!r} is orchestrated by {cluster.orchestrator})")
+    if cluster is not None and cluster.orchestrator == "eks" and job.object_name is None \
+            and not re.match(K8S_OBJECT_NAME_PATTERN, job.name):
+        raise ValueError(f"jobs.{index}.name: {job.name!r} is not a Kubernetes object name (lowercase letters, "
+                         f"digits, '-' and '.'): give the job's object name in jobs.{index}.object_name")
 
 
 class ConfigError(ValueError):

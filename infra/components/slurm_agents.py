@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from aws_cdk import Acknowledgment, Aws, CfnOutput, Duration, Stack, Validations
+from aws_cdk import aws_eks as eks
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -9,17 +10,27 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.components.function import DeadLetterQueue, MedicFunction
+from medic.config import Cluster
 from infra.components.shared import Shared
 
 REQUEUE_SOURCE = "medic.operator"
 REQUEUE_DETAIL_TYPE = "Medic Requeue Job"
 
 
-class AgentQueue(Construct):
-    """One Slurm cluster's command queue for its agent, and the managed policy its instance role needs."""
+# The EKS agent's Kubernetes identity (agent/kubernetes/): EKS Pod Identity gives its pods the agent role.
+EKS_AGENT_NAMESPACE = "medic-agent"
+EKS_AGENT_SERVICE_ACCOUNT = "medic-agent"
 
-    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared, cluster: str) -> None:
+
+class AgentQueue(Construct):
+    """One cluster's command queue for its agent, and the managed policy the agent needs: a Slurm agent's
+    through the cluster's instance role; an EKS agent's through its own role, which EKS Pod Identity gives the
+    agent's pods (only its ServiceAccount's, on its cluster)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, shared: Shared, cluster: Cluster) -> None:
         super().__init__(scope, construct_id)
+        where = "Slurm controller" if cluster.orchestrator == "slurm" else "EKS cluster"
+        name = cluster.name
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=shared.key).queue
         self.queue = sqs.Queue(
             self, "Queue",
@@ -36,7 +47,7 @@ class AgentQueue(Construct):
         # `agent#c1#command#*` never matches another cluster's keys (`agent#c1-b#...`).
         self.policy = iam.ManagedPolicy(
             self, "AgentPolicy",
-            description=f"Medic agent on the {cluster} Slurm controller: its command queue and ledger items",
+            description=f"Medic agent on the {name} {where}: its command queue and ledger items",
             statements=[
                 iam.PolicyStatement(
                     actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
@@ -55,7 +66,7 @@ class AgentQueue(Construct):
                     actions=["dynamodb:PutItem"],
                     resources=[shared.table.table_arn],
                     conditions={"ForAllValues:StringLike": {
-                        "dynamodb:LeadingKeys": [f"agent#{cluster}", f"agent#{cluster}#command#*"]}}),
+                        "dynamodb:LeadingKeys": [f"agent#{name}", f"agent#{name}#command#*"]}}),
                 # Its claim is one TransactWriteItems: the Put above, and a ConditionCheck that Medic issued the
                 # command (`command#<id>/issued` names this cluster, kind, target, incident). A transaction is
                 # authorized per action: dynamodb:ConditionCheckItem for the check (DynamoDB Developer Guide,
@@ -67,9 +78,39 @@ class AgentQueue(Construct):
             ],
         )
         CfnOutput(self, "QueueUrl", value=self.queue.queue_url,
-                  description=f"--queue-url for the medic agent on {cluster}")
-        CfnOutput(self, "AgentPolicyArn", value=self.policy.managed_policy_arn,
-                  description=f"attach to the {cluster} cluster's instance role")
+                  description=f"--queue-url for the medic agent on {name}")
+        if cluster.orchestrator == "slurm":
+            CfnOutput(self, "AgentPolicyArn", value=self.policy.managed_policy_arn,
+                      description=f"attach to the {name} cluster's instance role")
+        else:
+            self._pod_identity(cluster)
+
+    def _pod_identity(self, cluster: Cluster) -> None:
+        """The EKS agent's role: assumed only by EKS Pod Identity, and (its session tags, Amazon EKS User Guide,
+        "Create IAM role with trust policy required by EKS Pod Identity") only for the agent's ServiceAccount in
+        its namespace; on the configured EKS cluster when eks_cluster_name is set, which also creates the Pod
+        Identity association (else `aws eks create-pod-identity-association`, agent/README.md)."""
+        tags = {"aws:RequestTag/kubernetes-namespace": EKS_AGENT_NAMESPACE,
+                "aws:RequestTag/kubernetes-service-account": EKS_AGENT_SERVICE_ACCOUNT}
+        if cluster.eks_cluster_name:
+            tags["aws:RequestTag/eks-cluster-name"] = cluster.eks_cluster_name
+        self.role = iam.Role(
+            self, "AgentRole",
+            description=f"Medic agent on the {cluster.name} EKS cluster (EKS Pod Identity)",
+            assumed_by=iam.PrincipalWithConditions(iam.ServicePrincipal("pods.eks.amazonaws.com"),
+                                                   {"StringEquals": {**tags, "aws:SourceAccount": Aws.ACCOUNT_ID}}),
+            managed_policies=[self.policy],
+        )
+        # Pod Identity tags the session: sts:TagSession beside sts:AssumeRole (same guide).
+        self.role.assume_role_policy.add_statements(iam.PolicyStatement(
+            actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}))
+        if cluster.eks_cluster_name:
+            eks.CfnPodIdentityAssociation(self, "PodIdentity", cluster_name=cluster.eks_cluster_name,
+                                          namespace=EKS_AGENT_NAMESPACE, service_account=EKS_AGENT_SERVICE_ACCOUNT,
+                                          role_arn=self.role.role_arn)
+        CfnOutput(self, "AgentRoleArn", value=self.role.role_arn,
+                  description=f"the Pod Identity role of the medic agent on {cluster.name} (agent/kubernetes)")
 
 
 def allow_senders(queue: sqs.Queue, roles: list[iam.IRole]) -> None:
@@ -86,21 +127,20 @@ def allow_senders(queue: sqs.Queue, roles: list[iam.IRole]) -> None:
 
 
 class SlurmJobRequeue(Construct):
-    """Slurm clusters: a command queue per cluster for the on-cluster agent; operator requeue requests
-    (an EventBridge event) → the requeue function; the agent's results (ledger stream) → their record."""
+    """Slurm and EKS clusters: a command queue per cluster for the on-cluster agent; operator requeue requests
+    (an EventBridge event) → the requeue function; the agents' results (ledger stream) → their record."""
 
     def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
         super().__init__(scope, construct_id)
-        clusters = [cluster for cluster in shared.config.clusters if cluster.orchestrator == "slurm"]
-        self.queues = {cluster.name: AgentQueue(self, f"Agent-{cluster.name}", shared=shared, cluster=cluster.name)
-                       for cluster in clusters}
+        self.queues = {cluster.name: AgentQueue(self, f"Agent-{cluster.name}", shared=shared, cluster=cluster)
+                       for cluster in shared.config.clusters}
         # Queue URLs are tokens until deploy: the stack renders the JSON with them resolved.
         queue_urls = Stack.of(self).to_json_string({name: agent.queue.queue_url for name, agent in self.queues.items()})
 
         self.requeue = MedicFunction(
             self, "RequeueHandler",
             handler="medic.handlers.requeue_request.handler",
-            description="Medic: requeue a Slurm job through the cluster's agent",
+            description="Medic: requeue a Slurm job, or restart an EKS job, through the cluster's agent",
             environment={**shared.environment(), "SLURM_QUEUES": queue_urls},
             layers=list(shared.layers),
             key=shared.key,
@@ -110,7 +150,7 @@ class SlurmJobRequeue(Construct):
             actions=["sqs:SendMessage"], resources=[agent.queue.queue_arn for agent in self.queues.values()]))
         self.rule = events.Rule(
             self, "RequeueRule",
-            description="Operator requests to requeue a Slurm job",
+            description="Operator requests to requeue a Slurm job or restart an EKS job",
             event_pattern=events.EventPattern(
                 source=[REQUEUE_SOURCE], detail_type=[REQUEUE_DETAIL_TYPE], account=[Aws.ACCOUNT_ID],
                 detail={"cluster": list(self.queues)}),
@@ -121,7 +161,7 @@ class SlurmJobRequeue(Construct):
         self.results = MedicFunction(
             self, "AgentResultsHandler",
             handler="medic.handlers.agent_results.handler",
-            description="Medic: record the Slurm agents' command results and heartbeats",
+            description="Medic: record the agents' command results and heartbeats",
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,

@@ -56,12 +56,13 @@ class FakeSlurm:
 
 
 class SlurmWorld:
-    def __init__(self, medic: Medic, tmp_path: Path) -> None:
+    def __init__(self, medic: Medic, tmp_path: Path, cluster: str = CLUSTER) -> None:
         self.medic = medic
+        self.cluster = cluster  # an EKS cluster's too: the queue, heartbeat and result contract are the same
         self.sqs = medic.sqs
         self.dynamodb = medic.deps.table.client
-        self.queue_url = self.sqs.create_queue(QueueName=f"medic-agent-{CLUSTER}")["QueueUrl"]
-        medic.deps.slurm = SlurmQueues({CLUSTER: self.queue_url}, self.sqs)
+        self.queue_url = self.sqs.create_queue(QueueName=f"medic-agent-{cluster}")["QueueUrl"]
+        medic.deps.slurm = SlurmQueues({cluster: self.queue_url}, self.sqs)
         self.dynamodb.update_table(TableName=TABLE, StreamSpecification={
             "StreamEnabled": True, "StreamViewType": "NEW_IMAGE"})
         self.stream_arn = self.dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
@@ -87,9 +88,9 @@ class SlurmWorld:
         """The agent reports in (written by the agent's own ledger code) ``age`` ago by DynamoDB's clock, with its
         own clock ``clock_ahead`` of it; the stream brings the write to the results function, as in AWS."""
         written = self.medic.clock[0] - age
-        self.agent_ledger.heartbeat(CLUSTER, written + clock_ahead, CONTROLLER, "0.1.0")
+        self.agent_ledger.heartbeat(self.cluster, written + clock_ahead, CONTROLLER, "0.1.0")
         records = self.stream_event(created=written)["Records"]
-        beats = [r for r in records if r["dynamodb"]["Keys"] == {"pk": {"S": f"agent#{CLUSTER}"},
+        beats = [r for r in records if r["dynamodb"]["Keys"] == {"pk": {"S": f"agent#{self.cluster}"},
                                                                  "sk": {"S": "heartbeat"}}]
         self._pending.extend(r for r in records if r not in beats)  # for the test's next stream_event()
         self.deliver_heartbeats(beats)
@@ -113,8 +114,8 @@ class SlurmWorld:
     def put_result(self, command_id: str, status: str, message: str, **fields: Any) -> None:
         """A result as the agent writes it, without running the agent."""
         self.agent_ledger.put_result({
-            "command_id": command_id, "cluster": CLUSTER, "kind": "requeue_job", "target": "4211",
-            "incident": f"job:slurm:{CLUSTER}:4211", "host": CONTROLLER, "agent_version": "0.1.0",
+            "command_id": command_id, "cluster": self.cluster, "kind": "requeue_job", "target": "4211",
+            "incident": f"job:slurm:{self.cluster}:4211", "host": CONTROLLER, "agent_version": "0.1.0",
             "status": status, "message": message, "finished_at": self.medic.clock[0].isoformat(), **fields,
         }, self.medic.clock[0])
 

@@ -231,14 +231,6 @@ def test_failed_nodes_page_only_when_medic_is_not_already_repairing_them(slurm):
     assert (record["fault"], record["outcome"], record["paged"]) == ("failed_nodes", "deferred", True)
 
 
-def test_an_eks_job_that_stalls_pages_instead_of_restarting(slurm):
-    # Given the EKS job trained until 02:50
-    probe_reports("Heartbeat", 20, datetime.fromisoformat(ALARM_AT) - timedelta(minutes=20), job="mistral-ft")
-    record = respond_to_alarm(alarm("medic-stall-mistral-ft"), slurm.medic.deps)
-    assert (record["outcome"], record["paged"]) == ("deferred", True)
-    assert slurm.depth() == 0
-
-
 def test_dry_run_decides_without_queueing_or_watching(slurm):
     slurm.heartbeat()
     slurm.medic.set_mode("dry_run")

@@ -1,5 +1,6 @@
-"""Specification: Slurm clusters get an agent queue, a managed policy for the controller, the operator
-requeue rule and the agent-results stream."""
+"""Specification: every cluster gets an agent queue and a managed policy (Slurm: for the controller's instance
+role; EKS: on a role only EKS Pod Identity may give the agent's ServiceAccount), the operator requeue rule and
+the agent-results stream."""
 
 from __future__ import annotations
 
@@ -16,16 +17,15 @@ def requeue_event(cluster: str = "pretrain-slurm", account: str = "123456789012"
             "detail": {"cluster": cluster, "job_name": "llama3-70b", "reason": "stalled at step 1200"}}
 
 
-def test_each_slurm_cluster_has_an_encrypted_agent_queue_with_a_dead_letter_queue(raw):
-    queue = one(raw, "AWS::SQS::Queue", "SlurmJobRequeueAgentpretrainslurmQueue")["Properties"]
-    assert queue["KmsMasterKeyId"]["Fn::GetAtt"][0].startswith("EncryptionKey")
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
-    # EKS clusters get none
-    assert not [lid for lid in resources(raw, "AWS::SQS::Queue") if "finetune" in lid]
+def test_each_cluster_has_an_encrypted_agent_queue_with_a_dead_letter_queue(raw):
+    for cluster in ("pretrainslurm", "finetuneeks"):
+        queue = one(raw, "AWS::SQS::Queue", f"SlurmJobRequeueAgent{cluster}Queue")["Properties"]
+        assert queue["KmsMasterKeyId"]["Fn::GetAtt"][0].startswith("EncryptionKey")
+        assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
 
 
 def test_the_agent_policy_is_scoped_to_its_queue_and_its_ledger_items(raw):
-    (policy,) = resources(raw, "AWS::IAM::ManagedPolicy").values()
+    policy = one(raw, "AWS::IAM::ManagedPolicy", "SlurmJobRequeueAgentpretrainslurm")
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     queue = next(s for s in statements if "sqs:ReceiveMessage" in s["Action"])
     assert queue["Resource"]["Fn::GetAtt"][0].startswith("SlurmJobRequeueAgentpretrainslurmQueue")
@@ -42,10 +42,11 @@ def test_the_stack_outputs_the_queue_url_and_policy_for_the_install_script(raw):
     assert "SlurmJobRequeueAgentpretrainslurmAgentPolicyArn" in outputs
 
 
-def test_the_requeue_rule_takes_operator_requests_for_configured_slurm_clusters_only(raw):
+def test_the_requeue_rule_takes_operator_requests_for_configured_clusters_only(raw):
     rule = one(raw, "AWS::Events::Rule", "SlurmJobRequeueRequeueRule")["Properties"]
     assert matches(rule["EventPattern"], requeue_event())
-    assert not matches(rule["EventPattern"], requeue_event(cluster="finetune-eks"))
+    assert matches(rule["EventPattern"], requeue_event(cluster="finetune-eks"))
+    assert not matches(rule["EventPattern"], requeue_event(cluster="elsewhere"))
     assert not matches(rule["EventPattern"], requeue_event(account="999999999999"))
     assert "DeadLetterConfig" in rule["Targets"][0]
 
@@ -58,8 +59,9 @@ def test_the_requeue_function_knows_the_queues_and_may_only_send_to_them(raw):
     send = next(s for s in policy["Statement"] if s["Action"] == "sqs:SendMessage")
     queues = send["Resource"] if isinstance(send["Resource"], list) else [send["Resource"]]
     names = sorted(queue["Fn::GetAtt"][0] for queue in queues)
-    # the agent queue, and the function's own dead-letter queue (async invoke failures)
-    assert [name[:38] for name in names] == ["SlurmJobRequeueAgentpretrainslurmQueue",
+    # the agent queues, and the function's own dead-letter queue (async invoke failures)
+    assert [name[:38] for name in names] == ["SlurmJobRequeueAgentfinetuneeksQueueD5",
+                                             "SlurmJobRequeueAgentpretrainslurmQueue",
                                              "SlurmJobRequeueRequeueHandlerDeadLette"]
 
 
@@ -78,7 +80,7 @@ def test_agent_results_reach_their_function_from_the_ledger_stream_without_block
 
 def test_the_agent_may_only_check_medics_command_items_never_write_them(raw):
     # The claim's transaction: a ConditionCheck on Medic's `command#<id>/issued`, a Put of its own claim
-    (policy,) = resources(raw, "AWS::IAM::ManagedPolicy").values()
+    policy = one(raw, "AWS::IAM::ManagedPolicy", "SlurmJobRequeueAgentpretrainslurm")
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     ledger = [s for s in statements if any(action.startswith("dynamodb:") for action in _actions(s))]
     assert sorted((tuple(_actions(s)), json.dumps(s["Condition"])) for s in ledger) == [
@@ -124,3 +126,39 @@ def test_the_agent_queue_accepts_send_message_only_from_medics_roles(raw):
     assert sorted(role[:24] for role in allowed_roles) == ["AlarmResponseHandlerRole", "SlurmJobRequeueRequeueHa"]
     assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
                for s in statements)
+
+
+def test_an_eks_agent_gets_its_policy_through_a_role_only_pod_identity_gives_its_service_account(raw):
+    # Given the default config's EKS cluster (no eks_cluster_name: the operator creates the association)
+    role = one(raw, "AWS::IAM::Role", "SlurmJobRequeueAgentfinetuneeksAgentRole")["Properties"]
+    statements = role["AssumeRolePolicyDocument"]["Statement"]
+    # Then only EKS Pod Identity assumes it, for the agent's namespace and ServiceAccount, in this account
+    assume = next(s for s in statements if s["Action"] == "sts:AssumeRole")
+    assert assume["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert assume["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == "medic-agent"
+    assert assume["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "medic-agent"
+    assert {"sts:TagSession"} == {s["Action"] for s in statements} - {"sts:AssumeRole"}
+    # and its only permissions are the agent policy (its queue, its ledger items)
+    (attached,) = role["ManagedPolicyArns"]
+    assert attached["Ref"].startswith("SlurmJobRequeueAgentfinetuneeksAgentPolicy")
+    assert "SlurmJobRequeueAgentfinetuneeksAgentRoleArn" in json.dumps(raw["Outputs"])
+    # no association without the EKS cluster's name
+    assert not resources(raw, "AWS::EKS::PodIdentityAssociation")
+
+
+def test_with_the_eks_cluster_named_the_stack_associates_the_role_with_the_agents_service_account(tmp_path):
+    # Given a config naming the EKS cluster behind the HyperPod cluster
+    from tests.infra.conftest import ROOT, synthesize
+
+    config = tmp_path / "medic.yaml"
+    config.write_text((ROOT / "medic.yaml").read_text().replace(
+        "    orchestrator: eks\n", "    orchestrator: eks\n    eks_cluster_name: finetune\n"))
+    _, path = synthesize(config, tmp_path / "cdk.out")
+    raw = json.loads(path.read_text())
+    # Then one Pod Identity association ties the agent's ServiceAccount to the agent role
+    (association,) = resources(raw, "AWS::EKS::PodIdentityAssociation").values()
+    assert {key: association["Properties"][key] for key in ("ClusterName", "Namespace", "ServiceAccount")} == {
+        "ClusterName": "finetune", "Namespace": "medic-agent", "ServiceAccount": "medic-agent"}
+    role = one(raw, "AWS::IAM::Role", "SlurmJobRequeueAgentfinetuneeksAgentRole")["Properties"]
+    assume = next(s for s in role["AssumeRolePolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole")
+    assert assume["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-name"] == "finetune"

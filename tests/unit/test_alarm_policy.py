@@ -72,9 +72,11 @@ def test_after_a_restart_that_did_not_help_medic_does_not_restart_again():
     assert (decision.plan, decision.outcome, decision.page) == (Plan.RECORD, Outcome.SUPPRESSED, False)
 
 
-def test_a_stalled_job_on_eks_pages_because_medic_has_no_restart_path_there():
+def test_a_stalled_job_on_eks_is_restarted_through_the_agent_without_a_page():
+    # Given a stall alarm for a job on an EKS cluster, no progress in the window
     decision = decide_alarm(context("medic-stall-mistral-ft"))
-    assert (decision.plan, decision.outcome, decision.page) == (Plan.RECORD, Outcome.DEFERRED, True)
+    # Then Medic restarts it (the agent deletes its pods; its controller recreates them) and pages nobody
+    assert (decision.plan, decision.action, decision.page) == (Plan.REQUEUE, Action.RESTART_JOB, False)
 
 
 def test_divergence_pages_and_never_restarts():

@@ -200,10 +200,9 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
                              "The last restart did not bring training back and a human was paged; Medic does not "
                              "restart again until the stall alarm has been OK.")
-    if cluster.orchestrator != "slurm":
-        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
-                             f"Training stalled on EKS cluster {cluster.name}; Medic has no restart path for EKS "
-                             "jobs: restart it from its checkpoint by hand.", page=True)
+    if cluster.orchestrator == "eks":
+        return AlarmDecision(Plan.REQUEUE, Action.RESTART_JOB, Outcome.EXECUTED,
+                             "Training stalled: restart the job's pods so it resumes from its last checkpoint.")
     return AlarmDecision(Plan.REQUEUE, Action.REQUEUE_JOB, Outcome.EXECUTED,
                          "Training stalled: requeue the job so it resumes from its last checkpoint.")
 

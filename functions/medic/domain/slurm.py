@@ -18,13 +18,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from medic.config import CLUSTER_NAME_PATTERN
+from medic.config import CLUSTER_NAME_PATTERN, K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN
 from medic.domain.models import MedicEvent, Outcome
 from medic.domain.pages import PageText, console_link
 
 JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
 JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
+K8S_OBJECT_NAME = re.compile(K8S_OBJECT_NAME_PATTERN.strip("^$"), re.ASCII)  # what an EKS agent may report
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
 # A request by job name requeues at most this many jobs: the command carries it and the agent refuses more.
 MAX_JOBS_PER_NAME = 8
@@ -95,6 +96,8 @@ class RequeueJobDetail(BaseModel):
     cluster: str = Field(pattern=CLUSTER_NAME_PATTERN)
     job_name: str | None = None
     job_id: str | None = None
+    # EKS clusters: the job's Kubernetes namespace (job_name is then the object's name; no job_id)
+    namespace: str | None = Field(default=None, pattern=K8S_NAMESPACE_PATTERN)
     reason: str = Field(min_length=1, max_length=2000)
     # Claimed by the sender: EventBridge does not say who called PutEvents (CloudTrail does).
     requested_by: str | None = None
@@ -135,6 +138,8 @@ class RequeueJobDetail(BaseModel):
         # Both: requeue the id, and spend the name's restart budget too (the one alarms and requests by name use).
         if self.job_id is None and self.job_name is None:
             raise ValueError("give job_id or job_name (or both: the id is requeued, both budgets are spent)")
+        if self.namespace is not None and (self.job_id is not None or self.job_name is None):
+            raise ValueError("a Kubernetes job (namespace given) is named by job_name alone, without job_id")
         return self
 
     @property
@@ -184,6 +189,9 @@ class AgentResult(BaseModel):
     target: str = ""
     incident: str = ""
     job_ids: list[str] = Field(default_factory=list)
+    # restart_job (EKS agent): the pods it deleted, and of those the ones stuck Terminating that it force-deleted
+    pods: list[str] = Field(default_factory=list)
+    force_deleted: list[str] = Field(default_factory=list)
     finished_at: str = ""
 
     @property
@@ -200,24 +208,37 @@ class AgentResult(BaseModel):
 class AgentCommand:
     command_id: str
     cluster: str
-    kind: str  # requeue_job: the one kind Medic issues
+    kind: str  # requeue_job (a Slurm agent) | restart_job (an EKS agent)
     incident: str
     issued_at: datetime
     job_id: str | None = None
     job_name: str | None = None
     max_jobs: int | None = None  # requeue by name: the most jobs the agent may requeue
+    # restart_job: the Kubernetes object (namespace, kind; its name is job_name)
+    namespace: str | None = None
+    job_kind: str | None = None
 
     @property
     def target(self) -> str:
         """What the command acts on, as the agent names it (its claim's condition and its result's `target`)."""
+        if self.kind == "restart_job":
+            return f"{self.job_kind}/{self.namespace}/{self.job_name}"
         return self.job_id if self.job_id is not None else f"name:{self.job_name}"
 
     def body(self) -> dict:
         """The queue message, exactly as the agent parses it."""
         fields = {"command_id": self.command_id, "cluster": self.cluster, "kind": self.kind,
                   "incident": self.incident, "issued_at": self.issued_at.isoformat()}
-        optional = {"job_id": self.job_id, "job_name": self.job_name, "max_jobs": self.max_jobs}
+        optional = {"job_id": self.job_id, "job_name": self.job_name, "max_jobs": self.max_jobs,
+                    "namespace": self.namespace, "job_kind": self.job_kind}
         return {**fields, **{key: value for key, value in optional.items() if value is not None}}
+
+
+def command_id_for(cluster: str, incident: str, request_id: str | None) -> str:
+    """The command id derives from the request (same request, same id), so a retried send cannot make the agent
+    run a second command: the agent dedupes on the id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{request_id}")) if request_id \
+        else str(uuid.uuid4())
 
 
 def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None:
@@ -233,16 +254,10 @@ def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None
 def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str | None = None,
                     job_name: str | None = None, request_id: str | None = None) -> AgentCommand:
     """`scontrol requeue <job_id>`, or every job named job_name (at most MAX_JOBS_PER_NAME of them);
-    InvalidCommand unless exactly one is valid. The job id is canonical (`04211` → `4211`).
-
-    The command id derives from the request (same request, same id), so a retried send cannot make
-    the agent run a second command: the agent dedupes on the id.
-    """
+    InvalidCommand unless exactly one is valid. The job id is canonical (`04211` → `4211`)."""
     validate_requeue_target(job_id=job_id, job_name=job_name)
     job_id = None if job_id is None else canonical_job_id(job_id)
-    command_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{request_id}")) if request_id \
-        else str(uuid.uuid4())
-    return AgentCommand(command_id=command_id, cluster=cluster, kind="requeue_job", incident=incident,
+    return AgentCommand(command_id=command_id_for(cluster, incident, request_id), cluster=cluster, kind="requeue_job", incident=incident,
                         issued_at=now, job_id=job_id, job_name=job_name,
                         max_jobs=MAX_JOBS_PER_NAME if job_name is not None else None)
 
@@ -277,15 +292,32 @@ SLURM_NEXT_STEP = {
                  "if it still needs it.",
 }
 
+EKS_NEXT_STEP = {
+    "agent_down": "Check the Medic agent on the cluster (kubectl -n medic-agent get pods; kubectl -n medic-agent "
+                  "logs deploy/medic-agent), then restart the job by hand if it still needs it (delete its pods: "
+                  "its controller recreates them from the spec).",
+    "gave_up": "The job keeps failing: find out why (kubectl describe, the pods' logs) before restarting it by "
+               "hand.",
+    "failed": "Check the job and its pods (kubectl get pods -l <the job's label>; kubectl describe) and restart it "
+              "by hand if it still needs it.",
+    "no_result": "The agent did not report: check the Medic agent (kubectl -n medic-agent logs deploy/medic-agent) "
+                 "and the job's pods; restart it by hand if it still needs it.",
+}
+# A job on an EKS cluster: its incident (Medic's own value) says so (domain/eks.py eks_job_incident).
+EKS_INCIDENT_PREFIX = "job:eks:"
+
 
 def slurm_job_page(record: dict, details: str, region: str, situation: str = "failed") -> PageText:
-    """The page for a Slurm job Medic could not (or would not) requeue."""
+    """The page for a job Medic could not (or would not) requeue through a Slurm agent (or restart through an
+    EKS agent)."""
+    eks = str(record.get("incident", "")).startswith(EKS_INCIDENT_PREFIX)
+    verb, steps = ("restart", EKS_NEXT_STEP) if eks else ("requeue", SLURM_NEXT_STEP)
     outcome = Outcome(record["outcome"])
-    what = {Outcome.FAILED: "requeue FAILED", Outcome.SUPPRESSED: "requeue held back"}.get(outcome, outcome.value)
+    what = {Outcome.FAILED: f"{verb} FAILED", Outcome.SUPPRESSED: f"{verb} held back"}.get(outcome, outcome.value)
     subject = f"[Medic] {record['cluster']} job {record['job']}: {what}"
     body = "\n".join([
         f"Cluster:        {record['cluster']}",
-        f"Slurm job:      {record['job']}",
+        f"{'Kubernetes job:' if eks else 'Slurm job:     '} {record['job']}",
         # The sender's words, quoted on one line: never where the page says what to do.
         f"Requested:      {quoted(details)}",
         *([f"Requester:      {_requester(record['requester'])}"] if record.get("requester") else []),
@@ -293,7 +325,7 @@ def slurm_job_page(record: dict, details: str, region: str, situation: str = "fa
         f"What Medic did: {record['action']}: {record['outcome']} (attempt {record['attempt']})",
         f"Why:            {record['reason']}",
         "",
-        f"What to do:     {SLURM_NEXT_STEP.get(situation, SLURM_NEXT_STEP['failed'])}",
+        f"What to do:     {steps.get(situation, steps['failed'])}",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
     ])

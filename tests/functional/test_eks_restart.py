@@ -1,0 +1,147 @@
+"""Specification: a stalled job on a HyperPod EKS cluster is restarted through the cluster's EKS agent, with the
+Slurm path's guardrails: one restart per alarm episode, the restart budget shared with operator requests, nothing
+queued into the void when the agent is down, only the jobs Medic watches; the agent's result closes the loop.
+Against moto (DynamoDB and its stream, SQS, SNS, SSM, CloudWatch)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from medic.adapters.metrics import TrainingMetrics
+from medic.alarm_response import respond_to_alarm
+from medic.config import parse_config
+from medic.handlers import agent_results
+from medic.ledger.incidents import IncidentStore
+from medic.slurm_requeue import handle_requeue_event
+from tests.functional.conftest import CONFIG, REGION, medic_world
+from tests.functional.slurm_world import SlurmWorld
+from tests.functional.test_agent_results import LambdaContext
+from tests.functional.test_alarm_handler import ALARM_AT, alarm, probe_reports
+
+EKS = "finetune-eks"
+JOB = "bert-xl"
+TARGET = "PyTorchJob/kubeflow/bert-xl"
+INCIDENT = f"job:eks:{EKS}:{TARGET}"
+EKS_CONFIG = {**CONFIG, "guardrails": {"max_job_restarts": 2},
+              "jobs": [{"name": JOB, "cluster": EKS, "namespace": "kubeflow", "kind": "PyTorchJob"}]}
+
+
+@pytest.fixture
+def medic(aws_credentials):
+    yield from medic_world(parse_config(EKS_CONFIG))
+
+
+@pytest.fixture
+def eks(medic, tmp_path, monkeypatch) -> SlurmWorld:
+    """The EKS cluster's agent queue and ledger stream; bert-xl trained (the probe counted steps) until 02:50."""
+    medic.at(ALARM_AT)
+    medic.deps.metrics = TrainingMetrics(boto3.client("cloudwatch", region_name=REGION))
+    trained_until = datetime.fromisoformat(ALARM_AT) - timedelta(minutes=20)
+    probe_reports("Heartbeat", 20, trained_until, job=JOB)
+    probe_reports("Step", 1180, trained_until, job=JOB)
+    monkeypatch.setattr(agent_results, "dependencies", lambda: medic.deps)
+    return SlurmWorld(medic, tmp_path, cluster=EKS)
+
+
+def request(eks: SlurmWorld, event_id: str = "7a1e0c55-0d7e-4a8e-9c61-2b7f3f1d9e20", **detail: Any) -> dict:
+    detail = {"cluster": EKS, "job_id": None, "namespace": "kubeflow", "job_name": JOB, **detail}
+    return handle_requeue_event(eks.request_event(event_id, **detail), eks.medic.deps)
+
+
+def test_a_stall_alarm_queues_one_restart_of_the_jobs_kubernetes_object(eks):
+    # Given a live EKS agent
+    eks.heartbeat()
+    # When bert-xl's stall alarm fires
+    record = respond_to_alarm(alarm(f"medic-stall-{JOB}"), eks.medic.deps)
+    # Then one restart_job command names the PyTorchJob's namespace, kind and name, for the agent to claim
+    [body] = eks.queued()
+    assert {key: body[key] for key in ("cluster", "kind", "namespace", "job_kind", "job_name", "incident")} == {
+        "cluster": EKS, "kind": "restart_job", "namespace": "kubeflow", "job_kind": "PyTorchJob",
+        "job_name": JOB, "incident": INCIDENT}
+    issued = eks.item(f"command#{body['command_id']}", "issued")
+    assert (issued["kind"]["S"], issued["target"]["S"]) == ("restart_job", TARGET)
+    # And the record says the restart is queued, without a page; Medic watches for proof of recovery
+    assert (record["action"], record["outcome"], record["incident"], record["job"], record["paged"]) == (
+        "restart_job", "deferred", INCIDENT, JOB, False)
+    assert [watch.incident for watch in IncidentStore(eks.medic.deps.table).recoveries()] == [INCIDENT]
+
+
+def test_a_second_delivery_of_the_alarm_restarts_nothing_more(eks):
+    eks.heartbeat()
+    respond_to_alarm(alarm(f"medic-stall-{JOB}"), eks.medic.deps)
+    again = respond_to_alarm(alarm(f"medic-stall-{JOB}"), eks.medic.deps)
+    assert again["outcome"] == "duplicate" and again["paged"] is False
+    assert len(eks.queued()) == 1
+
+
+def test_with_the_agent_down_one_page_and_nothing_queued_into_the_void(eks):
+    # Given an agent whose last heartbeat is an hour old
+    eks.heartbeat(age=timedelta(hours=1))
+    record = respond_to_alarm(alarm(f"medic-stall-{JOB}"), eks.medic.deps)
+    assert (record["action"], record["outcome"], record["paged"]) == ("restart_job", "failed", True)
+    assert eks.depth() == 0
+    [page] = eks.medic.pages()
+    assert "kubectl -n medic-agent" in page["Message"] and "Kubernetes job:" in page["Message"]
+
+
+def test_an_operator_request_shares_the_stall_alarms_restart_budget(eks):
+    # Given a budget of two restarts, one spent by the stall alarm
+    eks.heartbeat()
+    respond_to_alarm(alarm(f"medic-stall-{JOB}"), eks.medic.deps)
+    # When an operator asks twice more for the same job (by namespace and name)
+    first = request(eks)
+    second = request(eks, event_id="7a1e0c55-0d7e-4a8e-9c61-2b7f3f1d9e21")
+    # Then the first is the budget's second restart, on the same incident; the second gives up and pages
+    assert (first["incident"], first["outcome"], first["attempt"], first["action"]) == (
+        INCIDENT, "deferred", 2, "restart_job")
+    assert first["requester"]["source"] == "medic.operator"
+    assert (second["outcome"], second["paged"]) == ("suppressed", True)
+    assert "restart budget spent (2 restarts" in second["reason"]
+    assert len(eks.queued()) == 2
+
+
+@pytest.mark.parametrize("detail, why", [
+    ({"namespace": "default"}, "default/bert-xl is not a job Medic watches on finetune-eks"),
+    ({"job_name": "other-job"}, "kubeflow/other-job is not a job Medic watches"),
+    ({"job_id": "4211", "job_name": None, "namespace": None}, "name the job by namespace and job_name"),
+    ({"cluster": "pretrain-slurm"}, "is orchestrated by slurm"),
+])
+def test_a_request_for_a_job_medic_does_not_watch_is_rejected_naming_why(eks, detail, why):
+    eks.heartbeat()
+    record = request(eks, **detail)
+    assert (record["outcome"], record["action"]) == ("rejected", "none")
+    assert why in record["reason"]
+    assert eks.depth() == 0 and eks.medic.pages() == []
+
+
+def test_a_namespace_that_is_not_a_kubernetes_name_is_rejected_before_anything_else(eks):
+    record = request(eks, namespace="kube-system; rm -rf /")
+    assert (record["outcome"], record["action"]) == ("rejected", "none") and "namespace" in record["reason"]
+    assert eks.depth() == 0
+
+
+def test_the_agents_result_closes_the_restart_as_executed_naming_the_pods(eks):
+    # Given the restart Medic queued, and the agent's result (its own ledger item, as the EKS agent writes it)
+    eks.heartbeat()
+    deferred = respond_to_alarm(alarm(f"medic-stall-{JOB}"), eks.medic.deps)
+    [body] = eks.queued()
+    eks.stream_event()
+    eks.agent_ledger.put_result({
+        "command_id": body["command_id"], "cluster": EKS, "kind": "restart_job", "target": TARGET,
+        "incident": INCIDENT, "status": "executed", "message": "deleted 2 pods; the training operator recreates them",
+        "pods": ["bert-xl-master-0", "bert-xl-worker-0"], "force_deleted": ["bert-xl-worker-0"],
+        "finished_at": eks.medic.clock[0].isoformat()}, eks.medic.clock[0])
+    # When the ledger's stream brings it to the results function
+    before = len(eks.medic.log.lines)
+    agent_results.handler(eks.stream_event(), LambdaContext())
+    [record] = eks.medic.log.lines[before:]
+    # Then the restart's final record is executed, on the alarm's incident, naming what the agent deleted
+    assert (record["outcome"], record["action"], record["incident"], record["attempt"]) == (
+        "executed", "restart_job", INCIDENT, deferred["attempt"])
+    assert "deleted 2 pod(s) of bert-xl" in record["reason"] and "bert-xl-master-0" in record["reason"]
+    assert "force-deleted 1 stuck Terminating" in record["reason"]
+    assert eks.medic.pages() == []
