@@ -51,9 +51,14 @@ class MedicStack(Stack):
             slurm_queues={name: agent.queue.queue_url for name, agent in agents.items()},
             slurm_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
         ) if self.training_alarms.names else None
+        eks_watched = {job.cluster for job in config.jobs
+                       if (cluster := config.cluster(job.cluster)) and cluster.orchestrator == "eks"}
+        self.reconciler.send_agent_commands({name: agent.queue for name, agent in agents.items() if name in eks_watched})
         # after every function that queues agent commands exists
-        alarm_senders = [self.alarm_response.handler.role] if self.alarm_response else []
-        self.slurm_job_requeue.restrict_senders(*alarm_senders)
+        senders = [self.alarm_response.handler.role] if self.alarm_response else []
+        if eks_watched:
+            senders.append(self.reconciler.handler.role)
+        self.slurm_job_requeue.restrict_senders(*senders)
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 

@@ -68,6 +68,10 @@ class Guardrails(Strict):
     repair_minutes: int = Field(default=30, ge=1, le=24 * 60)
     # A node that fails again within this window after a reboot is replaced instead.
     reboot_escalation_hours: int = Field(default=24, ge=1, le=24 * 7)
+    # EKS: a watched job's pod Terminating this long on a failed node is stuck: Medic restarts the job (under its
+    # budget) and the agent force-deletes the pod. AWS's HyperPod EKS guide suggests a force delete for a pod
+    # "stuck in termination for more than 30min" ("Manually quarantine, replace, or reboot a node").
+    stuck_terminating_minutes: int = Field(default=30, ge=5, le=24 * 60)
 
 
 class GuardrailOverrides(Strict):
@@ -79,6 +83,7 @@ class GuardrailOverrides(Strict):
     max_job_restarts: int | None = Field(default=None, ge=0, le=100)
     repair_minutes: int | None = Field(default=None, ge=1, le=24 * 60)
     reboot_escalation_hours: int | None = Field(default=None, ge=1, le=24 * 7)
+    stuck_terminating_minutes: int | None = Field(default=None, ge=5, le=24 * 60)
 
 
 class Cluster(Strict):

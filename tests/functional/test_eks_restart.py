@@ -5,6 +5,7 @@ Against moto (DynamoDB and its stream, SQS, SNS, SSM, CloudWatch)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -145,3 +146,86 @@ def test_the_agents_result_closes_the_restart_as_executed_naming_the_pods(eks):
     assert "deleted 2 pod(s) of bert-xl" in record["reason"] and "bert-xl-master-0" in record["reason"]
     assert "force-deleted 1 stuck Terminating" in record["reason"]
     assert eks.medic.pages() == []
+
+
+# --- the agent's node report, read by the reconciler's schedule
+
+def report_nodes(eks: SlurmWorld, nodes: list[dict]) -> None:
+    """The node report exactly as the EKS agent writes it (its own item, `agent#<cluster>/nodes`)."""
+    eks.dynamodb.put_item(TableName="medic-ledger", Item={
+        "pk": {"S": f"agent#{EKS}"}, "sk": {"S": "nodes"}, "at": {"S": eks.medic.clock[0].isoformat()},
+        "host": {"S": "medic-agent-7c9d-x2"}, "version": {"S": "0.1.0"}, "nodes": {"S": json.dumps(nodes)}})
+
+
+def node(name: str = "hyperpod-i-0a1b2c3d4e5f60718", status: str = "Schedulable", ready: bool = False,
+         terminating_since: str | None = None, job: str = JOB, namespace: str = "kubeflow") -> dict:
+    return {"name": name, "health_status": status, "ready": ready, "pods": [
+        {"namespace": namespace, "name": f"{job}-worker-1", "job_kind": "PyTorchJob", "job_name": job,
+         "phase": "Running", "terminating_since": terminating_since}]}
+
+
+def sweep(eks: SlurmWorld) -> list[dict]:
+    from medic.eks_nodes import sweep_node_reports
+
+    return sweep_node_reports({"id": "run-1"}, eks.medic.deps)
+
+
+def test_a_node_kubernetes_shows_not_ready_is_recorded_once_with_the_watched_pods_on_it_and_paged(eks):
+    # Given the agent reports a NotReady node (HyperPod has not labelled it) with a bert-xl pod on it
+    eks.heartbeat()
+    report_nodes(eks, [node()])
+    # When the reconciler's schedule runs twice
+    [record] = sweep(eks)
+    assert sweep(eks) == []
+    # Then one record names the node's instance and the job's pod, and one page asks a human to look
+    assert (record["incident"], record["node_id"], record["fault"], record["outcome"]) == (
+        f"node:{EKS}:i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60718", "k8s_node_unhealthy", "ignored")
+    assert "bert-xl (pods bert-xl-worker-1)" in record["reason"] and record["paged"] is True
+    assert len(eks.medic.pages()) == 1
+    assert eks.depth() == 0  # nothing restarted, no node action on the agent's word
+
+
+def test_a_node_hyperpod_is_repairing_is_recorded_as_deferred_without_a_page(eks):
+    eks.heartbeat()
+    report_nodes(eks, [node(status="UnschedulablePendingReplacement", ready=True)])
+    [record] = sweep(eks)  # finetune-eks: node_recovery automatic
+    assert (record["outcome"], record["paged"]) == ("deferred", False)
+    assert "HyperPod is repairing it" in record["reason"]
+
+
+def test_pods_stuck_terminating_past_the_guardrail_restart_the_job_once_under_its_budget(eks):
+    # Given a bert-xl pod Terminating for 45 minutes on a NotReady node (guardrail: 30 minutes)
+    eks.heartbeat()
+    since = (eks.medic.clock[0] - timedelta(minutes=45)).isoformat()
+    report_nodes(eks, [node(terminating_since=since)])
+    # When the reconciler's schedule runs twice
+    records = sweep(eks) + sweep(eks)
+    # Then one restart of the job is queued (the agent force-deletes the stuck pod), spending its budget
+    restarts = [r for r in records if r["action"] == "restart_job"]
+    [restart] = restarts
+    assert (restart["fault"], restart["outcome"], restart["incident"], restart["attempt"]) == (
+        "pods_stuck_terminating", "deferred", INCIDENT, 1)
+    [body] = eks.queued()
+    assert (body["kind"], body["job_name"]) == ("restart_job", JOB)
+
+
+def test_pods_of_jobs_medic_does_not_watch_are_never_restarted(eks):
+    eks.heartbeat()
+    since = (eks.medic.clock[0] - timedelta(hours=2)).isoformat()
+    report_nodes(eks, [node(terminating_since=since, job="someone-elses-job")])
+    [record] = sweep(eks)
+    assert record["action"] == "none" and "none Medic watches" in record["reason"]
+    assert record["paged"] is False  # no watched job there: recorded, nobody woken
+    assert eks.depth() == 0
+
+
+def test_a_report_from_an_agent_that_is_not_alive_is_not_acted_on(eks):
+    eks.heartbeat(age=timedelta(hours=1))
+    report_nodes(eks, [node(terminating_since=(eks.medic.clock[0] - timedelta(hours=2)).isoformat())])
+    assert sweep(eks) == [] and eks.depth() == 0
+
+
+def test_an_unreadable_report_is_skipped_without_acting(eks):
+    eks.heartbeat()
+    report_nodes(eks, [{"name": "Bad Name; rm -rf /", "ready": False, "pods": []}])
+    assert sweep(eks) == [] and eks.depth() == 0

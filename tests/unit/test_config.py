@@ -61,3 +61,36 @@ def test_rebooting_a_slurm_controller_is_off_unless_the_config_opts_in():
     assert parse_config(MINIMAL).cluster("pretrain-slurm").allow_controller_reboot is False
     opted = {"clusters": [{**MINIMAL["clusters"][0], "allow_controller_reboot": True}]}
     assert parse_config(opted).cluster("pretrain-slurm").allow_controller_reboot is True
+
+
+EKS = {"clusters": [{"name": "finetune-eks", "id": "p7r2m4x9c1qa", "orchestrator": "eks"},
+                    {"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"}]}
+
+
+def test_an_eks_job_names_its_kubernetes_object_with_documented_defaults():
+    config = parse_config({**EKS, "jobs": [
+        {"name": "bert-xl", "cluster": "finetune-eks"},
+        {"name": "Llama_FT", "cluster": "finetune-eks", "namespace": "hyperpod-ns-team", "kind": "HyperPodPyTorchJob",
+         "object_name": "llama-ft"}]})
+    assert [job.kubernetes_object().target for job in config.jobs] == [
+        "PyTorchJob/default/bert-xl", "HyperPodPyTorchJob/hyperpod-ns-team/llama-ft"]
+
+
+@pytest.mark.parametrize("job, named", [
+    ({"namespace": "Kube_Flow"}, "jobs.0.namespace"),
+    ({"namespace": "a" * 64}, "jobs.0.namespace"),
+    ({"kind": "MPIJob"}, "jobs.0.kind"),
+    ({"object_name": "Bert-XL"}, "jobs.0.object_name"),
+    ({"object_name": "x" * 254}, "jobs.0.object_name"),
+    ({"name": "Bert_XL"}, "jobs.0.name"),  # the object's name by default: it must be a Kubernetes name
+    ({"cluster": "pretrain-slurm", "namespace": "kubeflow"}, "jobs.0.namespace: only a job on an EKS cluster"),
+])
+def test_a_bad_kubernetes_key_names_the_key(job, named):
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        parse_config({**EKS, "jobs": [{"name": "bert-xl", "cluster": "finetune-eks", **job}]})
+
+
+def test_two_jobs_naming_one_kubernetes_object_are_refused():
+    with pytest.raises(ConfigError, match="more than one job names the same Kubernetes object"):
+        parse_config({**EKS, "jobs": [{"name": "a", "cluster": "finetune-eks", "object_name": "bert"},
+                                      {"name": "bert", "cluster": "finetune-eks"}]})

@@ -1,5 +1,6 @@
 """Lambda entry point for the reconcile schedule (every 5 minutes): see medic.reconcile, then the sweep of
-agent commands that never got a result (medic.command_sweep)."""
+agent commands that never got a result (medic.command_sweep), then the EKS agents' node reports
+(medic.eks_nodes)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from medic.command_sweep import sweep_commands
 from medic.deps import dependencies
+from medic.eks_nodes import sweep_node_reports
 from medic.obs import logger, tracer
 from medic.reconcile import reconcile
 
@@ -21,4 +23,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     report = reconcile(event, deps, remaining_seconds=(lambda: remaining() / 1000) if callable(remaining) else None)
     if not report.get("rejected"):  # not a schedule run: nothing else happens either
         report["expired_commands"] = len(sweep_commands(event, deps))
+        report["node_report_records"] = len(sweep_node_reports(event, deps))
     return report

@@ -108,3 +108,34 @@ class AgentStore:
             {**command_key(command_id, f"rejected#{cluster}"), "recorded_at": {"S": now.isoformat()},
              "expires_at": expires(now)},
             "attribute_not_exists(pk)")
+
+
+def node_report_key(cluster: str) -> Key:
+    """The EKS agent's node report (written by the agent only: the agent's word, validated when read)."""
+    return {"pk": {"S": f"agent#{cluster}"}, "sk": {"S": "nodes"}}
+
+
+class NodeReportStore:
+    """The EKS agents' node reports, and which reported node state Medic has already recorded."""
+
+    # A node absent from the reports this long, then reported again, is a new episode (recorded again).
+    EPISODE_GAP_MINUTES = 30
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def report(self, cluster: str) -> dict | None:
+        return self.table.get(node_report_key(cluster))
+
+    def note_state(self, cluster: str, node: str, state: str, now: datetime) -> bool:
+        """Remember the node's reported state; True when it is news: first seen, changed, or seen again after a
+        gap (one record per episode, not one per sweep)."""
+        key = self.table.key(f"eksnode#{cluster}#{node}", "state")
+        gap = epoch(now) - self.EPISODE_GAP_MINUTES * 60
+        news = self.table.put_if(
+            {**key, "state": {"S": state}, "seen_epoch": {"N": str(epoch(now))}, "expires_at": expires(now, days=1)},
+            "attribute_not_exists(pk) OR #state <> :state OR seen_epoch < :gap",
+            {":state": {"S": state}, ":gap": {"N": str(gap)}}, {"#state": "state"})
+        if not news:  # still the same episode: keep it alive
+            self.table.update(key, "SET seen_epoch = :now", {":now": {"N": str(epoch(now))}})
+        return news
