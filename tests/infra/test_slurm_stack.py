@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.infra.conftest import one, resources
 from tests.infra.test_node_remediation_stack import matches
 
@@ -146,15 +148,22 @@ def test_an_eks_agent_gets_its_policy_through_a_role_only_pod_identity_gives_its
     assert not resources(raw, "AWS::EKS::PodIdentityAssociation")
 
 
-def test_with_the_eks_cluster_named_the_stack_associates_the_role_with_the_agents_service_account(tmp_path):
-    # Given a config naming the EKS cluster behind the HyperPod cluster
+@pytest.fixture(scope="module")
+def eks_raw(tmp_path_factory) -> dict:
+    """The stack for a config naming the EKS cluster behind the HyperPod cluster, with a job watched there."""
     from tests.infra.conftest import ROOT, synthesize
 
+    tmp_path = tmp_path_factory.mktemp("eks")
     config = tmp_path / "medic.yaml"
     config.write_text((ROOT / "medic.yaml").read_text().replace(
-        "    orchestrator: eks\n", "    orchestrator: eks\n    eks_cluster_name: finetune\n"))
+        "    orchestrator: eks\n", "    orchestrator: eks\n    eks_cluster_name: finetune\n")
+        + "  - {name: bert-xl, cluster: finetune-eks, namespace: kubeflow}\n")
     _, path = synthesize(config, tmp_path / "cdk.out")
-    raw = json.loads(path.read_text())
+    return json.loads(path.read_text())
+
+
+def test_with_the_eks_cluster_named_the_stack_associates_the_role_with_the_agents_service_account(eks_raw):
+    raw = eks_raw
     # Then one Pod Identity association ties the agent's ServiceAccount to the agent role
     (association,) = resources(raw, "AWS::EKS::PodIdentityAssociation").values()
     assert {key: association["Properties"][key] for key in ("ClusterName", "Namespace", "ServiceAccount")} == {
@@ -162,3 +171,18 @@ def test_with_the_eks_cluster_named_the_stack_associates_the_role_with_the_agent
     role = one(raw, "AWS::IAM::Role", "SlurmJobRequeueAgentfinetuneeksAgentRole")["Properties"]
     assume = next(s for s in role["AssumeRolePolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole")
     assert assume["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-name"] == "finetune"
+
+
+def test_with_eks_jobs_watched_the_reconciler_may_send_restarts_to_the_eks_agent_queue_only(eks_raw):
+    # Given a job watched on the EKS cluster: the reconciler restarts it when its pods are stuck Terminating
+    function = one(eks_raw, "AWS::Lambda::Function", "ReconcilerHandler")["Properties"]
+    assert "finetune-eks" in json.dumps(function["Environment"]["Variables"]["SLURM_QUEUES"])
+    assert "pretrain-slurm" not in json.dumps(function["Environment"]["Variables"]["SLURM_QUEUES"])
+    policy = one(eks_raw, "AWS::IAM::Policy", "ReconcilerHandlerRole")["Properties"]["PolicyDocument"]
+    send = next(s for s in policy["Statement"] if s["Action"] == "sqs:SendMessage" and "Agent" in json.dumps(s))
+    assert json.dumps(send["Resource"]).count("SlurmJobRequeueAgentfinetuneeksQueue") == 1
+    assert "pretrainslurm" not in json.dumps(send["Resource"])
+    # and the EKS queue's Deny lets the reconciler's role through
+    queue_policy = one(eks_raw, "AWS::SQS::QueuePolicy", "SlurmJobRequeueAgentfinetuneeksQueuePolicy")
+    deny = next(s for s in queue_policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "OnlyMedicSends")
+    assert "ReconcilerHandlerRole" in json.dumps(deny["Condition"])
