@@ -56,9 +56,8 @@ class MedicStack(Stack):
         self.reconciler.send_agent_commands({name: agent.queue for name, agent in agents.items() if name in eks_watched})
         # after every function that queues agent commands exists
         senders = [self.alarm_response.handler.role] if self.alarm_response else []
-        if eks_watched:
-            senders.append(self.reconciler.handler.role)
-        self.slurm_job_requeue.restrict_senders(*senders)
+        self.slurm_job_requeue.restrict_senders(
+            *senders, only_to={name: [self.reconciler.handler.role] for name in eks_watched})
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 

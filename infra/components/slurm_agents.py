@@ -191,8 +191,9 @@ class SlurmJobRequeue(Construct):
                 reason="CDK's grant for the stream's on-failure queue; the statement names Medic's own key only."))
 
 
-    def restrict_senders(self, *roles: iam.IRole) -> None:
-        """Every agent queue accepts SendMessage only from Medic's roles that issue commands: the requeue
-        function's and ``roles`` (the alarm handler's). Call once, after every sender exists."""
-        for agent in self.queues.values():
-            allow_senders(agent.queue, [*self.senders, *roles])
+    def restrict_senders(self, *roles: iam.IRole, only_to: dict[str, list[iam.IRole]] | None = None) -> None:
+        """Every agent queue accepts SendMessage only from Medic's roles that issue commands to it: the requeue
+        function's, ``roles`` (the alarm handler's), and the roles ``only_to`` names for that cluster's queue
+        (the reconciler's, for EKS clusters with watched jobs). Call once, after every sender exists."""
+        for name, agent in self.queues.items():
+            allow_senders(agent.queue, [*self.senders, *roles, *(only_to or {}).get(name, [])])

@@ -150,14 +150,13 @@ def test_an_eks_agent_gets_its_policy_through_a_role_only_pod_identity_gives_its
 
 @pytest.fixture(scope="module")
 def eks_raw(tmp_path_factory) -> dict:
-    """The stack for a config naming the EKS cluster behind the HyperPod cluster, with a job watched there."""
+    """The stack for a config naming the EKS cluster behind the HyperPod cluster (bert-xl is watched there)."""
     from tests.infra.conftest import ROOT, synthesize
 
     tmp_path = tmp_path_factory.mktemp("eks")
     config = tmp_path / "medic.yaml"
     config.write_text((ROOT / "medic.yaml").read_text().replace(
-        "    orchestrator: eks\n", "    orchestrator: eks\n    eks_cluster_name: finetune\n")
-        + "  - {name: bert-xl, cluster: finetune-eks, namespace: kubeflow}\n")
+        "    orchestrator: eks\n", "    orchestrator: eks\n    eks_cluster_name: finetune\n"))
     _, path = synthesize(config, tmp_path / "cdk.out")
     return json.loads(path.read_text())
 
