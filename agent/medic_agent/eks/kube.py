@@ -67,8 +67,8 @@ class Kube:
 
         configuration = client.Configuration()
         configuration.host = host
-        configuration.api_key = {"authorization": token}
-        configuration.api_key_prefix = {"authorization": "Bearer"}
+        configuration.api_key = {"BearerToken": token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
         configuration.retries = 0
         return cls(client.ApiClient(configuration))
 
