@@ -219,10 +219,11 @@ def encode_nodes(nodes: list[dict], limit: int = NODES_ITEM_LIMIT) -> tuple[str,
     text = json.dumps(nodes, separators=(",", ":"), sort_keys=True)
     if len(text.encode()) <= limit:
         return text, False
-    kept = list(nodes)
-    while kept:
-        kept.pop()
-        text = json.dumps(kept, separators=(",", ":"), sort_keys=True)
-        if len(text.encode()) <= limit:
-            break
-    return text, True
+    low, high = 0, len(nodes)  # the most nodes (in order) whose JSON fits: binary search
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(json.dumps(nodes[:middle], separators=(",", ":"), sort_keys=True).encode()) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return json.dumps(nodes[:low], separators=(",", ":"), sort_keys=True), True
