@@ -196,8 +196,8 @@ class KubeApiServer:
 
     def __init__(self, documents: Iterable[dict], *, subject: Subject = Subject("medic-agent", "medic-agent"),
                  clock: Callable[[], datetime] = utcnow, seed: int = 7) -> None:
-        self.authorizer = Authorizer.from_documents(documents, subject)
         self.subject = subject
+        self.authorizer = Authorizer.from_documents(documents, subject)
         self.token = "sa-" + uuid.uuid4().hex
         self.clock = clock
         self.revision = 0
@@ -207,6 +207,11 @@ class KubeApiServer:
         self.random = random.Random(seed)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    def set_documents(self, documents: Iterable[dict]) -> None:
+        """Apply another manifest: the RBAC rules come from these documents from now on."""
+        with self.lock:
+            self.authorizer = Authorizer.from_documents(documents, self.subject)
 
     # lifecycle
     def start(self) -> KubeApiServer:
