@@ -41,7 +41,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -65,11 +65,11 @@ DEFAULT_GRACE = 30  # PodSpec.terminationGracePeriodSeconds default
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ApiError(Exception):
@@ -204,7 +204,7 @@ class KubeApiServer:
         self.objects: dict[tuple[tuple[str, str, str], str, str], dict] = {}
         self.calls: list[dict] = []
         self.lock = threading.RLock()
-        self.random = random.Random(seed)
+        self.random = random.Random(seed)  # noqa: S311 - pod name suffixes, not secrets
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -431,8 +431,9 @@ class KubeApiServer:
             labels = {"kubernetes.io/hostname": name}
             if health is not None:
                 labels[HEALTH_LABEL] = health
-            return self.create(("", "v1", "nodes"), "", {"metadata": {"name": name, "labels": labels},
-                                                         "spec": {}, "status": {"conditions": [_ready_condition(ready)]}})
+            return self.create(("", "v1", "nodes"), "", {
+                "metadata": {"name": name, "labels": labels}, "spec": {},
+                "status": {"conditions": [_ready_condition(ready)]}})
 
     def set_node(self, name: str, *, ready: bool | None = None, health: str | None = None) -> None:
         with self.lock:
@@ -545,7 +546,8 @@ def _fixed_replicas(kind: str, job: dict) -> list[tuple[str, dict]]:
         for replica_type, spec in (job["spec"].get("pytorchReplicaSpecs") or {}).items():
             for index in range(int(spec.get("replicas", 1))):
                 out.append((f"{name}-{replica_type.lower()}-{index}", {
-                    "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                    "training.kubeflow.org/job-name": name,
+                    "training.kubeflow.org/operator-name": "pytorchjob-controller",
                     "training.kubeflow.org/replica-type": replica_type.lower(),
                     "training.kubeflow.org/replica-index": str(index)}))
         return out

@@ -19,11 +19,11 @@ import botocore.session
 from moto import mock_aws
 
 from sim.cfn import Physical, SimError, Template
+from sim.eks import EksWorld
 from sim.faults import Fault
 from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld
 from sim.metrics import Metrics
 from sim.router import Router
-from sim.eks import EksWorld
 from sim.slurm import SlurmWorld
 from sim.streams import StreamMapping, Streams, parse_filters
 from sim.training import TrainingWorld

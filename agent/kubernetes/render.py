@@ -28,7 +28,6 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 AGENT_DIR = Path(__file__).resolve().parents[1]
 NAMESPACE = "medic-agent"
@@ -158,12 +157,12 @@ def render(config: dict, *, cluster: str, queue_url: str, table: str, region: st
                         "command": ["python", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
                                     "--require-hashes", "--only-binary=:all:", "--no-deps", "--target", "/opt/deps",
                                     "-r", "/opt/medic-agent/requirements-eks.txt"],
-                        "env": [{"name": "HOME", "value": "/tmp"}],
+                        "env": [{"name": "HOME", "value": "/tmp"}],  # noqa: S108 - an emptyDir of its own
                         "securityContext": restricted,
                         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
                         "volumeMounts": [{"name": "code", "mountPath": "/opt/medic-agent", "readOnly": True},
                                          {"name": "deps", "mountPath": "/opt/deps"},
-                                         {"name": "tmp", "mountPath": "/tmp"}]}],
+                                         {"name": "tmp", "mountPath": "/tmp"}]}],  # noqa: S108 - emptyDir
                     "containers": [{
                         "name": "agent", "image": image, "command": ["python", "-m", "medic_agent.eks"],
                         "env": env, "securityContext": restricted,
@@ -172,7 +171,7 @@ def render(config: dict, *, cluster: str, queue_url: str, table: str, region: st
                                          {"name": "deps", "mountPath": "/opt/deps", "readOnly": True},
                                          {"name": "config", "mountPath": "/etc/medic-agent", "readOnly": True},
                                          {"name": "state", "mountPath": "/var/lib/medic-agent"},
-                                         {"name": "tmp", "mountPath": "/tmp"}]}],
+                                         {"name": "tmp", "mountPath": "/tmp"}]}],  # noqa: S108 - emptyDir
                     "volumes": [
                         {"name": "code", "configMap": {"name": f"{NAME}-code", "items": [
                             {"key": config_key(path), "path": path} for path in sorted(files)]}},

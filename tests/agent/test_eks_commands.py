@@ -28,7 +28,8 @@ def test_each_job_kind(kind):
 @pytest.mark.parametrize("value, ok", [
     ("kubeflow", True), ("a", True), ("0", True), ("a-b", True), ("a" * 63, True),
     ("a" * 64, False), ("", False), ("-a", False), ("a-", False), ("A", False), ("a.b", False), ("a_b", False),
-    ("a\n", False), ("kube flow", False), ("ｋｕｂｅ", False), ("../etc", False), ("a/b", False), (None, False), (7, False),
+    ("a\n", False), ("kube flow", False), ("ｋｕｂｅ", False), ("../etc", False), ("a/b", False), (None, False),
+    (7, False),
 ])
 def test_namespace_is_a_dns1123_label(value, ok):
     assert is_namespace(value) is ok

@@ -108,7 +108,8 @@ def test_render_cli(tmp_path):
     documents = list(yaml.safe_load_all(done.stdout))
     assert documents == manifest_with_role()
     account = by_kind(documents, "ServiceAccount")[0]
-    assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/medic-agent"}
+    role = "arn:aws:iam::123456789012:role/medic-agent"
+    assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role}
 
 
 def manifest_with_role():

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from medic_agent.eks.commands import RestartJob, WatchedJob
-from medic_agent.eks.kube import Kube
+from medic_agent.eks.kube import Kube, KubeError
 from medic_agent.eks.lease import LeaseElector
 from medic_agent.eks.restart import encode_nodes, node_report, restart
 
@@ -222,8 +222,9 @@ def test_every_rule_is_needed(drop):
         if drop == "leases":
             assert LeaseElector(kube, "medic-agent", "a", lambda: NOW).check().leader is False
         elif drop == "nodes":
-            with pytest.raises(Exception):
+            with pytest.raises(KubeError) as raised:
                 node_report(kube, ["kubeflow"])
+            assert raised.value.status == 403
         else:
             assert restart(kube, BERT, watched=watched_jobs(), now=NOW).message.startswith("forbidden")
         assert server.calls[-1]["status"] == 403

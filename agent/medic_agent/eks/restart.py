@@ -22,9 +22,10 @@ operator cannot recreate a pod of the same name while it exists. Listed in the r
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from medic_agent.eks.commands import JOB_KINDS, JobKind, RestartJob, WatchedJob, is_label_value
 from medic_agent.eks.kube import CONFLICT, FORBIDDEN, NOT_FOUND, Kube, KubeError
