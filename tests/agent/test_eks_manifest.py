@@ -137,3 +137,19 @@ def test_the_requirements_are_hash_pinned():
     text = "\n".join(requirements)
     assert all(line.startswith("    --hash=sha256:") for line in requirements if "==" not in line)
     assert all(f"{pin} \\\n    --hash=sha256:" in text for pin in pins)
+
+
+MODELS = {"Namespace": "V1Namespace", "ServiceAccount": "V1ServiceAccount", "ConfigMap": "V1ConfigMap",
+          "ClusterRole": "V1ClusterRole", "ClusterRoleBinding": "V1ClusterRoleBinding", "Role": "V1Role",
+          "RoleBinding": "V1RoleBinding", "Deployment": "V1Deployment"}
+
+
+def test_every_document_is_a_valid_kubernetes_object():
+    """Each document read into the Kubernetes client's model of its kind (required fields checked) and written
+    back is the same document: no field the API does not know (a misspelt field would vanish), no wrong type."""
+    from kubernetes.client import ApiClient
+
+    client = ApiClient()
+    for document in manifest_with_role():
+        model = client._ApiClient__deserialize(document, MODELS[document["kind"]])
+        assert client.sanitize_for_serialization(model) == document, document["kind"]
