@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 import threading
 import uuid
@@ -61,6 +62,7 @@ JOB_RESOURCES = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
                  "HyperPodPyTorchJob": ("sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs"),
                  "Job": ("batch", "v1", "jobs")}
 CONTAINER = {"name": "trainer", "image": "public.ecr.aws/docker/library/python:3.13-slim"}
+MICRO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}(?:Z|[+-][0-9]{2}:[0-9]{2})")
 DEFAULT_GRACE = 30  # PodSpec.terminationGracePeriodSeconds default
 
 
@@ -351,7 +353,20 @@ class KubeApiServer:
                            {"name": name, "group": group, "kind": plural})
         return obj
 
+    @staticmethod
+    def _check_lease(key: tuple[str, str, str], body: dict) -> None:
+        """A Lease's acquireTime/renewTime are metav1.MicroTime: the API server parses them as RFC3339Micro
+        (exactly six fractional digits: apimachinery pkg/apis/meta/v1/micro_time.go) and refuses anything else."""
+        if key != ("coordination.k8s.io", "v1", "leases"):
+            return
+        for field_name in ("acquireTime", "renewTime"):
+            value = (body.get("spec") or {}).get(field_name)
+            if value is not None and not MICRO_TIME.fullmatch(str(value)):
+                raise ApiError(400, "BadRequest", f'Lease in version "v1" cannot be handled as a Lease: parsing time '
+                                                  f'"{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse')
+
     def create(self, key: tuple[str, str, str], namespace: str, body: dict) -> dict:
+        self._check_lease(key, body)
         meta = dict(body.get("metadata") or {})
         name = meta.get("name")
         if not name:
@@ -370,6 +385,7 @@ class KubeApiServer:
 
     def _update(self, key: tuple[str, str, str], namespace: str, name: str, body: dict) -> dict:
         current = self._get(key, namespace, name)
+        self._check_lease(key, body)
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
             group, _, plural = key

@@ -13,7 +13,7 @@ Whatever happens here, a command still runs at most once: the ledger's claim is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable
 
 from medic_agent.eks.kube import CONFLICT, NOT_FOUND, Kube, KubeError
@@ -23,8 +23,21 @@ LEASE_SECONDS = 60
 
 
 def micro_time(moment: datetime) -> str:
-    """A metav1.MicroTime as the API serializes it (RFC 3339, microseconds)."""
+    """A metav1.MicroTime as the API server parses it: RFC3339Micro, "2006-01-02T15:04:05.000000Z07:00", exactly
+    six fractional digits (k8s.io/apimachinery pkg/apis/meta/v1/micro_time.go, UnmarshalJSON)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _micro(value: object) -> object:
+    """A time read back through the client (Python's isoformat: no fraction when it is 0) as MicroTime again."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return micro_time(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return value
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,9 @@ class LeaseElector:
 
     def _write(self, lease: dict, now: datetime, *, renew: bool) -> Leadership:
         spec = dict(lease.get("spec") or {})
+        for key in ("acquireTime", "renewTime"):
+            if key in spec:
+                spec[key] = _micro(spec[key])
         previous = spec.get("holderIdentity")
         spec.update({"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
                      "renewTime": micro_time(now)})
