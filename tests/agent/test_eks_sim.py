@@ -116,3 +116,36 @@ def test_a_node_in_repair_is_reported_with_its_training_pods(replay):
 def test_bad_k8s_job_directives_are_errors(replay, spec, error):
     directive(replay, 1, {"k8s_job": spec})
     assert len(replay.result.errors) == 1 and error in replay.result.errors[0]
+
+
+def test_two_replicas_and_a_failover(replay):
+    """Two replicas of the agent Deployment: one holds the Lease; when it stops (its node died), the other takes
+    the Lease over once it has seen it unchanged for 60 s, and restarts the job."""
+    world = replay.world
+    directive(replay, 1, {"advance": T0.isoformat()})
+    directive(replay, 2, {"k8s_job": {"cluster": CLUSTER, "namespace": "kubeflow", "name": "bert-xl",
+                                      "kind": "PyTorchJob", "replicas": 2}})
+    directive(replay, 3, {"agent": {"cluster": CLUSTER, "heartbeat": True}})
+    directive(replay, 4, {"agent": {"cluster": CLUSTER, "replica": 2, "heartbeat": True}})
+    directive(replay, 5, {"advance": "+30s"})
+    dynamodb = world.client("dynamodb")
+
+    def item(sk):
+        return dynamodb.get_item(TableName=world.eks.table, Key={"pk": {"S": f"agent#{CLUSTER}"},
+                                                                 "sk": {"S": sk}}).get("Item")
+
+    assert item("heartbeat")["host"]["S"] == "medic-agent-7c9d5-a"
+    assert item("standby#medic-agent-7c9d5-b")["in_charge"]["S"] == "medic-agent-7c9d5-a"
+    directive(replay, 6, {"agent": {"cluster": CLUSTER, "replica": 1, "heartbeat": False}})
+    body = restart_body()
+    issue_restart(dynamodb, world.eks.table, body)
+    world.client("sqs").send_message(QueueUrl=world.eks.queues[CLUSTER], MessageBody=json.dumps(body))
+    directive(replay, 7, {"advance": "+30s"})
+    assert result_of(dynamodb, world.eks.table, CLUSTER, body["command_id"]) is None  # the lease is not expired yet
+    directive(replay, 8, {"advance": "+2m"})
+    result = result_of(dynamodb, world.eks.table, CLUSTER, body["command_id"])
+    assert result["status"] == "executed" and result["host"] == "medic-agent-7c9d5-b"
+    assert item("heartbeat")["host"]["S"] == "medic-agent-7c9d5-b"
+    lease = world.eks.cluster(CLUSTER).server.objects[(("coordination.k8s.io", "v1", "leases"), "medic-agent",
+                                                       "medic-agent")]
+    assert lease["spec"]["holderIdentity"] == "medic-agent-7c9d5-b" and lease["spec"]["leaseTransitions"] == 1
