@@ -419,7 +419,10 @@ class Replay:
                              "\"message\": ..., \"kind\"/\"target\"/\"incident\": ...}")
         if self.now is None:
             raise ValueError("an agent result needs a clock: put an event or an absolute time first")
-        cluster = self._slurm_cluster(value)
+        eks = isinstance(value.get("cluster"), str) and value["cluster"] in self.world.eks.queues
+        cluster = value["cluster"] if eks else self._slurm_cluster(value)  # an EKS agent writes the same items
+        if eks and not self.world.slurm.table:
+            self.world.slurm.table = self.world.eks.table
         command = value.get("command", "latest")
         if not isinstance(command, str) or not command:
             raise ValueError(f"'command' must be \"latest\" or a command id (got {command!r})")

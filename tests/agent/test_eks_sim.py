@@ -149,3 +149,14 @@ def test_two_replicas_and_a_failover(replay):
     lease = world.eks.cluster(CLUSTER).server.objects[(("coordination.k8s.io", "v1", "leases"), "medic-agent",
                                                        "medic-agent")]
     assert lease["spec"]["holderIdentity"] == "medic-agent-7c9d5-b" and lease["spec"]["leaseTransitions"] == 1
+
+
+def test_agent_result_on_an_eks_cluster(replay):
+    """`agent_result` forges a result under an EKS cluster's agent key too (what its Pod Identity role can write)."""
+    world = replay.world
+    directive(replay, 1, {"advance": T0.isoformat()})
+    directive(replay, 2, {"agent_result": {"cluster": CLUSTER, "command": "c0ffee", "status": "executed",
+                                           "kind": "restart_job", "target": "PyTorchJob/kubeflow/bert-xl"}})
+    assert replay.result.errors == []
+    result = result_of(world.client("dynamodb"), world.eks.table, CLUSTER, "c0ffee")
+    assert result["target"] == "PyTorchJob/kubeflow/bert-xl" and result["cluster"] == CLUSTER
