@@ -288,3 +288,13 @@ def test_lease_race_has_one_winner(api, kube):
     lost = first._write(copy.deepcopy(lease), NOW, renew=True)
     assert won.leader and not lost.leader
     assert [call["status"] for call in api.calls if call["verb"] == "update"][-2:] == [200, 409]
+
+
+def test_a_pod_deleted_on_a_bad_node_is_named_in_the_message(api, kube):
+    api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=2)
+    node = api.pod("kubeflow", "bert-xl-worker-0")["spec"]["nodeName"]
+    api.set_node(node, health="Unschedulable")
+    result = restart(kube, BERT, watched=watched_jobs(), now=NOW)
+    assert result.status == "executed"
+    assert (f"bert-xl-worker-0 is on node {node}, NotReady or unschedulable: it may stay Terminating; a restart "
+            "300 s after its grace period force-deletes it") in result.message

@@ -152,6 +152,16 @@ def restart(kube: Kube, action: RestartJob, *, watched: Iterable[WatchedJob], no
                 continue
             return _partial(_refused(error, f"delete pod {name} in {action.namespace}"), deleted, forced)
         (forced if grace == 0 else deleted).append(name)
+        if grace is None:
+            if bad_nodes is None:
+                try:
+                    bad_nodes = {_name(node) for node in kube.list_nodes() if node_in_trouble(node)}
+                except KubeError:
+                    bad_nodes = set()  # only for the note below: the deletion is done
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node in bad_nodes:
+                notes.append(f"{name} is on node {node}, NotReady or unschedulable: it may stay Terminating; a "
+                             f"restart {int(terminating_grace_seconds)} s after its grace period force-deletes it")
     if not deleted and not forced:
         return Result(FAILED, "; ".join([f"{action.target}: no pod deleted", *notes]))
     parts = [f"{action.target}: deleted {len(deleted)} pod(s) for its controller to recreate"]
