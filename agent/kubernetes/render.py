@@ -139,7 +139,9 @@ def render(config: dict, *, cluster: str, queue_url: str, table: str, region: st
            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
            {"name": "PYTHONPATH", "value": "/opt/medic-agent:/opt/deps"},
-           {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
+           {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"},
+           # uid 65532 has no passwd entry in the image: give botocore a home to look for ~/.aws in
+           {"name": "HOME", "value": "/tmp"}]  # noqa: S108 - an emptyDir of its own
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": LABELS},
