@@ -55,6 +55,9 @@ NODE_STATUSES = ("Running", "Failure", "Pending", "ShuttingDown", "SystemUpdatin
                  "NotFound")
 CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 MAX_TICKS = 2016  # runs of one schedule between two lines (a week of 5-minute runs); older ones are skipped
+K8S_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)  # DNS-1123 label
+K8S_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+EKS_MAX_REPLICAS = 512
 RELATIVE = re.compile(r"^\+\s*([0-9]+)\s*(s|m|h|d)$")
 RELATIVE_UNIT = {"s": timedelta(seconds=1), "m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
 
@@ -94,6 +97,11 @@ class ReplayResult:
     def slurm_commands(self) -> list[dict]:
         """What the agents ran against the fake Slurm: ``cluster``, ``argv``, ``exit``, ``output``."""
         return [line for line in self.lines if line["kind"] == "slurm_command"]
+
+    @property
+    def kubernetes_calls(self) -> list[dict]:
+        """What the EKS agents asked the emulated Kubernetes API: ``cluster``, ``verb``, ``path``, ``status``."""
+        return [line for line in self.lines if line["kind"] == "kubernetes_call"]
 
     @property
     def training_jobs(self) -> list[dict]:
@@ -308,10 +316,60 @@ class Replay:
             raise ValueError(f"'state' must be one of {', '.join(SLURM_STATES)} (got {state!r})")
         self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state)
 
+    def _directive_k8s_job(self, value: Any) -> None:
+        """A running Kubernetes job on an EKS cluster: {"cluster", "namespace", "name", "kind", "replicas",
+        "watched"}; its emulated operator creates its pods (and recreates them when they are deleted)."""
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"namespace\": ..., \"name\": ..., \"kind\": "
+                             "\"PyTorchJob\" | \"HyperPodPyTorchJob\" | \"Job\", \"replicas\": R}")
+        unknown = sorted(set(value) - {"cluster", "namespace", "name", "kind", "replicas", "watched"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+        cluster = value.get("cluster")
+        if not isinstance(cluster, str) or not CLUSTER_NAME.match(cluster) or not self.world.is_eks(cluster):
+            raise ValueError(f"'cluster' must be an EKS cluster of the config (got {cluster!r})")
+        namespace, name = value.get("namespace", "default"), value.get("name")
+        if not isinstance(namespace, str) or not K8S_LABEL.fullmatch(namespace):
+            raise ValueError(f"'namespace' must be a DNS-1123 label (got {namespace!r})")
+        if not isinstance(name, str) or len(name) > 253 or not K8S_SUBDOMAIN.fullmatch(name):
+            raise ValueError(f"'name' must be a DNS-1123 subdomain (got {name!r})")
+        replicas, watched = value.get("replicas", 2), value.get("watched", True)
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= EKS_MAX_REPLICAS:
+            raise ValueError(f"'replicas' must be 1..{EKS_MAX_REPLICAS} (got {replicas!r})")
+        if not isinstance(watched, bool):
+            raise ValueError(f"'watched' must be true or false (got {watched!r})")
+        self.world.ensure_cluster(cluster)
+        self.world.eks.put_job(cluster, namespace, name, value.get("kind", "PyTorchJob"), replicas, watched)
+
+    def _eks_agent(self, cluster: str, value: dict) -> None:
+        """The `agent` directive on an EKS cluster: replica `replica` (default 1) of its agent Deployment."""
+        unknown = sorted(set(value) - {"cluster", "heartbeat", "replica"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)} for an EKS agent (cluster, heartbeat, replica)")
+        replica = value.get("replica", 1)
+        if not isinstance(replica, int) or isinstance(replica, bool) or not 1 <= replica <= 3:
+            raise ValueError(f"'replica' must be 1..3 (got {replica!r})")
+        self.world.ensure_cluster(cluster)
+        handle = self.world.eks.agent(cluster, replica)
+        beat = value.get("heartbeat", True)
+        if isinstance(beat, bool):
+            handle.running = beat
+            return
+        when = _parse_time(beat)
+        if when is None:
+            raise ValueError(f"'heartbeat' must be true, false or an ISO 8601 time (got {beat!r})")
+        with time_machine.travel(when, tick=False):
+            handle.running = False
+            self.world.eks.heartbeat_at(handle, self.handler_output)
+        self._emit_kubernetes_calls()
+
     def _directive_agent(self, value: Any) -> None:
         if not isinstance(value, dict):
             raise ValueError("expected {\"cluster\": ..., \"heartbeat\": true | false | \"<ISO time>\", "
                              "\"clock_ahead\": \"+1h\"}")
+        if isinstance(value.get("cluster"), str) and self.world.is_eks(value["cluster"]):
+            self._eks_agent(value["cluster"], value)
+            return
         cluster = self._slurm_cluster(value)
         beat = value.get("heartbeat", True)
         controller = value.get("controller")
@@ -361,7 +419,10 @@ class Replay:
                              "\"message\": ..., \"kind\"/\"target\"/\"incident\": ...}")
         if self.now is None:
             raise ValueError("an agent result needs a clock: put an event or an absolute time first")
-        cluster = self._slurm_cluster(value)
+        eks = isinstance(value.get("cluster"), str) and value["cluster"] in self.world.eks.queues
+        cluster = value["cluster"] if eks else self._slurm_cluster(value)  # an EKS agent writes the same items
+        if eks and not self.world.slurm.table:
+            self.world.slurm.table = self.world.eks.table
         command = value.get("command", "latest")
         if not isinstance(command, str) or not command:
             raise ValueError(f"'command' must be \"latest\" or a command id (got {command!r})")
@@ -512,7 +573,13 @@ class Replay:
         handled = self.world.slurm.cycle(self.handler_output)
         for run in self.world.slurm.drain_runs():
             self.emit({"kind": "slurm_command", **run})
+        handled = self.world.eks.cycle(self.handler_output) or handled
+        self._emit_kubernetes_calls()
         return handled
+
+    def _emit_kubernetes_calls(self) -> None:
+        for call in self.world.eks.drain_calls():
+            self.emit({"kind": "kubernetes_call", **call})
 
     def settle(self, when: datetime, clock: Any, lag: timedelta = AGENT_LAG) -> None:
         """Until nothing moves: each running agent takes its queued commands (``lag`` later each round), then

@@ -19,6 +19,7 @@ import botocore.session
 from moto import mock_aws
 
 from sim.cfn import Physical, SimError, Template
+from sim.eks import EksWorld
 from sim.faults import Fault
 from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld
 from sim.metrics import Metrics
@@ -117,6 +118,7 @@ class World:
         self.hyperpod = HyperPodWorld(account, region, f"arn:aws:iam::{account}:role/medic-sim-hyperpod-nodes")
         self.training = TrainingWorld(account, region, self.client)
         self.slurm = SlurmWorld(self.client)
+        self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes)
         self.streams = Streams(self.client, region)
         self.metrics = Metrics(self.client)
         self.unsupported: list[str] = []  # what the template asks for that the replay does not deliver
@@ -166,6 +168,7 @@ class World:
     def __exit__(self, *exc: object) -> None:
         self.router.__exit__()
         self.slurm.close()
+        self.eks.close()
         self.metrics.close()
         if self._mock is not None:
             self._hyperpod_answers.__exit__(None, None, None)
@@ -223,6 +226,7 @@ class World:
         for lid, _ in t.of_type("AWS::Lambda::EventSourceMapping"):
             self._event_source_mapping(lid)
         self._slurm_agents()
+        self._eks_agents()
         for lid, _ in t.of_type("AWS::Events::EventBus"):
             name = t.resolve(t.properties(lid).get("Name")) or t.default_name(lid)
             arn = self.client("events").create_event_bus(Name=name)["EventBusArn"]
@@ -393,6 +397,46 @@ class World:
                 raise SimError(f"template: {function.logical_id} SLURM_QUEUES is not a JSON object")
             self.slurm.queues.update({str(cluster): str(url) for cluster, url in queues.items()})
             self.slurm.table = self.slurm.table or function.environment.get("LEDGER_TABLE", "")
+
+    def is_eks(self, cluster: str) -> bool:
+        spec = self.configured(cluster)
+        return (spec is not None and getattr(spec, "orchestrator", None) == "eks") or cluster in self.eks.queues
+
+    def _eks_agents(self) -> None:
+        """Where the stack's functions send EKS agent commands (EKS_QUEUES, or an EKS cluster's entry in
+        SLURM_QUEUES/AGENT_QUEUES), and the ledger. An EKS cluster's entry leaves the Slurm agents' map."""
+        for function in self.functions.values():
+            for variable in ("EKS_QUEUES", "AGENT_QUEUES", "SLURM_QUEUES"):
+                text = function.environment.get(variable)
+                if not text:
+                    continue
+                try:
+                    queues = json.loads(text)
+                except ValueError as error:
+                    raise SimError(f"template: {function.logical_id} {variable} is not JSON: {error}") from None
+                if not isinstance(queues, dict):
+                    raise SimError(f"template: {function.logical_id} {variable} is not a JSON object")
+                for cluster, url in queues.items():
+                    spec = self.configured(str(cluster))
+                    if variable == "EKS_QUEUES" or (spec is not None and getattr(spec, "orchestrator", "") == "eks"):
+                        self.eks.queues[str(cluster)] = str(url)
+                        self.slurm.queues.pop(str(cluster), None)
+                self.eks.table = self.eks.table or function.environment.get("LEDGER_TABLE", "")
+
+    def _eks_config_jobs(self, cluster: str) -> list[dict]:
+        """The config's jobs on an EKS cluster that name a Kubernetes kind: the agent's watched jobs."""
+        jobs = []
+        for job in getattr(self.config, "jobs", None) or []:
+            kind = getattr(job, "kind", None)
+            if getattr(job, "cluster", None) == cluster and kind:
+                jobs.append({"namespace": getattr(job, "namespace", None) or "default", "kind": str(kind),
+                             "name": job.name})
+        return jobs
+
+    def _hyperpod_nodes(self, cluster: str) -> dict[str, str]:
+        if not self.hyperpod.has_cluster(cluster):
+            return {}
+        return {node.instance_id: str(node.status) for node in self.hyperpod.backend.clusters[cluster].nodes.values()}
 
     def _capture_pages(self) -> None:
         """Every page actually published lands in a queue subscribed to each topic."""

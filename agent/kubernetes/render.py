@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Render the EKS agent's manifest for one HyperPod EKS cluster from the stack's outputs and medic.yaml.
+
+    python agent/kubernetes/render.py --config medic.yaml --cluster finetune-eks \
+        --queue-url https://sqs.../medic-agent-finetune-eks --table medic-ledger --region us-east-1 \
+        [--role-arn arn:aws:iam::...:role/medic-agent-finetune-eks]  > medic-agent.yaml
+    kubectl apply -f medic-agent.yaml
+
+Writes multi-document YAML when PyYAML is importable, else one JSON `List` (kubectl applies either). The
+manifest holds only what the agent needs (agent/README.md, "HyperPod EKS", lists every rule and why):
+  Namespace medic-agent, ServiceAccount medic-agent (annotated with --role-arn for IRSA; with EKS Pod Identity
+    make the association instead, see the README)
+  ConfigMap medic-agent-config  watched-jobs.json: the cluster's jobs from medic.yaml `jobs:` [{namespace, kind,
+                                name}], the only jobs the agent may restart
+  ConfigMap medic-agent-code    the agent's source and requirements-eks.txt (no image to build: the Deployment
+                                runs python:3.13-slim, an init container pip-installs the hash-pinned wheels)
+  ClusterRole(+Binding)  medic-agent-nodes: list nodes (cluster-scoped: the only cluster-wide rule)
+  Role(+Binding) medic-agent-lease in medic-agent: create leases; get, update the lease `medic-agent`
+  Role(+Binding) medic-agent-jobs in each watched namespace: list, delete pods; get the watched jobs by name
+  Deployment medic-agent: 1 replica, non-root, read-only root filesystem, no capabilities
+Pure Python; PyYAML only to read medic.yaml (and to write YAML when present).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+AGENT_DIR = Path(__file__).resolve().parents[1]
+NAMESPACE = "medic-agent"
+NAME = "medic-agent"
+IMAGE = "python:3.13-slim"  # pin by digest for production: python:3.13-slim@sha256:...
+LEASE = "medic-agent"
+# (group, version, plural) per job kind: agent/medic_agent/eks/commands.py JOB_KINDS
+JOB_RESOURCES = {"PyTorchJob": ("kubeflow.org", "pytorchjobs"),
+                 "HyperPodPyTorchJob": ("sagemaker.amazonaws.com", "hyperpodpytorchjobs"),
+                 "Job": ("batch", "jobs")}
+# The modules the EKS agent imports (not the Slurm agent's main, actions, slurm)
+CODE_FILES = ("medic_agent/__init__.py", "medic_agent/commands.py", "medic_agent/ledger.py",
+              "medic_agent/logs.py", "medic_agent/queue.py", "medic_agent/role.py", "medic_agent/state.py",
+              "medic_agent/eks/__init__.py", "medic_agent/eks/__main__.py", "medic_agent/eks/commands.py",
+              "medic_agent/eks/kube.py", "medic_agent/eks/lease.py", "medic_agent/eks/main.py",
+              "medic_agent/eks/restart.py")
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "medic"}
+
+
+def watched_jobs(config: dict, cluster: str) -> list[dict]:
+    """medic.yaml `jobs:` entries on `cluster` → [{namespace, kind, name}] (namespace default `default`, kind
+    default PyTorchJob), sorted, duplicates removed."""
+    clusters = {entry.get("name"): entry for entry in config.get("clusters") or [] if isinstance(entry, dict)}
+    if cluster not in clusters:
+        raise ValueError(f"cluster {cluster!r} is not in the config's clusters")
+    if (clusters[cluster].get("orchestrator") or "slurm") != "eks":
+        raise ValueError(f"cluster {cluster!r} is not an EKS cluster (orchestrator: eks)")
+    jobs = set()
+    for entry in config.get("jobs") or []:
+        if not isinstance(entry, dict) or entry.get("cluster") != cluster:
+            continue
+        kind = entry.get("kind") or "PyTorchJob"
+        if kind not in JOB_RESOURCES:
+            raise ValueError(f"job {entry.get('name')!r}: kind must be one of {', '.join(JOB_RESOURCES)}")
+        jobs.add((str(entry.get("namespace") or "default"), kind, str(entry["name"])))
+    return [{"namespace": namespace, "kind": kind, "name": name} for namespace, kind, name in sorted(jobs)]
+
+
+def rbac(watched: list[dict], namespace: str = NAMESPACE) -> list[dict]:
+    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+    docs: list[dict] = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": f"{NAME}-nodes", "labels": LABELS},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": f"{NAME}-nodes", "labels": LABELS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{NAME}-nodes"},
+         "subjects": subject},
+        # create cannot be limited by resourceNames (the name is not known when it is authorized)
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": f"{NAME}-lease", "namespace": namespace, "labels": LABELS},
+         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"],
+                    "resourceNames": [LEASE]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": f"{NAME}-lease", "namespace": namespace, "labels": LABELS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{NAME}-lease"},
+         "subjects": subject},
+    ]
+    by_namespace: dict[str, dict[str, list[str]]] = {}
+    for job in watched:
+        by_namespace.setdefault(job["namespace"], {}).setdefault(job["kind"], []).append(job["name"])
+    for job_namespace in sorted(by_namespace):
+        rules: list[dict] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}]
+        for kind in sorted(by_namespace[job_namespace]):
+            group, plural = JOB_RESOURCES[kind]
+            rules.append({"apiGroups": [group], "resources": [plural], "verbs": ["get"],
+                          "resourceNames": sorted(set(by_namespace[job_namespace][kind]))})
+        docs += [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": f"{NAME}-jobs", "namespace": job_namespace, "labels": LABELS}, "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": f"{NAME}-jobs", "namespace": job_namespace, "labels": LABELS},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{NAME}-jobs"},
+             "subjects": subject},
+        ]
+    return docs
+
+
+def code_files(agent_dir: Path = AGENT_DIR) -> dict[str, str]:
+    files = {path: (agent_dir / path).read_text(encoding="utf-8") for path in CODE_FILES}
+    files["requirements-eks.txt"] = (agent_dir / "requirements-eks.txt").read_text(encoding="utf-8")
+    return files
+
+
+def config_key(path: str) -> str:
+    """A ConfigMap key for a file path (keys may not hold '/'); the volume's items map it back."""
+    return path.replace("/", "..")
+
+
+def render(config: dict, *, cluster: str, queue_url: str, table: str, region: str, role_arn: str | None = None,
+           image: str = IMAGE, agent_dir: Path = AGENT_DIR, terminating_grace_seconds: int = 300) -> list[dict]:
+    watched = watched_jobs(config, cluster)
+    files = code_files(agent_dir)
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    watched_text = json.dumps(watched, indent=2) + "\n"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": LABELS}}
+    if role_arn:  # IRSA; with EKS Pod Identity the association names the role instead (README)
+        account["metadata"]["annotations"] = {"eks.amazonaws.com/role-arn": role_arn}
+    restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                  "capabilities": {"drop": ["ALL"]}}
+    env = [{"name": "MEDIC_CLUSTER", "value": cluster}, {"name": "MEDIC_QUEUE_URL", "value": queue_url},
+           {"name": "MEDIC_TABLE", "value": table}, {"name": "MEDIC_REGION", "value": region},
+           {"name": "AWS_REGION", "value": region},
+           {"name": "MEDIC_WATCHED_JOBS", "value": "/etc/medic-agent/watched-jobs.json"},
+           {"name": "MEDIC_STATE_FILE", "value": "/var/lib/medic-agent/state.json"},
+           {"name": "MEDIC_TERMINATING_GRACE_SECONDS", "value": str(terminating_grace_seconds)},
+           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+           {"name": "PYTHONPATH", "value": "/opt/medic-agent:/opt/deps"},
+           {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"},
+           # uid 65532 has no passwd entry in the image: give botocore a home to look for ~/.aws in
+           {"name": "HOME", "value": "/tmp"}]  # noqa: S108 - an emptyDir of its own
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": LABELS},
+        "spec": {
+            "replicas": 1,  # leader-safe if scaled: only the Lease holder acts (medic_agent/eks/lease.py)
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "template": {
+                "metadata": {"labels": LABELS, "annotations": {"medic/code-sha256": digest}},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                        "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "initContainers": [{
+                        "name": "install", "image": image,
+                        "command": ["python", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
+                                    "--require-hashes", "--only-binary=:all:", "--no-deps", "--target", "/opt/deps",
+                                    "-r", "/opt/medic-agent/requirements-eks.txt"],
+                        "env": [{"name": "HOME", "value": "/tmp"}],  # noqa: S108 - an emptyDir of its own
+                        "securityContext": restricted,
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+                        "volumeMounts": [{"name": "code", "mountPath": "/opt/medic-agent", "readOnly": True},
+                                         {"name": "deps", "mountPath": "/opt/deps"},
+                                         {"name": "tmp", "mountPath": "/tmp"}]}],  # noqa: S108 - emptyDir
+                    "containers": [{
+                        "name": "agent", "image": image, "command": ["python", "-m", "medic_agent.eks"],
+                        "env": env, "securityContext": restricted,
+                        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                        "volumeMounts": [{"name": "code", "mountPath": "/opt/medic-agent", "readOnly": True},
+                                         {"name": "deps", "mountPath": "/opt/deps", "readOnly": True},
+                                         {"name": "config", "mountPath": "/etc/medic-agent", "readOnly": True},
+                                         {"name": "state", "mountPath": "/var/lib/medic-agent"},
+                                         {"name": "tmp", "mountPath": "/tmp"}]}],  # noqa: S108 - emptyDir
+                    "volumes": [
+                        {"name": "code", "configMap": {"name": f"{NAME}-code", "items": [
+                            {"key": config_key(path), "path": path} for path in sorted(files)]}},
+                        {"name": "config", "configMap": {"name": f"{NAME}-config"}},
+                        {"name": "deps", "emptyDir": {}}, {"name": "state", "emptyDir": {}},
+                        {"name": "tmp", "emptyDir": {}}],
+                }}}}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": LABELS}},
+        account,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{NAME}-config", "namespace": NAMESPACE,
+                                                               "labels": LABELS},
+         "data": {"watched-jobs.json": watched_text}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{NAME}-code", "namespace": NAMESPACE,
+                                                               "labels": LABELS},
+         "data": {config_key(path): text for path, text in sorted(files.items())}},
+        *rbac(watched),
+        deployment,
+    ]
+
+
+def dump(docs: list[dict]) -> str:
+    try:
+        import yaml
+    except ImportError:
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2) + "\n"
+    return yaml.safe_dump_all(docs, sort_keys=False, width=120)
+
+
+def load_config(path: str) -> dict:
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        import yaml
+    except ImportError:
+        return json.loads(text)  # a JSON medic config works without PyYAML
+    return yaml.safe_load(text) or {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="medic.yaml")
+    parser.add_argument("--cluster", required=True, help="the HyperPod EKS cluster's name in medic.yaml")
+    parser.add_argument("--queue-url", required=True, help="the stack output: the cluster's agent queue URL")
+    parser.add_argument("--table", required=True, help="the stack output: the ledger table's name")
+    parser.add_argument("--region", required=True)
+    parser.add_argument("--role-arn", help="the agent's IAM role (IRSA annotation); omit with EKS Pod Identity")
+    parser.add_argument("--image", default=IMAGE)
+    parser.add_argument("--terminating-grace-seconds", type=int, default=300)
+    parser.add_argument("--output", "-o", help="file to write (default: stdout)")
+    args = parser.parse_args(argv)
+    try:
+        docs = render(load_config(args.config), cluster=args.cluster, queue_url=args.queue_url, table=args.table,
+                      region=args.region, role_arn=args.role_arn, image=args.image,
+                      terminating_grace_seconds=args.terminating_grace_seconds)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"render: {error}", file=sys.stderr)
+        return 2
+    text = dump(docs)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""Carry out a validated restart_job through the Kubernetes API, and report nodes in trouble.
+
+Restart = delete the job's pods so that the job's own controller recreates them and the training script
+resumes from its checkpoint. The job object is never deleted, patched or updated: its spec is the only copy.
+Per kind (sources in agent/README.md, "HyperPod EKS"):
+  PyTorchJob          the training-operator reconciles each replica index and creates the missing pod again,
+                      same name (<job>-master-0, <job>-worker-<i>)
+  HyperPodPyTorchJob  the HyperPod training operator recreates the job's pods
+  Job                 the Job controller creates replacement pods (new random suffix); each deleted pod counts
+                      as a failure against the Job's backoffLimit
+Checks before anything is deleted: the job is one this agent watches (its ConfigMap), the job object exists
+(GET: 404 → failed "job not found"; never a guess from pod names), and each pod's controller ownerReference
+is that job's uid. Each DELETE carries a uid precondition, so a pod replaced meanwhile is not touched.
+
+Pods that never go away (kubeflow/trainer issues 2072, 2000): a pod of the job that is already Terminating,
+whose deletionTimestamp (the end of its grace period, set by the API server when the deletion was asked for)
+is more than `terminating_grace_seconds` ago, on a node that is NotReady or labelled by HyperPod as not
+Schedulable, is deleted with gracePeriodSeconds=0: the kubelet that would confirm it is gone, and the
+operator cannot recreate a pod of the same name while it exists. Listed in the result's `force_deleted`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from medic_agent.eks.commands import JOB_KINDS, JobKind, RestartJob, WatchedJob, is_label_value
+from medic_agent.eks.kube import CONFLICT, FORBIDDEN, NOT_FOUND, Kube, KubeError
+
+EXECUTED, FAILED = "executed", "failed"
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+SCHEDULABLE = "Schedulable"
+# HyperPod's values (SageMaker Developer Guide, HyperPod EKS resiliency: node health labels)
+HEALTH_STATES = ("Schedulable", "Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot")
+DEFAULT_TERMINATING_GRACE_SECONDS = 300
+NODES_ITEM_LIMIT = 90_000  # bytes of the `nodes` attribute: the item stays under DynamoDB's 400 KB, Medic's 100 KB
+
+
+@dataclass(frozen=True)
+class Result:
+    status: str  # executed | failed
+    message: str
+    pods: tuple[str, ...] = field(default=())  # deleted (graceful)
+    force_deleted: tuple[str, ...] = field(default=())  # deleted with gracePeriodSeconds=0
+
+
+def parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def node_ready(node: dict) -> bool:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False  # no Ready condition: the node controller has not heard from its kubelet
+
+
+def health_status(node: dict) -> str | None:
+    return ((node.get("metadata") or {}).get("labels") or {}).get(HEALTH_LABEL)
+
+
+def node_in_trouble(node: dict) -> bool:
+    """NotReady, or labelled by HyperPod with anything but Schedulable (a node without the label is not a
+    HyperPod-managed node: only its Ready condition counts)."""
+    status = health_status(node)
+    return not node_ready(node) or (status is not None and status != SCHEDULABLE)
+
+
+def controller_of(pod: dict) -> dict | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def owned_by(pod: dict, spec: JobKind, job: dict) -> bool:
+    ref = controller_of(pod)
+    meta = job.get("metadata") or {}
+    return bool(ref and meta.get("uid") and ref.get("uid") == meta.get("uid") and ref.get("kind") == spec.kind
+                and ref.get("apiVersion") == spec.api_version and ref.get("name") == meta.get("name"))
+
+
+def _name(obj: dict) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _refused(error: KubeError, what: str) -> Result:
+    if error.status == FORBIDDEN:
+        return Result(FAILED, f"forbidden: the agent's RBAC does not grant {what} ({error.message or error.reason})")
+    return Result(FAILED, f"{what} failed: {error}")
+
+
+def restart(kube: Kube, action: RestartJob, *, watched: Iterable[WatchedJob], now: datetime,
+            terminating_grace_seconds: float = DEFAULT_TERMINATING_GRACE_SECONDS) -> Result:
+    spec = action.spec
+    if WatchedJob(action.namespace, action.job_kind, action.job_name) not in set(watched):
+        return Result(FAILED, f"{action.target} is not among the jobs this agent watches (its watched-jobs "
+                              "ConfigMap): not touched")
+    try:
+        job = kube.get_job(spec, action.namespace, action.job_name)
+    except KubeError as error:
+        if error.status == NOT_FOUND:
+            return Result(FAILED, f"job not found: {action.target}")
+        return _refused(error, f"get {spec.plural}.{spec.group or 'core'} {action.job_name} in {action.namespace}")
+    try:
+        pods = _job_pods(kube, spec, action, job)
+    except KubeError as error:
+        return _refused(error, f"list pods in {action.namespace}")
+    if not pods:
+        return Result(FAILED, f"{action.target} has no pods (none whose controller is the job's uid "
+                              f"{(job.get('metadata') or {}).get('uid')}): nothing to restart")
+    bad_nodes: set[str] | None = None
+    deleted: list[str] = []
+    forced: list[str] = []
+    notes: list[str] = []
+    for pod in pods:
+        name, meta = _name(pod), pod.get("metadata") or {}
+        terminating = parse_time(meta.get("deletionTimestamp"))
+        grace: int | None = None
+        if terminating is not None:
+            overdue = (now - terminating).total_seconds()
+            if overdue < terminating_grace_seconds:
+                notes.append(f"{name} already terminating")
+                continue
+            if bad_nodes is None:
+                try:
+                    bad_nodes = {_name(node) for node in kube.list_nodes() if node_in_trouble(node)}
+                except KubeError as error:
+                    return _partial(_refused(error, "list nodes"), deleted, forced)
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node not in bad_nodes:
+                notes.append(f"{name} terminating for {int(overdue)} s past its grace period on node {node}, "
+                             "which is Ready and Schedulable: left to its kubelet")
+                continue
+            grace = 0
+        try:
+            kube.delete_pod(action.namespace, name, str(meta.get("uid", "")), grace_period_seconds=grace)
+        except KubeError as error:
+            if error.status == NOT_FOUND:
+                notes.append(f"{name} already gone")
+                continue
+            if error.status == CONFLICT:
+                notes.append(f"{name} was replaced meanwhile (uid changed): not deleted")
+                continue
+            return _partial(_refused(error, f"delete pod {name} in {action.namespace}"), deleted, forced)
+        (forced if grace == 0 else deleted).append(name)
+        if grace is None:
+            if bad_nodes is None:
+                try:
+                    bad_nodes = {_name(node) for node in kube.list_nodes() if node_in_trouble(node)}
+                except KubeError:
+                    bad_nodes = set()  # only for the note below: the deletion is done
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node in bad_nodes:
+                notes.append(f"{name} is on node {node}, NotReady or unschedulable: it may stay Terminating; a "
+                             f"restart {int(terminating_grace_seconds)} s after its grace period force-deletes it")
+    if not deleted and not forced:
+        return Result(FAILED, "; ".join([f"{action.target}: no pod deleted", *notes]))
+    parts = [f"{action.target}: deleted {len(deleted)} pod(s) for its controller to recreate"]
+    if forced:
+        parts.append(f"force-deleted {len(forced)} pod(s) stuck terminating on a NotReady/unschedulable node")
+    return Result(EXECUTED, "; ".join(parts + notes), tuple(deleted), tuple(forced))
+
+
+def _partial(result: Result, deleted: list[str], forced: list[str]) -> Result:
+    if deleted or forced:
+        done = ", ".join(deleted + forced)
+        return Result(result.status, f"{result.message} (after deleting {done})", tuple(deleted), tuple(forced))
+    return result
+
+
+def _job_pods(kube: Kube, spec: JobKind, action: RestartJob, job: dict) -> list[dict]:
+    """The job's pods: by its controller's label (the first selector that finds any) when the name can be a
+    label value, else the namespace's pods; in every case only those whose controller is this job's uid."""
+    selectors = [selector.format(name=action.job_name) for selector in spec.selectors] \
+        if is_label_value(action.job_name) else []
+    for selector in selectors or [None]:
+        pods = [pod for pod in kube.list_pods(action.namespace, selector) if owned_by(pod, spec, job)]
+        if pods:
+            return sorted(pods, key=_name)
+    return []
+
+
+# --- the node report (issue item 6)
+
+def training_job_of(pod: dict) -> tuple[str, str] | None:
+    """(job kind, job name) when the pod's controller is one of the three job kinds."""
+    ref = controller_of(pod)
+    if not ref:
+        return None
+    spec = JOB_KINDS.get(str(ref.get("kind")))
+    if spec is None or ref.get("apiVersion") != spec.api_version:
+        return None
+    return spec.kind, str(ref.get("name", ""))
+
+
+def node_report(kube: Kube, namespaces: Iterable[str]) -> list[dict]:
+    """Every node in trouble (NotReady, or health label other than Schedulable) with the training pods on it,
+    from the namespaces the agent may list pods in (its watched jobs' namespaces)."""
+    nodes = [node for node in kube.list_nodes() if node_in_trouble(node)]
+    if not nodes:
+        return []
+    on_node: dict[str, list[dict]] = {}
+    for namespace in sorted(set(namespaces)):
+        for pod in kube.list_pods(namespace):
+            job = training_job_of(pod)
+            node = (pod.get("spec") or {}).get("nodeName")
+            if job is None or not node:
+                continue
+            meta = pod.get("metadata") or {}
+            on_node.setdefault(node, []).append({
+                "namespace": namespace, "name": _name(pod), "job_kind": job[0], "job_name": job[1],
+                "phase": (pod.get("status") or {}).get("phase"),
+                "terminating_since": meta.get("deletionTimestamp")})
+    return [{"name": _name(node), "health_status": health_status(node), "ready": node_ready(node),
+             "pods": sorted(on_node.get(_name(node), []), key=lambda pod: (pod["namespace"], pod["name"]))}
+            for node in sorted(nodes, key=_name)]
+
+
+def encode_nodes(nodes: list[dict], limit: int = NODES_ITEM_LIMIT) -> tuple[str, bool]:
+    """The report as the JSON string the ledger item holds, and whether it had to be truncated to fit."""
+    text = json.dumps(nodes, separators=(",", ":"), sort_keys=True)
+    if len(text.encode()) <= limit:
+        return text, False
+    low, high = 0, len(nodes)  # the most nodes (in order) whose JSON fits: binary search
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(json.dumps(nodes[:middle], separators=(",", ":"), sort_keys=True).encode()) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return json.dumps(nodes[:low], separators=(",", ":"), sort_keys=True), True

@@ -1,0 +1,196 @@
+"""HyperPod EKS clusters in the emulated world: the real EKS agent (agent/medic_agent/eks) in-process, against
+the emulated command queue and ledger, with its `kubernetes` client pointed at an emulated Kubernetes API
+server (sim/kubeapi.py) per cluster, as sim/slurm.py runs the Slurm agent against a fake Slurm.
+
+- Nodes: the API server's nodes follow the HyperPod cluster's nodes (`hyperpod-<instance id>`, the name HyperPod
+  EKS gives a node): Running → Ready and `sagemaker.amazonaws.com/node-health-status=Schedulable`; in a reboot
+  (SystemUpdating) → NotReady, UnschedulablePendingReboot; in a replacement (Pending, ShuttingDown) → NotReady,
+  UnschedulablePendingReplacement; Failure → NotReady, Unschedulable. Synced before every agent cycle.
+- Jobs: the `k8s_job` directive creates a running job with its pods (the emulated operator keeps them).
+- Watched jobs (the agent's ConfigMap) and the RBAC the API server enforces come from the same list, rendered by
+  agent/kubernetes/render.py: the config's `jobs:` entries on the cluster that name a `kind` (and `namespace`),
+  plus every `k8s_job` unless it says `"watched": false`.
+- Each Kubernetes call the agent makes is one `kubernetes_call` line: cluster, verb, path, status.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from sim.kubeapi import JOB_RESOURCES, KubeApiServer
+from sim.slurm import _agent_logs, import_agent
+from sim.synth import ROOT
+
+LEASE_NAMESPACE = "medic-agent"
+MAX_REPLICAS = 512
+NODE_STATES = {  # HyperPod ClusterInstanceStatus → (Ready, node-health-status label)
+    "Running": (True, "Schedulable"),
+    "SystemUpdating": (False, "UnschedulablePendingReboot"),
+    "Pending": (False, "UnschedulablePendingReplacement"),
+    "ShuttingDown": (False, "UnschedulablePendingReplacement"),
+    "Failure": (False, "Unschedulable"),
+}
+
+
+def render_module() -> Any:
+    if "medic_render" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("medic_render", ROOT / "agent" / "kubernetes" / "render.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["medic_render"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["medic_render"]
+
+
+@dataclass
+class EksAgentHandle:
+    cluster: str
+    identity: str
+    agent: Any  # medic_agent.eks.main.EksAgent
+    running: bool = False
+
+
+@dataclass
+class EksCluster:
+    name: str
+    server: KubeApiServer
+    jobs: dict[tuple[str, str, str], bool] = field(default_factory=dict)  # (namespace, kind, name) -> watched
+    agents: list[EksAgentHandle] = field(default_factory=list)
+    watched: tuple = ()
+
+
+class EksWorld:
+    def __init__(self, client: Callable[[str], Any], *, config_jobs: Callable[[str], list[dict]] = lambda name: [],
+                 hyperpod_nodes: Callable[[str], dict[str, str]] = lambda name: {}) -> None:
+        self.client = client  # the harness's clients (the agent's calls are not the handlers')
+        self.config_jobs = config_jobs  # cluster -> [{namespace, kind, name}] from medic.yaml
+        self.hyperpod_nodes = hyperpod_nodes  # cluster -> {instance id: ClusterInstanceStatus}
+        self.queues: dict[str, str] = {}  # cluster -> the agent's queue URL (from the stack)
+        self.table = ""
+        self.clusters: dict[str, EksCluster] = {}
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._drained: dict[str, int] = {}
+
+    def close(self) -> None:
+        for cluster in self.clusters.values():
+            cluster.server.stop()
+        self.clusters.clear()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def cluster(self, name: str) -> EksCluster:
+        if name not in self.clusters:
+            server = KubeApiServer([]).start()
+            self.clusters[name] = EksCluster(name, server)
+            self._drained[name] = 0
+            self._refresh(self.clusters[name])
+        return self.clusters[name]
+
+    def watched(self, name: str) -> list[dict]:
+        cluster = self.cluster(name)
+        jobs = {(job["namespace"], job["kind"], job["name"]) for job in self.config_jobs(name)}
+        jobs |= {key for key, watched in cluster.jobs.items() if watched}
+        return [{"namespace": namespace, "kind": kind, "name": job} for namespace, kind, job in sorted(jobs)]
+
+    def _refresh(self, cluster: EksCluster) -> None:
+        """The agent's ConfigMap and the API server's RBAC, from the same watched list (as render.py ships)."""
+        import_agent()
+        from medic_agent.eks.commands import WatchedJob
+
+        watched = self.watched(cluster.name)
+        cluster.server.set_documents(render_module().rbac(watched))
+        cluster.watched = tuple(WatchedJob(job["namespace"], job["kind"], job["name"]) for job in watched)
+        for handle in cluster.agents:
+            handle.agent.watched = cluster.watched
+
+    def sync_nodes(self, name: str) -> None:
+        server = self.cluster(name).server
+        for instance, status in sorted(self.hyperpod_nodes(name).items()):
+            ready, health = NODE_STATES.get(status, (True, "Schedulable"))
+            node_name = f"hyperpod-{instance}"
+            node = server.node(node_name)
+            if node is None:
+                server.add_node(node_name, ready=ready, health=health)
+            elif (node["metadata"]["labels"].get("sagemaker.amazonaws.com/node-health-status") != health
+                  or any(c["status"] == "True" for c in node["status"]["conditions"]) != ready):
+                server.set_node(node_name, ready=ready, health=health)
+
+    def put_job(self, cluster: str, namespace: str, name: str, kind: str, replicas: int, watched: bool = True) -> None:
+        if kind not in JOB_RESOURCES:
+            raise ValueError(f"'kind' must be one of {', '.join(JOB_RESOURCES)} (got {kind!r})")
+        model = self.cluster(cluster)
+        self.sync_nodes(cluster)
+        if model.server.job(kind, namespace, name) is not None:
+            raise ValueError(f"{kind} {namespace}/{name} already exists on {cluster}")
+        model.server.add_job(kind, namespace, name, replicas)
+        model.jobs[(namespace, kind, name)] = watched
+        self._refresh(model)
+
+    # the agents
+    def _dir(self) -> Path:
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="medic-sim-eks-")
+        return Path(self._tmp.name)
+
+    def agent(self, cluster: str, replica: int = 1) -> EksAgentHandle:
+        """Replica ``replica`` (1-based) of the cluster's agent Deployment (created stopped); ValueError when the
+        stack has no agent queue for the cluster."""
+        model = self.cluster(cluster)
+        while len(model.agents) < replica:
+            if cluster not in self.queues:
+                known = ", ".join(sorted(self.queues)) or "none"
+                raise ValueError(f"the stack has no agent queue for EKS cluster {cluster!r} (agent queues: {known})")
+            import_agent()
+            from medic_agent.eks.kube import Kube
+            from medic_agent.eks.main import EksAgent
+            from medic_agent.ledger import Ledger
+            from medic_agent.queue import Queue
+            from medic_agent.state import State
+
+            identity = f"medic-agent-7c9d5-{chr(ord('a') + len(model.agents))}"  # a Deployment pod's name
+            agent = EksAgent(
+                cluster=cluster,
+                queue=Queue(self.queues[cluster], lambda: self.client("sqs"), wait_seconds=0, visibility_timeout=120),
+                ledger=Ledger(self.table, lambda: self.client("dynamodb")),
+                kube=Kube.for_server(model.server.url, model.server.token),
+                state=State(str(self._dir() / f"state-{cluster}-{identity}.json")),
+                watched=model.watched, identity=identity, lease_namespace=LEASE_NAMESPACE,
+                heartbeat_seconds=0, standby_seconds=0)
+            model.agents.append(EksAgentHandle(cluster, identity, agent))
+        return model.agents[replica - 1]
+
+    def cycle(self, out: TextIO) -> bool:
+        """One cycle of every running agent (leader check, heartbeat, node report, poll); True when one handled a
+        message."""
+        handled = 0
+        with _agent_logs(out):
+            for model in self.clusters.values():
+                running = [handle for handle in model.agents if handle.running]
+                if running:
+                    self.sync_nodes(model.name)
+                for handle in running:
+                    handled += handle.agent.poll()
+        return handled > 0
+
+    def heartbeat_at(self, handle: EksAgentHandle, out: TextIO) -> None:
+        """The agent's heartbeat (and node report, as leader) at the current (replay) time."""
+        with _agent_logs(out):
+            handle.agent.check_leader()
+            handle.agent._last_heartbeat = None
+            handle.agent.heartbeat_if_due()
+
+    def drain_calls(self) -> list[dict]:
+        """The Kubernetes calls the agents made since the last drain: cluster, verb, path, status."""
+        lines = []
+        for name, model in self.clusters.items():
+            calls = model.server.drain_calls(self._drained[name])
+            self._drained[name] += len(calls)
+            lines += [{"cluster": name, **call} for call in calls]
+        return lines
