@@ -287,6 +287,7 @@ class SlurmWorld:
 @contextlib.contextmanager
 def _agent_logs(out: TextIO) -> Iterator[None]:
     """The agent's JSON log lines go where the handlers' do, never to stdout."""
+    import_agent()  # the agents' package, also when no agent has been started yet
     from medic_agent.logs import JsonFormatter
 
     logger = logging.getLogger("medic_agent")

@@ -424,14 +424,13 @@ class World:
                 self.eks.table = self.eks.table or function.environment.get("LEDGER_TABLE", "")
 
     def _eks_config_jobs(self, cluster: str) -> list[dict]:
-        """The config's jobs on an EKS cluster that name a Kubernetes kind: the agent's watched jobs."""
-        jobs = []
-        for job in getattr(self.config, "jobs", None) or []:
-            kind = getattr(job, "kind", None)
-            if getattr(job, "cluster", None) == cluster and kind:
-                jobs.append({"namespace": getattr(job, "namespace", None) or "default", "kind": str(kind),
-                             "name": job.name})
-        return jobs
+        """The config's jobs on an EKS cluster, as their Kubernetes objects: the agent's watched jobs (render.py
+        makes the same list from medic.yaml)."""
+        spec = self.config.cluster(cluster) if self.config is not None else None
+        if spec is None or spec.orchestrator != "eks":
+            return []
+        return [{"namespace": target.namespace, "kind": target.kind, "name": target.name}
+                for target in (job.kubernetes_object() for job in self.config.jobs if job.cluster == cluster)]
 
     def _hyperpod_nodes(self, cluster: str) -> dict[str, str]:
         if not self.hyperpod.has_cluster(cluster):

@@ -49,7 +49,8 @@ LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "medic"}
 
 def watched_jobs(config: dict, cluster: str) -> list[dict]:
     """medic.yaml `jobs:` entries on `cluster` → [{namespace, kind, name}] (namespace default `default`, kind
-    default PyTorchJob), sorted, duplicates removed."""
+    default PyTorchJob, name: `object_name`, default the entry's `name`: Medic's own defaults, functions/medic/
+    config.py Job.kubernetes_object), sorted, duplicates removed."""
     clusters = {entry.get("name"): entry for entry in config.get("clusters") or [] if isinstance(entry, dict)}
     if cluster not in clusters:
         raise ValueError(f"cluster {cluster!r} is not in the config's clusters")
@@ -62,7 +63,7 @@ def watched_jobs(config: dict, cluster: str) -> list[dict]:
         kind = entry.get("kind") or "PyTorchJob"
         if kind not in JOB_RESOURCES:
             raise ValueError(f"job {entry.get('name')!r}: kind must be one of {', '.join(JOB_RESOURCES)}")
-        jobs.add((str(entry.get("namespace") or "default"), kind, str(entry["name"])))
+        jobs.add((str(entry.get("namespace") or "default"), kind, str(entry.get("object_name") or entry["name"])))
     return [{"namespace": namespace, "kind": kind, "name": name} for namespace, kind, name in sorted(jobs)]
 
 
