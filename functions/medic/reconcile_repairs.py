@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from medic.domain.models import Action, Fault, NodeInfo, Outcome
 from medic.domain.reconcile import (
     FAILURE,
-    PendingClaim,
     MAX_REPAIR_WATCHES_PER_CLUSTER,
     RESERVE_SECONDS,
+    PendingClaim,
     repair_overdue,
     repair_since,
     repair_statuses,
