@@ -78,7 +78,7 @@ def sweep_repairs(sweep: _Sweep, nodes: list[NodeInfo], acted: dict, acted_logic
         node = sweep.by_id.get(node_id)
         if node is None or node.status not in statuses:
             sweep.node_store.end_repair_watch(name, node_id)
-            if watch.medics and watch.origin:
+            if watch.medics and watch.origin and node is not None:  # gone: a replaced instance, its successor tells
                 _repair_timeline(sweep, watch.origin, node)
             if watch.reported:
                 sweep.page_store.release_page(f"{sweep.incident(node_id)}:repair")  # a later repair pages again
@@ -92,15 +92,19 @@ def _origin(sweep: _Sweep, node: NodeInfo, acted: dict) -> str | None:
     return sweep.node_store.node_for_logical_id(sweep.cluster.name, node.logical_id) if node.logical_id else None
 
 
-def _repair_timeline(sweep: _Sweep, origin: str, node: NodeInfo | None) -> None:
-    """Medic's repair is over: its incident's line. Running again is the repair (and the end); anything else (the
-    node failed again, or left the cluster) is a repair that did not come, for a human. The sweep sees Running
-    up to one sweep period (5 minutes) after HyperPod finished: no API says when the status changed
-    (DescribeClusterNode's LaunchTime is the instance's launch, before its lifecycle scripts ran)."""
+def _repair_timeline(sweep: _Sweep, origin: str, node: NodeInfo) -> None:
+    """Medic's repair is over: its incident's line. Running again is the repair (and the end); Failure again is a
+    repair that did not come, for a human (nulls). A node that left the cluster, or went on to another status (a
+    deep health check), writes nothing: a replaced instance leaves (ShuttingDown, then gone) and its successor's
+    repair watch ends the incident. The sweep sees Running up to one sweep period (5 minutes) after HyperPod
+    finished: no API says when the status changed (DescribeClusterNode's LaunchTime is the instance's launch,
+    before its lifecycle scripts ran)."""
+    if node.status not in (RUNNING, FAILURE):
+        return
     claim = sweep.node_store.node_claims(sweep.cluster.name, [origin]).get(origin)
     if claim is None:
         return
-    repaired = sweep.now if node is not None and node.status == RUNNING else None
+    repaired = sweep.now if node.status == RUNNING else None
     emit_incident(claim_timeline(sweep.incident(origin), sweep.cluster.name, claim, repaired, repaired))
 
 
