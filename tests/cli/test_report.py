@@ -116,3 +116,58 @@ def test_given_incident_lines_in_the_stacks_log_groups_when_report_then_goodput_
     assert jobs["ft-b"]["downtime_s"] == pytest.approx(2 * 3600, abs=1)
     assert jobs["ft-b"]["goodput"] == pytest.approx((wall - 2 * 3600) / wall, abs=1e-3)
     assert [row["unresolved"] for row in report["kinds"]] == [1]
+
+
+# --- the arithmetic (pure)
+
+def incident(kind: str, fault_at: str, back: dict[str, str | None], job: str = "llama",
+             lost_minutes: float | None = None, fault: str = "stalled") -> dict:
+    from medic_cli.render import parse_time
+
+    line = {"incident": f"job:{job}", "kind": kind, "cluster": CLUSTER, "job": job, "node_id": None, "fault": fault,
+            "fault_at": fault_at, "resumed_at": None, "repaired_at": None, "resolved_at": None, "total_s": None,
+            "lost_minutes": lost_minutes, **back}
+    line["_fault"] = parse_time(fault_at)
+    return line
+
+
+def test_overlapping_incidents_count_their_downtime_once_and_a_slowdown_costs_none():
+    from medic_cli.render import parse_time
+    from medic_cli.report import report
+
+    start, end = parse_time("2026-11-21T00:00:00Z"), parse_time("2026-11-21T10:00:00Z")
+    # Given a stall 01:00 -> resumed 02:00 with 6 min re-done, a divergence 01:30 -> OK 02:30 (overlapping),
+    # and a slowdown 05:00 -> OK 06:00
+    incidents = [
+        incident("stall", "2026-11-21T01:00:00Z", {"resumed_at": "2026-11-21T02:00:00Z"}, lost_minutes=6),
+        incident("divergence", "2026-11-21T01:30:00Z", {"resolved_at": "2026-11-21T02:30:00Z"}, fault="diverged"),
+        incident("slowdown", "2026-11-21T05:00:00Z", {"resolved_at": "2026-11-21T06:00:00Z"}, fault="slowed"),
+    ]
+    [job] = report(incidents, start, end)["jobs"]
+    # Then the job was down 01:00-02:30 (90 min, not 120), re-did 6 min, and the slowdown cost no downtime
+    assert (job["downtime_s"], job["redone_s"], job["productive_s"]) == (5400, 360, 36000 - 5400 - 360)
+    assert job["goodput"] == round((36000 - 5760) / 36000, 4)
+
+
+def test_an_incident_that_never_came_back_costs_until_the_end_of_the_window():
+    from medic_cli.render import parse_time
+    from medic_cli.report import report
+
+    start, end = parse_time("2026-11-21T00:00:00Z"), parse_time("2026-11-21T10:00:00Z")
+    # Given a training job Medic gave up on at 08:00 (no restart, no resolution)
+    gave_up = incident("training_job", "2026-11-21T08:00:00Z", {}, job="ft", fault="job_retryable")
+    result = report([gave_up], start, end)
+    # Then it lost the last two hours, and counts as unresolved
+    assert result["jobs"][0]["downtime_s"] == 7200 and result["kinds"][0]["unresolved"] == 1
+
+
+def test_with_the_probes_minutes_productive_time_is_the_minutes_it_stepped_less_the_redone_work():
+    from medic_cli.render import parse_time
+    from medic_cli.report import report
+
+    start, end = parse_time("2026-11-21T00:00:00Z"), parse_time("2026-11-21T10:00:00Z")
+    stall = incident("stall", "2026-11-21T01:00:00Z", {"resumed_at": "2026-11-21T02:00:00Z"}, lost_minutes=6)
+    # Given the probe counted steps in 500 of the 600 minutes
+    [job] = report([stall], start, end, productive_minutes=lambda name: 500)["jobs"]
+    # Then productive time is 500 minutes less the 6 re-done
+    assert (job["productive_s"], job["from"]) == (494 * 60, "probe")

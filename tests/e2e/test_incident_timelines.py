@@ -81,3 +81,21 @@ def test_a_divergence_incident_closes_when_its_alarm_goes_ok_with_no_action(repl
                                                                "2026-11-21T03:11:00+00:00")
     assert (incident["time_to_detect_s"], incident["total_s"]) == (0, 480)
     assert all(incident[key] is None for key in ("acted_at", "repaired_at", "time_to_act_s", "time_to_repair_s"))
+
+
+def test_v_the_bundled_replacement_scenario_shows_the_emulated_repair_time(replay):
+    # Given scenario (v): Medic replaces the node, and HyperPod's late event names the old instance id
+    result = replay(SCENARIOS / "v-replaced-node-old-id.jsonl")
+    # Then its one node incident took the emulated replacement's 30 minutes to repair, from the fault
+    [incident] = [line for line in result.incidents if line["incident_kind"] == "node"]
+    assert (incident["node_id"], incident["fault"]) == ("i-0d4e5f60718293a4b", "gpu_fatal")
+    assert incident["time_to_repair_s"] == incident["total_s"] == REPAIR["replace"][1].total_seconds()
+
+
+def test_c_the_bundled_escalation_scenario_times_the_reboot_then_the_replacement(replay):
+    # Given scenario (c): a reboot, the same node failing again two hours later, replaced
+    result = replay(SCENARIOS / "c-escalation.jsonl")
+    # Then the reboot's incident line shows the emulated reboot's 10 minutes
+    first = result.incidents[0]
+    assert (first["incident_kind"], first["fault"], first["time_to_repair_s"]) == (
+        "node", "gpu_reboot", REPAIR["reboot"][1].total_seconds())
