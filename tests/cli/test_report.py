@@ -171,3 +171,32 @@ def test_with_the_probes_minutes_productive_time_is_the_minutes_it_stepped_less_
     [job] = report([stall], start, end, productive_minutes=lambda name: 500)["jobs"]
     # Then productive time is 500 minutes less the 6 re-done
     assert (job["productive_s"], job["from"]) == (494 * 60, "probe")
+
+
+def test_given_a_job_with_a_probe_when_report_live_then_productive_time_is_the_minutes_it_stepped(deployed: Deployed):
+    import boto3
+
+    from tests.cli.conftest import REGION
+
+    # Given llama's stall an hour ago (resumed 20 min later, 5 min of work re-done), and the probe counting steps in
+    # 90 of the last 120 minutes
+    fault = ago(hours=1)
+    deployed.write(JOB_LOGS, fault + timedelta(minutes=21), incident_log_line(
+        incident="job:slurm:c:llama", kind="stall", cluster=CLUSTER, job="llama", node_id=None, fault="stalled",
+        fault_at=fault.isoformat(), detected_at=(fault + timedelta(minutes=13)).isoformat(),
+        resumed_at=(fault + timedelta(minutes=20)).isoformat(),
+        resolved_at=(fault + timedelta(minutes=21)).isoformat(), lost_minutes=5))
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    start = ago(minutes=120).replace(second=0)
+    cloudwatch.put_metric_data(Namespace="Medic/Training", MetricData=[
+        {"MetricName": "Heartbeat", "Dimensions": [{"Name": "Job", "Value": "llama"}],
+         "Timestamp": start + timedelta(minutes=minute), "Value": 40.0 if minute % 4 else 0.0}
+        for minute in range(120)])
+
+    # When the operator asks for the last 2 hours
+    result = deployed.cli("report", "--since", "2h", "--json")
+
+    # Then llama's productive time is the 90 minutes the probe saw steps in, less the 5 re-done
+    assert result.code == 0, result.err
+    [job] = json.loads(result.out)["jobs"]
+    assert (job["job"], job["from"], job["productive_s"]) == ("llama", "probe", (90 - 5) * 60)
