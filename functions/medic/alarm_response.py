@@ -121,9 +121,10 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
             conclude_on_ok(watch, since_restart, event.id, deps)
         incidents.close_alarm_incident(subject.name, incident)
-        if subject.kind in PAGE_ONLY and open_incident is not None and mode != "dry_run":
-            _close_timeline(subject, incident, open_incident, now)
-    return emit(record)
+    emitted = emit(record)
+    if decision.close_incident and subject.kind in PAGE_ONLY and open_incident is not None and mode != "dry_run":
+        _close_timeline(subject, incident, open_incident, now)  # after its record, as the other kinds
+    return emitted
 
 
 PAGE_ONLY = (AlarmKind.DIVERGENCE, AlarmKind.SLOWDOWN)  # incidents Medic pages for and never acts on
