@@ -45,14 +45,14 @@ class Filters:
     job: str | None = None
 
     def matches(self, incident: dict) -> bool:
-        at = incident.get("_fault") or incident.get("_at")
-        if self.since and at and at < self.since:
+        """An incident that overlaps the window (closed after its start, faulted before its end), of the cluster
+        (a training job's incident names none: --cluster leaves it out) and of the job (or its lineage)."""
+        closed, fault = incident.get("_at"), incident.get("_fault") or incident.get("_at")
+        if self.since and closed and closed < self.since:
             return False
-        if self.until and at and at > self.until:
+        if self.until and fault and fault > self.until:
             return False
-        if self.cluster and incident.get("cluster") not in (self.cluster, None):
-            return False  # a training job's incident names no cluster: --cluster keeps it unless --job says
-        if self.cluster and incident.get("cluster") is None and not self.job:
+        if self.cluster and incident.get("cluster") != self.cluster:
             return False
         return not self.job or incident.get("job") == self.job or incident.get("incident") == f"job:{self.job}"
 
@@ -82,7 +82,9 @@ def parse_line(line: str) -> dict | None:
         return None
     incident = {name: data.get(name) for name in FIELDS}
     incident["_fault"] = parse_time(incident["fault_at"])
-    incident["_at"] = parse_time(data.get("timestamp")) or incident["_fault"]
+    # when it closed: the log line's time, else its latest moment (a sim line has no timestamp)
+    moments = [moment for moment in (parse_time(incident[name]) for name in MOMENTS) if moment is not None]
+    incident["_at"] = parse_time(data.get("timestamp")) or (max(moments) if moments else None)
     return incident
 
 
