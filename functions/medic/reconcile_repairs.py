@@ -99,10 +99,10 @@ def _repair_timeline(sweep: _Sweep, origin: str, node: NodeInfo) -> None:
     repair watch ends the incident. The sweep sees Running up to one sweep period (5 minutes) after HyperPod
     finished: no API says when the status changed (DescribeClusterNode's LaunchTime is the instance's launch,
     before its lifecycle scripts ran)."""
-    if node.status not in (RUNNING, FAILURE):
+    if node.status not in (RUNNING, FAILURE) or sweep.mode == "dry_run":  # a dry run acted on nothing
         return
     claim = sweep.node_store.node_claims(sweep.cluster.name, [origin]).get(origin)
-    if claim is None:
+    if claim is None or claim.outcome == Outcome.DRY_RUN.value:
         return
     repaired = sweep.now if node.status == RUNNING else None
     emit_incident(claim_timeline(sweep.incident(origin), sweep.cluster.name, claim, repaired, repaired))
