@@ -68,7 +68,8 @@ class MedicStack(Stack):
             self, "Operations", topic=shared.topic, mode_parameter=shared.mode.parameter_name,
             functions=[c for c in self.node.find_all() if isinstance(c, MedicFunction)],
             dead_letter_queues={_short_path(c): c.queue for c in self.node.find_all()
-                                if isinstance(c, DeadLetterQueue)})
+                                if isinstance(c, DeadLetterQueue)},
+            jobs=[job.name for job in config.jobs])
 
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)

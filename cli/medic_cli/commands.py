@@ -27,8 +27,8 @@ def run(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int
         from medic_cli import backtest  # imports the replay emulator: only for this command
 
         return backtest.command(args, ctx, out, err)
-    handler = {"status": status, "history": history, "pause": pause, "resume": resume, "mode": mode,
-               "explain": explain_command}[args.command]
+    handler = {"status": status, "history": history, "report": report_command, "pause": pause, "resume": resume,
+               "mode": mode, "explain": explain_command}[args.command]
     return handler(args, ctx, out, err)
 
 
@@ -153,6 +153,44 @@ def _node_ledger_text(ctx: Context, node: str, cluster: str | None) -> str:
     reboot = f", last reboot {when(state.last_reboot_at)} UTC" if state.last_reboot_at else ""
     return (f"Ledger, node {cluster}/{node}: last {state.action} for {state.fault} at {when(state.acted_at)} UTC "
             f"({state.outcome}), attempt {state.attempt}{reboot}")
+
+
+# --- report
+
+def report_command(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    from medic_cli import report as rep
+
+    now = ctx.now()
+    since_text = args.since or (None if args.from_file else "7d")
+    filters = rep.Filters(since=hist.parse_since(since_text, now) if since_text else None,
+                          until=hist.parse_since(args.until, now) if args.until else None,
+                          cluster=args.cluster, job=args.job)
+    minutes = None
+    if args.from_file:
+        incidents, times = rep.from_file(args.from_file, filters)
+        start = filters.since or (min(times) if times else now)
+        end = filters.until or (max(times) if times else now)
+        source = args.from_file
+    else:
+        ctx.log_group_names = args.log_group or ctx.log_group_names
+        incidents = rep.from_logs(ctx.client("logs"), ctx.log_groups, filters, warn=err)
+        start, end = filters.since or now, filters.until or now
+        cloudwatch = ctx.client("cloudwatch")
+
+        def minutes(job: str) -> int | None:
+            try:
+                return rep.probe_minutes(cloudwatch, job, start, end)
+            except ClientError as error:
+                print(f"medic: probe metrics of {job} unavailable ({error.response.get('Error', {}).get('Code')}):"
+                      " goodput from its incidents", file=err)
+                return None
+        source = ", ".join(ctx.log_groups)
+    result = rep.report(incidents, start, end, minutes) if minutes else rep.report(incidents, start, end)
+    if args.json:
+        print(json.dumps(result, sort_keys=False), file=out)
+        return 0
+    print(rep.as_text(result, source, top=args.top), file=out)
+    return 0
 
 
 # --- mode

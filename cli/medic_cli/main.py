@@ -2,6 +2,7 @@
 
   medic status                      mode, open incidents, recent actions, guardrail budgets left
   medic history [filters] [--json]  the remediation records (CloudWatch Logs, or --from-file a sim replay)
+  medic report [filters] [--json]   goodput per job and the incidents behind it (same sources)
   medic pause --reason TEXT         mode paused (decide and record, act on nothing), recorded with who and why
   medic resume [--reason TEXT]      mode act
   medic mode [act|dry_run|paused]   show the mode and its last changes, or set it
@@ -67,6 +68,24 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--log-group", action="append", default=[], metavar="NAME",
                          help="log group to search (repeatable; default: the stack outputs *LogGroup)")
     _common(history, top=False)
+
+    report = commands.add_parser(
+        "report", help="goodput per job, time lost per incident kind, the top causes, the incidents",
+        description="Per-job goodput (productive time / wall time) and the incidents behind it, from the "
+                    "incident lines in the stack's log groups (with the probe's Medic/Training minutes when the "
+                    "job has a probe), or from a `sim replay` output file.")
+    report.add_argument("--job", help="only this job (a lineage root also matches its restarts)")
+    report.add_argument("--cluster", help="only this cluster")
+    report.add_argument("--since", help="from (7d, 12h or an ISO time; default 7d, the replay's span with "
+                                        "--from-file)")
+    report.add_argument("--until", help="until (an ISO time, or a duration before now; default now)")
+    report.add_argument("--top", type=int, default=5, help="causes to show (default 5)")
+    report.add_argument("--json", action="store_true", help="one JSON object")
+    report.add_argument("--from-file", metavar="FILE", help="read `python -m sim replay` output instead of "
+                                                            "CloudWatch ('-' = stdin)")
+    report.add_argument("--log-group", action="append", default=[], metavar="NAME",
+                        help="log group to search (repeatable; default: the stack outputs *LogGroup)")
+    _common(report, top=False)
 
     pause = commands.add_parser("pause", help="set mode paused: Medic decides and records, acts on nothing, pages")
     pause.add_argument("--reason", required=True, help="why (recorded with who paused)")

@@ -27,10 +27,11 @@ from medic.domain.alarms import (
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import alarm_page
 from medic.domain.reconcile import STORM_HOLD
+from medic.domain.timeline import alarm_timeline
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
-from medic.obs import logger
+from medic.obs import emit_incident, logger
 from medic.paging import page_incident, page_resolution
 from medic.records import complete, emit, rejected, short
 from medic.recovery import conclude_on_ok
@@ -117,7 +118,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                        "fault": subject.fault.value, "action": decision.action, "outcome": decision.outcome,
                        "reason": decision.reason, "mode": mode})
     if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
-        incidents.open_alarm_incident(subject.name, incident, now)
+        incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(detail.state.timestamp))
     if decision.page and mode != "dry_run":
         text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
         record["paged"] = (page_resolution(deps, record, text) if decision.close_incident
@@ -126,7 +127,30 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
             conclude_on_ok(watch, since_restart, event.id, deps)
         incidents.close_alarm_incident(subject.name, incident)
-    return emit(record)
+    emitted = emit(record)
+    if decision.close_incident and subject.kind in PAGE_ONLY and open_incident is not None and mode != "dry_run":
+        _close_timeline(subject, incident, open_incident, now)  # after its record, as the other kinds
+    return emitted
+
+
+PAGE_ONLY = (AlarmKind.DIVERGENCE, AlarmKind.SLOWDOWN)  # incidents Medic pages for and never acts on
+
+
+def _close_timeline(subject: AlarmSubject, incident: str, opened: dict[str, str], now: datetime) -> None:
+    """A divergence or slowdown incident's line when its alarm goes OK: the ALARM's state time, Medic's receipt."""
+    detected = _state_time(opened.get("opened_at"))
+    emit_incident(alarm_timeline(incident=incident, kind=subject.kind.value, fault=subject.fault.value,
+                                 cluster=subject.cluster.name, job=subject.job.name if subject.job else None,
+                                 fault_at=_state_time(opened.get("fault_at")) or detected, detected_at=detected,
+                                 resolved_at=now))
+
+
+def _state_time(text: str | None) -> datetime | None:
+    """An ISO 8601 time (CloudWatch's state timestamp, ``2026-11-21T03:18:00.000+0000``); None when unreadable."""
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
 
 
 def _progress(subject: AlarmSubject, since: datetime, until: datetime, deps: Deps,

@@ -26,8 +26,10 @@ from medic.domain.job_policy import (
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import job_page
 from medic.domain.policy import Page
+from medic.domain.timeline import job_timeline
 from medic.ledger.jobs import JobStore
 from medic.ledger.table import Table
+from medic.obs import emit_incident
 from medic.paging import page_incident
 from medic.records import complete, emit, rejected, short
 
@@ -68,7 +70,8 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
     base["incident"] = f"job:{lineage.root}"
 
     claimed = detail.TrainingJobStatus == "Failed"
-    if claimed and not JobStore(table).claim_job_failure(name, deps.now()):
+    received = deps.now()
+    if claimed and not JobStore(table).claim_job_failure(name, received):
         return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
                      "reason": f"This failure of {name} was already handled.", "attempt": lineage.restarts + 1})
     try:
@@ -79,7 +82,19 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
         raise
     if claimed:
         JobStore(table).finish_job_failure(name, deps.now())
+        if mode != "dry_run" and record["outcome"] in CLOSING_OUTCOMES:
+            restarted = record["outcome"] == Outcome.EXECUTED.value
+            # the lineage's root names the job across its restarts (its incident's name too)
+            emit_incident(job_timeline(incident=base["incident"], job=lineage.root, fault=record["fault"],
+                                       fault_at=event.time, detected_at=received,
+                                       restarted_at=deps.now() if restarted else None))
     return record
+
+
+# The failure's handling ends with these: a clone started (InProgress), or no restart and a human paged (gave up,
+# not retryable, suppressed, failed). A duplicate, an ignored status or a dry run closes nothing.
+CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
+                              Outcome.DEFERRED.value})
 
 
 def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: Any, tags: dict[str, str],

@@ -162,7 +162,8 @@ def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node
             break
         claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,
                           IN_FLIGHT if decision.executes else decision.outcome.value, decision.attempt, now,
-                          logical_id=node.logical_id if node else None)
+                          logical_id=node.logical_id if node else None,
+                          fault_at=event_time or now)  # a sweep's find: the fault was at most a sweep earlier
         event_claim = [RequestStore(table).claim_write(trigger, event_id, now)] if event_id else []
         if nodes.claim(claim, view.state, view.cluster_state, reboot=decision.action is Action.REBOOT_NODE,
                        also=event_claim):

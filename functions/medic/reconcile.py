@@ -49,9 +49,9 @@ from medic.node_remediation import (
     finish_node_decision,
     report_node_recovery_mismatch,
 )
-from medic.obs import cluster_gauges, count, logger
+from medic.obs import cluster_gauges, count, emit_incident, logger
 from medic.reconcile_pages import SweepPages
-from medic.reconcile_repairs import sweep_repairs
+from medic.reconcile_repairs import claim_timeline, sweep_repairs
 from medic.records import complete, rejected
 
 
@@ -207,6 +207,8 @@ class _Sweep:
         self.report["confirmed" if decision.resolution is Resolution.CONFIRMED else "gave_up"] += 1
         record = complete({**fields, "outcome": decision.outcome, "reason": decision.reason})
         self._record(record, page=decision.page, text=self._claim_page(record, claim))
+        if decision.resolution is Resolution.GIVE_UP:  # no repair came: the incident's line, a human owns it
+            emit_incident(claim_timeline(self.incident(claim.node_id), name, claim, None, None))
 
     def _claim_page(self, record: dict, claim: PendingClaim) -> PageText:
         return node_page(record, f"{claim.fault} (the fault Medic claimed a {claim.action} for)", self.deps.region)

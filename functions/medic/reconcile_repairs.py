@@ -7,7 +7,7 @@ ledger, ``repair#<cluster>``). Finished repairs are forgotten, so a later repair
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from medic.domain.models import Action, Fault, NodeInfo, Outcome
@@ -15,12 +15,15 @@ from medic.domain.reconcile import (
     FAILURE,
     MAX_REPAIR_WATCHES_PER_CLUSTER,
     RESERVE_SECONDS,
+    PendingClaim,
     repair_overdue,
     repair_since,
     repair_statuses,
     slow_repair_page,
     slow_repair_reason,
 )
+from medic.domain.timeline import node_timeline
+from medic.obs import emit_incident
 from medic.records import complete
 
 if TYPE_CHECKING:
@@ -50,7 +53,8 @@ def sweep_repairs(sweep: _Sweep, nodes: list[NodeInfo], acted: dict, acted_logic
             medic_at = acted.get(node.node_id) or (acted_logical.get(node.logical_id) if node.logical_id else None)
             medics = medic_at is not None and sweep.now - medic_at <= MEDIC_REPAIR_LINK
             since = repair_since(None, medic_at if medics else None, sweep.now)
-            sweep.node_store.watch_repair(name, node.node_id, node.status, since, medics)
+            origin = _origin(sweep, node, acted) if medics else None
+            sweep.node_store.watch_repair(name, node.node_id, node.status, since, medics, origin)
             writes += 1
             reported = False
         else:
@@ -74,5 +78,42 @@ def sweep_repairs(sweep: _Sweep, nodes: list[NodeInfo], acted: dict, acted_logic
         node = sweep.by_id.get(node_id)
         if node is None or node.status not in statuses:
             sweep.node_store.end_repair_watch(name, node_id)
+            if watch.medics and watch.origin and node is not None:  # gone: a replaced instance, its successor tells
+                _repair_timeline(sweep, watch.origin, node)
             if watch.reported:
                 sweep.page_store.release_page(f"{sweep.incident(node_id)}:repair")  # a later repair pages again
+
+
+def _origin(sweep: _Sweep, node: NodeInfo, acted: dict) -> str | None:
+    """The instance Medic acted on for this repair: the node itself (a reboot), else the replaced instance under
+    the same NodeLogicalId (one GetItem, once per repair)."""
+    if node.node_id in acted:
+        return node.node_id
+    return sweep.node_store.node_for_logical_id(sweep.cluster.name, node.logical_id) if node.logical_id else None
+
+
+def _repair_timeline(sweep: _Sweep, origin: str, node: NodeInfo) -> None:
+    """Medic's repair is over: its incident's line. Running again is the repair (and the end); Failure again is a
+    repair that did not come, for a human (nulls). A node that left the cluster, or went on to another status (a
+    deep health check), writes nothing: a replaced instance leaves (ShuttingDown, then gone) and its successor's
+    repair watch ends the incident. The sweep sees Running up to one sweep period (5 minutes) after HyperPod
+    finished: no API says when the status changed (DescribeClusterNode's LaunchTime is the instance's launch,
+    before its lifecycle scripts ran)."""
+    if node.status not in (RUNNING, FAILURE) or sweep.mode == "dry_run":  # a dry run acted on nothing
+        return
+    claim = sweep.node_store.node_claims(sweep.cluster.name, [origin]).get(origin)
+    if claim is None or claim.outcome == Outcome.DRY_RUN.value:
+        return
+    repaired = sweep.now if node.status == RUNNING else None
+    emit_incident(claim_timeline(sweep.incident(origin), sweep.cluster.name, claim, repaired, repaired))
+
+
+def claim_timeline(incident: str, cluster: str, claim: PendingClaim, repaired_at: datetime | None,
+                   resolved_at: datetime | None) -> dict:
+    """A node incident's line from Medic's claim (the fault, its time and receipt, the action)."""
+    return node_timeline(incident=incident, cluster=cluster, node_id=claim.node_id, fault=claim.fault,
+                         fault_at=claim.fault_at, detected_at=claim.detected_at or claim.acted_at,
+                         acted_at=claim.acted_at, repaired_at=repaired_at, resolved_at=resolved_at)
+
+
+RUNNING = "Running"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -40,7 +42,8 @@ class Operations(Construct):
     function and dead-letter queue (paging through Medic's topic), the dashboard, saved queries."""
 
     def __init__(self, scope: Construct, construct_id: str, *, topic: sns.ITopic, mode_parameter: str,
-                 functions: list[MedicFunction], dead_letter_queues: dict[str, sqs.IQueue]) -> None:
+                 functions: list[MedicFunction], dead_letter_queues: dict[str, sqs.IQueue],
+                 jobs: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
         page = actions.SnsAction(topic)
         self.health_alarms: list[cw.Alarm] = []
@@ -73,6 +76,7 @@ class Operations(Construct):
             logs.CfnQueryDefinition(self, f"Query{index}", name=f"Medic/{title}", query_string=query,
                                     log_group_names=[group.log_group_name for group in log_groups])
         self.dashboard = self._dashboard(functions, dead_letter_queues, log_groups, mode_parameter)
+        self._incident_widgets(self.dashboard, log_groups, jobs)
 
     def _let_alarms_publish(self, topic: sns.ITopic) -> None:
         """The topic's policy replaces SNS's default one (enforce_ssl writes a Deny-only policy), so CloudWatch
@@ -159,6 +163,48 @@ class Operations(Construct):
             records("Latest remediation records", f"{RECORD_FIELDS} | {RECORDS} | sort @timestamp desc | limit 50"),
         )
         return dashboard
+
+
+    @staticmethod
+    def _incident_widgets(dashboard: cw.Dashboard, log_groups: list[logs.ILogGroup], jobs: Sequence[str]) -> None:
+        """The incident timelines: each duration's p50/p99 (EMF, Medic/Incidents), the latest closed incidents, and a
+        goodput widget per watched job (``jobs:`` in the config) from its incident lines, as `medic report` counts it
+        without the probe: a day less each incident's downtime (to resumed, repaired or resolved; a slowdown costs
+        none) and its re-done work."""
+        names = [group.log_group_name for group in log_groups]
+        dashboard.add_widgets(*[
+            cw.GraphWidget(title=f"Incidents: {title} (s, p50 and p99)", width=8, height=6,
+                           left=[cw.MathExpression(
+                               expression=f"SEARCH('{{{INCIDENTS_NAMESPACE},cluster,kind,service}} "
+                                          f"MetricName=\"{metric}\"', '{stat}', 3600)",
+                               label=f"{stat}", period=Duration.hours(1)) for stat in ("p50", "p99")])
+            for metric, title in INCIDENT_DURATIONS.items()])
+        dashboard.add_widgets(cw.LogQueryWidget(
+            title="Closed incidents (timeline: seconds from the fault)", log_group_names=names, width=24, height=6,
+            query_string=f"{INCIDENT_FIELDS} | {INCIDENTS} | sort @timestamp desc | limit 50"))
+        widgets = [cw.LogQueryWidget(
+            title=f"Goodput of {job} (daily, % of the day; from its incidents)", log_group_names=names, width=12,
+            height=6, view=cw.LogQueryVisualizationType.LINE, query_string=goodput_query(job)) for job in jobs]
+        for start in range(0, len(widgets), 2):
+            dashboard.add_widgets(*widgets[start:start + 2])
+
+
+INCIDENTS_NAMESPACE = "Medic/Incidents"
+INCIDENTS = 'filter message = "incident"'
+INCIDENT_DURATIONS = {"time_to_detect_s": "time to detect", "time_to_repair_s": "time to repair",
+                      "total_s": "time to resolve"}
+INCIDENT_FIELDS = ("fields @timestamp, kind, cluster, job, node_id, fault, time_to_detect_s, time_to_act_s, "
+                   "time_to_repair_s, time_to_resume_s, total_s, lost_steps, lost_minutes, incident")
+
+
+def goodput_query(job: str) -> str:
+    """A day's goodput of one job from its incident lines: 100% less the downtime (fault to resumed, else repaired,
+    else resolved; a slowdown costs none) and the re-done work, per day (an incident counts on its closing day)."""
+    return (f'{INCIDENTS} and (job = "{job}" or incident = "job:{job}") and kind != "slowdown"'
+            " | fields coalesce(time_to_resume_s, time_to_repair_s, total_s, 0) + coalesce(lost_minutes, 0) * 60"
+            " as lost_s"
+            " | stats 100 - sum(lost_s) / 864 as goodput_pct, sum(lost_s) / 60 as lost_min, count(*) as incidents"
+            " by bin(1d)")
 
 
 def _medic_metric(name: str, period: Duration = FIVE_MINUTES) -> cw.Metric:

@@ -61,3 +61,20 @@ def test_the_dashboard_shows_outcomes_pages_incidents_latency_queues_mode_and_re
                   "Time from event to action", "Dead-letter queues", "Mode at the latest decisions",
                   "Latest remediation records", "errors and throttles"):
         assert title in body, title
+
+
+def test_the_dashboard_shows_incident_durations_p50_p99_closed_incidents_and_goodput_per_watched_job(raw):
+    # Given the stack synthesized from medic.yaml, which watches the job llama3-70b
+    (dashboard,) = resources(raw, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    # Then each incident duration is graphed as p50 and p99 from the EMF metrics (namespace Medic/Incidents)
+    for metric in ("time_to_detect_s", "time_to_repair_s", "total_s"):
+        assert f'{{Medic/Incidents,cluster,kind,service}} MetricName=\\\\\\"{metric}\\\\\\"' in body, metric
+    assert "'p50', 3600" in body and "'p99', 3600" in body
+    # ... the closed incidents' timelines are a table of the incident lines
+    assert "Closed incidents (timeline: seconds from the fault)" in body
+    assert 'filter message = \\\\\\"incident\\\\\\"' in body
+    # ... and the watched job has a goodput widget over its incidents' downtime and re-done work
+    assert "Goodput of llama3-70b (daily, % of the day; from its incidents)" in body
+    assert "coalesce(time_to_resume_s, time_to_repair_s, total_s, 0) + coalesce(lost_minutes, 0) * 60" in body
+    assert "100 - sum(lost_s) / 864 as goodput_pct" in body

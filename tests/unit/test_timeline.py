@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from medic.domain.timeline import DURATIONS, MOMENTS, Timeline, incident_line, lost_steps
+from medic.domain.timeline import (
+    DURATIONS,
+    MOMENTS,
+    Timeline,
+    alarm_timeline,
+    incident_line,
+    job_timeline,
+    lost_steps,
+    node_timeline,
+)
 
 FAULT = datetime(2026, 11, 21, 3, 5, tzinfo=UTC)
 
@@ -69,3 +78,58 @@ def test_lost_work_is_never_negative_and_needs_both_steps():
     assert lost_steps(1200, 1200) == 0
     assert lost_steps(1100, 1200) == 0  # a checkpoint reported after the last step seen: nothing lost
     assert lost_steps(None, 1200) is None and lost_steps(1440, None) is None
+
+
+# --- each kind of incident: which moments it has, and which never come
+
+
+def test_a_node_replaced_and_seen_running_again_is_repaired_and_resolved_at_that_sweep():
+    # Given a GPU fault at 03:05 received 2 s later, the replace call at once, the node Running at the 03:35 sweep
+    line = node_timeline(incident="node:c1:i-0abc", cluster="c1", node_id="i-0abc", fault="gpu_fatal",
+                         fault_at=FAULT, detected_at=at(2 / 60), acted_at=at(2 / 60), repaired_at=at(30),
+                         resolved_at=at(30))
+    # Then the repair is 30 minutes from the fault, and nothing about training is claimed (no probe on a node)
+    assert (line["kind"], line["node_id"], line["job"]) == ("node", "i-0abc", None)
+    assert (line["time_to_detect_s"], line["time_to_act_s"], line["time_to_repair_s"], line["total_s"]) == (
+        2, 2, 1800, 1800)
+    assert (line["resumed_at"], line["time_to_resume_s"], line["lost_steps"], line["lost_minutes"]) == (
+        None, None, None, None)
+
+
+def test_a_node_repair_that_never_came_leaves_repair_and_resolution_null():
+    # Given Medic's replace, and the node failed again (or gone, or the reconciler gave up on the claim)
+    line = node_timeline(incident="node:c1:i-0abc", cluster="c1", node_id="i-0abc", fault="gpu_fatal",
+                         fault_at=FAULT, detected_at=at(0), acted_at=at(0), repaired_at=None, resolved_at=None)
+    # Then the action is timed, the repair and the end are not
+    assert (line["time_to_act_s"], line["time_to_repair_s"], line["total_s"]) == (0, None, None)
+
+
+def test_a_training_job_restarted_is_repaired_when_its_clone_is_in_progress():
+    # Given a job failure at 02:40:12, received 30 s later, its clone started (InProgress) 2 s after that
+    line = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
+                        restarted_at=at(0.5) + timedelta(seconds=2))
+    # Then act, repair and the end are the clone's start; no probe step is claimed
+    assert (line["kind"], line["job"], line["cluster"]) == ("training_job", "ft", None)
+    assert (line["time_to_detect_s"], line["time_to_act_s"], line["time_to_repair_s"], line["total_s"]) == (
+        30, 32, 32, 32)
+    assert line["time_to_resume_s"] is None
+
+
+def test_a_training_job_medic_gave_up_on_has_only_its_detection():
+    # Given the restart budget spent (or a failure that is not retryable): no clone
+    line = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
+                        restarted_at=None)
+    # Then only the detection is timed: no action, no repair, not resolved (a human owns it)
+    assert line["time_to_detect_s"] == 30
+    assert all(line[key] is None for key in ("acted_at", "repaired_at", "resumed_at", "resolved_at",
+                                             "time_to_act_s", "time_to_repair_s", "time_to_resume_s", "total_s"))
+
+
+def test_a_page_only_alarm_incident_is_resolved_by_its_ok_with_no_action():
+    # Given a divergence alarm in ALARM at 03:03, received at 03:03:01, OK again at 03:40
+    line = alarm_timeline(incident="alarm:medic-divergence-llama", kind="divergence", fault="diverged",
+                          cluster="c1", job="llama", fault_at=FAULT, detected_at=at(1 / 60), resolved_at=at(35))
+    # Then detection and the end are timed; Medic acted on nothing, so act, repair and resume are null
+    assert (line["kind"], line["time_to_detect_s"], line["total_s"]) == ("divergence", 1, 2100)
+    assert (line["acted_at"], line["time_to_act_s"], line["time_to_repair_s"], line["time_to_resume_s"]) == (
+        None, None, None, None)

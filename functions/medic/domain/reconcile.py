@@ -116,6 +116,9 @@ class PendingClaim:
     attempt: int
     version: int
     retries: int = 0
+    # The incident's timeline: the health event's time (a sweep's for a node it found failed), Medic's receipt
+    fault_at: datetime | None = None
+    detected_at: datetime | None = None
 
     @property
     def pending(self) -> bool:
@@ -131,6 +134,7 @@ class RepairWatch:
     since: datetime
     reported: bool = False
     medics: bool = False  # Medic's own action started it (else HyperPod, or a person)
+    origin: str | None = None  # the instance Medic acted on (a replacement's old id): its claim holds the timeline
 
 
 class Resolution(StrEnum):

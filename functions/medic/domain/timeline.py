@@ -59,3 +59,33 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
         return None
     # A moment read off a one-minute metric can precede the fault's own stamp by less than a minute: never negative.
     return round(max(0.0, (end - start).total_seconds()), 3)
+
+
+def node_timeline(*, incident: str, cluster: str, node_id: str, fault: str, fault_at: datetime | None,
+                  detected_at: datetime | None, acted_at: datetime | None, repaired_at: datetime | None,
+                  resolved_at: datetime | None) -> dict:
+    """A node incident's line: the health event (fault_at), Medic's receipt of it and its reboot or replace call,
+    the node seen Running again by a reconciler sweep (repaired and resolved: no probe step is tied to a node).
+    ``node_id`` is the instance Medic acted on (a replacement runs under a new id, the incident keeps the old)."""
+    return incident_line(Timeline(incident=incident, kind="node", fault=fault, fault_at=fault_at,
+                                  detected_at=detected_at, cluster=cluster, node_id=node_id, acted_at=acted_at,
+                                  repaired_at=repaired_at, resolved_at=resolved_at))
+
+
+def job_timeline(*, incident: str, job: str, fault: str, fault_at: datetime | None, detected_at: datetime,
+                 restarted_at: datetime | None) -> dict:
+    """A training job's incident line, written when Medic's handling of the failure ends: with a restart, the
+    clone is InProgress as soon as CreateTrainingJob returns (repaired and resolved then: a later failure of the
+    clone is a new attempt of the same incident); without one (gave up, not retryable, suppressed, failed) the
+    action, the repair and the resolution are null: a human owns it."""
+    return incident_line(Timeline(incident=incident, kind="training_job", fault=fault, fault_at=fault_at,
+                                  detected_at=detected_at, job=job, acted_at=restarted_at,
+                                  repaired_at=restarted_at, resolved_at=restarted_at))
+
+
+def alarm_timeline(*, incident: str, kind: str, fault: str, cluster: str, job: str | None,
+                   fault_at: datetime | None, detected_at: datetime | None, resolved_at: datetime) -> dict:
+    """A page-only alarm incident's line (divergence, slowdown): the alarm's ALARM (fault_at), Medic's receipt of
+    it (detected_at), its OK (resolved_at); Medic acts on neither, so acted, repaired and resumed are null."""
+    return incident_line(Timeline(incident=incident, kind=kind, fault=fault, fault_at=fault_at,
+                                  detected_at=detected_at, cluster=cluster, job=job, resolved_at=resolved_at))

@@ -38,10 +38,15 @@ class IncidentStore:
         item = self.table.get(self._alarm_key(alarm))
         return {key: value["S"] for key, value in item.items() if "S" in value} if item else None
 
-    def open_alarm_incident(self, alarm: str, incident: str, now: datetime) -> None:
-        self.table.update(self._alarm_key(alarm),
-                          "SET incident = :i, opened_at = if_not_exists(opened_at, :now), expires_at = :exp",
-                          {":i": {"S": incident}, ":now": {"S": now.isoformat()}, ":exp": expires(now)})
+    def open_alarm_incident(self, alarm: str, incident: str, now: datetime, fault_at: datetime | None = None) -> None:
+        """The alarm's incident is open from its first ALARM: when Medic received it (opened_at) and when the alarm
+        went into ALARM (fault_at, the state's timestamp: the incident's timeline)."""
+        values = {":i": {"S": incident}, ":now": {"S": now.isoformat()}, ":exp": expires(now)}
+        update = "SET incident = :i, opened_at = if_not_exists(opened_at, :now), expires_at = :exp"
+        if fault_at is not None:
+            values[":fault"] = {"S": fault_at.isoformat()}
+            update += ", fault_at = if_not_exists(fault_at, :fault)"
+        self.table.update(self._alarm_key(alarm), update, values)
 
     def close_alarm_incident(self, alarm: str, incident: str) -> None:
         """OK after ALARM: the next ALARM is a new incident that may restart and page again."""

@@ -28,6 +28,7 @@ class NodeClaim:
     attempt: int
     at: datetime
     logical_id: str | None = None  # the node's NodeLogicalId: a replacement keeps it under a new instance id
+    fault_at: datetime | None = None  # the health event's time (the incident's timeline; at = its receipt)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ class NodeStore:
             node_item["last_reboot_at"] = {"S": last_reboot.isoformat()}
         if claim.logical_id:
             node_item["logical_id"] = {"S": claim.logical_id}
+        if claim.fault_at is not None:  # the incident's timeline, read when the repair ends (reconcile_repairs)
+            node_item["fault_at"] = {"S": claim.fault_at.isoformat()}
+            node_item["detected_at"] = {"S": claim.at.isoformat()}
         horizon = claim.at - timedelta(hours=CLUSTER_ACTION_HOURS)
         actions = [a for a in cluster.actions if a.at > horizon]  # bounded: only the last hours' actions
         actions.append(ClusterAction(claim.node_id, claim.action, claim.at, claim.logical_id))
@@ -181,18 +185,21 @@ class NodeStore:
             watches[item["sk"]["S"]] = RepairWatch(
                 node_id=item["sk"]["S"], status=item.get("status", {}).get("S", "Unknown"),
                 since=datetime.fromisoformat(item["since"]["S"]), reported="reported_at" in item,
-                medics=item.get("started_by", {}).get("S") == "medic")
+                medics=item.get("started_by", {}).get("S") == "medic", origin=item.get("origin", {}).get("S"))
         return watches
 
-    def watch_repair(self, cluster: str, node_id: str, status: str, since: datetime, medics: bool) -> None:
-        """Remember that the node is in repair, since when and who started it (the first write wins)."""
-        self.table.update(
-            self._repair_key(cluster, node_id),
-            "SET since = if_not_exists(since, :since), started_by = if_not_exists(started_by, :by), "
-            "#status = :status, expires_at = :exp",
-            {":since": {"S": since.isoformat()}, ":status": {"S": status},
-             ":by": {"S": "medic" if medics else "hyperpod"}, ":exp": expires(since)},
-            {"#status": "status"})
+    def watch_repair(self, cluster: str, node_id: str, status: str, since: datetime, medics: bool,
+                     origin: str | None = None) -> None:
+        """Remember that the node is in repair, since when and who started it (the first write wins), and the
+        instance Medic acted on when Medic did (a replacement's old id: its claim holds the incident's timeline)."""
+        values = {":since": {"S": since.isoformat()}, ":status": {"S": status},
+                  ":by": {"S": "medic" if medics else "hyperpod"}, ":exp": expires(since)}
+        update = ("SET since = if_not_exists(since, :since), started_by = if_not_exists(started_by, :by), "
+                  "#status = :status, expires_at = :exp")
+        if origin is not None:
+            values[":origin"] = {"S": origin}
+            update += ", origin = if_not_exists(origin, :origin)"
+        self.table.update(self._repair_key(cluster, node_id), update, values, {"#status": "status"})
 
     def repair_reported(self, cluster: str, node_id: str, now: datetime) -> None:
         self.table.update(self._repair_key(cluster, node_id), "SET reported_at = :now",
@@ -247,4 +254,9 @@ def _pending_claim(item: dict) -> PendingClaim:
         node_id=node_id, fault=item["fault"]["S"], action=item["action"]["S"], outcome=item["outcome"]["S"],
         acted_at=datetime.fromisoformat(item["acted_at"]["S"]), attempt=int(item["attempt"]["N"]),
         version=int(item["version"]["N"]), retries=int(item.get("retries", {}).get("N", "0")),
+        fault_at=_moment(item, "fault_at"), detected_at=_moment(item, "detected_at"),
     )
+
+
+def _moment(item: dict, name: str) -> datetime | None:
+    return datetime.fromisoformat(item[name]["S"]) if name in item else None
