@@ -147,6 +147,7 @@ class Moments:
     resumed_at: datetime | None = None  # the training job's first step after the restart
     paged_at: datetime | None = None  # Medic's first page
     pages: int = 0
+    paged: list[tuple[datetime, str]] = field(default_factory=list)  # (when, the paged record's fault)
     records: list[tuple[str, str, str, str]] = field(default_factory=list)  # (time, action, outcome, fault)
     incidents: list[dict] = field(default_factory=list)  # Medic's own incident lines
 
@@ -259,8 +260,9 @@ def _observe(lines: list[dict], seen: int, moments: Moments) -> int:
             moments.pages += 1
             stamp = (line.get("record") or {}).get("timestamp") or (moments.records[-1][0] if moments.records
                                                                       else None)
-            if moments.paged_at is None and stamp:
-                moments.paged_at = _at(stamp)
+            if stamp:
+                moments.paged_at = moments.paged_at or _at(stamp)
+                moments.paged.append((_at(stamp), str((line.get("record") or {}).get("fault") or "?")))
         elif line["kind"] == "incident":
             moments.incidents.append(line)
     return len(lines)
@@ -385,6 +387,8 @@ def replay_class(klass: str, lat: dict[str, float], *, template: dict | None = N
         result = run(lines, config_path, template=template, out=out.append)
     _observe(out, len(out), moments)
     return {**moments.seconds(), "pages": moments.pages, "errors": result.errors[:3],
+            "paged": [{"at_s": round((at - FAULT_AT).total_seconds(), 1), "fault": fault}
+                      for at, fault in moments.paged],
             "records": [list(record) for record in moments.records],
             "incidents": [{key: line.get(key) for key in ("incident_kind", "time_to_detect_s", "time_to_act_s",
                                                           "time_to_resume_s", "total_s", "resolved_at")}
@@ -497,8 +501,82 @@ def sources(result: dict) -> list[str]:
             for name, entry in result["latencies"].items()]
 
 
+def notes(result: dict) -> list[str]:
+    """What the table says, class by class, from the numbers (never a fixed text about them)."""
+    out: list[str] = []
+    classes, lat = result["classes"], {name: entry["seconds"] for name, entry in result["latencies"].items()}
+    for klass, entry in classes.items():
+        medic, own = entry["with_medic"], entry["without_medic"]
+        if medic.get("errors") and klass != "job_retryable":
+            out.append(f"**{entry['label']}: the replay reported errors**: {medic['errors'][0]}")
+        for page in medic.get("paged", []):
+            why = PAGE_REASONS.get(page["fault"], "")
+            out.append(f"{entry['label']}: Medic paged at {_min(page['at_s'])} min (`{page['fault']}`){why}.")
+        stall = next((line for line in medic.get("incidents", []) if line.get("incident_kind") == "stall"), None)
+        if stall and stall.get("time_to_resume_s") is not None and medic.get("resumed_s") is not None:
+            said, restarted = stall["time_to_resume_s"], medic["resumed_s"]
+            if abs(said - restarted) <= 60:
+                out.append(f"{entry['label']}: Medic's own incident line agrees: `time_to_resume_s` {said:g} s (from "
+                           f"the probe's last heartbeat, on one-minute metrics) for the {restarted:g} s above.")
+            else:
+                out.append(f"{entry['label']}: **Medic's own incident line disagrees**: `time_to_resume_s` {said:g} s "
+                           f"where the job's first step came at {restarted:g} s. Medic takes the first `Step` "
+                           "datapoint after its requeue as the first step; here that is the hung process's last flush "
+                           "(Heartbeat 0, its old step), published in the seconds between the requeue being queued "
+                           "and the agent killing the job. The verdict (resumed) is right, the timeline's resume "
+                           "moment is early: it should take the first minute with Heartbeat > 0.")
+        if medic.get("resumed_s") is not None and own.get("resumed_s") is not None:
+            gain = own["resumed_s"] - medic["resumed_s"]
+            verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
+                       f"Medic is {_min(-gain)} min slower" if gain <= -30 else "the same within a minute")
+            alternative = own.get("alternative")
+            extra = (f"; {alternative[0]}: {_min(alternative[1])} min, {_min(alternative[1] - medic['resumed_s'])} "
+                     "min more than with Medic" if alternative else "")
+            out.append(f"{entry['label']}: {verdict} ({_min(medic['resumed_s'])} against {_min(own['resumed_s'])} "
+                       f"min: {own['path'].split(';')[0]}{extra}).")
+    if "gpu_fatal" in classes and "gpu_reboot" in classes:
+        out.append("For node faults Medic matters where HyperPod's own path is off: a cluster with NodeRecovery "
+                   "`None` (HyperPod then only labels the node) or a job not started with `srun --auto-resume=1` "
+                   "(the alternative in the path column). With both on, HyperPod acts on the same detection without "
+                   "EventBridge and restarts the job itself; Medic resumes the job through its stall alarm's requeue.")
+    out.append(f"Medic's stall alarm fires `stall_minutes` (here {_job_setting('stall_minutes')}, "
+               f"`{result['config']}`) after the last step "
+               f"plus CloudWatch's evaluation: keep it below the NCCL watchdog's {lat['nccl_timeout_s'] / 60:g} "
+               "minutes, or the watchdog kills the hung job first and there is no running job left to requeue.")
+    return out
+
+
+def _job_setting(name: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(CONFIG.read_text())["jobs"][0][name]
+
+
+PAGE_REASONS = {
+    "no_progress": f" — the requeued job had not stepped within `recovery_minutes` ({_job_setting('recovery_minutes')}"
+                   ") because its node was still being replaced: a page with nothing to do. `recovery_minutes` longer "
+                   "than a replacement plus the job's start avoids it",
+    "capacity_shortfall": " — HyperPod's replacement found no capacity: the page names the node and the failure",
+}
+
+
 def render(result: dict) -> str:
-    return "\n".join([table(result), "", *(f"- {line}" for line in sources(result))])
+    return "\n".join([table(result), "", *(f"- {line}" for line in notes(result)), "",
+                      "Latencies (seconds; `documented` or `assumption`, with the source):", "",
+                      *(f"- {line}" for line in sources(result))])
+
+
+def block(result: dict) -> str:
+    """The README's recovery section (between its own markers): the table, what it says, every latency's source."""
+    return "\n".join([
+        "Fault → training resumed, per failure class (minutes from the fault). **With Medic** is a replay through "
+        "`sim` with the latencies below (the node event's delivery, the emulated reboot and replacement, the "
+        "alarms, the Slurm agent's requeue, the job's restart), read off the records; **without Medic** is "
+        "HyperPod's or SageMaker's documented path with the same latencies. Detect · act · repaired: Medic's first "
+        "record, its action, the node `Running` again (or the job requeued, the clone created).", "",
+        render(result), "",
+        "Reproduce: `python -m bench.recovery` (about a minute), or `--<latency> <seconds>` to replay with another "
+        "number, e.g. `python -m bench.recovery --replace-s 3600`; `make bench` rewrites this section."])
 
 
 if __name__ == "__main__":
