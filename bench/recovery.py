@@ -496,6 +496,21 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+# Where the without-Medic paths come from.
+PATH_SOURCES = (
+    "HyperPod's automatic node recovery and Slurm auto-resume: \"If set to `Automatic`, SageMaker HyperPod reboots "
+    "or replaces faulty nodes automatically ... By default, the clusters are set up with Automatic node recovery\"; "
+    "with `None`, \"the health monitoring agent will label the instances when a fault is detected, but it will not "
+    "automatically initiate any repair\"; auto-resume (`srun --auto-resume=1`) \"restarts the job after the faulty "
+    "nodes are replaced\" "
+    "(docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-auto-resume.html).",
+    "SageMaker's own retry: `RetryStrategy` is \"the retry strategy to use when a training job fails due to an "
+    "`InternalServerError`\" (docs.aws.amazon.com/sagemaker/latest/APIReference/API_RetryStrategy.html): another "
+    "retryable reason (here an NCCL error) is not retried; a job that failed with `InternalServerError` and set a "
+    "`RetryStrategy` needs no Medic.",
+)
+
+
 def sources(result: dict) -> list[str]:
     return [f"`{name}` = {entry['seconds']:g} s ({entry['kind']}): {entry['what']}. {entry['source']}"
             for name, entry in result["latencies"].items()]
@@ -530,10 +545,10 @@ def notes(result: dict) -> list[str]:
             verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
                        f"Medic is {_min(-gain)} min slower" if gain <= -30 else "the same within a minute")
             alternative = own.get("alternative")
-            extra = (f"; {alternative[0]}: {_min(alternative[1])} min, {_min(alternative[1] - medic['resumed_s'])} "
-                     "min more than with Medic" if alternative else "")
-            out.append(f"{entry['label']}: {verdict} ({_min(medic['resumed_s'])} against {_min(own['resumed_s'])} "
-                       f"min: {own['path'].split(';')[0]}{extra}).")
+            extra = (f". {alternative[0][0].upper()}{alternative[0][1:]}: {_min(alternative[1])} min "
+                     f"({_min(alternative[1] - medic['resumed_s'])} min more than with Medic)" if alternative else "")
+            out.append(f"{entry['label']}: {_min(medic['resumed_s'])} min with Medic, {_min(own['resumed_s'])} min "
+                       f"without ({own['path'].split(';')[0]}): {verdict}{extra}.")
     if "gpu_fatal" in classes and "gpu_reboot" in classes:
         out.append("For node faults Medic matters where HyperPod's own path is off: a cluster with NodeRecovery "
                    "`None` (HyperPod then only labels the node) or a job not started with `srun --auto-resume=1` "
@@ -563,7 +578,8 @@ PAGE_REASONS = {
 def render(result: dict) -> str:
     return "\n".join([table(result), "", *(f"- {line}" for line in notes(result)), "",
                       "Latencies (seconds; `documented` or `assumption`, with the source):", "",
-                      *(f"- {line}" for line in sources(result))])
+                      *(f"- {line}" for line in sources(result)), "", "The paths without Medic:", "",
+                      *(f"- {line}" for line in PATH_SOURCES)])
 
 
 def block(result: dict) -> str:
