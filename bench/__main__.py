@@ -38,9 +38,9 @@ BENCHMARKS = {
     "prepare": (None, 150, []),
     "warm": ("bench.warm", 200, ["--node-events", "6", "--job-events", "2", "--calls", "2000", "--repeats", "2",
                                  "--storm-events", "7"]),
+    "recovery": ("bench.recovery", 300, []),  # replays of a few simulated hours: the same work quick or not
     "storm": ("bench.storm", 1200, ["--events", "40", "--clusters", "2"]),
     "synth": ("bench.synth", 300, ["--repeats", "1", "--budget-s", "1"]),
-    "recovery": ("bench.recovery", 300, []),  # replays of a few simulated hours: the same work quick or not
 }
 
 

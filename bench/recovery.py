@@ -535,11 +535,14 @@ def notes(result: dict) -> list[str]:
                            f"the probe's last heartbeat, on one-minute metrics) for the {restarted:g} s above.")
             else:
                 out.append(f"{entry['label']}: **Medic's own incident line disagrees**: `time_to_resume_s` {said:g} s "
-                           f"where the job's first step came at {restarted:g} s. Medic takes the first `Step` "
-                           "datapoint after its requeue as the first step; here that is the hung process's last flush "
-                           "(Heartbeat 0, its old step), published in the seconds between the requeue being queued "
-                           "and the agent killing the job. The verdict (resumed) is right, the timeline's resume "
-                           "moment is early: it should take the first minute with Heartbeat > 0.")
+                           f"where the job's first step came at {restarted:g} s. Medic takes the first minute with a "
+                           "`Step` datapoint after its requeue as the first step; here that is the hung process's last "
+                           "flush (Heartbeat 0, its old step), published after the requeue was queued and before the "
+                           "agent's `scontrol requeue` killed the job. The verdict (resumed, on later steps) is right; "
+                           "the timeline's resume moment is early: it should be the first minute with Heartbeat > 0. "
+                           "(In the replay the probe flushes on the minute, as the alarm evaluates, so the flush "
+                           "always falls in that window; in AWS the window is the agent's few seconds to pick the "
+                           "command up.)")
         if medic.get("resumed_s") is not None and own.get("resumed_s") is not None:
             gain = own["resumed_s"] - medic["resumed_s"]
             verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
@@ -554,6 +557,12 @@ def notes(result: dict) -> list[str]:
                    "`None` (HyperPod then only labels the node) or a job not started with `srun --auto-resume=1` "
                    "(the alternative in the path column). With both on, HyperPod acts on the same detection without "
                    "EventBridge and restarts the job itself; Medic resumes the job through its stall alarm's requeue.")
+    out.append("The stall alarm is not a latency input: `sim/alarms.py` evaluates the template's alarm once a "
+               "minute as CloudWatch documents it (one-minute periods, `EvaluationPeriods` = `DatapointsToAlarm` = "
+               "`stall_minutes`, missing data breaching); a hung process still publishes Heartbeat 0, a dead one "
+               "nothing, and CloudWatch's treatment of the missing minutes puts the crash's alarm later than the "
+               "hang's. CloudWatch's ingestion delay is not modelled (sim/README.md, *Alarms*): it would add seconds "
+               "to Medic's detection of a hang or a crash.")
     out.append(f"Medic's stall alarm fires `stall_minutes` (here {_job_setting('stall_minutes')}, "
                f"`{result['config']}`) after the last step "
                f"plus CloudWatch's evaluation: keep it below the NCCL watchdog's {lat['nccl_timeout_s'] / 60:g} "
