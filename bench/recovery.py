@@ -409,29 +409,33 @@ def without_medic(klass: str, lat: dict[str, float]) -> dict:
                         "node itself; `srun --auto-resume=1` restarts the job once it is back",
                 "detect_s": detect, "act_s": detect, "repaired_s": detect + repair,
                 "resumed_s": detect + repair + lat["job_start_s"],
-                "alternative": ("without auto-resume, an operator requeues it",
-                                max(detect + repair, lat["operator_unpaged_s"]) + lat["slurm_requeue_s"]
-                                + lat["job_start_s"])}
+                "alternatives": [
+                    ("without auto-resume, an operator requeues the job",
+                     max(detect + repair, lat["operator_unpaged_s"]) + lat["slurm_requeue_s"] + lat["job_start_s"]),
+                    # Medic acts on clusters whose NodeRecovery is None: there HyperPod only labels the node
+                    ("with NodeRecovery None (the clusters Medic acts on), an operator repairs the node and requeues "
+                     "the job", max(detect, lat["operator_unpaged_s"]) + repair + lat["slurm_requeue_s"]
+                     + lat["job_start_s"])]}
     if klass == "hang":
         killed = lat["nccl_timeout_s"]
         return {"path": "the NCCL watchdog aborts the job after its timeout; `srun --auto-resume=1` checks the nodes "
                         "and restarts it",
                 "detect_s": killed, "act_s": killed, "repaired_s": killed + lat["auto_resume_checks_s"],
                 "resumed_s": killed + lat["auto_resume_checks_s"] + lat["job_start_s"],
-                "alternative": ("without auto-resume, an operator resubmits it",
-                                killed + lat["operator_unpaged_s"] + lat["slurm_requeue_s"] + lat["job_start_s"])}
+                "alternatives": [("without auto-resume, an operator resubmits the job",
+                                  killed + lat["operator_unpaged_s"] + lat["slurm_requeue_s"] + lat["job_start_s"])]}
     if klass == "job_retryable":
         human = lat["operator_unpaged_s"]
         return {"path": "SageMaker retries only `InternalServerError` (RetryStrategy); an operator notices the "
                         "failed job and starts it again from its checkpoint",
                 "detect_s": human, "act_s": human, "repaired_s": human, "resumed_s": human + lat["sagemaker_start_s"],
-                "alternative": None}
+                "alternatives": []}
     if klass == "capacity":
         failed = detect + lat["capacity_failure_s"]
         return {"path": "HyperPod's automatic replacement fails for capacity and nobody is paged; an operator "
                         "finds the node still failed",
                 "detect_s": detect, "act_s": detect, "repaired_s": None, "resumed_s": None,
-                "human_s": failed + lat["operator_unpaged_s"], "alternative": None}
+                "human_s": failed + lat["operator_unpaged_s"], "alternatives": []}
     raise ValueError(f"unknown class {klass!r}")
 
 
@@ -489,8 +493,8 @@ def table(result: dict) -> str:
         medic, own = entry["with_medic"], entry["without_medic"]
         pages = f" ({medic['pages']} page{'s' if medic['pages'] != 1 else ''})" if medic.get("pages") else ""
         path = own["path"]
-        if own.get("alternative"):
-            path += f"; {own['alternative'][0]}: {_min(own['alternative'][1])} min"
+        for what, seconds in own.get("alternatives", []):
+            path += f"; {what}: {_min(seconds)} min"
         lines.append(f"| {entry['label']} | {_components(medic)} | {_total(medic)}{pages} | {_components(own)} | "
                      f"{_total(own)} | {path} |")
     return "\n".join(lines)
@@ -547,15 +551,15 @@ def notes(result: dict) -> list[str]:
             gain = own["resumed_s"] - medic["resumed_s"]
             verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
                        f"Medic is {_min(-gain)} min slower" if gain <= -30 else "the same within a minute")
-            alternative = own.get("alternative")
-            extra = (f". {alternative[0][0].upper()}{alternative[0][1:]}: {_min(alternative[1])} min "
-                     f"({_min(alternative[1] - medic['resumed_s'])} min more than with Medic)" if alternative else "")
+            extra = "".join(f". {what[0].upper()}{what[1:]}: {_min(seconds)} min "
+                            f"({_min(seconds - medic['resumed_s'])} min more than with Medic)"
+                            for what, seconds in own.get("alternatives", []))
             out.append(f"{entry['label']}: {_min(medic['resumed_s'])} min with Medic, {_min(own['resumed_s'])} min "
                        f"without ({own['path'].split(';')[0]}): {verdict}{extra}.")
     if "gpu_fatal" in classes and "gpu_reboot" in classes:
         out.append("For node faults Medic matters where HyperPod's own path is off: a cluster with NodeRecovery "
                    "`None` (HyperPod then only labels the node) or a job not started with `srun --auto-resume=1` "
-                   "(the alternative in the path column). With both on, HyperPod acts on the same detection without "
+                   "(the alternatives in the path column). With both on, HyperPod acts on the same detection without "
                    "EventBridge and restarts the job itself; Medic resumes the job through its stall alarm's requeue.")
     out.append("The stall alarm is not a latency input: `sim/alarms.py` evaluates the template's alarm once a "
                "minute as CloudWatch documents it (one-minute periods, `EvaluationPeriods` = `DatapointsToAlarm` = "
