@@ -8,7 +8,8 @@ handlers, the emulated alarms, the real Slurm agent), with the clock set from th
 event is delivered ``hma_detect_s + eventbridge_delivery_s`` after the fault, the emulated reboot and
 replacement last ``reboot_s`` and ``replace_s`` (``sim.hyperpod.REPAIR``, set for the run), the training job's
 own behaviour (the emulator has none) follows what the replay did: a job Medic requeued is eligible again
-``slurm_requeue_s`` after the requeue, runs once its node is ``Running`` again, and its first step comes
+``slurm_requeue_s`` after the requeue, runs once its node is ``Running`` again (no spare node: it waits for
+its own), and its first step comes
 ``job_start_s`` after it starts; a training job Medic recreated runs ``sagemaker_start_s`` after the
 ``CreateTrainingJob``. Detect, act, repaired and resumed are then read off the replay's records (their
 timestamps), the emulated HyperPod (when a repair finished) and the job model's restart.
@@ -200,8 +201,8 @@ class SlurmJob:
     """The Slurm training job's behaviour around the replay (the emulator has none): running, hung or dead after
     the fault; requeued by Medic; started once eligible and its node is Running; first step ``job_start_s`` later."""
 
-    def __init__(self, klass: str, lat: dict[str, float]) -> None:
-        self.klass, self.lat = klass, lat
+    def __init__(self, klass: str) -> None:
+        self.klass = klass
         self.state = "running"
         self.requeued_at: datetime | None = None
         self.start_at: datetime | None = None  # the scheduled first step after the restart
@@ -271,7 +272,7 @@ def _observe(lines: list[dict], seen: int, moments: Moments) -> int:
 def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict], moments: Moments) -> Iterator[str]:
     """The replay's input, decided as it goes: the job before the fault, the fault, the node event, then minute by
     minute the job's behaviour given what Medic did (the requeue) and the emulated node (its repair)."""
-    job = SlurmJob(klass, lat)
+    job = SlurmJob(klass)
     start = FAULT_AT - WARMUP
     yield _advance(start)
     yield _line({"slurm_job": {"cluster": CLUSTER, "id": SLURM_ID, "name": JOB}})
@@ -285,7 +286,7 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
     if node_fault:
         pending.append((FAULT_AT + timedelta(seconds=lat["hma_detect_s"] + lat["eventbridge_delivery_s"]), "node"))
     node_down = node_fault is not None
-    seen, repairs = 0, {}
+    seen, capacity_sent = 0, False
     while now < FAULT_AT + HORIZON:
         tick = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
         due = min([tick, *(when for when, _ in pending)])
@@ -314,9 +315,8 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
         elif now == tick and now != FAULT_AT:
             yield from job.minute()
         seen = _observe(out, seen, moments)
-        if klass == "capacity" and moments.acted_at and not any(what == "capacity" for _, what in pending) \
-                and not box.get("capacity_sent"):
-            box["capacity_sent"] = True
+        if klass == "capacity" and moments.acted_at and not capacity_sent:
+            capacity_sent = True
             pending.append((moments.acted_at + timedelta(seconds=lat["capacity_failure_s"]), "capacity"))
         if job.requeued_at is None:
             requeued = next((_at(r[0]) for r in moments.records if r[1] == "requeue_job" and r[2] == "executed"),
