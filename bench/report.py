@@ -12,6 +12,9 @@ from typing import Any
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 HEADING = "## Benchmarks"
+# The recovery model (bench/recovery.py) has its own block: its numbers do not depend on the machine.
+RECOVERY_START, RECOVERY_END = "<!-- bench:recovery:start -->", "<!-- bench:recovery:end -->"
+RECOVERY_HEADING = "### Recovery time per failure class"
 ANCHOR = "## Development"
 
 # Where import time goes, by top-level package (python -X importtime), grouped by cause.
@@ -403,20 +406,21 @@ def block(results: dict) -> str:
     took = f"this run took {total / 60:.0f} min" if isinstance(total, int | float) else "it takes about 15 minutes"
     parts += ["", f"Reproduce: `make bench` ({took}, most of it the 10,000-event storm; `python -m bench --only warm` "
               "prints the calls per replacement and per suppressed storm event in about a minute; `python -m "
-              "bench.<name>` runs one: `cold_start`, `warm`, `storm --events N`, `synth`; `python "
+              "bench.<name>` runs one: `cold_start`, `warm`, `storm --events N`, `synth`, `recovery` (the recovery "
+              "table below); `python "
               "bench/probe_overhead.py`). Raw numbers: `build/bench/results.json`."]
     return "\n".join(parts)
 
 
-def update_readme(path: Path, content: str) -> bool:
+def update_readme(path: Path, content: str, *, start: str = START, end: str = END, heading: str = HEADING) -> bool:
     """Write ``content`` between the markers; True when the file changed."""
     text = path.read_text()
-    wrapped = f"{START}\n{content.rstrip()}\n{END}"
-    if START in text and END in text:
-        pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
+    wrapped = f"{start}\n{content.rstrip()}\n{end}"
+    if start in text and end in text:
+        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
         new = pattern.sub(lambda _: wrapped, text, count=1)
     else:
-        section = f"{HEADING}\n\n{wrapped}\n\n"
+        section = f"{heading}\n\n{wrapped}\n\n"
         anchor = re.search(rf"^{re.escape(ANCHOR)}\s*$", text, re.MULTILINE)
         if anchor:
             new = text[:anchor.start()] + section + text[anchor.start():]

@@ -105,7 +105,7 @@ def test_the_table_renders_results_and_errors():
     text = report.block(results)
     assert "| Cold start: `medic.handlers.node_health` |" in text and "2.00×" in text
     assert "error: boom" in text and "gap" in text
-    assert set(BENCHMARKS) == {"cold_start", "prepare", "warm", "storm", "probe", "synth"}
+    assert set(BENCHMARKS) == {"cold_start", "prepare", "warm", "storm", "probe", "synth", "recovery"}
 
 
 def test_module_cli_passes_numbers_and_prints_json(capsys):

@@ -1,0 +1,617 @@
+"""Recovery time per failure class: fault -> training resumed, with Medic (replayed) and without it.
+
+    python -m bench.recovery                          # every class, the table
+    python -m bench.recovery --replace-s 3600         # any latency below, in seconds (``--<name>``)
+
+**With Medic** is measured, not summed: each class is a replay through ``sim`` (the synthesized stack, the real
+handlers, the emulated alarms, the real Slurm agent), with the clock set from the latencies below: the node
+event is delivered ``hma_detect_s + eventbridge_delivery_s`` after the fault, the emulated reboot and
+replacement last ``reboot_s`` and ``replace_s`` (``sim.hyperpod.REPAIR``, set for the run), the training job's
+own behaviour (the emulator has none) follows what the replay did: a job Medic requeued is eligible again
+``slurm_requeue_s`` after the requeue, runs once its node is ``Running`` again (no spare node: it waits for
+its own), and its first step comes
+``job_start_s`` after it starts; a training job Medic recreated runs ``sagemaker_start_s`` after the
+``CreateTrainingJob``. Detect, act, repaired and resumed are then read off the replay's records (their
+timestamps), the emulated HyperPod (when a repair finished) and the job model's restart.
+
+**Without Medic** has nothing to replay: it is the documented path of HyperPod or SageMaker with the same
+latencies (HyperPod's automatic node recovery and Slurm auto-resume where they apply; SageMaker's own
+``RetryStrategy``, which retries ``InternalServerError`` only; an operator where nothing else acts).
+
+Every latency carries its source; ``kind`` says whether AWS (or PyTorch) documents the number or it is an
+assumption, stated with its reasoning. Change one with ``--<name> <seconds>`` and the with-Medic column is
+replayed again with it (``tests/bench/test_recovery.py`` checks that it moves).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from bench.common import ROOT, cli
+
+# The bench's own Medic config: the demo's (`sim/scenarios/demo.medic.yaml`), with the stall alarm at 5 minutes so
+# that Medic requeues a hung job before PyTorch's NCCL watchdog (10 minutes, below) kills it: with the demo's 10
+# minutes the alarm fires ~13 minutes after the last step, the job has already failed and `squeue` no longer lists
+# it, so there is nothing to requeue. `stall_minutes` below `nccl_timeout_s` is the setting this bench recommends.
+CONFIG = ROOT / "bench" / "recovery.medic.yaml"
+CLUSTER, JOB, SLURM_ID = "pretrain-slurm", "llama3-70b", 4211
+TRAINING_JOB = "ft-mistral-7b-0042"
+FAULT_AT = datetime(2026, 11, 21, 3, 0, 0, tzinfo=UTC)  # the last training step before the fault
+WARMUP = timedelta(minutes=10)  # the replay starts here before the fault: the alarms' first evaluation sets state
+HORIZON = timedelta(hours=4)  # a replay stops here whatever happened
+AFTER_RESUME = timedelta(minutes=8)  # time left after the first step for Medic's proof-of-recovery check
+STEPS_PER_MINUTE, LAST_STEP, CHECKPOINT_STEP = 40, 1240, 1200
+# A retryable reason SageMaker's RetryStrategy does not retry (it covers InternalServerError only): a collective
+# failure, which Medic's default rules call `collective_timeout` (retryable).
+NCCL_FAILURE = ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"torch.distributed."
+                "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a "
+                "network error, NCCL version 2.21.5\nncclRemoteError: Connection reset by peer\"")
+
+
+@dataclass(frozen=True)
+class Latency:
+    seconds: float
+    kind: str  # documented | assumption
+    what: str
+    source: str
+
+
+# Each latency: what it is, its number, and where the number comes from (or why it is assumed).
+LATENCIES: dict[str, Latency] = {
+    "hma_detect_s": Latency(
+        60, "assumption", "HyperPod's health-monitoring agent: the fault to the node marked unhealthy",
+        "AWS says HMA \"continuously monitors the health status of each GPU-based or Trainium-based instance\" and "
+        "gives no detection time (docs.aws.amazon.com/sagemaker/latest/dg/"
+        "sagemaker-hyperpod-eks-resiliency-health-monitoring-agent.html). Assumed: one minute (XID errors reach the "
+        "kernel log at once; DCGM policy checks poll). The same in both columns: HyperPod's own recovery starts "
+        "from the same detection."),
+    "eventbridge_delivery_s": Latency(
+        5, "assumption", "the node-health or training-job event from the service to Medic's Lambda",
+        "AWS: EventBridge delivers events \"in near-real-time\" (aws.amazon.com/eventbridge/faqs/) and documents no "
+        "number; AWS service events are \"best effort\" or \"durable\" (docs.aws.amazon.com/eventbridge/latest/"
+        "userguide/eb-service-event-delivery-level.html). Assumed: 5 s, Lambda's start included."),
+    "reboot_s": Latency(
+        600, "assumption", "a HyperPod node reboot: BatchRebootClusterNodes to the node Running again",
+        "AWS documents no duration for a reboot (API reference: BatchRebootClusterNodes). Assumed: 10 minutes "
+        "for a p5 (firmware POST of 8 GPUs and EFA, the AMI's boot, HyperPod's health checks): sim's default."),
+    "replace_s": Latency(
+        1800, "assumption", "a HyperPod node replacement: BatchReplaceClusterNodes to the new node Running",
+        "AWS documents no duration (API reference: BatchReplaceClusterNodes \"terminates the specified instances "
+        "and provisions new replacement instances\"). Assumed: 30 minutes (a new instance, the lifecycle scripts, "
+        "joining Slurm): sim's default."),
+    "capacity_failure_s": Latency(
+        300, "assumption", "a replacement to HyperPod's cluster event that it failed for capacity",
+        "AWS documents the event (\"We currently do not have sufficient capacity to launch new ml.p5.48xlarge "
+        "instances\", tests/fixtures/events/hyperpod-cluster-event-error.json) but not when it comes. Assumed: 5 "
+        "minutes (EC2 refuses a launch at once; HyperPod retries before it reports)."),
+    "slurm_requeue_s": Latency(
+        120, "assumption", "a requeued Slurm job: `scontrol requeue` to eligible to start again",
+        "Slurm holds a requeued job before it may start again (SchedulerParameters requeue_delay; SchedMD's own "
+        "tests lower it \"to make this test faster\"); its default is not verified here. Assumed: 2 minutes."),
+    "job_start_s": Latency(
+        300, "assumption", "a Slurm training job: start to its first step (environment, NCCL init, checkpoint load)",
+        "Workload-specific; assumed 5 minutes for a 70B model's sharded checkpoint. The same in both columns."),
+    "sagemaker_start_s": Latency(
+        480, "assumption", "a SageMaker training job: CreateTrainingJob to its first step",
+        "SageMaker documents the stages (Starting, Downloading, Training: DescribeTrainingJob's SecondaryStatus) "
+        "but no durations. Assumed: 8 minutes (instances, image pull, data download, checkpoint load). The same "
+        "in both columns."),
+    "nccl_timeout_s": Latency(
+        600, "documented", "PyTorch's NCCL watchdog: a collective hung this long aborts the process",
+        "torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: `kProcessGroupNCCLDefaultTimeout = "
+        "std::chrono::milliseconds(10 * 60 * 1000)` (github.com/pytorch/pytorch), `init_process_group`'s "
+        "default for NCCL (\"10 minutes for NCCL\")."),
+    "auto_resume_checks_s": Latency(
+        120, "assumption", "HyperPod Slurm auto-resume: the job step failed to it restarted (no node to replace)",
+        "AWS: with `srun --auto-resume=1`, \"if a job fails due to a hardware failure or any transient issues "
+        "in-between training, SageMaker HyperPod auto-resume starts the node replacement workflow and restarts the "
+        "job after the faulty nodes are replaced\", running hardware checks whenever a job fails "
+        "(docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-auto-resume.html); no "
+        "duration given. Assumed: 2 minutes of checks."),
+    "operator_paged_s": Latency(
+        900, "assumption", "a paged on-call engineer: the page to their fix under way",
+        "An assumption (acknowledge, read the page, act), not a measurement: 15 minutes."),
+    "operator_unpaged_s": Latency(
+        3600, "assumption", "nobody paged: the failure to someone noticing and acting",
+        "An assumption, not a measurement: one hour (the next look at a dashboard or the job's output; at night, "
+        "the next morning)."),
+}
+
+
+def latencies(**overrides: float) -> dict[str, float]:
+    unknown = set(overrides) - set(LATENCIES)
+    if unknown:
+        raise ValueError(f"unknown latency: {', '.join(sorted(unknown))} (known: {', '.join(LATENCIES)})")
+    return {name: float(overrides.get(name, entry.seconds)) for name, entry in LATENCIES.items()}
+
+
+# the replay ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Moments:
+    """When each thing happened in a replay (None: it did not)."""
+
+    fault_at: datetime
+    detected_at: datetime | None = None  # Medic's first record of the incident
+    acted_at: datetime | None = None  # Medic's action: the node call, the requeue queued, the clone created
+    repaired_at: datetime | None = None  # node Running again, job requeued, clone InProgress
+    resumed_at: datetime | None = None  # the training job's first step after the restart
+    paged_at: datetime | None = None  # Medic's first page
+    pages: int = 0
+    paged: list[tuple[datetime, str]] = field(default_factory=list)  # (when, the paged record's fault)
+    records: list[tuple[str, str, str, str]] = field(default_factory=list)  # (time, action, outcome, fault)
+    incidents: list[dict] = field(default_factory=list)  # Medic's own incident lines
+
+    def seconds(self) -> dict[str, float | None]:
+        def since(moment: datetime | None) -> float | None:
+            return None if moment is None else round((moment - self.fault_at).total_seconds(), 1)
+
+        return {"detect_s": since(self.detected_at), "act_s": since(self.acted_at),
+                "repaired_s": since(self.repaired_at), "resumed_s": since(self.resumed_at),
+                "paged_s": since(self.paged_at)}
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _line(directive: dict) -> str:
+    return json.dumps({"sim": directive})
+
+
+def _advance(when: datetime) -> str:
+    return _line({"advance": when.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
+
+def _probe(**published: Any) -> str:
+    return _line({"probe": {"job": JOB, **published}})
+
+
+def _node_event(at: datetime, fault: str) -> str:
+    from sim.scenarios.generate import NODE, event
+
+    return json.dumps(event(NODE, at, fault))
+
+
+def _capacity_event(at: datetime, instance_id: str, logical_id: str) -> str:
+    """HyperPod's cluster event for a replacement that found no capacity (the shape of AWS's sample)."""
+    sample = json.loads((ROOT / "tests" / "fixtures" / "events" / "hyperpod-cluster-event-error.json").read_text())
+    sample = copy.deepcopy(sample)
+    sample["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-bench/capacity/{at.isoformat()}"))
+    sample["time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    details = sample["detail"]["EventDetails"]
+    details["EventId"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-bench/capacity-event/{at.isoformat()}"))
+    details["InstanceId"] = instance_id
+    details["EventTime"] = int(at.timestamp() * 1000)
+    details["EventDetails"]["EventMetadata"]["Instance"]["NodeLogicalId"] = logical_id
+    return json.dumps(sample)
+
+
+class SlurmJob:
+    """The Slurm training job's behaviour around the replay (the emulator has none): running, hung or dead after
+    the fault; requeued by Medic; started once eligible and its node is Running; first step ``job_start_s`` later."""
+
+    def __init__(self, klass: str) -> None:
+        self.klass = klass
+        self.state = "running"
+        self.requeued_at: datetime | None = None
+        self.start_at: datetime | None = None  # the scheduled first step after the restart
+        self.resumed_at: datetime | None = None
+
+    def after_fault(self) -> None:
+        self.state = "hung" if self.klass == "hang" else "dead"
+
+    def minute(self) -> list[str]:
+        """What the probe publishes at a whole minute: progress while running, a live process with no progress
+        while hung (its background thread still publishes), nothing from a dead process."""
+        if self.state == "running":
+            return [_probe(steps=STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0)]
+        if self.state == "hung":
+            return [_probe(steps=0)]
+        return []
+
+
+def _world_capture() -> tuple[dict, Any]:
+    """World.__enter__ wrapped: the driver reads the emulated HyperPod (a repair finished, a replacement's id)."""
+    from sim.world import World
+
+    box: dict = {}
+    original = World.__enter__
+
+    def enter(self: Any) -> Any:
+        box["world"] = self
+        return original(self)
+
+    return box, mock.patch.object(World, "__enter__", enter)
+
+
+@contextlib.contextmanager
+def _repair_durations(lat: dict[str, float]) -> Iterator[None]:
+    """The emulated repairs last what the latencies say (sim's `REPAIR` knob, set for this replay only)."""
+    from sim import hyperpod
+
+    durations = {"reboot": (hyperpod.REPAIR["reboot"][0], timedelta(seconds=lat["reboot_s"])),
+                 "replace": (hyperpod.REPAIR["replace"][0], timedelta(seconds=lat["replace_s"]))}
+    with mock.patch.dict(hyperpod.REPAIR, durations):
+        yield
+
+
+def _observe(lines: list[dict], seen: int, moments: Moments) -> int:
+    """Fold the replay's new output lines into the moments; returns how many lines are read."""
+    for line in lines[seen:]:
+        if line["kind"] == "record":
+            at = _at(line["timestamp"])
+            moments.records.append((line["timestamp"], line["action"], line["outcome"], line["fault"]))
+            if line["fault"] == "recovered" or line["outcome"] in ("ignored", "duplicate", "rejected"):
+                continue
+            moments.detected_at = moments.detected_at or at
+            if line["action"] != "none" and line["outcome"] in ("executed", "deferred") and moments.acted_at is None:
+                moments.acted_at = at
+        elif line["kind"] == "page":
+            moments.pages += 1
+            stamp = (line.get("record") or {}).get("timestamp") or (moments.records[-1][0] if moments.records
+                                                                      else None)
+            if stamp:
+                moments.paged_at = moments.paged_at or _at(stamp)
+                moments.paged.append((_at(stamp), str((line.get("record") or {}).get("fault") or "?")))
+        elif line["kind"] == "incident":
+            moments.incidents.append(line)
+    return len(lines)
+
+
+def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict], moments: Moments) -> Iterator[str]:
+    """The replay's input, decided as it goes: the job before the fault, the fault, the node event, then minute by
+    minute the job's behaviour given what Medic did (the requeue) and the emulated node (its repair)."""
+    job = SlurmJob(klass)
+    start = FAULT_AT - WARMUP
+    yield _advance(start)
+    yield _line({"slurm_job": {"cluster": CLUSTER, "id": SLURM_ID, "name": JOB}})
+    yield _line({"agent": {"cluster": CLUSTER, "heartbeat": True}})
+    yield _probe(steps=STEPS_PER_MINUTE, step=LAST_STEP - 10 * STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0,
+                 checkpoint=CHECKPOINT_STEP)
+    now = start
+    node_fault = {"gpu_fatal": "NvidiaErrorTerminate", "gpu_reboot": "NvidiaErrorReboot",
+                  "capacity": "NvidiaErrorTerminate"}.get(klass)
+    pending: list[tuple[datetime, str]] = []  # (when, what) the driver still has to do
+    if node_fault:
+        pending.append((FAULT_AT + timedelta(seconds=lat["hma_detect_s"] + lat["eventbridge_delivery_s"]), "node"))
+    node_down = node_fault is not None
+    seen, capacity_sent = 0, False
+    while now < FAULT_AT + HORIZON:
+        tick = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        due = min([tick, *(when for when, _ in pending)])
+        world = box.get("world")
+        repairs = dict(world.hyperpod.repairs) if world is not None else {}
+        yield _advance(due)
+        now = due
+        finished = [repair for key, repair in repairs.items() if key not in box["world"].hyperpod.repairs]
+        if node_down and finished and moments.repaired_at is None:
+            moments.repaired_at = min(repair.until for repair in finished)
+            node_down = False
+        for when, what in [item for item in pending if item[0] <= now]:
+            pending.remove((when, what))
+            if what == "node":
+                yield _node_event(when, node_fault)
+            elif what == "capacity":
+                yield _capacity_event(when, *_replacement(box["world"]))
+            elif what == "start":
+                job.state = "running"
+                job.resumed_at = moments.resumed_at = when
+                yield _probe(steps=STEPS_PER_MINUTE // 2, step=CHECKPOINT_STEP + STEPS_PER_MINUTE // 2,
+                             loss=1.9, tokens_per_sec=40500.0, new_process=True)
+        if now == FAULT_AT and job.state == "running":
+            yield from job.minute()  # the last step before the fault
+            job.after_fault()
+        elif now == tick and now != FAULT_AT:
+            yield from job.minute()
+        seen = _observe(out, seen, moments)
+        if klass == "capacity" and moments.acted_at and not capacity_sent:
+            capacity_sent = True
+            pending.append((moments.acted_at + timedelta(seconds=lat["capacity_failure_s"]), "capacity"))
+        if job.requeued_at is None:
+            requeued = next((_at(r[0]) for r in moments.records if r[1] == "requeue_job" and r[2] == "executed"),
+                            None)
+            if requeued is not None:
+                job.requeued_at, job.state = requeued, "dead"  # requeued: the hung process is killed, the job pends
+                if moments.repaired_at is None and not node_fault:
+                    moments.repaired_at = requeued
+        if job.requeued_at is not None and job.start_at is None and not node_down:
+            eligible = job.requeued_at + timedelta(seconds=lat["slurm_requeue_s"])
+            ready = max(eligible, moments.repaired_at or eligible)
+            job.start_at = ready + timedelta(seconds=lat["job_start_s"])
+            pending.append((max(job.start_at, now + timedelta(seconds=1)), "start"))
+        if klass == "capacity" and moments.paged_at is not None and now >= moments.paged_at + timedelta(minutes=5):
+            return  # Medic has paged: what follows is a human and EC2 capacity, not the replay
+        if job.resumed_at is not None and now >= job.resumed_at + AFTER_RESUME:
+            return
+
+
+def _replacement(world: Any) -> tuple[str, str]:
+    """The replacement's new instance id and its NodeLogicalId, from the emulated HyperPod."""
+    from sim.hyperpod import logical_id
+
+    for action in reversed(world.hyperpod.actions):
+        for old, new in action.get("replacements", {}).items():
+            settings = world.hyperpod.settings.get(CLUSTER)
+            logical = (settings.logical_ids.get(new) if settings else None) or logical_id(CLUSTER, old)
+            return new, logical
+    raise RuntimeError("no replacement to fail: Medic did not replace the node")
+
+
+def _job_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Iterator[str]:
+    """A SageMaker training job fails with a retryable reason; Medic's clone runs ``sagemaker_start_s`` later."""
+    from sim.scenarios.generate import CHECKPOINT, training_failed
+
+    yield _advance(FAULT_AT - timedelta(minutes=1))
+    yield _line({"s3_put": CHECKPOINT})
+    delivered = FAULT_AT + timedelta(seconds=lat["eventbridge_delivery_s"])
+    failed = training_failed(TRAINING_JOB, delivered, NCCL_FAILURE)
+    failed["detail"]["TrainingEndTime"] = failed["detail"]["LastModifiedTime"] = str(int(FAULT_AT.timestamp() * 1000))
+    yield json.dumps(failed)
+    seen = _observe(out, 0, moments)
+    created = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
+    if created is not None:
+        moments.repaired_at = created  # the clone is InProgress
+        moments.resumed_at = created + timedelta(seconds=lat["sagemaker_start_s"])
+        yield _advance(moments.resumed_at)
+    else:
+        yield _advance(FAULT_AT + timedelta(minutes=30))
+    _observe(out, seen, moments)
+
+
+def replay_class(klass: str, lat: dict[str, float], *, template: dict | None = None,
+                 config_path: Path = CONFIG) -> dict:
+    """Replay one failure class with Medic; the moments it produced, in seconds from the fault."""
+    from sim.replay import run
+
+    moments = Moments(fault_at=FAULT_AT)
+    out: list[dict] = []
+    if klass == "capacity":  # no capacity: the emulated replacement never completes within the replay
+        lat = {**lat, "replace_s": 10 * 86400.0}
+    box, capture = _world_capture()
+    if klass == "job_retryable":
+        lines = _job_driver(lat, out, moments)
+    else:
+        lines = _slurm_driver(klass, lat, box, out, moments)
+    with capture, _repair_durations(lat):
+        result = run(lines, config_path, template=template, out=out.append)
+    _observe(out, len(out), moments)
+    return {**moments.seconds(), "pages": moments.pages, "errors": result.errors[:3],
+            "paged": [{"at_s": round((at - FAULT_AT).total_seconds(), 1), "fault": fault}
+                      for at, fault in moments.paged],
+            "records": [list(record) for record in moments.records],
+            "incidents": [{key: line.get(key) for key in ("incident_kind", "time_to_detect_s", "time_to_act_s",
+                                                          "time_to_resume_s", "total_s", "resolved_at")}
+                          for line in moments.incidents],
+            "node_actions": [{key: action[key] for key in ("action", "successful")}
+                             for action in result.node_actions]}
+
+
+# without Medic: the documented path, from the same latencies --------------------------------------------------------
+
+
+def without_medic(klass: str, lat: dict[str, float]) -> dict:
+    """HyperPod's or SageMaker's own path, component by component (seconds from the fault; None: never)."""
+    detect = lat["hma_detect_s"]
+    if klass in ("gpu_fatal", "gpu_reboot"):
+        repair = lat["replace_s"] if klass == "gpu_fatal" else lat["reboot_s"]
+        return {"path": f"NodeRecovery Automatic: HyperPod {'replaces' if klass == 'gpu_fatal' else 'reboots'} the "
+                        "node itself; `srun --auto-resume=1` restarts the job once it is back",
+                "detect_s": detect, "act_s": detect, "repaired_s": detect + repair,
+                "resumed_s": detect + repair + lat["job_start_s"],
+                "alternatives": [
+                    ("without auto-resume, an operator requeues the job",
+                     max(detect + repair, lat["operator_unpaged_s"]) + lat["slurm_requeue_s"] + lat["job_start_s"]),
+                    # Medic acts on clusters whose NodeRecovery is None: there HyperPod only labels the node
+                    ("with NodeRecovery None (the clusters Medic acts on), an operator repairs the node and requeues "
+                     "the job", max(detect, lat["operator_unpaged_s"]) + repair + lat["slurm_requeue_s"]
+                     + lat["job_start_s"])]}
+    if klass == "hang":
+        killed = lat["nccl_timeout_s"]
+        return {"path": "the NCCL watchdog aborts the job after its timeout; `srun --auto-resume=1` checks the nodes "
+                        "and restarts it",
+                "detect_s": killed, "act_s": killed, "repaired_s": killed + lat["auto_resume_checks_s"],
+                "resumed_s": killed + lat["auto_resume_checks_s"] + lat["job_start_s"],
+                "alternatives": [("without auto-resume, an operator resubmits the job",
+                                  killed + lat["operator_unpaged_s"] + lat["slurm_requeue_s"] + lat["job_start_s"])]}
+    if klass == "job_retryable":
+        human = lat["operator_unpaged_s"]
+        return {"path": "SageMaker retries only `InternalServerError` (RetryStrategy); an operator notices the "
+                        "failed job and starts it again from its checkpoint",
+                "detect_s": human, "act_s": human, "repaired_s": human, "resumed_s": human + lat["sagemaker_start_s"],
+                "alternatives": []}
+    if klass == "capacity":
+        failed = detect + lat["capacity_failure_s"]
+        return {"path": "HyperPod's automatic replacement fails for capacity and nobody is paged; an operator "
+                        "finds the node still failed",
+                "detect_s": detect, "act_s": detect, "repaired_s": None, "resumed_s": None,
+                "human_s": failed + lat["operator_unpaged_s"], "alternatives": []}
+    raise ValueError(f"unknown class {klass!r}")
+
+
+CLASSES = {
+    "gpu_fatal": "GPU fatal (`NvidiaErrorTerminate`: replace)",
+    "gpu_reboot": "GPU reboot-class (`NvidiaErrorReboot`: reboot)",
+    "hang": "Hang (a collective stuck; the process alive)",
+    "job_retryable": "Training job crash, retryable reason (an NCCL error)",
+    "capacity": "Replacement failed for capacity",
+}
+
+
+def run(classes: str | None = None, template: dict | None = None, config_path: Path = CONFIG,
+        **overrides: float) -> dict:
+    lat = latencies(**overrides)
+    chosen = [name.strip() for name in classes.split(",")] if classes else list(CLASSES)
+    out: dict = {"latencies": {name: {"seconds": lat[name], "kind": entry.kind, "what": entry.what,
+                                      "source": entry.source} for name, entry in LATENCIES.items()},
+                 "config": str(config_path.relative_to(ROOT)) if config_path.is_relative_to(ROOT) else str(config_path),
+                 "classes": {}}
+    for klass in chosen:
+        with_medic = replay_class(klass, lat, template=template, config_path=config_path)
+        if klass == "capacity" and with_medic["paged_s"] is not None:
+            with_medic["human_s"] = with_medic["paged_s"] + lat["operator_paged_s"]
+        out["classes"][klass] = {"label": CLASSES[klass], "with_medic": with_medic,
+                                 "without_medic": without_medic(klass, lat)}
+    return out
+
+
+# the table ------------------------------------------------------------------------------------------------------------
+
+
+def _min(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds / 60:.1f}"
+
+
+def _components(entry: dict) -> str:
+    return " · ".join(_min(entry.get(key)) for key in ("detect_s", "act_s", "repaired_s"))
+
+
+def _total(entry: dict) -> str:
+    if entry.get("resumed_s") is not None:
+        return f"**{_min(entry['resumed_s'])} min**"
+    if entry.get("human_s") is not None:
+        return f"a human acts at {_min(entry['human_s'])} min; resumes when capacity returns"
+    return "not resumed"
+
+
+def table(result: dict) -> str:
+    lines = ["| Failure class | With Medic: detect · act · repaired (min) | With Medic: fault → resumed | "
+             "Without Medic: detect · act · repaired (min) | Without Medic: fault → resumed | "
+             "Without Medic: the path |",
+             "|---|---|---|---|---|---|"]
+    for entry in result["classes"].values():
+        medic, own = entry["with_medic"], entry["without_medic"]
+        pages = f" ({medic['pages']} page{'s' if medic['pages'] != 1 else ''})" if medic.get("pages") else ""
+        path = own["path"]
+        for what, seconds in own.get("alternatives", []):
+            path += f"; {what}: {_min(seconds)} min"
+        lines.append(f"| {entry['label']} | {_components(medic)} | {_total(medic)}{pages} | {_components(own)} | "
+                     f"{_total(own)} | {path} |")
+    return "\n".join(lines)
+
+
+# Where the without-Medic paths come from.
+PATH_SOURCES = (
+    "HyperPod's automatic node recovery and Slurm auto-resume: \"If set to `Automatic`, SageMaker HyperPod reboots "
+    "or replaces faulty nodes automatically ... By default, the clusters are set up with Automatic node recovery\"; "
+    "with `None`, \"the health monitoring agent will label the instances when a fault is detected, but it will not "
+    "automatically initiate any repair\"; auto-resume (`srun --auto-resume=1`) \"restarts the job after the faulty "
+    "nodes are replaced\" "
+    "(docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-auto-resume.html).",
+    "SageMaker's own retry: `RetryStrategy` is \"the retry strategy to use when a training job fails due to an "
+    "`InternalServerError`\" (docs.aws.amazon.com/sagemaker/latest/APIReference/API_RetryStrategy.html): another "
+    "retryable reason (here an NCCL error) is not retried; a job that failed with `InternalServerError` and set a "
+    "`RetryStrategy` needs no Medic.",
+)
+
+
+def sources(result: dict) -> list[str]:
+    return [f"`{name}` = {entry['seconds']:g} s ({entry['kind']}): {entry['what']}. {entry['source']}"
+            for name, entry in result["latencies"].items()]
+
+
+def notes(result: dict) -> list[str]:
+    """What the table says, class by class, from the numbers (never a fixed text about them)."""
+    out: list[str] = []
+    classes, lat = result["classes"], {name: entry["seconds"] for name, entry in result["latencies"].items()}
+    for klass, entry in classes.items():
+        medic, own = entry["with_medic"], entry["without_medic"]
+        if medic.get("errors") and klass != "job_retryable":
+            out.append(f"**{entry['label']}: the replay reported errors**: {medic['errors'][0]}")
+        for page in medic.get("paged", []):
+            why = PAGE_REASONS.get(page["fault"], "")
+            out.append(f"{entry['label']}: Medic paged at {_min(page['at_s'])} min (`{page['fault']}`){why}.")
+        stall = next((line for line in medic.get("incidents", []) if line.get("incident_kind") == "stall"), None)
+        if stall and stall.get("time_to_resume_s") is not None and medic.get("resumed_s") is not None:
+            said, restarted = stall["time_to_resume_s"], medic["resumed_s"]
+            if abs(said - restarted) <= 60:
+                out.append(f"{entry['label']}: Medic's own incident line agrees: `time_to_resume_s` {said:g} s (from "
+                           f"the probe's last heartbeat, on one-minute metrics) for the {restarted:g} s above.")
+            else:
+                out.append(f"{entry['label']}: **Medic's own incident line disagrees**: `time_to_resume_s` {said:g} s "
+                           f"where the job's first step came at {restarted:g} s. Medic takes the first minute with a "
+                           "`Step` datapoint after its requeue as the first step; here that is the hung process's last "
+                           "flush (Heartbeat 0, its old step), published after the requeue was queued and before the "
+                           "agent's `scontrol requeue` killed the job. The verdict (resumed, on later steps) is right; "
+                           "the timeline's resume moment is early: it should be the first minute with Heartbeat > 0. "
+                           "(In the replay the probe flushes on the minute, as the alarm evaluates, so the flush "
+                           "always falls in that window; in AWS the window is the agent's few seconds to pick the "
+                           "command up.)")
+        if medic.get("resumed_s") is not None and own.get("resumed_s") is not None:
+            gain = own["resumed_s"] - medic["resumed_s"]
+            verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
+                       f"Medic is {_min(-gain)} min slower" if gain <= -30 else "the same within a minute")
+            extra = "".join(f". {what[0].upper()}{what[1:]}: {_min(seconds)} min "
+                            f"({_min(seconds - medic['resumed_s'])} min more than with Medic)"
+                            for what, seconds in own.get("alternatives", []))
+            out.append(f"{entry['label']}: {_min(medic['resumed_s'])} min with Medic, {_min(own['resumed_s'])} min "
+                       f"without ({own['path'].split(';')[0]}): {verdict}{extra}.")
+    if "gpu_fatal" in classes and "gpu_reboot" in classes:
+        out.append("For node faults Medic matters where HyperPod's own path is off: a cluster with NodeRecovery "
+                   "`None` (HyperPod then only labels the node) or a job not started with `srun --auto-resume=1` "
+                   "(the alternatives in the path column). With both on, HyperPod acts on the same detection without "
+                   "EventBridge and restarts the job itself; Medic resumes the job through its stall alarm's requeue.")
+    out.append("The stall alarm is not a latency input: `sim/alarms.py` evaluates the template's alarm once a "
+               "minute as CloudWatch documents it (one-minute periods, `EvaluationPeriods` = `DatapointsToAlarm` = "
+               "`stall_minutes`, missing data breaching); a hung process still publishes Heartbeat 0, a dead one "
+               "nothing, and CloudWatch's treatment of the missing minutes puts the crash's alarm later than the "
+               "hang's. CloudWatch's ingestion delay is not modelled (sim/README.md, *Alarms*): it would add seconds "
+               "to Medic's detection of a hang or a crash.")
+    out.append(f"Medic's stall alarm fires `stall_minutes` (here {_job_setting('stall_minutes')}, "
+               f"`{result['config']}`) after the last step "
+               f"plus CloudWatch's evaluation: keep it below the NCCL watchdog's {lat['nccl_timeout_s'] / 60:g} "
+               "minutes, or the watchdog kills the hung job first and there is no running job left to requeue.")
+    return out
+
+
+def _job_setting(name: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(CONFIG.read_text())["jobs"][0][name]
+
+
+PAGE_REASONS = {
+    "no_progress": f" — the requeued job had not stepped within `recovery_minutes` ({_job_setting('recovery_minutes')}"
+                   ") because its node was still being replaced: a page with nothing to do. `recovery_minutes` longer "
+                   "than a replacement plus the job's start avoids it",
+    "capacity_shortfall": " — HyperPod's replacement found no capacity: the page names the node and the failure",
+}
+
+
+def render(result: dict) -> str:
+    return "\n".join([table(result), "", *(f"- {line}" for line in notes(result)), "",
+                      "Latencies (seconds; `documented` or `assumption`, with the source):", "",
+                      *(f"- {line}" for line in sources(result)), "", "The paths without Medic:", "",
+                      *(f"- {line}" for line in PATH_SOURCES)])
+
+
+def block(result: dict) -> str:
+    """The README's recovery section (between its own markers): the table, what it says, every latency's source."""
+    return "\n".join([
+        "Fault → training resumed, per failure class (minutes from the fault). **With Medic** is a replay through "
+        "`sim` with the latencies below (the node event's delivery, the emulated reboot and replacement, the "
+        "alarms, the Slurm agent's requeue, the job's restart), read off the records; **without Medic** is "
+        "HyperPod's or SageMaker's documented path with the same latencies. Detect · act · repaired: Medic's first "
+        "record, its action, the node `Running` again (or the job requeued, the clone created).", "",
+        render(result), "",
+        "Reproduce: `python -m bench.recovery` (about a minute), or `--<latency> <seconds>` to replay with another "
+        "number, e.g. `python -m bench.recovery --replace-s 3600`; `make bench` rewrites this section."])
+
+
+if __name__ == "__main__":
+    import sys
+
+    def _run(**kwargs: Any) -> dict:
+        return run(**kwargs)
+
+    sys.exit(cli(_run, render))

@@ -1,0 +1,77 @@
+"""The recovery model (bench/recovery.py): its with-Medic numbers come from the replay, so a latency fed to the
+replay moves them; the without-Medic path is the documented sum. On the hand-written template (no synth): the
+training-job class end to end, and the node path up to the repair."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from bench import recovery
+from bench.report import RECOVERY_END, RECOVERY_START, update_readme
+from medic.config import parse_config
+from tests.bench.template import template
+
+
+@pytest.fixture(scope="module")
+def tiny_template() -> dict:
+    return template(parse_config(yaml.safe_load(recovery.CONFIG.read_text())))
+
+
+def test_a_retryable_job_crash_is_timed_from_medics_restart(tiny_template):
+    default = recovery.run("job_retryable", template=tiny_template)["classes"]["job_retryable"]
+    medic = default["with_medic"]
+    assert not medic["errors"]
+    assert ["restart_job", "executed"] in [record[1:3] for record in medic["records"]]
+    lat = recovery.latencies()
+    assert medic["act_s"] == lat["eventbridge_delivery_s"]  # the record's timestamp: the event's delivery
+    assert medic["resumed_s"] == medic["act_s"] + lat["sagemaker_start_s"]
+
+    slower = recovery.run("job_retryable", template=tiny_template, eventbridge_delivery_s=40,
+                          sagemaker_start_s=600)["classes"]["job_retryable"]["with_medic"]
+    assert slower["act_s"] == 40 and slower["resumed_s"] == 640  # replayed again with the new inputs
+    assert default["without_medic"]["resumed_s"] == lat["operator_unpaged_s"] + lat["sagemaker_start_s"]
+
+
+def test_a_gpu_fault_is_repaired_when_the_emulated_replacement_ends(tiny_template):
+    def replayed(**overrides: float) -> dict:
+        return recovery.run("gpu_fatal", template=tiny_template, **overrides)["classes"]["gpu_fatal"]["with_medic"]
+
+    medic = replayed(replace_s=900)
+    assert ["replace_node", "executed"] in [record[1:3] for record in medic["records"]]
+    assert medic["node_actions"] == [{"action": "replace", "successful": ["i-0d4e5f60718293a4b"]}]
+    assert medic["detect_s"] == medic["act_s"] == 65  # HMA's minute and EventBridge's seconds, on the clock
+    assert medic["repaired_s"] == 65 + 900  # read off the emulated HyperPod: the replacement Running again
+    later = replayed(replace_s=1500, hma_detect_s=120)
+    assert later["act_s"] == 125 and later["repaired_s"] == 125 + 1500
+    # this template has no stall alarm and no Slurm agent: nothing requeues the job, so it never resumes
+    assert medic["resumed_s"] is None
+
+
+def test_without_medic_follows_the_documented_paths():
+    lat = recovery.latencies(nccl_timeout_s=300)
+    hang = recovery.without_medic("hang", lat)
+    assert hang["resumed_s"] == 300 + lat["auto_resume_checks_s"] + lat["job_start_s"]
+    fatal = recovery.without_medic("gpu_fatal", lat)
+    assert fatal["repaired_s"] == lat["hma_detect_s"] + lat["replace_s"]
+    assert recovery.without_medic("capacity", lat)["resumed_s"] is None
+    with pytest.raises(ValueError, match="unknown latency"):
+        recovery.latencies(nope_s=1)
+
+
+def test_every_latency_says_where_its_number_comes_from():
+    for name, entry in recovery.LATENCIES.items():
+        assert entry.kind in ("documented", "assumption"), name
+        assert entry.seconds > 0 and len(entry.source) > 40, name
+
+
+def test_the_table_and_its_readme_block(tmp_path, tiny_template):
+    result = recovery.run("job_retryable", template=tiny_template)
+    text = recovery.table(result)
+    assert "| Training job crash, retryable reason" in text and "**8.1 min**" in text and "**68.0 min**" in text
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{RECOVERY_START}\nstale numbers\n{RECOVERY_END}\n\n## Development\n")
+    assert update_readme(readme, recovery.block(result), start=RECOVERY_START, end=RECOVERY_END)
+    written = readme.read_text()
+    assert "stale numbers" not in written and "`sagemaker_start_s` = 480 s (assumption)" in written
+    assert written.endswith("## Development\n")
