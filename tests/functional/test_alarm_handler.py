@@ -369,3 +369,18 @@ def test_a_stall_alarm_reads_the_window_and_the_day_before_it_in_one_call(slurm)
     assert params["EndTime"] - params["StartTime"] == timedelta(hours=24, minutes=5)
     assert record["outcome"] == "deferred"
 
+
+
+def test_training_resumes_at_the_first_minute_that_counts_steps_not_at_the_stalled_processs_last_flush(slurm):
+    # Given the hung process's last flush after the restart at 03:10 (its step, no steps counted: Heartbeat 0)
+    # at 03:11, and the restarted job stepping from 03:14 (25 steps, resumed from 1200)
+    restart = datetime.fromisoformat(ALARM_AT)
+    probe_reports("Heartbeat", 0, restart + timedelta(minutes=1))
+    probe_reports("Step", 1240, restart + timedelta(minutes=1))
+    probe_reports("Heartbeat", 25, restart + timedelta(minutes=4))
+    probe_reports("Step", 1225, restart + timedelta(minutes=4))
+    # When Medic reads the progress since the restart
+    progress = slurm.medic.deps.metrics.progress(JOB, restart, restart + timedelta(minutes=6), history=timedelta(hours=1))
+    # Then training resumed at 03:14, from step 1200: the 03:11 flush is not the restart stepping
+    assert progress.first_step_at == restart + timedelta(minutes=4)
+    assert progress.first_step == 1200

@@ -45,7 +45,10 @@ class TrainingMetrics:
         window = [value for at, value in stamped.get("steps", []) if at >= since]
         before = [value for at, value in stamped.get("steps", []) if at < since]
         last = [value for at, value in stamped.get("step", []) if at >= since]
-        first = min(((at, value) for at, value in stamped.get("first", []) if at >= since), default=None)
+        # Training resumed in the first minute that counted steps: a minute with a Step but no Heartbeat is the
+        # stalled process's last flush (it reports its step before it is killed), not the restart stepping.
+        stepping = {at for at, value in stamped.get("steps", []) if at >= since and value > 0}
+        first = min(((at, value) for at, value in stamped.get("first", []) if at in stepping), default=None)
         checkpoints = [value for at, value in stamped.get("ckpt", []) if at < since]
         resumed_from = None
         if first is not None:
