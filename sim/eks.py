@@ -29,12 +29,18 @@ from sim.synth import ROOT
 
 LEASE_NAMESPACE = "medic-agent"
 MAX_REPLICAS = 512
-NODE_STATES = {  # HyperPod ClusterInstanceStatus → (Ready, node-health-status label)
+# HyperPod ClusterInstanceStatus → (Ready, node-health-status label). The label's meanings are AWS's (SageMaker
+# Developer Guide, "Resilience-related Kubernetes labels by SageMaker HyperPod"): Unschedulable while deep health
+# checks run; UnschedulablePendingReboot / UnschedulablePendingReplacement once the node failed them (or the
+# health-monitoring agent's checks) and needs that repair. Which label a status goes with is the emulator's choice:
+# AWS documents no mapping.
+NODE_STATES = {
     "Running": (True, "Schedulable"),
+    "DeepHealthCheckInProgress": (True, "Unschedulable"),
     "SystemUpdating": (False, "UnschedulablePendingReboot"),
     "Pending": (False, "UnschedulablePendingReplacement"),
     "ShuttingDown": (False, "UnschedulablePendingReplacement"),
-    "Failure": (False, "Unschedulable"),
+    "Failure": (False, "UnschedulablePendingReplacement"),
 }
 
 

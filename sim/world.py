@@ -403,25 +403,15 @@ class World:
         return (spec is not None and getattr(spec, "orchestrator", None) == "eks") or cluster in self.eks.queues
 
     def _eks_agents(self) -> None:
-        """Where the stack's functions send EKS agent commands (EKS_QUEUES, or an EKS cluster's entry in
-        SLURM_QUEUES/AGENT_QUEUES), and the ledger. An EKS cluster's entry leaves the Slurm agents' map."""
-        for function in self.functions.values():
-            for variable in ("EKS_QUEUES", "AGENT_QUEUES", "SLURM_QUEUES"):
-                text = function.environment.get(variable)
-                if not text:
-                    continue
-                try:
-                    queues = json.loads(text)
-                except ValueError as error:
-                    raise SimError(f"template: {function.logical_id} {variable} is not JSON: {error}") from None
-                if not isinstance(queues, dict):
-                    raise SimError(f"template: {function.logical_id} {variable} is not a JSON object")
-                for cluster, url in queues.items():
-                    spec = self.configured(str(cluster))
-                    if variable == "EKS_QUEUES" or (spec is not None and getattr(spec, "orchestrator", "") == "eks"):
-                        self.eks.queues[str(cluster)] = str(url)
-                        self.slurm.queues.pop(str(cluster), None)
-                self.eks.table = self.eks.table or function.environment.get("LEDGER_TABLE", "")
+        """The EKS clusters' entries of the functions' agent queues (SLURM_QUEUES, read by _slurm_agents first):
+        a cluster the config says is `orchestrator: eks` gets the EKS agent, not a Slurm one."""
+        for cluster in [name for name in self.slurm.queues if self.is_configured_eks(name)]:
+            self.eks.queues[cluster] = self.slurm.queues.pop(cluster)
+        self.eks.table = self.eks.table or self.slurm.table
+
+    def is_configured_eks(self, cluster: str) -> bool:
+        spec = self.configured(cluster)
+        return spec is not None and getattr(spec, "orchestrator", None) == "eks"
 
     def _eks_config_jobs(self, cluster: str) -> list[dict]:
         """The config's jobs on an EKS cluster, as their Kubernetes objects: the agent's watched jobs (render.py
