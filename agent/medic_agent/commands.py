@@ -1,6 +1,7 @@
 """Commands from Medic: parse and validate a queue message into a typed command, and build its argv.
 
-The agent runs one kind of command, the one Medic issues: `requeue_job`. Parsing is the first check, not
+The agent runs the kinds Medic issues: `requeue_job`, and around a node action `drain_node` / `resume_node`.
+Parsing is the first check, not
 the last: a command that parses still runs only once the ledger confirms Medic issued it (ledger.claim).
 Pure: no I/O. Every value that ends up on a command line is checked here against a strict
 allowlist pattern (full match, ASCII only), and checked again when its argv is built, so an
@@ -21,7 +22,13 @@ JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 # What squeue may print for a job: a job id, or an array task `<job>_<task>`.
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)
-KINDS = ("requeue_job",)  # what Medic issues; nothing else runs
+# A Slurm node name as HyperPod names its nodes (ip-<a>-<b>-<c>-<d>): one node, never a hostlist expression
+# (`ip-10-1-2-[3-9]`), `ALL` or a list.
+NODE_NAME = re.compile(r"ip-(?:[0-9]{1,3}-){3}[0-9]{1,3}", re.ASCII)
+# What `squeue --format=%i|%j` prints per job: the id, a bar, the name (anything printable up to the line end).
+SQUEUE_JOB_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([\x20-\x7e]{0,200})", re.ASCII)
+DRAIN_REASON = "Medic: drained before a node repair"  # fixed: nothing from a message reaches the Reason
+KINDS = ("requeue_job", "drain_node", "resume_node")  # what Medic issues; nothing else runs
 # A job name matching more jobs than this is a mistake, not a requeue; Medic's command may say fewer.
 MAX_JOBS_PER_NAME = 50
 MAX_BODY_CHARS = 16_384
@@ -41,7 +48,29 @@ class RequeueJob:
         return self.job_id if self.job_id is not None else f"name:{self.job_name}"
 
 
-Action = RequeueJob
+@dataclass(frozen=True)
+class DrainNode:
+    """Drain one node in Slurm (no new work lands on it), then list the jobs still running on it."""
+
+    node: str
+
+    @property
+    def target(self) -> str:
+        return f"node:{self.node}"
+
+
+@dataclass(frozen=True)
+class ResumeNode:
+    """Return one drained node to service in Slurm."""
+
+    node: str
+
+    @property
+    def target(self) -> str:
+        return f"node:{self.node}"
+
+
+Action = RequeueJob | DrainNode | ResumeNode
 
 
 @dataclass(frozen=True)
@@ -108,15 +137,15 @@ def parse(body: str, *, cluster: str) -> Command:
     if data.get("cluster") != cluster:
         raise Refused(f"command is for cluster {shown(data.get('cluster'))}, this agent serves {cluster!r}",
                       **envelope)
-    if kind != "requeue_job":
+    if kind not in KINDS:
         raise Refused(f"kind must be one of {', '.join(KINDS)}: {shown(kind)}", **envelope)
-    action = _requeue(data, envelope)
+    action = _requeue(data, envelope) if kind == "requeue_job" else _node_action(kind, data, envelope)
     return Command(command_id=command_id, cluster=cluster, kind=kind, action=action,
                    incident=envelope["incident"], issued_at=_text(data.get("issued_at"), 64))
 
 
 def _raw_target(data: dict) -> str:
-    for key in ("job_id", "job_name"):
+    for key in ("job_id", "job_name", "node"):
         if key in data:
             value = data[key]
             text = value if isinstance(value, str) else json.dumps(value)
@@ -139,6 +168,15 @@ def _requeue(data: dict, envelope: dict) -> RequeueJob:
     if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or not 1 <= max_jobs <= MAX_JOBS_PER_NAME:
         raise Refused(f"max_jobs must be an integer from 1 to {MAX_JOBS_PER_NAME}: {shown(max_jobs)}", **envelope)
     return RequeueJob(job_name=data["job_name"], max_jobs=max_jobs)
+
+
+def _node_action(kind: str, data: dict, envelope: dict) -> DrainNode | ResumeNode:
+    extra = sorted(set(data) & {"job_id", "job_name"})
+    if extra:
+        raise Refused(f"{kind} takes a node, not {', '.join(extra)}", **envelope)
+    if not matches(NODE_NAME, data.get("node")):
+        raise Refused(f"node must be one Slurm node name like ip-10-1-2-3: {shown(data.get('node'))}", **envelope)
+    return DrainNode(data["node"]) if kind == "drain_node" else ResumeNode(data["node"])
 
 
 # --- argv builders: each re-checks its input, so no caller can build a command line from an unchecked value.
@@ -169,3 +207,36 @@ def parse_job_ids(squeue_output: str) -> tuple[list[str], list[str]]:
         else:
             skipped.append(value[:64])
     return ids, skipped
+
+
+def drain_argv(node: str) -> list[str]:
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={DRAIN_REASON}"]
+
+
+def resume_argv(node: str) -> list[str]:
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
+
+
+def jobs_on_node_argv(node: str) -> list[str]:
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["squeue", "--noheader", "--format=%i|%j", "-w", node]
+
+
+def parse_jobs_on_node(squeue_output: str) -> list[tuple[str, str]]:
+    """squeue's `%i|%j` lines → [(job id, job name)], in squeue's order, each id once. Strict: a line that is not
+    exactly `<id>|<name>` raises ValueError (the job list is then unknown, never guessed)."""
+    jobs: list[tuple[str, str]] = []
+    for line in squeue_output.splitlines():
+        if not line.strip():
+            continue
+        found = SQUEUE_JOB_LINE.fullmatch(line.rstrip())
+        if found is None:
+            raise ValueError(f"unexpected squeue line: {shown(line, 120)}")
+        if found.group(1) not in [job_id for job_id, _ in jobs]:
+            jobs.append((found.group(1), found.group(2)))
+    return jobs

@@ -254,6 +254,92 @@ def test_an_agent_on_another_head_node_stands_by_and_does_nothing(cluster):
     assert cluster.slurm.job(job_id)["Restarts"] == "1"
 
 
+# --- drain_node / resume_node: Slurm's side of a node action
+
+
+def test_drain_node_drains_and_lists_the_jobs_still_running_there(cluster):
+    from medic_agent.commands import DRAIN_REASON
+
+    # Given two jobs running on the node
+    node = cluster.slurm.node
+    jobs = [cluster.slurm.submit("pretrain"), cluster.slurm.submit("eval")]
+    for job_id in jobs:
+        cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    # When Medic issues a drain of the node and the agent polls
+    body = cluster.command(kind="drain_node", node=node)
+    cluster.send(body)
+    cluster.run_agent()
+    # Then Slurm drained it with Medic's fixed reason (no new work lands on it), the jobs keep running
+    assert "drain" in cluster.slurm.node_state()
+    assert cluster.slurm.node_reason() == DRAIN_REASON
+    assert [cluster.slurm.job(job_id)["JobState"] for job_id in jobs] == ["RUNNING", "RUNNING"]
+    assert cluster.slurm_calls() == [f"scontrol update NodeName={node} State=DRAIN Reason={DRAIN_REASON}",
+                                     f"squeue --noheader --format=%i|%j -w {node}"]
+    # And the result lists the jobs on the node, id and name, for Medic's record
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["target"] == f"node:{node}"
+    listed = sorted((job["M"]["id"]["S"], job["M"]["name"]["S"]) for job in result["jobs"])
+    assert listed == sorted(zip(jobs, ["pretrain", "eval"], strict=True))
+    assert cluster.queue_depth() == 0
+
+
+def test_drain_node_with_no_job_reports_an_empty_list(cluster):
+    node = cluster.slurm.node
+    body = cluster.command(kind="drain_node", node=node)
+    cluster.send(body)
+    cluster.run_agent()
+    assert "drain" in cluster.slurm.node_state()
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["jobs"] == []
+
+
+def test_resume_node_returns_a_drained_node_to_service(cluster):
+    # Given the node drained by Medic
+    node = cluster.slurm.node
+    drain = cluster.command(kind="drain_node", node=node)
+    cluster.send(drain)
+    cluster.run_agent()
+    assert "drain" in cluster.slurm.node_state()
+    # When Medic issues a resume
+    resume = cluster.command(kind="resume_node", node=node)
+    cluster.send(resume)
+    cluster.run_agent()
+    # Then the node is back in service (Slurm may flag it not_responding until its next ping of slurmd)
+    state = cluster.slurm.node_state()
+    assert "drain" not in state and state.split("+")[0] == "idle", state
+    assert cluster.slurm_calls()[-1] == f"scontrol update NodeName={node} State=RESUME"
+    assert cluster.result(resume)["status"] == "executed"
+
+
+def test_drain_of_a_node_slurm_does_not_know_fails_with_slurms_words(cluster):
+    body = cluster.command(kind="drain_node", node="ip-10-9-9-9")
+    cluster.send(body)
+    cluster.run_agent()
+    result = cluster.result(body)
+    assert result["status"] == "failed" and "Invalid node name" in result["message"]
+    assert "jobs" not in result
+    assert cluster.slurm_calls() == ["scontrol update NodeName=ip-10-9-9-9 State=DRAIN "
+                                     "Reason=Medic: drained before a node repair"]
+
+
+def test_node_commands_medic_never_issued_or_with_hostile_nodes_touch_nothing(cluster, tmp_path):
+    node = cluster.slurm.node
+    canary = tmp_path / "canary"
+    bodies = [cluster.command(kind="drain_node", node=f"{node}; touch {canary}"),
+              cluster.command(kind="drain_node", node="ip-10-1-2-[0-9]"),
+              cluster.command(kind="drain_node", node="ALL"),
+              cluster.command(kind="resume_node", node=f"{node},ip-10-1-2-4")]
+    for body in bodies:
+        cluster.send(body)
+    forged = cluster.command(kind="drain_node", node=node)
+    cluster.send(forged, issued=False)
+    cluster.run_agent()
+    assert cluster.slurm_calls() == [] and not canary.exists()
+    assert cluster.slurm.node_state() == "idle" and cluster.slurm.node_reason() == ""
+    assert [cluster.result(body) for body in [*bodies, forged]] == [None] * 5
+    assert cluster.queue_depth() == 0
+
+
 def test_with_two_head_nodes_in_slurm_conf_only_the_agent_on_the_first_up_acts(two_heads):
     # Given a slurm.conf with two SlurmctldHost lines (this machine, then ip-10-1-0-11), a running job and a requeue
     ping = two_heads.slurm.run("scontrol", "ping").stdout.splitlines()
