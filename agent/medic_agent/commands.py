@@ -1,7 +1,7 @@
 """Commands from Medic: parse and validate a queue message into a typed command, and build its argv.
 
-The agent runs the kinds Medic issues: `requeue_job`, and around a node action `drain_node` / `resume_node`.
-Parsing is the first check, not
+The agent runs the kinds Medic issues: `requeue_job`, and around a node action `drain_node` / `resume_node`
+and `job_states` (where the jobs the repair hit are now). Parsing is the first check, not
 the last: a command that parses still runs only once the ledger confirms Medic issued it (ledger.claim).
 Pure: no I/O. Every value that ends up on a command line is checked here against a strict
 allowlist pattern (full match, ASCII only), and checked again when its argv is built, so an
@@ -28,7 +28,11 @@ NODE_NAME = re.compile(r"ip-(?:[0-9]{1,3}-){3}[0-9]{1,3}", re.ASCII)
 # What `squeue --format=%i|%j` prints per job: the id, a bar, the name (anything printable up to the line end).
 SQUEUE_JOB_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([\x20-\x7e]{0,200})", re.ASCII)
 DRAIN_REASON = "Medic: drained before a node repair"  # fixed: nothing from a message reaches the Reason
-KINDS = ("requeue_job", "drain_node", "resume_node")  # what Medic issues; nothing else runs
+# What `squeue --format=%i|%T` prints per job: the id, a bar, the state (Slurm's upper-case names: NODE_FAIL, ...).
+SQUEUE_STATE_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})", re.ASCII)
+# job_states: one or more job ids, comma-separated (squeue -j's list), at most MAX_JOBS_PER_NAME of them.
+JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)
+KINDS = ("requeue_job", "drain_node", "resume_node", "job_states")  # what Medic issues; nothing else runs
 # A job name matching more jobs than this is a mistake, not a requeue; Medic's command may say fewer.
 MAX_JOBS_PER_NAME = 50
 MAX_BODY_CHARS = 16_384
@@ -70,7 +74,18 @@ class ResumeNode:
         return f"node:{self.node}"
 
 
-Action = RequeueJob | DrainNode | ResumeNode
+@dataclass(frozen=True)
+class JobStates:
+    """Report the Slurm state of a few jobs (those a node repair hit): read only, nothing changes."""
+
+    job_ids: str  # comma-separated, as squeue -j takes them
+
+    @property
+    def target(self) -> str:
+        return f"jobs:{self.job_ids}"
+
+
+Action = RequeueJob | DrainNode | ResumeNode | JobStates
 
 
 @dataclass(frozen=True)
@@ -139,13 +154,14 @@ def parse(body: str, *, cluster: str) -> Command:
                       **envelope)
     if kind not in KINDS:
         raise Refused(f"kind must be one of {', '.join(KINDS)}: {shown(kind)}", **envelope)
-    action = _requeue(data, envelope) if kind == "requeue_job" else _node_action(kind, data, envelope)
+    action = _requeue(data, envelope) if kind == "requeue_job" else _job_states(data, envelope) \
+        if kind == "job_states" else _node_action(kind, data, envelope)
     return Command(command_id=command_id, cluster=cluster, kind=kind, action=action,
                    incident=envelope["incident"], issued_at=_text(data.get("issued_at"), 64))
 
 
 def _raw_target(data: dict) -> str:
-    for key in ("job_id", "job_name", "node"):
+    for key in ("job_id", "job_name", "node", "job_ids"):
         if key in data:
             value = data[key]
             text = value if isinstance(value, str) else json.dumps(value)
@@ -170,8 +186,17 @@ def _requeue(data: dict, envelope: dict) -> RequeueJob:
     return RequeueJob(job_name=data["job_name"], max_jobs=max_jobs)
 
 
+def _job_states(data: dict, envelope: dict) -> JobStates:
+    extra = sorted(set(data) & {"job_id", "job_name", "node"})
+    if extra:
+        raise Refused(f"job_states takes job_ids, not {', '.join(extra)}", **envelope)
+    if not matches(JOB_ID_LIST, data.get("job_ids")):
+        raise Refused(f"job_ids must be 1-50 comma-separated job ids: {shown(data.get('job_ids'))}", **envelope)
+    return JobStates(data["job_ids"])
+
+
 def _node_action(kind: str, data: dict, envelope: dict) -> DrainNode | ResumeNode:
-    extra = sorted(set(data) & {"job_id", "job_name"})
+    extra = sorted(set(data) & {"job_id", "job_name", "job_ids"})
     if extra:
         raise Refused(f"{kind} takes a node, not {', '.join(extra)}", **envelope)
     if not matches(NODE_NAME, data.get("node")):
@@ -240,3 +265,25 @@ def parse_jobs_on_node(squeue_output: str) -> list[tuple[str, str]]:
         if found.group(1) not in [job_id for job_id, _ in jobs]:
             jobs.append((found.group(1), found.group(2)))
     return jobs
+
+
+def job_states_argv(job_ids: str) -> list[str]:
+    """Every state (`--states=all`: squeue's default shows only pending and running jobs), one `<id>|<state>`
+    line per job; a job slurmctld no longer remembers (MinJobAge after it ended) is not listed."""
+    if not matches(JOB_ID_LIST, job_ids):
+        raise ValueError(f"not a job id list: {shown(job_ids)}")
+    return ["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", job_ids]
+
+
+def parse_job_states(squeue_output: str) -> list[tuple[str, str]]:
+    """squeue's `%i|%T` lines → [(job id, state)], each id once. Strict, like parse_jobs_on_node."""
+    states: list[tuple[str, str]] = []
+    for line in squeue_output.splitlines():
+        if not line.strip():
+            continue
+        found = SQUEUE_STATE_LINE.fullmatch(line.strip())
+        if found is None:
+            raise ValueError(f"unexpected squeue line: {shown(line, 120)}")
+        if found.group(1) not in [job_id for job_id, _ in states]:
+            states.append((found.group(1), found.group(2)))
+    return states

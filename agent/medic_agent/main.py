@@ -244,6 +244,8 @@ class Agent:
             record["job_ids"] = list(result.job_ids)
         if result.jobs is not None:  # drain_node: the jobs on the node ([] none); absent: unknown
             record["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
+        if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
+            record["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
         self.state.put(command_id, self.clock(), status="done", result=record, reported=False)
         level = logging.WARNING if result.status != "executed" else logging.INFO
         log.log(level, "command %s", result.status,

@@ -10,11 +10,14 @@ from medic_agent.actions import EXECUTED, FAILED, execute
 from medic_agent.commands import (
     DRAIN_REASON,
     DrainNode,
+    JobStates,
     Refused,
     ResumeNode,
     drain_argv,
+    job_states_argv,
     jobs_on_node_argv,
     parse,
+    parse_job_states,
     parse_jobs_on_node,
     resume_argv,
 )
@@ -144,3 +147,46 @@ class TestThroughTheLedger:
         body = world.send(kind="drain_node", node=NODE)
         assert world.agent().poll() == 0
         assert world.runner.argvs == [] and world.result(body) is None
+
+
+class TestJobStates:
+    """job_states: where the jobs a node repair hit are now (issue 16 item 2), read only."""
+
+    def test_parse_and_argv(self):
+        command = parse(body("job_states", job_ids="4211,4300"), cluster=CLUSTER)
+        assert command.action == JobStates("4211,4300") and command.target == "jobs:4211,4300"
+        assert job_states_argv("4211,4300") == ["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j",
+                                                "4211,4300"]
+
+    @pytest.mark.parametrize("job_ids", ["", "4211,", ",4211", "4211 4300", "4211;reboot", "-1", "4211\n",
+                                         ",".join(["1"] * 51), 4211, None, ["4211"], "٤٢١١"])
+    def test_hostile_ids_are_refused(self, job_ids):
+        with pytest.raises(Refused, match="job_ids must be"):
+            parse(body("job_states", job_ids=job_ids), cluster=CLUSTER)
+
+    def test_takes_no_node(self):
+        with pytest.raises(Refused, match="takes job_ids, not node"):
+            parse(body("job_states", job_ids="1", node=NODE), cluster=CLUSTER)
+
+    def test_states_parsed_strictly(self):
+        assert parse_job_states("4211|NODE_FAIL\n4300|RUNNING\n4211|PENDING\n") == [("4211", "NODE_FAIL"),
+                                                                                      ("4300", "RUNNING")]
+        for output in ("4211\n", "4211|running\n", "x|RUNNING\n"):
+            with pytest.raises(ValueError):
+                parse_job_states(output)
+
+    def test_execute(self, tmp_path):
+        runner = FakeRunner(answers={"squeue --noheader": (0, "4211|NODE_FAIL\n", "")})
+        result = execute(parse(body("job_states", job_ids="4211,4300"), cluster=CLUSTER), slurm(runner, tmp_path))
+        assert runner.argvs == [job_states_argv("4211,4300")]
+        assert result.status == EXECUTED and result.job_states == (("4211", "NODE_FAIL"),)
+
+    def test_a_job_slurm_forgot_is_an_empty_listing(self, tmp_path):
+        runner = FakeRunner(answers={"squeue --noheader": (1, "", "slurm_load_jobs error: Invalid job id specified")})
+        result = execute(parse(body("job_states", job_ids="4211"), cluster=CLUSTER), slurm(runner, tmp_path))
+        assert result.status == EXECUTED and result.job_states == ()
+
+    def test_unreadable_states_fail(self, tmp_path):
+        runner = FakeRunner(answers={"squeue --noheader": (1, "", "squeue: error: slurm_receive_msg: timeout")})
+        result = execute(parse(body("job_states", job_ids="4211"), cluster=CLUSTER), slurm(runner, tmp_path))
+        assert result.status == FAILED and result.job_states is None
