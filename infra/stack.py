@@ -53,6 +53,7 @@ class MedicStack(Stack):
             slurm_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
         ) if self.training_alarms.names else None
         if self.slurm_job_requeue:  # after every function that queues agent commands exists
+            self.slurm_job_requeue.issue_node_commands(self.node_remediation.handler, self.reconciler.handler)
             alarm_senders = [self.alarm_response.handler.role] if self.alarm_response else []
             self.slurm_job_requeue.restrict_senders(*alarm_senders)
         self.training_job_restarts = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -179,7 +180,13 @@ def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node
     if fetched:
         report_node_recovery_mismatch(deps, table, mode, cluster, fetched[-1])
     if decision.executes:
+        from medic.slurm_repair import drain_before_repair  # Slurm's side: tell Slurm first, never wait for it
+
+        drain = drain_before_repair(deps, table, cluster, node, node_id, incident, decision.action, fault.value,
+                                    event_id, now)
         decision = act_on_claim(decision, deps, table, cluster.name, node_id)
+        if drain is not None:
+            decision = replace(decision, drain=drain)
     return decision, view
 
 
@@ -223,13 +230,21 @@ def _mismatch_page(record: dict, region: str) -> PageText:
 
 def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table, health_reason: str,
             view: NodeEventView | None) -> dict:
+    drain = decision.drain
     record = complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
-                       "reason": decision.reason, "attempt": decision.attempt})
+                       "reason": f"{decision.reason} {drain.text}" if drain else decision.reason,
+                       "attempt": decision.attempt, **({"jobs": None} if drain else {})})
+    jobs_paged = False
+    if drain is not None and drain.page:  # the node action went ahead; its jobs need a human (one page)
+        from medic.slurm_repair import page_jobs_unknown
+
+        jobs_paged = page_jobs_unknown(deps, table, record, drain.node_name)
     if base["mode"] != "dry_run":  # a dry run calls nothing, SNS included
         if decision.page is Page.INCIDENT:
             record["paged"] = page_incident(deps, table, record, node_page(record, health_reason, deps.region))
         elif decision.page is Page.STORM and view is not None:
             record["paged"] = _storm_summary(deps, table, record, view)
+    record["paged"] = record["paged"] or jobs_paged
     return emit(record)
 
 
