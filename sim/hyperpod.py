@@ -114,8 +114,8 @@ class HyperPodWorld:
             answer = node_describe(node)
             logical = world.logical_id_of(node.cluster_name, node.instance_id)
             ip = world.private_ip(node.cluster_name, node.instance_id)
-            # DescribeClusterNode's PrivatePrimaryIp and PrivateDnsHostname (botocore's model: ip-<a>-<b>-<c>-<d>.<domain>),
-            # which moto leaves out; the node's Slurm name is the hostname's first label.
+            # DescribeClusterNode's PrivatePrimaryIp and PrivateDnsHostname (botocore's model:
+            # ip-<a>-<b>-<c>-<d>.<domain>), which moto leaves out; the node's Slurm name is the hostname's first label.
             answer = {**answer, "PrivatePrimaryIp": ip,
                       "PrivateDnsHostname": f"ip-{ip.replace('.', '-')}.{world.region}.compute.internal"}
             return {**answer, "NodeLogicalId": logical} if logical else answer
@@ -134,7 +134,8 @@ class HyperPodWorld:
     def private_ip(self, cluster_name: str, node_id: str) -> str:
         """The node's private IP, stable per NodeLogicalId: a replacement keeps its predecessor's IP and so its Slurm
         node name, as AWS's HyperPod samples show (not documented: Medic handles a new name too)."""
-        seed = hashlib.sha256(f"{cluster_name}/{self.logical_id_of(cluster_name, node_id) or node_id}".encode()).digest()
+        lineage = self.logical_id_of(cluster_name, node_id) or node_id
+        seed = hashlib.sha256(f"{cluster_name}/{lineage}".encode()).digest()
         return f"10.1.{1 + seed[0] % 250}.{1 + seed[1] % 254}"  # 10.1.0.x: the head nodes (sim/slurm.py)
 
     def slurm_node_name(self, cluster_name: str, node_id: str) -> str:

@@ -146,7 +146,8 @@ class FakeSlurm:
         if program == "squeue" and args[:2] == ["--noheader", "--format=%i|%j"] and len(args) == 4 and args[2] == "-w":
             on = [job for job in jobs.values() if job.state in ACTIVE and args[3] in self._names(job)]
             return 0, "".join(f"{job.job_id}|{job.name}\n" for job in on), ""
-        if program == "squeue" and args[:4] == ["--noheader", "--states=all", "--format=%i|%T", "-j"] and len(args) == 5:
+        if program == "squeue" and args[:4] == ["--noheader", "--states=all", "--format=%i|%T", "-j"] \
+                and len(args) == 5:
             ids = args[4].split(",")
             known = [jobs[job_id] for job_id in ids if job_id in jobs]
             if not known and len(ids) == 1:  # squeue(1) loads one job by id: slurmctld's error for an unknown one

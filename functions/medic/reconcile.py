@@ -52,8 +52,8 @@ from medic.node_remediation import (
 from medic.obs import cluster_gauges, count, logger
 from medic.reconcile_pages import SweepPages
 from medic.reconcile_repairs import sweep_repairs
-from medic.slurm_repair import follow_up_repairs
 from medic.records import complete, rejected
+from medic.slurm_repair import follow_up_repairs
 
 
 def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | None = None) -> dict:

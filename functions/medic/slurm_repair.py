@@ -61,7 +61,8 @@ def jobs_claim(incident: str) -> str:
 
 
 def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
-                        incident: str, action: Action, fault: str, event_id: str | None, now: datetime) -> DrainNote | None:
+                        incident: str, action: Action, fault: str, event_id: str | None,
+                        now: datetime) -> DrainNote | None:
     """Queue the drain of the node in Slurm (never waiting for it); None when the cluster has no agent (not Slurm,
     no queue). Never raises for AWS errors: the repair matters more than the drain."""
     if cluster.orchestrator != "slurm" or not deps.slurm.has_queue(cluster.name):
@@ -83,8 +84,8 @@ def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeIn
                          f"{heartbeat:%Y-%m-%d %H:%M} UTC): {name} was not drained in Slurm and the jobs on it are "
                          "unknown.", name, page=True)
     try:
-        command = node_command(cluster.name, "drain_node", incident, now, f"{event_id or 'reconcile'}:{int(now.timestamp())}",
-                               node=name)
+        request = f"{event_id or 'reconcile'}:{int(now.timestamp())}"
+        command = node_command(cluster.name, "drain_node", incident, now, request, node=name)
         RepairStore(table).remember(SlurmRepair(cluster=cluster.name, node_id=node_id, incident=incident,
                                                 node_name=name, action=action.value, fault=fault, acted_at=now,
                                                 logical_id=node.logical_id if node else None))
@@ -203,7 +204,7 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: d
                      "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and ended "
                                f"{state}, not by the repair: left alone."})
     if fate == "unknown" or not matches(JOB_ID, job_id):
-        why = (f"Slurm no longer lists it (it ended more than MinJobAge ago)" if listed
+        why = ("Slurm no longer lists it (it ended more than MinJobAge ago)" if listed
                else "the agent could not read the job states")
         record = complete({**base, "action": Action.NONE, "outcome": Outcome.FAILED,
                            "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it, and "

@@ -117,10 +117,14 @@ def test_the_agent_queue_accepts_send_message_only_from_medics_roles(raw):
     assert (only_medic["Effect"], only_medic["Principal"], only_medic["Action"]) == ("Deny", {"AWS": "*"},
                                                                                        "sqs:SendMessage")
     allowed = only_medic["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
-    assert sorted(arn["Fn::GetAtt"][1] for arn in allowed) == ["Arn", "Arn"]
+    assert sorted(arn["Fn::GetAtt"][1] for arn in allowed) == ["Arn"] * 5
     allowed_roles = {arn["Fn::GetAtt"][0] for arn in allowed}
-    # And those are exactly the roles granted SendMessage on it: the requeue function and the alarm handler
+    # And those are exactly the roles granted SendMessage on it: the requeue function and the alarm handler; around
+    # a node action (issue 16) the node path and the reconciler (drain, resume, job states) and the results function
+    # (it requeues the jobs a repair hit)
     assert allowed_roles == _roles_sending_to(raw, "SlurmJobRequeueAgentpretrainslurmQueue")
-    assert sorted(role[:24] for role in allowed_roles) == ["AlarmResponseHandlerRole", "SlurmJobRequeueRequeueHa"]
+    assert sorted(role[:20] for role in allowed_roles) == [
+        "AlarmResponseHandler", "NodeRemediationHandl", "ReconcilerHandlerRol", "SlurmJobRequeueAgent",
+        "SlurmJobRequeueReque"]
     assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
                for s in statements)
