@@ -26,7 +26,14 @@ from medic.domain.models import (
     foreign_cluster_arn,
 )
 from medic.domain.pages import PageText, console_link, node_page, storm_page
-from medic.domain.policy import IN_REPAIR_STATUSES, NodeContext, NodeDecision, Page, decide_node
+from medic.domain.policy import (
+    IN_REPAIR_STATUSES,
+    NodeContext,
+    NodeDecision,
+    Page,
+    decide_node,
+    is_slurm_controller,
+)
 from medic.domain.reconcile import IN_FLIGHT, PENDING_OUTCOMES
 from medic.ledger.node_event import NodeEventView, load_node_event
 from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
@@ -182,11 +189,16 @@ def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node
     if decision.executes:
         from medic.slurm_repair import drain_before_repair  # Slurm's side: tell Slurm first, never wait for it
 
-        drain = drain_before_repair(deps, table, cluster, node, node_id, incident, decision.action, fault.value,
-                                    event_id, now)
+        info = view.cluster_info or (fetched[-1] if fetched else None)
+        controller = node is not None and is_slurm_controller(
+            cluster, info or ClusterInfo(0, None, None, frozenset()), node.instance_group)
+        drain = None if controller else drain_before_repair(  # a head node runs no jobs: nothing to drain
+            deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now)
         decision = act_on_claim(decision, deps, table, cluster.name, node_id)
         if drain is not None:
-            decision = replace(decision, drain=drain)
+            from medic.slurm_repair import after_the_call
+
+            decision = replace(decision, drain=after_the_call(drain, decision.outcome, table, cluster.name, node_id))
     return decision, view
 
 

@@ -101,7 +101,18 @@ def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeIn
         return DrainNote(f"Could not queue the drain of {name} ({error_code(error)}): the jobs on it are unknown.",
                          name, page=True)
     return DrainNote(f"Drain of {name} in Slurm queued for the agent (command {command.command_id}); the jobs on "
-                     "the node are recorded when it reports.", name, page=False)
+                     "the node are recorded when it reports.", name, page=False, queued=True)
+
+
+def after_the_call(drain: DrainNote, outcome: Outcome, table: Table, cluster: str, node_id: str) -> DrainNote:
+    """A call that failed repairs nothing: the node stays drained in Slurm (a faulty node takes no new work) and
+    nothing is resumed or requeued after it; the node's own page asks a human to look."""
+    if not drain.queued or outcome is not Outcome.FAILED:
+        return drain
+    RepairStore(table).forget(cluster, node_id)
+    return DrainNote(f"{drain.text} The call failed, so {drain.node_name} stays drained in Slurm: resume it "
+                     f"(scontrol update NodeName={drain.node_name} State=RESUME) once the node is fixed.",
+                     drain.node_name, drain.page, drain.queued)
 
 
 def page_jobs_unknown(deps: Deps, table: Table, record: dict, node_name: str | None) -> bool:

@@ -139,3 +139,36 @@ def test_after_a_replacement_with_a_new_slurm_name_nothing_is_resumed_and_the_jo
     [job] = [r for r in records if r.get("job") == "4211"]
     assert (job["trigger"], job["outcome"]) == ("node_repair", "ignored") and "RUNNING again" in job["reason"]
     assert RepairStore(slurm.medic.deps.table).repairs(CLUSTER) == []
+
+
+def test_a_call_that_fails_leaves_the_node_drained_and_nothing_to_follow_up(slurm, unhealthy_event):
+    # Given the drain queued, and HyperPod refusing the replacement
+    describe(slurm)
+    slurm.medic.hyperpod.size(16)
+    slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE, failed="InstanceIdNotFound")
+    record = slurm.medic.handle(unhealthy_event)
+    # Then the node's page asks a human to look; the node stays drained and Medic will not resume it
+    assert (record["outcome"], record["paged"], record["jobs"]) == ("failed", True, None)
+    assert f"stays drained in Slurm: resume it (scontrol update NodeName={NAME} State=RESUME)" in record["reason"]
+    assert RepairStore(slurm.medic.deps.table).repairs(CLUSTER) == []
+    [command] = slurm.queued()
+    assert command["kind"] == "drain_node"
+
+
+def test_a_controller_node_is_never_drained(slurm, unhealthy_event):
+    # Given a reboot of a Slurm controller node Medic may reboot (allow_controller_reboot), its agent up
+    config = slurm.medic.deps.config
+    slurm.medic.deps.config = config.model_copy(update={"clusters": [
+        cluster.model_copy(update={"allow_controller_reboot": True}) for cluster in config.clusters]})
+    details = {"InstanceGroupName": "head", "InstanceId": NODE, "InstanceStatus": {"Status": "Running"},
+               "PrivateDnsHostname": f"{NAME}.us-west-2.compute.internal"}
+    slurm.medic.hyperpod.stubber.add_response("describe_cluster_node", {"NodeDetails": details},
+                                              {"ClusterName": CLUSTER, "NodeId": NODE})
+    slurm.medic.hyperpod.size(16, controller_group="head")  # DescribeCluster: SlurmConfig NodeType Controller
+    slurm.medic.hyperpod.node_action("batch_reboot_cluster_nodes", NODE)
+    from tests.helpers import hma_reason, node_event
+
+    record = slurm.medic.handle(node_event(unhealthy_event, reason=hma_reason("NvidiaErrorReboot")))
+    # Then it is rebooted and Slurm is not told (a head node runs no jobs)
+    assert (record["action"], record["outcome"]) == ("reboot_node", "executed") and "jobs" not in record
+    assert slurm.queued() == []

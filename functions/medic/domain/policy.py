@@ -60,6 +60,7 @@ class DrainNote:
     text: str
     node_name: str | None = None
     page: bool = False
+    queued: bool = False  # the drain went to the agent (and the repair is remembered for after it)
 
 
 @dataclass(frozen=True)
