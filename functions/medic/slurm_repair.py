@@ -188,8 +188,17 @@ def _job_states(result: AgentResult, context: dict[str, str], cluster: str, stre
         states = {job.get("id"): job.get("state") for job in result.job_states if isinstance(job, dict)}
     records = []
     for job_id, name in jobs:
-        records.append(_one_job(job_id, name, states.get(job_id), result.status == "executed", context, cluster,
-                                stream_event_id, repair, deps))
+        try:
+            records.append(_one_job(job_id, name, states.get(job_id), result.status == "executed", context,
+                                    cluster, stream_event_id, repair, deps))
+        except (ClientError, BotoCoreError) as error:  # the result is claimed: say so rather than lose the job
+            record = complete({"incident": context["incident"], "trigger": Trigger.NODE_REPAIR,
+                               "event_id": f"{context['incident']}:{job_id}", "cluster": cluster, "job": job_id,
+                               "fault": repair.fault if repair else "unknown", "action": Action.NONE,
+                               "outcome": Outcome.FAILED, "mode": deps.mode.current(),
+                               "reason": f"Could not see to job {job_id} ({name}) after the repair "
+                                         f"({error_code(error)}): it needs a look."})
+            records.append(emit(record))
     RepairStore(deps.table).forget(cluster, node_id)
     return records[-1] if records else None
 
