@@ -6,8 +6,10 @@ Before the call (node_remediation.decide_claim_act, the event path and the recon
   waiting. Agent down: no drain; the record's `jobs` is null (unknown) and one page says the jobs need a look.
 The drain's result (command_results.py → record_node_result): a `node_repair` record of the node's incident
   naming the jobs (`jobs`), kept with the repair.
+While the node is in repair (each reconciler sweep): `job_states` of the jobs the repair hit; one Slurm ended
+  (NODE_FAIL, FAILED) is requeued at once, before slurmctld forgets it (MinJobAge), the rest wait silently.
 After the repair (the reconciler's sweep → follow_up_repairs): the node, or its replacement (same NodeLogicalId),
-  Running again → `resume_node` when it kept its Slurm name → `job_states` of the jobs the repair hit.
+  Running again → `resume_node` when it kept its Slurm name → `job_states` of the jobs not seen to yet.
 Their states (record_node_result): a job pending or running again (HyperPod auto-resume, Slurm's own requeue)
   is left alone (`ignored`); one NODE_FAIL or FAILED is requeued from its checkpoint like a stall restart
   (requeue_slurm_job: the job's restart budget, guardrails, mode, and a proof-of-recovery watch for a watched job).
@@ -186,8 +188,14 @@ def _job_states(result: AgentResult, context: dict[str, str], cluster: str, stre
     states = {}
     if result.status == "executed" and result.job_states is not None:
         states = {job.get("id"): job.get("state") for job in result.job_states if isinstance(job, dict)}
+    early = context.get("phase") == "early"
     records = []
     for job_id, name in jobs:
+        if early:  # the node is still in repair: act only on a job Slurm already ended for it, say nothing else
+            state = states.get(job_id) if result.status == "executed" else None
+            if state is None or job_after_repair(state) != "requeue":
+                continue
+            RepairStore(deps.table).drop_job(cluster, node_id, job_id)
         try:
             records.append(_one_job(job_id, name, states.get(job_id), result.status == "executed", context,
                                     cluster, stream_event_id, repair, deps))
@@ -199,7 +207,8 @@ def _job_states(result: AgentResult, context: dict[str, str], cluster: str, stre
                                "reason": f"Could not see to job {job_id} ({name}) after the repair "
                                          f"({error_code(error)}): it needs a look."})
             records.append(emit(record))
-    RepairStore(deps.table).forget(cluster, node_id)
+    if not early:
+        RepairStore(deps.table).forget(cluster, node_id)
     return records[-1] if records else None
 
 
@@ -270,8 +279,11 @@ def follow_up_repairs(sweep: _Sweep, nodes: list[NodeInfo]) -> None:
     by_logical = {node.logical_id: node for node in nodes if node.logical_id}
     for repair in store.repairs(cluster.name):
         node = sweep.by_id.get(repair.node_id) or (by_logical.get(repair.logical_id) if repair.logical_id else None)
-        if repair.taken_at is not None or repair.drained == "pending" or node is None or node.status != "Running" \
-                or sweep.now - repair.acted_at < REPAIR_SETTLE:
+        if repair.taken_at is not None or repair.drained == "pending":
+            continue
+        if node is None or node.status != "Running" or sweep.now - repair.acted_at < REPAIR_SETTLE:
+            if repair.jobs:  # still in repair: a job Slurm ended NODE_FAIL is requeued now, before Slurm forgets it
+                _ask_early(sweep, repair)
             continue
         if repair.drained == "no" and not repair.jobs:  # nothing drained, nothing known: the page said so
             store.forget(cluster.name, repair.node_id)
@@ -282,6 +294,26 @@ def follow_up_repairs(sweep: _Sweep, nodes: list[NodeInfo]) -> None:
         except (ClientError, BotoCoreError) as error:
             logger.warning("repair follow-up not issued", extra={"incident": repair.incident,
                                                                  "error_code": error_code(error)})
+
+
+def _ask_early(sweep: _Sweep, repair: SlurmRepair) -> None:
+    """While the node is in repair: where are its jobs now? slurmctld ends a job whose node goes down (NODE_FAIL)
+    and forgets it MinJobAge later (300 s by default; slurm.conf(5)), long before a replacement is back, so a job
+    it did not requeue itself is requeued as soon as Slurm reports it ended; the rest waits for the node."""
+    plain = [job_id for job_id, _ in repair.jobs or () if matches(JOB_ID, job_id)]
+    if not plain:
+        return
+    try:
+        command = node_command(sweep.cluster.name, "job_states", repair.incident, sweep.now, f"early:{sweep.run_id}",
+                               job_ids=plain)
+        context = {"incident": repair.incident, "trigger": Trigger.NODE_REPAIR.value, "event_id": sweep.run_id,
+                   "cluster": sweep.cluster.name, "node_id": repair.node_id, "fault": repair.fault,
+                   "action": repair.action, "mode": "act", "node_name": repair.node_name, "phase": "early",
+                   "kind": command.kind, "target": command.target}
+        AgentStore(sweep.table).record_command(command.command_id, context, sweep.now)
+        sweep.deps.slurm.send(command)
+    except (ClientError, BotoCoreError) as error:  # the next sweep asks again
+        logger.warning("job states not asked", extra={"incident": repair.incident, "error_code": error_code(error)})
 
 
 def _issue_follow_up(sweep: _Sweep, repair: SlurmRepair, node: NodeInfo) -> None:

@@ -347,19 +347,17 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
     """A node action and the Slurm job that ran on the node (issue 16): drain, list, resume, requeue."""
     on_node = {**SLURM_JOB, "nodes": [NODE]}
     agent_up = {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}
-    resumed = [{"sim": {"advance": "2026-11-20T08:48:00Z"}},
-               probe(steps=25, step=1225, loss=1.9, tokens_per_sec=40500.0, checkpoint=1200, new_process=True),
-               *[item for minute in (49, 50) for item in (
-                   {"sim": {"advance": f"2026-11-20T08:{minute}:00Z"}},
-                   probe(steps=40, loss=1.9, tokens_per_sec=40500.0))],
-               {"sim": {"advance": "2026-11-20T08:55:00Z"}}]
+    # the requeued job runs again elsewhere from 08:22 (its probe steps every minute) until after the node is back
+    resumed = [*every_minute(datetime(2026, 11, 20, 8, 22, tzinfo=UTC), datetime(2026, 11, 20, 8, 50, tzinfo=UTC),
+                             steps=40, step=1225, loss=1.9, tokens_per_sec=40500.0, checkpoint=1200,
+                             new_process=True)]
     return {
         "zh-node-repair-requeues-the-job.jsonl": ([
             "title: (zh) Slurm: a GPU fault on the node job 4211 (llama3-70b) runs on, launched without auto-resume",
             "expect: replace_node executed (the drain queued first); the drain's record lists job 4211; the job ends "
-            "NODE_FAIL when the node goes down; at 08:44 the replacement is Running: the node resumed in Slurm, one "
-            "requeue_job (trigger node_repair) deferred then executed; training resumes: recovered through the "
-            "probe; no page",
+            "NODE_FAIL when the node goes down; the reconciler's 08:19 sweep asks its state: one requeue_job "
+            "(trigger node_repair) deferred then executed; it runs again elsewhere at 08:22: recovered through the "
+            "probe; at 08:44 the replacement is Running: the node resumed in Slurm; no page",
         ], [{"sim": {"slurm_job": on_node}}, agent_up, sample, *resumed]),
         "zi-node-repair-auto-resume.jsonl": ([
             "title: (zi) Slurm: the same fault, the job launched with srun --auto-resume=1",

@@ -23,9 +23,9 @@ def argvs(result) -> list[list[str]]:
     return [run["argv"] for run in result.slurm_commands]
 
 
-def test_zh_a_job_without_auto_resume_is_requeued_after_the_replacement_and_proved_recovered(replay):
+def test_zh_a_job_without_auto_resume_is_requeued_when_slurm_ends_it_and_proved_recovered(replay):
     # Given job 4211 (llama3-70b, a watched job) running on the node, launched without auto-resume, its agent up
-    # When a GPU fault replaces the node, the replacement comes back, and training steps again
+    # When a GPU fault replaces the node, the job ends NODE_FAIL, runs again elsewhere, and the node comes back
     result = replay(SCENARIOS / "zh-node-repair-requeues-the-job.jsonl")
     # Then the node is replaced once, the drain queued first, and the drain's record names the job
     assert node_action_calls(result) == {REPLACE: 1}
@@ -39,10 +39,12 @@ def test_zh_a_job_without_auto_resume_is_requeued_after_the_replacement_and_prov
     assert argvs(result)[:2] == [
         ["scontrol", "update", f"NodeName={name}", "State=DRAIN", "Reason=Medic: drained before a node repair"],
         ["squeue", "--noheader", "--format=%i|%j", "-w", name]]
-    # And once the replacement is Running (same NodeLogicalId, same Slurm name): resumed, asked, one requeue
-    assert argvs(result)[2:] == [["scontrol", "update", f"NodeName={name}", "State=RESUME"],
-                                 ["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", "4211"],
-                                 ["scontrol", "requeue", "4211"]]
+    # And the reconciler's next sweep (the node still in repair) finds the job NODE_FAIL and requeues it at once,
+    # before slurmctld forgets it (MinJobAge); once the replacement is Running (same NodeLogicalId, same Slurm
+    # name) the node is resumed, and nothing is left to ask about
+    assert argvs(result)[2:] == [["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", "4211"],
+                                 ["scontrol", "requeue", "4211"],
+                                 ["scontrol", "update", f"NodeName={name}", "State=RESUME"]]
     requeues = [r for r in result.records if r["action"] == "requeue_job"]
     assert [(r["trigger"], r["outcome"], r["job"], r["incident"], r["attempt"]) for r in requeues] == [
         ("node_repair", "deferred", "4211", f"job:slurm:{CLUSTER}:llama3-70b", 1),
@@ -59,6 +61,7 @@ def test_zi_a_job_hyperpod_auto_resumed_is_left_alone(replay):
     # Given the same job launched with `srun --auto-resume=1`
     result = replay(SCENARIOS / "zi-node-repair-auto-resume.jsonl")
     # Then the node is replaced and the job listed, but it runs again by itself: no requeue, `ignored` with why
+    # (while the node is in repair the job waits PENDING: the sweeps' questions say nothing of it)
     assert node_action_calls(result) == {REPLACE: 1}
     assert result.records[1]["jobs"] == JOB
     assert ["scontrol", "requeue", "4211"] not in argvs(result)

@@ -74,6 +74,15 @@ class RepairStore:
                 continue
         return found
 
+    def drop_job(self, cluster: str, node_id: str, job_id: str) -> None:
+        """A job seen to while the node is still in repair (requeued early): the follow-up leaves it out."""
+        repair = self.get(cluster, node_id)
+        if repair is None or repair.jobs is None:
+            return
+        left = [list(job) for job in repair.jobs if job[0] != job_id]
+        self.table.update_if(self._key(cluster, node_id), "SET jobs = :j", "attribute_exists(pk)",
+                             {":j": {"S": json.dumps(left)}})
+
     def get(self, cluster: str, node_id: str) -> SlurmRepair | None:
         return next((repair for repair in self.repairs(cluster) if repair.node_id == node_id), None)
 
