@@ -91,3 +91,24 @@ def test_a_node_action_on_a_cluster_whose_agent_never_reported_pages_no_one_abou
     assert (node["outcome"], node["jobs"], node["paged"]) == ("executed", None, False)
     assert "No Medic agent has reported" in node["reason"]
     assert result.pages == []
+
+
+def test_a_reboot_drains_the_node_and_resumes_it_under_the_same_instance_id(replay):
+    from sim.scenarios.generate import event
+
+    # Given job 4300 (eval-7b, not a watched job: no proof of recovery) on a node HMA says needs a reboot
+    result = replay([{"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4300, "name": "eval-7b", "nodes": [NODE]}}},
+                     {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True}}},
+                     event(fault="NvidiaErrorReboot"), {"sim": {"advance": "+30m"}}])
+    # Then the node is drained and rebooted, the job (NODE_FAIL when the node went down) requeued by the next
+    # sweep, and the node resumed once it is Running again (the same instance: a reboot keeps its id and name)
+    assert node_action_calls(result) == {"sagemaker:BatchRebootClusterNodes": 1}
+    assert result.records[1]["jobs"] == [{"id": "4300", "name": "eval-7b"}]
+    name = argvs(result)[0][2].removeprefix("NodeName=")
+    assert argvs(result)[2:] == [["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", "4300"],
+                                 ["scontrol", "requeue", "4300"],
+                                 ["scontrol", "update", f"NodeName={name}", "State=RESUME"]]
+    assert [(r["trigger"], r["action"], r["outcome"], r["incident"]) for r in result.records if r["job"] == "4300"] == [
+        ("node_repair", "requeue_job", "deferred", f"job:slurm:{CLUSTER}:eval-7b"),
+        ("node_repair", "requeue_job", "executed", f"job:slurm:{CLUSTER}:eval-7b")]
+    assert result.pages == []
