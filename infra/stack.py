@@ -51,13 +51,10 @@ class MedicStack(Stack):
             slurm_queues={name: agent.queue.queue_url for name, agent in agents.items()},
             slurm_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
         ) if self.training_alarms.names else None
-        eks_watched = {job.cluster for job in config.jobs
-                       if (cluster := config.cluster(job.cluster)) and cluster.orchestrator == "eks"}
-        self.reconciler.send_agent_commands({name: agent.queue for name, agent in agents.items() if name in eks_watched})
-        # after every function that queues agent commands exists
-        senders = [self.alarm_response.handler.role] if self.alarm_response else []
-        self.slurm_job_requeue.restrict_senders(
-            *senders, only_to={name: [self.reconciler.handler.role] for name in eks_watched})
+        # after every function that queues agent commands exists: the node path and the reconciler (around node
+        # actions, and the reconciler's restarts of EKS jobs with pods stuck Terminating), the alarm handler
+        self.slurm_job_requeue.issue_node_commands(self.node_remediation.handler, self.reconciler.handler)
+        self.slurm_job_requeue.restrict_senders(*([self.alarm_response.handler.role] if self.alarm_response else []))
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 

@@ -30,6 +30,10 @@ NODE_RECOVERY = ("Automatic", "None")  # ClusterNodeRecovery
 PROVISIONING = ("Continuous", "OnDemand")
 # The emulated repair: how long a node stays in its repair status before it is Running again.
 REPAIR = {"reboot": ("SystemUpdating", timedelta(minutes=10)), "replace": ("Pending", timedelta(minutes=30))}
+# The emulated time from an accepted repair to its node going down (its jobs then end, or wait for auto-resume):
+# long enough for the agent to drain the node and list its jobs first, as on a cluster, where terminating or
+# rebooting an instance takes that long (not documented by AWS: an emulation choice).
+GOING_DOWN = timedelta(minutes=1)
 IN_REPAIR = frozenset({"ShuttingDown", "Pending", "SystemUpdating"})
 LIFECYCLE = {"SourceS3Uri": "s3://sagemaker-medic-sim-lifecycle/", "OnCreate": "on_create.sh"}
 WORKER_TYPE, CONTROLLER_TYPE = "ml.p5.48xlarge", "ml.m5.2xlarge"
@@ -79,6 +83,11 @@ class HyperPodWorld:
         self.settings: dict[str, ClusterSettings] = {}  # by cluster name
         self.terminated: set[tuple[str, str]] = set()  # (cluster, instance id) replaced away: never re-created
         self._include_logical_ids = False  # the ListClusterNodes call being answered asked for them
+        # Told of every accepted repair (cluster, instance id, its id after the call, verb) and of every node back
+        # Running (cluster, instance id): the fake Slurm's jobs on the node follow (sim/slurm.py).
+        self.on_repair: list[Any] = []
+        self.on_back: list[Any] = []
+        self._going_down: list[tuple[datetime, tuple[str, str, str, str]]] = []  # repairs whose node is not down yet
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
@@ -104,6 +113,11 @@ class HyperPodWorld:
         def describe_node(node: Any) -> dict:
             answer = node_describe(node)
             logical = world.logical_id_of(node.cluster_name, node.instance_id)
+            ip = world.private_ip(node.cluster_name, node.instance_id)
+            # DescribeClusterNode's PrivatePrimaryIp and PrivateDnsHostname (botocore's model:
+            # ip-<a>-<b>-<c>-<d>.<domain>), which moto leaves out; the node's Slurm name is the hostname's first label.
+            answer = {**answer, "PrivatePrimaryIp": ip,
+                      "PrivateDnsHostname": f"ip-{ip.replace('.', '-')}.{world.region}.compute.internal"}
             return {**answer, "NodeLogicalId": logical} if logical else answer
 
         def summarize_node(node: Any) -> dict:
@@ -116,6 +130,16 @@ class HyperPodWorld:
                 mock.patch.object(ClusterNode, "describe", describe_node), \
                 mock.patch.object(ClusterNode, "summary", summarize_node):
             yield
+
+    def private_ip(self, cluster_name: str, node_id: str) -> str:
+        """The node's private IP, stable per NodeLogicalId: a replacement keeps its predecessor's IP and so its Slurm
+        node name, as AWS's HyperPod samples show (not documented: Medic handles a new name too)."""
+        lineage = self.logical_id_of(cluster_name, node_id) or node_id
+        seed = hashlib.sha256(f"{cluster_name}/{lineage}".encode()).digest()
+        return f"10.1.{1 + seed[0] % 250}.{1 + seed[1] % 254}"  # 10.1.0.x: the head nodes (sim/slurm.py)
+
+    def slurm_node_name(self, cluster_name: str, node_id: str) -> str:
+        return "ip-" + self.private_ip(cluster_name, node_id).replace(".", "-")
 
     def logical_id_of(self, cluster_name: str, node_id: str) -> str | None:
         settings = self.settings.get(cluster_name)
@@ -210,12 +234,20 @@ class HyperPodWorld:
                 spec["TargetCount"] = max(0, int(spec.get("TargetCount", 0)) + delta)
 
     def finish_repairs(self, now: datetime) -> None:
-        """Nodes whose emulated repair is over are Running again."""
+        """Nodes a repair took down by now lose their jobs (on_repair); those whose emulated repair is over are
+        Running again (on_back)."""
+        due = [hit for at, hit in self._going_down if at <= now]
+        self._going_down = [(at, hit) for at, hit in self._going_down if at > now]
+        for hit in due:
+            for hook in self.on_repair:
+                hook(*hit)
         for key, repair in list(self.repairs.items()):
             if repair.until <= now:
                 node = self.node(repair.cluster, repair.node_id) if self.has_cluster(repair.cluster) else None
                 if node is not None and node.status in IN_REPAIR:
                     node.status = "Running"
+                    for back in self.on_back:
+                        back(repair.cluster, repair.node_id)
                 del self.repairs[key]
 
     def _cluster_name(self, name_or_arn: str) -> str | None:
@@ -293,11 +325,13 @@ class HyperPodWorld:
             elif verb == "replace":
                 replacements[node_id] = self._replace(name, node, now)
                 successful.append(node_id)
+                self._going_down.append((now + GOING_DOWN, (name, node_id, replacements[node_id], verb)))
             else:
                 status, duration = REPAIR[verb]
                 node.status = status
                 self.repairs[(name, node_id)] = Repair(name, node_id, now + duration)
                 successful.append(node_id)
+                self._going_down.append((now + GOING_DOWN, (name, node_id, node_id, verb)))
         body: dict[str, Any] = {}
         if successful:
             body["Successful"] = successful

@@ -34,7 +34,7 @@ from sim.alarms import Transition
 from sim.cfn import SimError
 from sim.cloudwatch import EmulatedCloudWatch
 from sim.faults import Fault, parse_fault
-from sim.hyperpod import LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
+from sim.hyperpod import INSTANCE_ID, LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
 from sim.slurm import JOB_NAME as SLURM_JOB_NAME
 from sim.slurm import MAX_CONTROLLERS as SLURM_MAX_CONTROLLERS
 from sim.slurm import STATES as SLURM_STATES
@@ -314,7 +314,16 @@ class Replay:
             raise ValueError(f"'name' must be a Slurm job name without spaces (got {name!r})")
         if state not in SLURM_STATES:
             raise ValueError(f"'state' must be one of {', '.join(SLURM_STATES)} (got {state!r})")
-        self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state)
+        nodes, auto_resume = value.get("nodes", []), value.get("auto_resume", False)
+        if not isinstance(nodes, list) or not all(isinstance(node, str) and INSTANCE_ID.match(node) for node in nodes):
+            raise ValueError(f"'nodes' must be a list of the cluster's instance ids (got {nodes!r})")
+        if not isinstance(auto_resume, bool):
+            raise ValueError(f"'auto_resume' must be true or false (got {auto_resume!r})")
+        for node in nodes:  # placed on nodes the cluster has (an undeclared one joins its first unprotected group)
+            self.world.ensure_cluster(cluster)
+            if self.world.hyperpod.node(cluster, node) is None:
+                self._directive_node({"cluster": cluster, "id": node})
+        self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state, nodes=nodes, auto_resume=auto_resume)
 
     def _directive_k8s_job(self, value: Any) -> None:
         """A running Kubernetes job on an EKS cluster: {"cluster", "namespace", "name", "kind", "replicas",

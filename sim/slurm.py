@@ -5,8 +5,10 @@ The agent runs exactly as on a controller node — parse and validate the messag
 ledger, run ``scontrol``/``squeue`` as an argv through its own ``Slurm`` class, write the result and
 its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``: a small model of
 the cluster's jobs that answers ``scontrol requeue <id>`` and ``squeue --noheader --format=%i
---name=<name>`` (nothing is executed; the stub programs in a temporary directory exist only so the
-agent finds its binaries).
+--name=<name>``, and around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``,
+``squeue -w <node>`` and ``squeue --states=all -j <ids>`` (nothing is executed; the stub programs in a
+temporary directory exist only so the agent finds its binaries). Jobs placed on nodes (by instance id) end
+NODE_FAIL when Medic's repair takes their node down, unless launched with auto-resume (sim/README.md).
 
 A cluster has one head node by default; the `slurm` directive gives it several (`controllers`), one agent on
 each, and says which slurmctld is in charge (`primary`, 1-based: the ones before it are DOWN, the rest UP,
@@ -60,6 +62,8 @@ class SlurmJob:
     name: str
     state: str = "RUNNING"
     requeues: int = 0
+    nodes: list[str] = field(default_factory=list)  # the instance ids it runs on
+    auto_resume: bool = False  # launched with `srun --auto-resume=1`: HyperPod restarts it after a node repair
 
 
 @dataclass
@@ -68,6 +72,17 @@ class SlurmCluster:
     jobs: dict[str, SlurmJob] = field(default_factory=dict)
     controllers: int = 1  # head nodes, each with a slurmctld (SlurmctldHost order) and an agent
     primary: int = 1  # the slurmctld in charge (1-based): those before it are DOWN, the rest UP; 0: all DOWN
+    drained: set[str] = field(default_factory=set)  # Slurm node names drained (`scontrol update ... State=DRAIN`)
+    # instance id -> Slurm node name of every node of the cluster (set by the world: DescribeClusterNode's hostname)
+    node_names: Any = None
+    seen_names: dict[str, str] = field(default_factory=dict)  # every instance's name ever seen (a replaced one too)
+
+    def names(self) -> dict[str, str]:
+        """instance id -> Slurm node name, for the cluster's nodes and those it had (a replaced instance keeps the
+        name it had in Slurm's records)."""
+        if self.node_names:
+            self.seen_names.update(self.node_names())
+        return self.seen_names
 
     @property
     def hosts(self) -> list[str]:
@@ -127,7 +142,45 @@ class FakeSlurm:
             name = args[2].removeprefix("--name=")
             ids = [job.job_id for job in jobs.values() if job.name == name and job.state in ACTIVE]
             return 0, "".join(f"{job_id}\n" for job_id in ids), ""
+        node_update = self._node_update(program, args)
+        if node_update is not None:
+            return node_update
+        if program == "squeue" and args[:2] == ["--noheader", "--format=%i|%j"] and len(args) == 4 and args[2] == "-w":
+            on = [job for job in jobs.values() if job.state in ACTIVE and args[3] in self._names(job)]
+            return 0, "".join(f"{job.job_id}|{job.name}\n" for job in on), ""
+        if program == "squeue" and args[:4] == ["--noheader", "--states=all", "--format=%i|%T", "-j"] \
+                and len(args) == 5:
+            ids = args[4].split(",")
+            known = [jobs[job_id] for job_id in ids if job_id in jobs]
+            if not known and len(ids) == 1:  # squeue(1) loads one job by id: slurmctld's error for an unknown one
+                return 1, "", "slurm_load_jobs error: Invalid job id specified"
+            return 0, "".join(f"{job.job_id}|{job.state}\n" for job in known), ""
         return 1, "", f"{program}: error: the replay's fake Slurm does not know `{' '.join(args)}`"
+
+    def _names(self, job: SlurmJob) -> set[str]:
+        names = self.cluster.names()
+        return {names.get(node_id, node_id) for node_id in job.nodes}
+
+    def _node_update(self, program: str, args: list[str]) -> tuple[int, str, str] | None:
+        """`scontrol update NodeName=<name> State=DRAIN Reason=<text>` and `... State=RESUME` (scontrol(1)): an unknown
+        name is slurmctld's "Invalid node name specified"; resuming a node that is not drained (or down) is
+        "Invalid node state specified" (slurmctld's ESLURM_INVALID_NODE_STATE). Checked against real Slurm in
+        tests/agent/test_real_slurm.py."""
+        if program != "scontrol" or len(args) < 3 or args[0] != "update" or not args[1].startswith("NodeName="):
+            return None
+        node = args[1].removeprefix("NodeName=")
+        names = set(self.cluster.names().values())
+        if node not in names:
+            return 1, "", "slurm_update error: Invalid node name specified"
+        if args[2] == "State=DRAIN" and len(args) == 4 and args[3].startswith("Reason="):
+            self.cluster.drained.add(node)
+            return 0, "", ""
+        if args[2] == "State=RESUME" and len(args) == 3:
+            if node not in self.cluster.drained:
+                return 1, "", "slurm_update error: Invalid node state specified"
+            self.cluster.drained.discard(node)
+            return 0, "", ""
+        return None
 
 
 @dataclass
@@ -149,6 +202,7 @@ class SlurmWorld:
         self.table = ""
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._undrained = 0
+        self.node_names: Callable[[str], dict[str, str]] | None = None  # cluster -> {instance id: Slurm node name}
 
     def close(self) -> None:
         if self._tmp is not None:
@@ -156,10 +210,33 @@ class SlurmWorld:
             self._tmp = None
 
     def cluster(self, name: str) -> SlurmCluster:
-        return self.clusters.setdefault(name, SlurmCluster(name))
+        if name not in self.clusters:
+            names = self.node_names
+            self.clusters[name] = SlurmCluster(name, node_names=(lambda: names(name)) if names else None)
+        return self.clusters[name]
 
-    def put_job(self, cluster: str, job_id: str, name: str, state: str = "RUNNING") -> None:
-        self.cluster(cluster).jobs[job_id] = SlurmJob(job_id, name, state)
+    def put_job(self, cluster: str, job_id: str, name: str, state: str = "RUNNING", nodes: list[str] | None = None,
+                auto_resume: bool = False) -> None:
+        model = self.cluster(cluster)
+        model.jobs[job_id] = SlurmJob(job_id, name, state, nodes=list(nodes or []), auto_resume=auto_resume)
+        model.names()  # the names its nodes have now
+
+    def node_repaired(self, cluster: str, node_id: str, new_id: str, verb: str) -> None:
+        """A node under a running job was rebooted or replaced. Without auto-resume the job ends NODE_FAIL (slurmctld
+        ends a job whose node goes down; HyperPod's docs: only jobs launched with `srun --auto-resume=1` are
+        resumed after a node replacement); with it, HyperPod holds it until the node is back (PENDING here)."""
+        for job in self.cluster(cluster).jobs.values():
+            if node_id not in job.nodes:
+                continue
+            job.nodes = [new_id if node == node_id else node for node in job.nodes]
+            if job.state == "RUNNING":
+                job.state = "PENDING" if job.auto_resume else "NODE_FAIL"
+
+    def node_back(self, cluster: str, node_id: str) -> None:
+        """The repaired node is Running again: an auto-resumed job on it runs again (from its checkpoint)."""
+        for job in self.cluster(cluster).jobs.values():
+            if node_id in job.nodes and job.auto_resume and job.state == "PENDING":
+                job.state = "RUNNING"
 
     # the agent
     def _dir(self) -> Path:

@@ -119,6 +119,9 @@ class World:
         self.training = TrainingWorld(account, region, self.client)
         self.slurm = SlurmWorld(self.client)
         self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes)
+        self.slurm.node_names = self._slurm_node_names
+        self.hyperpod.on_repair.append(self.slurm.node_repaired)
+        self.hyperpod.on_back.append(self.slurm.node_back)
         self.streams = Streams(self.client, region)
         self.metrics = Metrics(self.client)
         self.unsupported: list[str] = []  # what the template asks for that the replay does not deliver
@@ -164,6 +167,13 @@ class World:
             self.__exit__()
             raise
         return self
+
+    def _slurm_node_names(self, cluster: str) -> dict[str, str]:
+        """Every node of the cluster, instance id -> Slurm node name (what DescribeClusterNode's hostname says)."""
+        if not self.hyperpod.has_cluster(cluster):
+            return {}
+        return {node_id: self.hyperpod.slurm_node_name(cluster, node_id)
+                for node_id in self.hyperpod.backend.clusters[cluster].nodes}
 
     def __exit__(self, *exc: object) -> None:
         self.router.__exit__()

@@ -7,12 +7,21 @@ from dataclasses import dataclass, field
 from medic_agent.commands import (
     MAX_JOBS_PER_NAME,
     Command,
+    DrainNode,
+    JobStates,
     RequeueJob,
+    ResumeNode,
+    drain_argv,
     find_jobs_argv,
+    job_states_argv,
+    jobs_on_node_argv,
     parse_job_ids,
+    parse_job_states,
+    parse_jobs_on_node,
     requeue_argv,
+    resume_argv,
 )
-from medic_agent.slurm import Slurm
+from medic_agent.slurm import OUTPUT_LIMIT, Slurm
 
 EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
 
@@ -22,6 +31,10 @@ class Result:
     status: str  # executed | failed | refused
     message: str
     job_ids: tuple[str, ...] = field(default=())
+    # drain_node: the jobs on the node after the drain, (id, name); None when they could not be listed
+    jobs: tuple[tuple[str, str], ...] | None = None
+    # job_states: (id, state) of each job Slurm still knows; None when they could not be read
+    job_states: tuple[tuple[str, str], ...] | None = None
 
 
 def execute(command: Command, slurm: Slurm) -> Result:
@@ -31,6 +44,13 @@ def execute(command: Command, slurm: Slurm) -> Result:
             run = slurm.run(requeue_argv(action.job_id))
             return Result(EXECUTED if run.ok else FAILED, run.describe(), (action.job_id,) if run.ok else ())
         return _requeue_by_name(action.job_name or "", slurm, action.max_jobs)
+    if isinstance(action, DrainNode):
+        return _drain(action.node, slurm)
+    if isinstance(action, ResumeNode):
+        run = slurm.run(resume_argv(action.node))
+        return Result(EXECUTED if run.ok else FAILED, run.describe())
+    if isinstance(action, JobStates):
+        return _job_states(action.job_ids, slurm)
     raise TypeError(f"unknown action {action!r}")
 
 
@@ -48,3 +68,48 @@ def _requeue_by_name(job_name: str, slurm: Slurm, max_jobs: int = MAX_JOBS_PER_N
     requeued = tuple(job_id for job_id, run in zip(job_ids, runs) if run.ok)
     status = EXECUTED if len(requeued) == len(runs) else FAILED
     return Result(status, "; ".join([run.describe() for run in runs] + notes), requeued)
+
+
+def _drain(node: str, slurm: Slurm) -> Result:
+    """Drain first (from then on no new work lands on the node), then list what still runs there. A drain that
+    worked is `executed` even when the list is not to be had: its `jobs` are then None (unknown), with why."""
+    drained = slurm.run(drain_argv(node))
+    if not drained.ok:
+        return Result(FAILED, drained.describe())
+    listed = slurm.run(jobs_on_node_argv(node))
+    if not listed.ok:
+        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {listed.describe()}")
+    if len(listed.output) >= OUTPUT_LIMIT:  # cut short: its last line may be a truncated id or name
+        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: squeue's output is longer than {OUTPUT_LIMIT} "
+                                "characters")
+    try:
+        jobs = parse_jobs_on_node(listed.output)
+    except ValueError as error:
+        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {error}")
+    if len(jobs) > MAX_JOBS_PER_NAME:
+        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {len(jobs)} listed, more than "
+                                f"{MAX_JOBS_PER_NAME}")
+    listing = ", ".join(f"{job_id} ({name})" for job_id, name in jobs) or "none"
+    return Result(EXECUTED, f"{drained.describe()}; jobs on {node}: {listing}", jobs=tuple(jobs))
+
+
+# squeue -j with one id slurmctld no longer remembers (it ended more than MinJobAge ago): exit 1 and this message
+# (slurm-wlm 22.05: "slurm_load_jobs error: Invalid job id specified"); checked in tests/agent/test_real_slurm.py.
+FORGOTTEN_JOB = "Invalid job id specified"
+
+
+def _job_states(job_ids: str, slurm: Slurm) -> Result:
+    """The state of each job Slurm still knows; a job it does not list has left slurmctld's memory."""
+    listed = slurm.run(job_states_argv(job_ids))
+    if not listed.ok:
+        if FORGOTTEN_JOB in listed.output:
+            return Result(EXECUTED, f"{listed.describe()}; Slurm no longer knows these jobs", job_states=())
+        return Result(FAILED, listed.describe())
+    if len(listed.output) >= OUTPUT_LIMIT:
+        return Result(FAILED, f"squeue's output is longer than {OUTPUT_LIMIT} characters")
+    try:
+        states = parse_job_states(listed.output)
+    except ValueError as error:
+        return Result(FAILED, str(error))
+    shown = ", ".join(f"{job_id} {state}" for job_id, state in states) or "none listed"
+    return Result(EXECUTED, f"job states: {shown}", job_states=tuple(states))

@@ -1,6 +1,7 @@
 """Commands from Medic: parse and validate a queue message into a typed command, and build its argv.
 
-The agent runs one kind of command, the one Medic issues: `requeue_job`. Parsing is the first check, not
+The agent runs the kinds Medic issues: `requeue_job`, and around a node action `drain_node` / `resume_node`
+and `job_states` (where the jobs the repair hit are now). Parsing is the first check, not
 the last: a command that parses still runs only once the ledger confirms Medic issued it (ledger.claim).
 Pure: no I/O. Every value that ends up on a command line is checked here against a strict
 allowlist pattern (full match, ASCII only), and checked again when its argv is built, so an
@@ -21,7 +22,17 @@ JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 # What squeue may print for a job: a job id, or an array task `<job>_<task>`.
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)
-KINDS = ("requeue_job",)  # what Medic issues; nothing else runs
+# A Slurm node name as HyperPod names its nodes (ip-<a>-<b>-<c>-<d>): one node, never a hostlist expression
+# (`ip-10-1-2-[3-9]`), `ALL` or a list.
+NODE_NAME = re.compile(r"ip-(?:[0-9]{1,3}-){3}[0-9]{1,3}", re.ASCII)
+# What `squeue --format=%i|%j` prints per job: the id, a bar, the name (anything printable up to the line end).
+SQUEUE_JOB_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([\x20-\x7e]{0,200})", re.ASCII)
+DRAIN_REASON = "Medic: drained before a node repair"  # fixed: nothing from a message reaches the Reason
+# What `squeue --format=%i|%T` prints per job: the id, a bar, the state (Slurm's upper-case names: NODE_FAIL, ...).
+SQUEUE_STATE_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})", re.ASCII)
+# job_states: one or more job ids, comma-separated (squeue -j's list), at most MAX_JOBS_PER_NAME of them.
+JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)
+KINDS = ("requeue_job", "drain_node", "resume_node", "job_states")  # what Medic issues; nothing else runs
 # A job name matching more jobs than this is a mistake, not a requeue; Medic's command may say fewer.
 MAX_JOBS_PER_NAME = 50
 MAX_BODY_CHARS = 16_384
@@ -41,7 +52,40 @@ class RequeueJob:
         return self.job_id if self.job_id is not None else f"name:{self.job_name}"
 
 
-Action = RequeueJob
+@dataclass(frozen=True)
+class DrainNode:
+    """Drain one node in Slurm (no new work lands on it), then list the jobs still running on it."""
+
+    node: str
+
+    @property
+    def target(self) -> str:
+        return f"node:{self.node}"
+
+
+@dataclass(frozen=True)
+class ResumeNode:
+    """Return one drained node to service in Slurm."""
+
+    node: str
+
+    @property
+    def target(self) -> str:
+        return f"node:{self.node}"
+
+
+@dataclass(frozen=True)
+class JobStates:
+    """Report the Slurm state of a few jobs (those a node repair hit): read only, nothing changes."""
+
+    job_ids: str  # comma-separated, as squeue -j takes them
+
+    @property
+    def target(self) -> str:
+        return f"jobs:{self.job_ids}"
+
+
+Action = RequeueJob | DrainNode | ResumeNode | JobStates
 
 
 @dataclass(frozen=True)
@@ -108,15 +152,16 @@ def parse(body: str, *, cluster: str) -> Command:
     if data.get("cluster") != cluster:
         raise Refused(f"command is for cluster {shown(data.get('cluster'))}, this agent serves {cluster!r}",
                       **envelope)
-    if kind != "requeue_job":
+    if kind not in KINDS:
         raise Refused(f"kind must be one of {', '.join(KINDS)}: {shown(kind)}", **envelope)
-    action = _requeue(data, envelope)
+    action = _requeue(data, envelope) if kind == "requeue_job" else _job_states(data, envelope) \
+        if kind == "job_states" else _node_action(kind, data, envelope)
     return Command(command_id=command_id, cluster=cluster, kind=kind, action=action,
                    incident=envelope["incident"], issued_at=_text(data.get("issued_at"), 64))
 
 
 def _raw_target(data: dict) -> str:
-    for key in ("job_id", "job_name"):
+    for key in ("job_id", "job_name", "node", "job_ids"):
         if key in data:
             value = data[key]
             text = value if isinstance(value, str) else json.dumps(value)
@@ -139,6 +184,24 @@ def _requeue(data: dict, envelope: dict) -> RequeueJob:
     if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or not 1 <= max_jobs <= MAX_JOBS_PER_NAME:
         raise Refused(f"max_jobs must be an integer from 1 to {MAX_JOBS_PER_NAME}: {shown(max_jobs)}", **envelope)
     return RequeueJob(job_name=data["job_name"], max_jobs=max_jobs)
+
+
+def _job_states(data: dict, envelope: dict) -> JobStates:
+    extra = sorted(set(data) & {"job_id", "job_name", "node"})
+    if extra:
+        raise Refused(f"job_states takes job_ids, not {', '.join(extra)}", **envelope)
+    if not matches(JOB_ID_LIST, data.get("job_ids")):
+        raise Refused(f"job_ids must be 1-50 comma-separated job ids: {shown(data.get('job_ids'))}", **envelope)
+    return JobStates(data["job_ids"])
+
+
+def _node_action(kind: str, data: dict, envelope: dict) -> DrainNode | ResumeNode:
+    extra = sorted(set(data) & {"job_id", "job_name", "job_ids"})
+    if extra:
+        raise Refused(f"{kind} takes a node, not {', '.join(extra)}", **envelope)
+    if not matches(NODE_NAME, data.get("node")):
+        raise Refused(f"node must be one Slurm node name like ip-10-1-2-3: {shown(data.get('node'))}", **envelope)
+    return DrainNode(data["node"]) if kind == "drain_node" else ResumeNode(data["node"])
 
 
 # --- argv builders: each re-checks its input, so no caller can build a command line from an unchecked value.
@@ -169,3 +232,58 @@ def parse_job_ids(squeue_output: str) -> tuple[list[str], list[str]]:
         else:
             skipped.append(value[:64])
     return ids, skipped
+
+
+def drain_argv(node: str) -> list[str]:
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={DRAIN_REASON}"]
+
+
+def resume_argv(node: str) -> list[str]:
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
+
+
+def jobs_on_node_argv(node: str) -> list[str]:
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["squeue", "--noheader", "--format=%i|%j", "-w", node]
+
+
+def parse_jobs_on_node(squeue_output: str) -> list[tuple[str, str]]:
+    """squeue's `%i|%j` lines → [(job id, job name)], in squeue's order, each id once. Strict: a line that is not
+    exactly `<id>|<name>` raises ValueError (the job list is then unknown, never guessed)."""
+    jobs: list[tuple[str, str]] = []
+    for line in squeue_output.splitlines():
+        if not line.strip():
+            continue
+        found = SQUEUE_JOB_LINE.fullmatch(line.rstrip())
+        if found is None:
+            raise ValueError(f"unexpected squeue line: {shown(line, 120)}")
+        if found.group(1) not in [job_id for job_id, _ in jobs]:
+            jobs.append((found.group(1), found.group(2)))
+    return jobs
+
+
+def job_states_argv(job_ids: str) -> list[str]:
+    """Every state (`--states=all`: squeue's default shows only pending and running jobs), one `<id>|<state>`
+    line per job; a job slurmctld no longer remembers (MinJobAge after it ended) is not listed."""
+    if not matches(JOB_ID_LIST, job_ids):
+        raise ValueError(f"not a job id list: {shown(job_ids)}")
+    return ["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", job_ids]
+
+
+def parse_job_states(squeue_output: str) -> list[tuple[str, str]]:
+    """squeue's `%i|%T` lines → [(job id, state)], each id once. Strict, like parse_jobs_on_node."""
+    states: list[tuple[str, str]] = []
+    for line in squeue_output.splitlines():
+        if not line.strip():
+            continue
+        found = SQUEUE_STATE_LINE.fullmatch(line.strip())
+        if found is None:
+            raise ValueError(f"unexpected squeue line: {shown(line, 120)}")
+        if found.group(1) not in [job_id for job_id, _ in states]:
+            states.append((found.group(1), found.group(2)))
+    return states

@@ -94,7 +94,8 @@ class Ledger:
                                 "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
         for name, value in fields.items():
             if isinstance(value, (list, tuple)):
-                item[name] = {"L": [{"S": str(part)} for part in value]}
+                item[name] = {"L": [{"M": {key: {"S": str(text)} for key, text in part.items()}}
+                                    if isinstance(part, dict) else {"S": str(part)} for part in value]}
             else:
                 item[name] = {"S": str(value)}
         self.client.put_item(TableName=self.table, Item=item)

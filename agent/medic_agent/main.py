@@ -7,7 +7,7 @@ role is checked again after each long-poll and before each message: a role lost 
 messages it holds (visible again at once, for the new primary). A failover needs no operator step.
 
 For each message:
-  parse + validate ── refused (not a requeue_job Medic could have sent) → log, delete; no result
+  parse + validate ── refused (not a command Medic could have sent) → log, delete; no result
         │ ok
   seen in the local state? ── yes → duplicate (or finish reporting what it ran) → delete
         │ no
@@ -242,6 +242,10 @@ class Agent:
                   "finished_at": self.clock().isoformat()}
         if result.job_ids:
             record["job_ids"] = list(result.job_ids)
+        if result.jobs is not None:  # drain_node: the jobs on the node ([] none); absent: unknown
+            record["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
+        if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
+            record["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
         self.state.put(command_id, self.clock(), status="done", result=record, reported=False)
         level = logging.WARNING if result.status != "executed" else logging.INFO
         log.log(level, "command %s", result.status,
@@ -310,9 +314,9 @@ def _env(*names: str) -> str | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="medic-agent",
-        description="Runs the Slurm job requeues Medic issues (each checked against Medic's ledger before it "
-                    "runs) from an SQS queue, and reports each result to the ledger. Every option can also come "
-                    "from the environment variable in brackets.")
+        description="Runs the Slurm commands Medic issues (job requeues, node drains and resumes; each checked "
+                    "against Medic's ledger before it runs) from an SQS queue, and reports each result to the "
+                    "ledger. Every option can also come from the environment variable in brackets.")
     parser.add_argument("--cluster", default=_env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
     parser.add_argument("--queue-url", default=_env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
     parser.add_argument("--table", default=_env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")

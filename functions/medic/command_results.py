@@ -21,6 +21,7 @@ from medic.deps import Deps
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.slurm import (
     K8S_OBJECT_NAME,
+    NODE_KINDS,
     SQUEUE_JOB_ID,
     AgentResult,
     forged_result_page,
@@ -105,6 +106,10 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         logger.info("agent result already recorded", extra={"command_id": command_id})
         return None
     AgentStore(table).close_command(command_id)  # answered: the reconciler's sweep leaves it alone
+    if result.kind in NODE_KINDS:  # around a node action (issue 16): slurm_repair.py
+        from medic.slurm_repair import record_node_result
+
+        return record_node_result(result, context, cluster, record.eventID, deps)
     final = _final_record(result, context, cluster, record.eventID)
     if final["outcome"] == Outcome.FAILED.value and final["mode"] != "dry_run":
         text = slurm_job_page(final, context.get(DETAILS_KEY, ""), deps.region, situation="failed")

@@ -20,7 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from medic.adapters.aws import error_code
 from medic.deps import Deps
 from medic.domain.models import Action, Fault, Outcome, Trigger
-from medic.domain.slurm import COMMAND_DEADLINE, slurm_job_page
+from medic.domain.slurm import COMMAND_DEADLINE, NODE_KINDS, slurm_job_page
 from medic.ledger.agents import AgentStore, OpenCommand
 from medic.ledger.jobs import JobStore
 from medic.obs import logger
@@ -57,6 +57,14 @@ def _expire(command: OpenCommand, run_id: str, deps: Deps) -> dict | None:
     context = store.command_context(command.command_id)
     incident = context.get("incident") or f"command:{command.cluster}:{command.command_id}"
     minutes = int(COMMAND_DEADLINE.total_seconds() // 60)
+    if context.get("kind") in NODE_KINDS:  # around a node action (issue 16): no restart was spent
+        from medic.slurm_repair import expire_node_command
+
+        what = ("never took it on; Medic withdrew it, so it cannot run late" if never_claimed
+                else "took it on but wrote no result")
+        record = expire_node_command(context, command.cluster, command.command_id, run_id, minutes, what, deps)
+        store.close_command(command.command_id)
+        return record
     if never_claimed:
         what = "never took it on; Medic withdrew it, so it cannot run late"
         lineage = incident.removeprefix("job:") if incident.startswith("job:") else ""

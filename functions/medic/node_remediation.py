@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +26,14 @@ from medic.domain.models import (
     foreign_cluster_arn,
 )
 from medic.domain.pages import PageText, console_link, node_page, storm_page
-from medic.domain.policy import IN_REPAIR_STATUSES, NodeContext, NodeDecision, Page, decide_node
+from medic.domain.policy import (
+    IN_REPAIR_STATUSES,
+    NodeContext,
+    NodeDecision,
+    Page,
+    decide_node,
+    is_slurm_controller,
+)
 from medic.domain.reconcile import IN_FLIGHT, PENDING_OUTCOMES
 from medic.ledger.node_event import NodeEventView, load_node_event
 from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
@@ -180,7 +188,18 @@ def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node
     if fetched:
         report_node_recovery_mismatch(deps, table, mode, cluster, fetched[-1])
     if decision.executes:
+        from medic.slurm_repair import drain_before_repair  # Slurm's side: tell Slurm first, never wait for it
+
+        info = view.cluster_info or (fetched[-1] if fetched else None)
+        controller = node is not None and is_slurm_controller(
+            cluster, info or ClusterInfo(0, None, None, frozenset()), node.instance_group)
+        drain = None if controller else drain_before_repair(  # a head node runs no jobs: nothing to drain
+            deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now)
         decision = act_on_claim(decision, deps, table, cluster.name, node_id)
+        if drain is not None:
+            from medic.slurm_repair import after_the_call
+
+            decision = replace(decision, drain=after_the_call(drain, decision.outcome, table, cluster.name, node_id))
     return decision, view
 
 
@@ -224,13 +243,21 @@ def _mismatch_page(record: dict, region: str) -> PageText:
 
 def _finish(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table, health_reason: str,
             view: NodeEventView | None) -> dict:
+    drain = decision.drain
     record = complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
-                       "reason": decision.reason, "attempt": decision.attempt})
+                       "reason": f"{decision.reason} {drain.text}" if drain else decision.reason,
+                       "attempt": decision.attempt, **({"jobs": None} if drain else {})})
+    jobs_paged = False
+    if drain is not None and drain.page:  # the node action went ahead; its jobs need a human (one page)
+        from medic.slurm_repair import page_jobs_unknown
+
+        jobs_paged = page_jobs_unknown(deps, table, record, drain.node_name)
     if base["mode"] != "dry_run":  # a dry run calls nothing, SNS included
         if decision.page is Page.INCIDENT:
             record["paged"] = page_incident(deps, table, record, node_page(record, health_reason, deps.region))
         elif decision.page is Page.STORM and view is not None:
             record["paged"] = _storm_summary(deps, table, record, view)
+    record["paged"] = record["paged"] or jobs_paged
     return emit(record)
 
 

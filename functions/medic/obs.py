@@ -20,7 +20,7 @@ INCIDENTS_NAMESPACE = "Medic/Incidents"  # one metric per incident duration (dim
 INCIDENT_MESSAGE = "incident"
 # Fields whose null is meaningful (not applicable; a moment that never came): kept in the log line.
 RECORD_FIELDS = frozenset(RemediationRecord.model_fields) | frozenset(
-    {"kind", "node_id", *MOMENTS, *DURATIONS, "lost_steps", "lost_minutes"})
+    {"kind", "node_id", "jobs", *MOMENTS, *DURATIONS, "lost_steps", "lost_minutes"})
 
 
 class RecordFormatter(LambdaPowertoolsFormatter):

@@ -53,6 +53,7 @@ from medic.obs import cluster_gauges, count, emit_incident, logger
 from medic.reconcile_pages import SweepPages
 from medic.reconcile_repairs import claim_timeline, sweep_repairs
 from medic.records import complete, rejected
+from medic.slurm_repair import follow_up_repairs
 
 
 def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | None = None) -> dict:
@@ -141,6 +142,7 @@ class _Sweep:
             if self.node_store.claim_failure_report(name, node.node_id, self.now, self.cooldown):
                 self._failed(node)
         sweep_repairs(self, nodes, acted, acted_logical)
+        follow_up_repairs(self, nodes)  # Slurm's side of Medic's repairs: resume the node, see to its jobs
 
     def _snapshot_cluster(self) -> None:
         """DescribeCluster once per sweep, kept in the ledger for the node path (ledger.clusters): its size,

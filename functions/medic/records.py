@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from medic.domain.models import Action, EventEnvelope, Fault, Outcome, RemediationRecord, Trigger
+from medic.domain.models import Action, EventEnvelope, Fault, JobRef, Outcome, RemediationRecord, Trigger
 from medic.obs import emit_record
 
 
@@ -14,6 +14,9 @@ def complete(fields: dict) -> dict:
     """The record with every schema field present (null where not applicable), every text encodable:
     a lone surrogate from an event would make the log line unwritable, and the decision unrecorded."""
     record = RemediationRecord.model_validate(fields).model_dump(mode="json")
+    if "jobs" in fields:  # node actions on Slurm only: the jobs on the node ([]: none; None: unknown)
+        jobs = fields["jobs"]
+        record["jobs"] = None if jobs is None else [JobRef.model_validate(job).model_dump() for job in jobs]
     return {key: _encodable(value) if isinstance(value, str) else value for key, value in record.items()}
 
 

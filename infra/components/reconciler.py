@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.components.function import MedicFunction
@@ -44,13 +43,3 @@ class Reconciler(Construct):
             schedule=events.Schedule.rate(RECONCILE_EVERY),
         )
         self.handler.route(self.schedule, scheduled=True)
-
-    def send_agent_commands(self, queues: dict[str, sqs.IQueue]) -> None:
-        """The reconciler restarts watched EKS jobs whose pods are stuck Terminating (medic.eks_nodes), through
-        these clusters' agent queues: it may send to them (and only them); the stack lets it past their Deny."""
-        if not queues:
-            return
-        self.handler.function.add_environment(
-            "SLURM_QUEUES", Stack.of(self).to_json_string({name: queue.queue_url for name, queue in queues.items()}))
-        self.handler.role.add_to_policy(iam.PolicyStatement(
-            actions=["sqs:SendMessage"], resources=[queue.queue_arn for queue in queues.values()]))

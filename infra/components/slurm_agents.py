@@ -191,9 +191,20 @@ class SlurmJobRequeue(Construct):
                 reason="CDK's grant for the stream's on-failure queue; the statement names Medic's own key only."))
 
 
-    def restrict_senders(self, *roles: iam.IRole, only_to: dict[str, list[iam.IRole]] | None = None) -> None:
-        """Every agent queue accepts SendMessage only from Medic's roles that issue commands to it: the requeue
-        function's, ``roles`` (the alarm handler's), and the roles ``only_to`` names for that cluster's queue
-        (the reconciler's, for EKS clusters with watched jobs). Call once, after every sender exists."""
-        for name, agent in self.queues.items():
-            allow_senders(agent.queue, [*self.senders, *roles, *(only_to or {}).get(name, [])])
+    def issue_node_commands(self, *functions: MedicFunction) -> None:
+        """Functions that queue the commands around a node action (issue 16): the node path and the reconciler
+        (drain_node; resume_node and job_states after the repair; and its restarts of EKS jobs whose pods are stuck
+        Terminating). The results function requeues the jobs the repair hit. Each gets the queues, SendMessage on them, and a place among the allowed senders."""
+        queue_urls = Stack.of(self).to_json_string({name: agent.queue.queue_url for name, agent in self.queues.items()})
+        for function in (*functions, self.results):
+            function.function.add_environment("SLURM_QUEUES", queue_urls)
+            function.role.add_to_policy(iam.PolicyStatement(
+                actions=["sqs:SendMessage"], resources=[agent.queue.queue_arn for agent in self.queues.values()]))
+            self.senders.append(function.role)
+
+    def restrict_senders(self, *roles: iam.IRole) -> None:
+        """Every agent queue accepts SendMessage only from Medic's roles that issue commands: the requeue
+        function's, the node commands' (issue_node_commands) and ``roles`` (the alarm handler's). Call once,
+        after every sender exists."""
+        for agent in self.queues.values():
+            allow_senders(agent.queue, [*self.senders, *roles])

@@ -285,6 +285,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **node_trust_scenarios(sample),
         **health_alarm_scenarios(sample),
         **agent_trust_scenarios(),
+        **node_repair_scenarios(sample),
     }
 
 
@@ -339,6 +340,37 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             {"sim": {"slurm": {"cluster": "pretrain-slurm", "primary": 2}}},
             {"sim": {"advance": "2026-11-20T08:19:05Z"}},
             requeue_request(T0 + timedelta(minutes=6), event_id="8b7a6f5e-4d3c-4b2a-9f1e-0d9c8b7a6f5e")]),
+    }
+
+
+def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
+    """A node action and the Slurm job that ran on the node (issue 16): drain, list, resume, requeue."""
+    on_node = {**SLURM_JOB, "nodes": [NODE]}
+    agent_up = {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}
+    # the requeued job runs again elsewhere from 08:22 (its probe steps every minute) until after the node is back
+    resumed = [*every_minute(datetime(2026, 11, 20, 8, 22, tzinfo=UTC), datetime(2026, 11, 20, 8, 50, tzinfo=UTC),
+                             steps=40, step=1225, loss=1.9, tokens_per_sec=40500.0, checkpoint=1200,
+                             new_process=True)]
+    return {
+        "zh-node-repair-requeues-the-job.jsonl": ([
+            "title: (zh) Slurm: a GPU fault on the node job 4211 (llama3-70b) runs on, launched without auto-resume",
+            "expect: replace_node executed (the drain queued first); the drain's record lists job 4211; the job ends "
+            "NODE_FAIL when the node goes down; the reconciler's 08:19 sweep asks its state: one requeue_job "
+            "(trigger node_repair) deferred then executed; it runs again elsewhere at 08:22: recovered through the "
+            "probe; at 08:44 the replacement is Running: the node resumed in Slurm; no page",
+        ], [{"sim": {"slurm_job": on_node}}, agent_up, sample, *resumed]),
+        "zi-node-repair-auto-resume.jsonl": ([
+            "title: (zi) Slurm: the same fault, the job launched with srun --auto-resume=1",
+            "expect: replace_node executed; the drain's record lists job 4211; HyperPod's auto-resume runs it again "
+            "when the node is back: no requeue, the job recorded ignored (running again); no page",
+        ], [{"sim": {"slurm_job": {**on_node, "auto_resume": True}}}, agent_up, sample,
+            {"sim": {"advance": "2026-11-20T08:50:00Z"}}]),
+        "zj-node-repair-agent-down.jsonl": ([
+            "title: (zj) Slurm: the same fault while the agent has not reported for 12 minutes",
+            "expect: the node is still replaced (the repair matters more); the record's jobs is null (unknown), "
+            "nothing drained; one page says the jobs on the node need a look",
+        ], [{"sim": {"slurm_job": on_node}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z"}}}, sample]),
     }
 
 

@@ -254,6 +254,218 @@ def test_an_agent_on_another_head_node_stands_by_and_does_nothing(cluster):
     assert cluster.slurm.job(job_id)["Restarts"] == "1"
 
 
+# --- drain_node / resume_node: Slurm's side of a node action
+
+
+def test_drain_node_drains_and_lists_the_jobs_still_running_there(cluster):
+    from medic_agent.commands import DRAIN_REASON
+
+    # Given two jobs running on the node
+    node = cluster.slurm.node
+    jobs = [cluster.slurm.submit("pretrain"), cluster.slurm.submit("eval")]
+    for job_id in jobs:
+        cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    # When Medic issues a drain of the node and the agent polls
+    body = cluster.command(kind="drain_node", node=node)
+    cluster.send(body)
+    cluster.run_agent()
+    # Then Slurm drained it with Medic's fixed reason (no new work lands on it), the jobs keep running
+    assert "drain" in cluster.slurm.node_state()
+    assert cluster.slurm.node_reason() == DRAIN_REASON
+    assert [cluster.slurm.job(job_id)["JobState"] for job_id in jobs] == ["RUNNING", "RUNNING"]
+    assert cluster.slurm_calls() == [f"scontrol update NodeName={node} State=DRAIN Reason={DRAIN_REASON}",
+                                     f"squeue --noheader --format=%i|%j -w {node}"]
+    # And the result lists the jobs on the node, id and name, for Medic's record
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["target"] == f"node:{node}"
+    listed = sorted((job["M"]["id"]["S"], job["M"]["name"]["S"]) for job in result["jobs"])
+    assert listed == sorted(zip(jobs, ["pretrain", "eval"], strict=True))
+    assert cluster.queue_depth() == 0
+
+
+def test_drain_node_with_no_job_reports_an_empty_list(cluster):
+    node = cluster.slurm.node
+    body = cluster.command(kind="drain_node", node=node)
+    cluster.send(body)
+    cluster.run_agent()
+    assert "drain" in cluster.slurm.node_state()
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["jobs"] == []
+
+
+def test_resume_node_returns_a_drained_node_to_service(cluster):
+    # Given the node drained by Medic
+    node = cluster.slurm.node
+    drain = cluster.command(kind="drain_node", node=node)
+    cluster.send(drain)
+    cluster.run_agent()
+    assert "drain" in cluster.slurm.node_state()
+    # When Medic issues a resume
+    resume = cluster.command(kind="resume_node", node=node)
+    cluster.send(resume)
+    cluster.run_agent()
+    # Then the node is back in service (Slurm may flag it not_responding until its next ping of slurmd)
+    state = cluster.slurm.node_state()
+    assert "drain" not in state and state.split("+")[0] == "idle", state
+    assert cluster.slurm_calls()[-1] == f"scontrol update NodeName={node} State=RESUME"
+    assert cluster.result(resume)["status"] == "executed"
+
+
+def test_drain_of_a_node_slurm_does_not_know_fails_with_slurms_words(cluster):
+    body = cluster.command(kind="drain_node", node="ip-10-9-9-9")
+    cluster.send(body)
+    cluster.run_agent()
+    result = cluster.result(body)
+    assert result["status"] == "failed" and "Invalid node name" in result["message"]
+    assert "jobs" not in result
+    assert cluster.slurm_calls() == ["scontrol update NodeName=ip-10-9-9-9 State=DRAIN "
+                                     "Reason=Medic: drained before a node repair"]
+
+
+def test_node_commands_medic_never_issued_or_with_hostile_nodes_touch_nothing(cluster, tmp_path):
+    node = cluster.slurm.node
+    canary = tmp_path / "canary"
+    bodies = [cluster.command(kind="drain_node", node=f"{node}; touch {canary}"),
+              cluster.command(kind="drain_node", node="ip-10-1-2-[0-9]"),
+              cluster.command(kind="drain_node", node="ALL"),
+              cluster.command(kind="resume_node", node=f"{node},ip-10-1-2-4")]
+    for body in bodies:
+        cluster.send(body)
+    forged = cluster.command(kind="drain_node", node=node)
+    cluster.send(forged, issued=False)
+    cluster.run_agent()
+    assert cluster.slurm_calls() == [] and not canary.exists()
+    assert cluster.slurm.node_state() == "idle" and cluster.slurm.node_reason() == ""
+    assert [cluster.result(body) for body in [*bodies, forged]] == [None] * 5
+    assert cluster.queue_depth() == 0
+
+
+# --- job_states: where the jobs a node repair hit are after it (issue 16 item 2)
+
+
+def test_job_states_reports_what_squeue_says_of_each_job(cluster):
+    # Given one job running and one cancelled (still in slurmctld's memory: MinJobAge=5)
+    running, cancelled = cluster.slurm.submit("pretrain"), cluster.slurm.submit("eval")
+    for job_id in (running, cancelled):
+        cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    cluster.slurm.run("scancel", cancelled)
+    cluster.slurm.wait_for_job_state(cancelled, "CANCELLED")
+    # When Medic asks for their states
+    body = cluster.command(kind="job_states", job_ids=f"{running},{cancelled}")
+    cluster.send(body)
+    cluster.run_agent()
+    # Then the result has each job's state as Slurm names it, from the argv Medic's parser expects
+    assert cluster.slurm_calls() == [f"squeue --noheader --states=all --format=%i|%T -j {running},{cancelled}"]
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["target"] == f"jobs:{running},{cancelled}"
+    states = {item["M"]["id"]["S"]: item["M"]["state"]["S"] for item in result["job_states"]}
+    assert states == {running: "RUNNING", cancelled: "CANCELLED"}
+
+
+def test_job_states_of_a_job_slurm_forgot_is_an_empty_list(cluster):
+    # Given a job id slurmctld does not know (ended more than MinJobAge ago, or never existed)
+    body = cluster.command(kind="job_states", job_ids="999999")
+    cluster.send(body)
+    cluster.run_agent()
+    # Then squeue's "Invalid job id specified" is an empty list, not a failure
+    result = cluster.result(body)
+    assert result["status"] == "executed" and result["job_states"] == []
+    assert "Invalid job id specified" in result["message"]
+
+
+def test_a_node_repair_as_slurm_sees_it_drain_down_states_resume_requeue(cluster):
+    from medic.domain.slurm import job_after_repair
+
+    # Given a job running on the node, which Medic drains before repairing it
+    node = cluster.slurm.node
+    job_id = cluster.slurm.submit("llama3-70b")
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    drain = cluster.command(kind="drain_node", node=node)
+    cluster.send(drain)
+    cluster.run_agent()
+    assert [(j["M"]["id"]["S"], j["M"]["name"]["S"]) for j in cluster.result(drain)["jobs"]] == [
+        (job_id, "llama3-70b")]
+    # When the repair takes the node away (slurmctld sees it DOWN, as when HyperPod reboots or replaces it)
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=repair")
+    deadline = time.monotonic() + 30
+    while cluster.slurm.job(job_id)["JobState"] == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # Then Medic's job_states sees what Slurm made of the job: a batch job that may be requeued (sbatch --requeue,
+    # JobRequeue=1) is requeued by slurmctld itself, pending again: Medic leaves it alone
+    states = cluster.command(kind="job_states", job_ids=job_id)
+    cluster.send(states)
+    cluster.run_agent()
+    [seen] = cluster.result(states)["job_states"]
+    assert seen["M"]["id"]["S"] == job_id
+    assert job_after_repair(seen["M"]["state"]["S"]) == "back", seen
+    # And when the node is back, the resume Medic issues returns it to service
+    resume = cluster.command(kind="resume_node", node=node)
+    cluster.send(resume)
+    cluster.run_agent()
+    assert cluster.result(resume)["status"] == "executed"
+    assert "down" not in cluster.slurm.node_state() and "drain" not in cluster.slurm.node_state()
+    # (the job slurmctld requeued waits out its BeginTime, about two minutes, before it runs again)
+    assert (cluster.slurm.job(job_id)["JobState"], cluster.slurm.job(job_id)["Restarts"]) == ("PENDING", "1")
+
+
+def test_a_job_slurm_may_not_requeue_ends_node_fail_and_medics_requeue_fails_in_slurms_words(cluster):
+    from medic.domain.slurm import job_after_repair
+
+    # Given a job submitted with --no-requeue on the node, which goes down under it
+    node = cluster.slurm.node
+    job_id = cluster.slurm.run("sbatch", "--parsable", "--no-requeue", "--job-name=pretrain", "--output=/dev/null",
+                               f"--chdir={cluster.slurm.root / 'jobs'}", "--ntasks=1", "--wrap=sleep 300"
+                               ).stdout.strip().split(";")[0]
+    cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=repair")
+    cluster.slurm.wait_for_job_state(job_id, "NODE_FAIL")
+    # When Medic asks its state
+    states = cluster.command(kind="job_states", job_ids=job_id)
+    cluster.send(states)
+    cluster.run_agent()
+    [seen] = cluster.result(states)["job_states"]
+    # Then it is NODE_FAIL, which Medic requeues
+    assert seen["M"]["state"]["S"] == "NODE_FAIL" and job_after_repair("NODE_FAIL") == "requeue"
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)  # may be back already
+    requeue = cluster.command(job_id=job_id)
+    cluster.send(requeue)
+    cluster.run_agent()
+    # And Slurm refuses a job submitted --no-requeue, in its own words: Medic's record of it fails (and pages)
+    assert cluster.slurm_calls()[-1] == f"scontrol requeue {job_id}"
+    result = cluster.result(requeue)
+    assert result["status"] == "failed" and "presently disabled" in result["message"], result["message"]
+
+
+def test_a_requeueable_job_that_failed_with_its_node_is_requeued_by_medic(cluster):
+    from medic.domain.slurm import job_after_repair
+
+    # Given a batch job (--requeue) that ended FAILED (its step died with a node under it)
+    job_id = cluster.slurm.run("sbatch", "--parsable", "--requeue", "--job-name=pretrain", "--output=/dev/null",
+                               f"--chdir={cluster.slurm.root / 'jobs'}", "--ntasks=1", "--wrap=exit 1"
+                               ).stdout.strip().split(";")[0]
+    cluster.slurm.wait_for_job_state(job_id, "FAILED")
+    states = cluster.command(kind="job_states", job_ids=job_id)
+    cluster.send(states)
+    cluster.run_agent()
+    [seen] = cluster.result(states)["job_states"]
+    assert seen["M"]["state"]["S"] == "FAILED" and job_after_repair("FAILED") == "requeue"
+    # When Medic requeues it through the agent
+    requeue = cluster.command(job_id=job_id)
+    cluster.send(requeue)
+    cluster.run_agent()
+    # Then slurmctld takes it back: executed, its restart count up
+    assert cluster.result(requeue)["status"] == "executed"
+    assert cluster.slurm.job(job_id)["Restarts"] == "1"
+
+
+def test_resume_of_a_node_that_is_not_drained_fails_with_slurms_words(cluster):
+    body = cluster.command(kind="resume_node", node=cluster.slurm.node)
+    cluster.send(body)
+    cluster.run_agent()
+    result = cluster.result(body)
+    assert result["status"] == "failed" and "Invalid node state specified" in result["message"], result["message"]
+
+
 def test_with_two_head_nodes_in_slurm_conf_only_the_agent_on_the_first_up_acts(two_heads):
     # Given a slurm.conf with two SlurmctldHost lines (this machine, then ip-10-1-0-11), a running job and a requeue
     ping = two_heads.slurm.run("scontrol", "ping").stdout.splitlines()

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 
 from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
-from medic.domain.models import Action, ClusterInfo, NodeInfo
+from medic.domain.models import Action, ClusterInfo, NodeInfo, slurm_node_name
 
 # Failed[] codes (botocore's BatchRebootClusterNodesErrorCode / BatchReplaceClusterNodesErrorCode docs):
 # InstanceIdInUse "another operation is already in progress for this node": a repair is running.
@@ -67,6 +67,7 @@ class HyperPod:
             instance_group=details["InstanceGroupName"],
             status=details.get("InstanceStatus", {}).get("Status", "Unknown"),
             logical_id=details.get("NodeLogicalId"),
+            slurm_node=slurm_node_name(details.get("PrivateDnsHostname"), details.get("PrivatePrimaryIp")),
         )
 
     def cluster_info(self, cluster: str, refresh: bool = False) -> ClusterInfo:

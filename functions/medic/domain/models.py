@@ -5,6 +5,7 @@ builds only the pydantic classes it parses at cold start."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -44,6 +45,7 @@ class Trigger(StrEnum):
     ALARM = "alarm"
     RECONCILE = "reconcile"
     OPERATOR = "operator"  # an explicit request from a person or a tool ("Medic Requeue Job")
+    NODE_REPAIR = "node_repair"  # Slurm's side of a node action: drain, resume, the jobs the repair hit
 
 
 class Action(StrEnum):
@@ -178,6 +180,36 @@ class RemediationRecord(BaseModel):
     requester: Requester | None = None  # operator requests only
 
 
+# A Slurm node name as HyperPod names its nodes: one node, never a hostlist expression, ALL or a list (the agent's
+# NODE_NAME, agent/medic_agent/commands.py). HyperPod's Slurm nodes are named after their private DNS hostname's
+# first label, ip-<a>-<b>-<c>-<d> (AWS's HyperPod Slurm samples: `sinfo` lists ip-10-1-...); DescribeClusterNode
+# says PrivateDnsHostname (pattern ip-<a>-<b>-<c>-<d>.<domain> in botocore's model) and PrivatePrimaryIp.
+SLURM_NODE_NAME = re.compile(r"ip-(?:[0-9]{1,3}-){3}[0-9]{1,3}", re.ASCII)
+_IPV4 = re.compile(r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}", re.ASCII)
+
+
+def slurm_node_name(hostname: Any, ip: Any) -> str | None:
+    """The node's Slurm name from DescribeClusterNode's PrivateDnsHostname (else PrivatePrimaryIp); None when
+    neither gives one that matches SLURM_NODE_NAME exactly (nothing else may reach an argv)."""
+    if isinstance(hostname, str):
+        first = hostname.split(".", 1)[0]
+        if SLURM_NODE_NAME.fullmatch(first):
+            return first
+    if isinstance(ip, str) and _IPV4.fullmatch(ip):
+        name = "ip-" + ip.replace(".", "-")
+        return name if SLURM_NODE_NAME.fullmatch(name) else None
+    return None
+
+
+class JobRef(BaseModel):
+    """A Slurm job a node action hit, as the record's `jobs` names it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str = Field(pattern=r"^[0-9]{1,10}(?:_[0-9]{1,10})?$")
+    name: str = Field(max_length=200)
+
+
 # ClusterInstanceStatus NotFound (botocore's model: one of its seven values): the instance is gone.
 NOT_FOUND = "NotFound"
 
@@ -191,6 +223,9 @@ class NodeInfo:
     status: str
     # NodeLogicalId: persists across BatchReplaceClusterNodes, which gives the node a new instance id.
     logical_id: str | None = None
+    # The node's Slurm node name (ip-<a>-<b>-<c>-<d>, from DescribeClusterNode's PrivateDnsHostname); None when
+    # not known (ListClusterNodes does not say it).
+    slurm_node: str | None = None
 
     @property
     def gone(self) -> bool:

@@ -53,6 +53,17 @@ def is_slurm_controller(cluster: Cluster, info: ClusterInfo, group: str) -> bool
 
 
 @dataclass(frozen=True)
+class DrainNote:
+    """What Medic told Slurm before a node action: said in the record's reason; `page`: the jobs on the node are
+    unknown and a human should look (one page, apart from the node's own)."""
+
+    text: str
+    node_name: str | None = None
+    page: bool = False
+    queued: bool = False  # the drain went to the agent (and the repair is remembered for after it)
+
+
+@dataclass(frozen=True)
 class NodeDecision:
     action: Action
     outcome: Outcome  # EXECUTED here means "claim and execute"; the adapter's answer decides the rest
@@ -60,6 +71,7 @@ class NodeDecision:
     page: Page = Page.NONE
     attempt: int = 0
     close_incident: bool = False
+    drain: DrainNote | None = None  # Slurm's side of the action (slurm_repair.py); None: not a Slurm node action
 
     @property
     def executes(self) -> bool:

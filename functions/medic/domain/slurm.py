@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from medic.config import CLUSTER_NAME_PATTERN, K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN
-from medic.domain.models import MedicEvent, Outcome
+from medic.domain.models import SLURM_NODE_NAME, MedicEvent, Outcome
 from medic.domain.pages import PageText, console_link
 
 JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
@@ -193,6 +193,9 @@ class AgentResult(BaseModel):
     pods: list[str] = Field(default_factory=list)
     force_deleted: list[str] = Field(default_factory=list)
     finished_at: str = ""
+    # drain_node: the jobs on the node (absent: unknown); job_states: the state of each job Slurm still knows
+    jobs: list[dict[str, str]] | None = None
+    job_states: list[dict[str, str]] | None = None
 
     @property
     def agent_cluster(self) -> str:
@@ -208,12 +211,14 @@ class AgentResult(BaseModel):
 class AgentCommand:
     command_id: str
     cluster: str
-    kind: str  # requeue_job (a Slurm agent) | restart_job (an EKS agent)
+    kind: str  # requeue_job; around a node action drain_node, resume_node, job_states (NODE_KINDS); restart_job (EKS)
     incident: str
     issued_at: datetime
     job_id: str | None = None
     job_name: str | None = None
     max_jobs: int | None = None  # requeue by name: the most jobs the agent may requeue
+    node: str | None = None  # drain_node, resume_node: one Slurm node name
+    job_ids: str | None = None  # job_states: comma-separated job ids
     # restart_job: the Kubernetes object (namespace, kind; its name is job_name)
     namespace: str | None = None
     job_kind: str | None = None
@@ -223,14 +228,18 @@ class AgentCommand:
         """What the command acts on, as the agent names it (its claim's condition and its result's `target`)."""
         if self.kind == "restart_job":
             return f"{self.job_kind}/{self.namespace}/{self.job_name}"
+        if self.node is not None:
+            return f"node:{self.node}"
+        if self.job_ids is not None:
+            return f"jobs:{self.job_ids}"
         return self.job_id if self.job_id is not None else f"name:{self.job_name}"
 
     def body(self) -> dict:
         """The queue message, exactly as the agent parses it."""
         fields = {"command_id": self.command_id, "cluster": self.cluster, "kind": self.kind,
                   "incident": self.incident, "issued_at": self.issued_at.isoformat()}
-        optional = {"job_id": self.job_id, "job_name": self.job_name, "max_jobs": self.max_jobs,
-                    "namespace": self.namespace, "job_kind": self.job_kind}
+        optional = {"job_id": self.job_id, "job_name": self.job_name, "max_jobs": self.max_jobs, "node": self.node,
+                    "job_ids": self.job_ids, "namespace": self.namespace, "job_kind": self.job_kind}
         return {**fields, **{key: value for key, value in optional.items() if value is not None}}
 
 
@@ -260,6 +269,70 @@ def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str |
     return AgentCommand(command_id=command_id_for(cluster, incident, request_id), cluster=cluster, kind="requeue_job", incident=incident,
                         issued_at=now, job_id=job_id, job_name=job_name,
                         max_jobs=MAX_JOBS_PER_NAME if job_name is not None else None)
+
+
+# The commands around a node action (issue 16): the agent's drain_node, resume_node and job_states.
+NODE_KINDS = ("drain_node", "resume_node", "job_states")
+JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)  # the agent's, for job_states
+
+
+def node_command(cluster: str, kind: str, incident: str, now: datetime, request_id: str, *, node: str | None = None,
+                 job_ids: list[str] | None = None) -> AgentCommand:
+    """drain_node / resume_node of one Slurm node, or job_states of a few jobs; InvalidCommand for anything the
+    agent would refuse. The id derives from the request, as requeue_command's."""
+    if kind not in NODE_KINDS:
+        raise InvalidCommand(f"not a node command: {shown(kind)}")
+    listed = None
+    if kind == "job_states":
+        listed = ",".join(job_ids or [])
+        if not matches(JOB_ID_LIST, listed):
+            raise InvalidCommand(f"job_states needs 1-50 plain job ids: {shown(listed)}")
+    elif not matches(SLURM_NODE_NAME, node):
+        raise InvalidCommand(f"node must be one Slurm node name like ip-10-1-2-3: {shown(node)}")
+    command_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{kind}:{request_id}"))
+    return AgentCommand(command_id=command_id, cluster=cluster, kind=kind, incident=incident, issued_at=now,
+                        node=node if kind != "job_states" else None, job_ids=listed)
+
+
+# Where a job the repair hit can be, as squeue's %T says (SchedMD slurm, squeue(1) JOB STATE CODES):
+# back: pending or running again (HyperPod auto-resume, or Slurm's own requeue of a batch job on NODE_FAIL);
+# hit: ended by the node's failure or repair, requeued from its checkpoint by Medic; anything else ended for its
+# own reasons (completed, cancelled, timed out, out of memory, preempted) and is left alone.
+JOB_BACK = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
+                      "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"})
+JOB_HIT = frozenset({"NODE_FAIL", "FAILED", "BOOT_FAIL"})
+
+
+def job_after_repair(state: str | None) -> str:
+    """What Medic does about one job the repair hit, from its Slurm state (None: Slurm no longer lists it):
+    "back" (left alone), "requeue", "ended" (left alone) or "unknown" (a human looks)."""
+    if state is None:
+        return "unknown"
+    if state in JOB_BACK:
+        return "back"
+    return "requeue" if state in JOB_HIT else "ended"
+
+
+def jobs_unknown_page(record: dict, node_name: str | None, region: str) -> PageText:
+    """The one page for a node action whose jobs Medic could not list (agent down, drain failed): a human checks
+    what ran on the node."""
+    node = node_name or "(its Slurm name unknown)"
+    subject = f"[Medic] {record['cluster']} node {record['node_id']}: jobs on it need a look"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"Node:           {record['node_id']} (Slurm node {node})",
+        "",
+        f"What Medic did: {record['action']}: {record['outcome']}",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     Medic could not list the jobs that ran on the node, so it will not requeue them: check "
+        f"them (sacct --nodelist={node} --starttime=now-1day) and requeue each from its checkpoint by hand "
+        "(scontrol requeue <id>) if it still needs it; resume the node in Slurm once it is back "
+        f"(scontrol update NodeName={node} State=RESUME) if it was drained.",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject[:100], body)
 
 
 def heartbeat_is_fresh(seen_at: datetime | None, now: datetime) -> bool:

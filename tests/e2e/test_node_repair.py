@@ -1,0 +1,114 @@
+"""Specification: a node action and the Slurm job on the node, end to end (issue 16) — the health event, the drain
+queued for the real agent before the HyperPod call, the jobs the agent lists (`squeue -w`), the replacement
+coming back Running, the resume and the job states the reconciler asks for, and a requeue of each job that did not
+come back, under the stall restart's budget and proof of recovery."""
+
+from __future__ import annotations
+
+from sim.scenario import SCENARIOS
+from sim.scenarios.generate import NODE
+from tests.e2e.conftest import node_action_calls
+
+CLUSTER = "pretrain-slurm"
+REPLACE = "sagemaker:BatchReplaceClusterNodes"
+INCIDENT = f"node:{CLUSTER}:{NODE}"
+JOB = [{"id": "4211", "name": "llama3-70b"}]
+
+
+def summary(result) -> list[tuple]:
+    return [(r["trigger"], r["action"], r["outcome"]) for r in result.records]
+
+
+def argvs(result) -> list[list[str]]:
+    return [run["argv"] for run in result.slurm_commands]
+
+
+def test_zh_a_job_without_auto_resume_is_requeued_when_slurm_ends_it_and_proved_recovered(replay):
+    # Given job 4211 (llama3-70b, a watched job) running on the node, launched without auto-resume, its agent up
+    # When a GPU fault replaces the node, the job ends NODE_FAIL, runs again elsewhere, and the node comes back
+    result = replay(SCENARIOS / "zh-node-repair-requeues-the-job.jsonl")
+    # Then the node is replaced once, the drain queued first, and the drain's record names the job
+    assert node_action_calls(result) == {REPLACE: 1}
+    node, drained = result.records[:2]
+    assert (node["trigger"], node["action"], node["outcome"], node["jobs"]) == (
+        "node_health", "replace_node", "executed", None)
+    assert "Drain of ip-" in node["reason"] and "queued for the agent" in node["reason"]
+    assert (drained["incident"], drained["trigger"], drained["node_id"], drained["jobs"]) == (
+        INCIDENT, "node_repair", NODE, JOB)
+    name = argvs(result)[0][2].removeprefix("NodeName=")
+    assert argvs(result)[:2] == [
+        ["scontrol", "update", f"NodeName={name}", "State=DRAIN", "Reason=Medic: drained before a node repair"],
+        ["squeue", "--noheader", "--format=%i|%j", "-w", name]]
+    # And the reconciler's next sweep (the node still in repair) finds the job NODE_FAIL and requeues it at once,
+    # before slurmctld forgets it (MinJobAge); once the replacement is Running (same NodeLogicalId, same Slurm
+    # name) the node is resumed, and nothing is left to ask about
+    assert argvs(result)[2:] == [["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", "4211"],
+                                 ["scontrol", "requeue", "4211"],
+                                 ["scontrol", "update", f"NodeName={name}", "State=RESUME"]]
+    requeues = [r for r in result.records if r["action"] == "requeue_job"]
+    assert [(r["trigger"], r["outcome"], r["job"], r["incident"], r["attempt"]) for r in requeues] == [
+        ("node_repair", "deferred", "4211", f"job:slurm:{CLUSTER}:llama3-70b", 1),
+        ("node_repair", "executed", "4211", f"job:slurm:{CLUSTER}:llama3-70b", 1)]
+    # And the probe proves training resumed: `recovered`, quietly
+    recovered = [r for r in result.records if r["fault"] == "recovered"]
+    assert [(r["incident"], r["outcome"]) for r in recovered] == [(f"job:slurm:{CLUSTER}:llama3-70b", "ignored")]
+    assert result.pages == []
+    # Records that are not node actions carry no `jobs`
+    assert all("jobs" not in r for r in requeues + recovered)
+
+
+def test_zi_a_job_hyperpod_auto_resumed_is_left_alone(replay):
+    # Given the same job launched with `srun --auto-resume=1`
+    result = replay(SCENARIOS / "zi-node-repair-auto-resume.jsonl")
+    # Then the node is replaced and the job listed, but it runs again by itself: no requeue, `ignored` with why
+    # (while the node is in repair the job waits PENDING: the sweeps' questions say nothing of it)
+    assert node_action_calls(result) == {REPLACE: 1}
+    assert result.records[1]["jobs"] == JOB
+    assert ["scontrol", "requeue", "4211"] not in argvs(result)
+    [job] = [r for r in result.records if r["job"] == "4211"]
+    assert (job["trigger"], job["action"], job["outcome"]) == ("node_repair", "none", "ignored")
+    assert "RUNNING again" in job["reason"] and "auto-resume" in job["reason"]
+    assert result.pages == []
+
+
+def test_zj_with_the_agent_down_the_node_is_still_replaced_and_one_page_says_the_jobs_need_a_look(replay):
+    # Given the agent's last heartbeat twelve minutes before the fault
+    result = replay(SCENARIOS / "zj-node-repair-agent-down.jsonl")
+    # Then the repair goes ahead, nothing reaches Slurm, and the record says the jobs are unknown
+    assert node_action_calls(result) == {REPLACE: 1}
+    assert result.slurm_commands == [] and "sqs:SendMessage" not in result.calls
+    [node] = result.records
+    assert (node["action"], node["outcome"], node["jobs"], node["paged"]) == ("replace_node", "executed", None, True)
+    assert "not reporting" in node["reason"] and "jobs on it are unknown" in node["reason"]
+    [page] = result.pages
+    assert "need a look" in page["subject"] and "sacct --nodelist=ip-" in page["message"]
+
+
+def test_a_node_action_on_a_cluster_whose_agent_never_reported_pages_no_one_about_jobs(replay):
+    # Given no agent ever installed (scenario a): the repair is as before, the jobs unknown, no page
+    result = replay(SCENARIOS / "a-single-fault.jsonl")
+    [node] = result.records
+    assert (node["outcome"], node["jobs"], node["paged"]) == ("executed", None, False)
+    assert "No Medic agent has reported" in node["reason"]
+    assert result.pages == []
+
+
+def test_a_reboot_drains_the_node_and_resumes_it_under_the_same_instance_id(replay):
+    from sim.scenarios.generate import event
+
+    # Given job 4300 (eval-7b, not a watched job: no proof of recovery) on a node HMA says needs a reboot
+    result = replay([{"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4300, "name": "eval-7b", "nodes": [NODE]}}},
+                     {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True}}},
+                     event(fault="NvidiaErrorReboot"), {"sim": {"advance": "+30m"}}])
+    # Then the node is drained and rebooted, the job (NODE_FAIL when the node went down) requeued by the next
+    # sweep, and the node resumed once it is Running again (the same instance: a reboot keeps its id and name)
+    assert node_action_calls(result) == {"sagemaker:BatchRebootClusterNodes": 1}
+    assert result.records[1]["jobs"] == [{"id": "4300", "name": "eval-7b"}]
+    name = argvs(result)[0][2].removeprefix("NodeName=")
+    assert argvs(result)[2:] == [["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", "4300"],
+                                 ["scontrol", "requeue", "4300"],
+                                 ["scontrol", "update", f"NodeName={name}", "State=RESUME"]]
+    assert [(r["trigger"], r["action"], r["outcome"], r["incident"]) for r in result.records if r["job"] == "4300"] == [
+        ("node_repair", "requeue_job", "deferred", f"job:slurm:{CLUSTER}:eval-7b"),
+        ("node_repair", "requeue_job", "executed", f"job:slurm:{CLUSTER}:eval-7b")]
+    assert result.pages == []

@@ -1,0 +1,107 @@
+"""Specification: the pure pieces of Slurm's side of a node action (issue 16) — the node's Slurm name, the commands
+Medic issues around the repair (the agent parses exactly what Medic sends), what happens to each job, and the
+record's `jobs` field (present only where a node action says it)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from medic.domain.models import SLURM_NODE_NAME, slurm_node_name
+from medic.domain.slurm import JOB_ID_LIST, InvalidCommand, job_after_repair, node_command
+from medic.records import complete
+
+AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
+if str(AGENT_DIR) not in sys.path:
+    sys.path.insert(0, str(AGENT_DIR))
+
+from medic_agent import commands as agent  # noqa: E402
+
+NOW = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
+HOSTILE = ["ip-10-1-2-[3-9]", "ip-10-1-2-3,ip-10-1-2-4", "ALL", "ip-10-1-2-3; reboot", "ip-10-1-2-3\n", "",
+           "ip-١٠-1-2-3", "controller-1", None, 42]
+
+
+class TestSlurmNodeName:
+    @pytest.mark.parametrize(("hostname", "ip", "name"), [
+        ("ip-10-1-88-23.us-west-2.compute.internal", None, "ip-10-1-88-23"),
+        ("ip-10-1-88-23.ec2.internal", "10.9.9.9", "ip-10-1-88-23"),  # the hostname first
+        (None, "10.1.88.23", "ip-10-1-88-23"),
+        ("ip-10-1-2-[3-9].ec2.internal", None, None), ("$(reboot).x", None, None), (None, "10.1.88.23\n", None),
+        (None, "::1", None), (None, None, None), (42, ["10.1.2.3"], None)])
+    def test_from_describe_cluster_node(self, hostname, ip, name):
+        assert slurm_node_name(hostname, ip) == name
+
+    def test_the_agent_accepts_exactly_medics_node_names(self):
+        assert SLURM_NODE_NAME.pattern == agent.NODE_NAME.pattern
+        assert JOB_ID_LIST.pattern == agent.JOB_ID_LIST.pattern
+
+
+class TestNodeCommands:
+    @pytest.mark.parametrize("kind", ["drain_node", "resume_node"])
+    def test_a_node_command_is_what_the_agent_parses(self, kind):
+        command = node_command("pretrain-slurm", kind, "node:pretrain-slurm:i-1", NOW, "e-1", node="ip-10-1-2-3")
+        parsed = agent.parse(json.dumps(command.body()), cluster="pretrain-slurm")
+        assert (parsed.kind, parsed.target, parsed.incident) == (kind, command.target, command.incident)
+        assert command.target == "node:ip-10-1-2-3"
+
+    def test_job_states_is_what_the_agent_parses(self):
+        command = node_command("pretrain-slurm", "job_states", "node:pretrain-slurm:i-1", NOW, "e-1",
+                               job_ids=["4211", "4300"])
+        parsed = agent.parse(json.dumps(command.body()), cluster="pretrain-slurm")
+        assert parsed.target == command.target == "jobs:4211,4300"
+
+    def test_the_same_request_is_the_same_command(self):
+        first, again = (node_command("c1", "drain_node", "node:c1:i-1", NOW, "e-1", node="ip-10-1-2-3")
+                        for _ in range(2))
+        assert first.command_id == again.command_id
+
+    @pytest.mark.parametrize("node", HOSTILE)
+    def test_hostile_nodes_never_reach_a_command(self, node):
+        with pytest.raises(InvalidCommand):
+            node_command("c1", "drain_node", "node:c1:i-1", NOW, "e-1", node=node)
+
+    @pytest.mark.parametrize("job_ids", [[], ["4211_3"], ["4211;x"], ["1"] * 51])
+    def test_job_states_takes_plain_job_ids_only(self, job_ids):
+        with pytest.raises(InvalidCommand):
+            node_command("c1", "job_states", "node:c1:i-1", NOW, "e-1", job_ids=job_ids)
+
+    def test_no_other_kind(self):
+        with pytest.raises(InvalidCommand):
+            node_command("c1", "fail_node", "node:c1:i-1", NOW, "e-1", node="ip-10-1-2-3")
+
+
+class TestAJobAfterTheRepair:
+    @pytest.mark.parametrize(("state", "fate"), [
+        ("RUNNING", "back"), ("PENDING", "back"), ("REQUEUED", "back"), ("COMPLETING", "back"),
+        ("NODE_FAIL", "requeue"), ("FAILED", "requeue"), ("BOOT_FAIL", "requeue"),
+        ("COMPLETED", "ended"), ("CANCELLED", "ended"), ("TIMEOUT", "ended"), ("OUT_OF_MEMORY", "ended"),
+        ("PREEMPTED", "ended"), (None, "unknown")])
+    def test_fate(self, state, fate):
+        assert job_after_repair(state) == fate
+
+
+class TestTheRecordsJobs:
+    BASE = {"incident": "node:c1:i-1", "trigger": "node_repair", "event_id": "e", "fault": "gpu_fatal",
+            "action": "replace_node", "outcome": "executed", "reason": "r", "mode": "act"}
+
+    def test_absent_unless_given(self):
+        assert "jobs" not in complete(self.BASE)
+
+    def test_null_is_unknown_and_kept(self):
+        assert complete({**self.BASE, "jobs": None})["jobs"] is None
+
+    def test_a_list_of_id_and_name(self):
+        assert complete({**self.BASE, "jobs": []})["jobs"] == []
+        assert complete({**self.BASE, "jobs": [{"id": "4211", "name": "llama3-70b"}]})["jobs"] == [
+            {"id": "4211", "name": "llama3-70b"}]
+
+    @pytest.mark.parametrize("jobs", [[{"id": "x", "name": "a"}], [{"id": "1"}], [{"id": "1", "name": "a", "x": 1}]])
+    def test_anything_else_is_refused(self, jobs):
+        with pytest.raises(ValidationError):
+            complete({**self.BASE, "jobs": jobs})
