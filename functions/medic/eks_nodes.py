@@ -11,21 +11,24 @@ Medic never reboots or replaces a node on an agent's word: node actions come fro
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.config import Cluster
+from medic.config import Cluster, Job
 from medic.deps import Deps
+from medic.domain.alarms import RecoveryWatch, made_progress, recovery_deadline
 from medic.domain.eks import NodeNotice, StuckJob, assess_node_report, eks_job_incident, read_node_report
 from medic.domain.models import Action, Fault, Outcome, Trigger
 from medic.domain.pages import PageText, console_link
 from medic.domain.slurm import heartbeat_is_fresh
 from medic.ledger.agents import AgentStore, NodeReportStore
 from medic.ledger.clusters import ClusterInfoStore, fresh_cluster_info
+from medic.ledger.incidents import IncidentStore
+from medic.ledger.nodes import NodeStore
 from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.paging import page_incident
@@ -64,10 +67,19 @@ def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
                  == "automatic")
     jobs = [job for job in deps.config.jobs if job.cluster == cluster.name]
     stuck_after = timedelta(minutes=deps.config.guardrails_for(cluster).stuck_terminating_minutes)
-    notices, stuck = assess_node_report(report, jobs, now, stuck_after, automatic)
+    window = timedelta(minutes=deps.config.guardrails_for(cluster).repair_minutes)
+    actions = NodeStore(deps.table).cluster_state(cluster.name).actions
+    medic_actions = {action.node_id: action.action for action in actions if now - action.at <= window}
+    notices, stuck = assess_node_report(report, jobs, now, stuck_after, automatic, medic_actions)
     table = deps.table.for_mode(mode)
-    records = [_notice(notice, cluster, run_id, mode, deps) for notice in notices
-               if NodeReportStore(table).note_state(cluster.name, notice.node.name, notice.node.state, now)]
+    records = []
+    for notice in notices:
+        if NodeReportStore(table).note_state(cluster.name, notice.node.name, notice.node.state, now):
+            records.append(_notice(notice, cluster, run_id, mode, deps))
+            for affected in notice.jobs:
+                NodeReportStore(table).watch_job(cluster.name, affected.job.name, notice.node.name, now,
+                                                 now + timedelta(minutes=affected.job.recovery_minutes))
+    records.extend(_follow_job_watches(cluster, run_id, mode, deps))
     for job in stuck:
         record = _restart_stuck(job, cluster, mode, deps)
         if record is not None:
@@ -80,9 +92,9 @@ def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: str, deps: 
     record = complete({
         "incident": f"node:{cluster.name}:{node_id or notice.node.name}", "trigger": Trigger.RECONCILE,
         "event_id": run_id, "cluster": cluster.name, "node_id": node_id, "fault": Fault.K8S_NODE_UNHEALTHY,
-        "action": Action.NONE, "outcome": Outcome.DEFERRED if notice.hyperpod_in_charge else Outcome.IGNORED,
+        "action": Action.NONE, "outcome": Outcome.DEFERRED if notice.in_repair else Outcome.IGNORED,
         "reason": short(notice.reason, 500), "mode": mode})
-    if not notice.hyperpod_in_charge and notice.jobs and mode != "dry_run":
+    if not notice.in_repair and notice.jobs and mode != "dry_run":
         record["paged"] = page_incident(deps, deps.table.for_mode(mode), record, _node_page(record, notice, deps))
     return emit(record)
 
@@ -118,3 +130,58 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: str, deps: Deps) -> 
         context=f"{len(stuck.pods)} pod(s) of {stuck.job.name} stuck Terminating on a failed node for {minutes} min "
                 f"({', '.join(stuck.pods[:8])}); the agent force-deletes them and the job's controller recreates "
                 "them", job_name=stuck.job.name, kubernetes=target), deps)
+
+
+def _follow_job_watches(cluster: Cluster, run_id: str, mode: str, deps: Deps) -> list[dict]:
+    """Each watched job that had pods on a failing node: stepping again since (its operator brought it back) →
+    the watch ends quietly; past its recovery_minutes without a step → one restart through the agent, under its
+    budget, with the stall restart's proof of recovery. A job a stall restart already watches is left to it."""
+    table, now = deps.table.for_mode(mode), deps.now()
+    store, records = NodeReportStore(table), []
+    watched_by_stall = {watch.incident for watch in IncidentStore(deps.table).recoveries()}
+    for name, node, since, deadline in store.job_watches(cluster.name):
+        job = deps.config.job(name)
+        if job is None or job.cluster != cluster.name:
+            store.end_job_watch(cluster.name, name)
+            continue
+        target = job.kubernetes_object()
+        incident = eks_job_incident(cluster.name, target)
+        if incident in watched_by_stall:  # the stall alarm restarted it meanwhile: its watch proves the recovery
+            store.end_job_watch(cluster.name, name)
+            continue
+        if now - since < timedelta(minutes=1):  # started by this sweep: nothing to read yet
+            continue
+        try:
+            progress = deps.metrics.progress(job.name, since, now)
+        except (ClientError, BotoCoreError) as error:  # the next sweep asks again
+            logger.warning("progress unavailable", extra={"job": job.name, "error_code": error_code(error)})
+            continue
+        if made_progress(progress):
+            store.end_job_watch(cluster.name, name)
+            records.append(emit({
+                "incident": incident, "trigger": Trigger.NODE_REPAIR, "event_id": run_id, "cluster": cluster.name,
+                "job": job.name, "fault": Fault.K8S_NODE_UNHEALTHY, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                "mode": mode, "reason": short(f"{job.name} is training again after node {node} failed at "
+                                              f"{since:%H:%M} UTC ({progress.steps:.0f} steps since): its operator "
+                                              "brought it back; no restart.", 500)}))
+        elif now >= deadline:
+            store.end_job_watch(cluster.name, name)
+            records.append(_restart_after_node_failure(job, node, since, cluster, mode, deps))
+    return records
+
+
+def _restart_after_node_failure(job: Job, node: str, since: datetime, cluster: Cluster, mode: str,
+                                deps: Deps) -> dict:
+    target = job.kubernetes_object()
+    incident = eks_job_incident(cluster.name, target)
+    now = deps.now()
+    record = requeue_slurm_job(RequeueRequest(
+        mode=mode, cluster=cluster.name, incident=incident, trigger=Trigger.NODE_REPAIR,
+        event_id=f"noderepair:{node}:{since.isoformat()}", fault=Fault.K8S_NODE_UNHEALTHY.value,
+        context=f"node {node} failed at {since:%H:%M} UTC with pods of {job.name} on it, and the job has not trained "
+                f"since ({job.recovery_minutes} min)", job_name=job.name, kubernetes=target), deps)
+    if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued: prove the recovery
+        IncidentStore(deps.table).watch_recovery(RecoveryWatch(
+            incident=incident, job=job.name, cluster=cluster.name, restarted_at=now,
+            deadline=recovery_deadline(job, now), attempt=record["attempt"], fault_at=since))
+    return record

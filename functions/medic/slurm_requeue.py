@@ -19,8 +19,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.deps import Deps
 from medic.config import KubernetesJob
+from medic.deps import Deps
 from medic.domain.eks import NotWatched, eks_job_incident, restart_command, watched_job
 from medic.domain.models import Action, Fault, Outcome, Requester, Trigger
 from medic.domain.slurm import (

@@ -10,8 +10,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.components.function import DeadLetterQueue, MedicFunction
-from medic.config import Cluster
 from infra.components.shared import Shared
+from medic.config import Cluster
 
 REQUEUE_SOURCE = "medic.operator"
 REQUEUE_DETAIL_TYPE = "Medic Requeue Job"
@@ -194,7 +194,8 @@ class SlurmJobRequeue(Construct):
     def issue_node_commands(self, *functions: MedicFunction) -> None:
         """Functions that queue the commands around a node action (issue 16): the node path and the reconciler
         (drain_node; resume_node and job_states after the repair; and its restarts of EKS jobs whose pods are stuck
-        Terminating). The results function requeues the jobs the repair hit. Each gets the queues, SendMessage on them, and a place among the allowed senders."""
+        Terminating). The results function requeues the jobs the repair hit. Each gets the queues, SendMessage on
+        them, and a place among the allowed senders."""
         queue_urls = Stack.of(self).to_json_string({name: agent.queue.queue_url for name, agent in self.queues.items()})
         for function in (*functions, self.results):
             function.function.add_environment("SLURM_QUEUES", queue_urls)

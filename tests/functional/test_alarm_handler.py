@@ -380,7 +380,8 @@ def test_training_resumes_at_the_first_minute_that_counts_steps_not_at_the_stall
     probe_reports("Heartbeat", 25, restart + timedelta(minutes=4))
     probe_reports("Step", 1225, restart + timedelta(minutes=4))
     # When Medic reads the progress since the restart
-    progress = slurm.medic.deps.metrics.progress(JOB, restart, restart + timedelta(minutes=6), history=timedelta(hours=1))
+    progress = slurm.medic.deps.metrics.progress(JOB, restart, restart + timedelta(minutes=6),
+                                                 history=timedelta(hours=1))
     # Then training resumed at 03:14, from step 1200: the 03:11 flush is not the restart stepping
     assert progress.first_step_at == restart + timedelta(minutes=4)
     assert progress.first_step == 1200

@@ -229,3 +229,48 @@ def test_an_unreadable_report_is_skipped_without_acting(eks):
     eks.heartbeat()
     report_nodes(eks, [{"name": "Bad Name; rm -rf /", "ready": False, "pods": []}])
     assert sweep(eks) == [] and eks.depth() == 0
+
+
+# --- a watched job on a failing node: its operator brings it back within recovery_minutes, or Medic restarts it
+
+def later(eks: SlurmWorld, minutes: int) -> datetime:
+    moment = eks.medic.clock[0] + timedelta(minutes=minutes)
+    eks.medic.at(moment.isoformat())
+    eks.heartbeat()
+    return moment
+
+
+def test_a_job_its_operator_does_not_bring_back_after_its_node_failed_is_restarted_once(eks):
+    # Given HyperPod replacing a node with a bert-xl pod on it (recorded, no page: HyperPod is on it)
+    eks.heartbeat()
+    report_nodes(eks, [node(status="UnschedulablePendingReplacement", ready=False)])
+    [notice] = sweep(eks)
+    assert (notice["outcome"], notice["paged"]) == ("deferred", False)
+    # When the job has not trained since, 10 and then 21 minutes later (recovery_minutes: 20)
+    later(eks, 10)
+    assert [r for r in sweep(eks) if r["action"] == "restart_job"] == []
+    later(eks, 11)
+    [restart] = [r for r in sweep(eks) if r["action"] == "restart_job"]
+    # Then Medic restarts it once, trigger node_repair, under its budget, and watches for proof of recovery
+    assert (restart["trigger"], restart["outcome"], restart["incident"], restart["attempt"]) == (
+        "node_repair", "deferred", INCIDENT, 1)
+    assert "has not trained since" in eks.item(f"command#{eks.queued()[0]['command_id']}", "issued")["details"]["S"]
+    assert [watch.incident for watch in IncidentStore(eks.medic.deps.table).recoveries()] == [INCIDENT]
+    later(eks, 5)
+    assert [r for r in sweep(eks) if r["action"] == "restart_job"] == [] and len(eks.queued()) == 1
+
+
+def test_a_job_its_operator_brought_back_after_its_node_failed_is_left_alone(eks):
+    eks.heartbeat()
+    report_nodes(eks, [node(status="UnschedulablePendingReplacement", ready=False)])
+    sweep(eks)
+    # Given bert-xl stepping again 6 minutes after the node failed (its pods recreated elsewhere)
+    stepping = later(eks, 6)
+    probe_reports("Heartbeat", 30, stepping, job=JOB)
+    probe_reports("Step", 1230, stepping, job=JOB)
+    later(eks, 4)
+    [record] = sweep(eks)
+    assert (record["trigger"], record["action"], record["outcome"]) == ("node_repair", "none", "ignored")
+    assert "its operator brought it back" in record["reason"]
+    later(eks, 20)
+    assert sweep(eks) == [] and eks.depth() == 0

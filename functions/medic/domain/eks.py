@@ -114,12 +114,21 @@ class NodeNotice:
     node: ReportedNode
     jobs: tuple[AffectedJob, ...]
     hyperpod_in_charge: bool  # deep health checks running, or a repair HyperPod's automatic recovery will do
+    medic_action: str | None = None  # Medic's own reboot/replace of the node in progress
+
+    @property
+    def in_repair(self) -> bool:
+        return self.hyperpod_in_charge or self.medic_action is not None
 
     @property
     def reason(self) -> str:
         jobs = "; ".join(f"{affected.job.name} (pods {', '.join(affected.pods[:8])}"
-                         f"{', ...' if len(affected.pods) > 8 else ''})" for affected in self.jobs) or "none Medic watches"
+                         f"{', ...' if len(affected.pods) > 8 else ''})"
+                         for affected in self.jobs) or "none Medic watches"
         where = f"The EKS agent reports node {self.node.name} {self.node.state}"
+        if self.medic_action is not None:
+            return (f"{where}: Medic's {self.medic_action} of it is in progress. Training pods on it: {jobs}; a job "
+                    "its operator has not brought back within its recovery_minutes is restarted.")
         if self.hyperpod_in_charge:
             doing = ("running deep health checks" if self.node.health_status == HYPERPOD_CHECKING else
                      "repairing it (automatic node recovery)")
@@ -143,10 +152,12 @@ def read_node_report(nodes_json: str) -> NodeReport:
 
 
 def assess_node_report(report: NodeReport, jobs: list[Job], now: datetime, stuck_after: timedelta,
-                       automatic_recovery: bool) -> tuple[list[NodeNotice], list[StuckJob]]:
+                       automatic_recovery: bool, medic_actions: dict[str, str] | None = None,
+                       ) -> tuple[list[NodeNotice], list[StuckJob]]:
     """Which reported nodes to record (every one in trouble, with the watched jobs on it) and which watched jobs
     to restart because their pods have been stuck Terminating on a failed node for longer than ``stuck_after``
-    (the restart's agent force-deletes them). Never a job Medic does not watch."""
+    (the restart's agent force-deletes them). Never a job Medic does not watch. ``medic_actions``: the nodes
+    (instance ids) Medic itself is repairing, and how (reboot_node, replace_node)."""
     by_object = {(job.kubernetes_object().kind, job.kubernetes_object().namespace, job.kubernetes_object().name): job
                  for job in jobs}
     notices: list[NodeNotice] = []
@@ -165,7 +176,7 @@ def assess_node_report(report: NodeReport, jobs: list[Job], now: datetime, stuck
         in_charge = node.health_status == HYPERPOD_CHECKING or (
             automatic_recovery and node.health_status in HYPERPOD_PENDING_REPAIR)
         notices.append(NodeNotice(
-            node=node, hyperpod_in_charge=in_charge,
+            node=node, hyperpod_in_charge=in_charge, medic_action=(medic_actions or {}).get(node.instance_id or ""),
             jobs=tuple(AffectedJob(job=next(j for j in jobs if j.name == name), pods=tuple(sorted(pods)))
                        for name, pods in sorted(affected.items()))))
     return notices, [StuckJob(job=job, pods=tuple(sorted(pods)), since=since)

@@ -266,8 +266,8 @@ def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str |
     InvalidCommand unless exactly one is valid. The job id is canonical (`04211` → `4211`)."""
     validate_requeue_target(job_id=job_id, job_name=job_name)
     job_id = None if job_id is None else canonical_job_id(job_id)
-    return AgentCommand(command_id=command_id_for(cluster, incident, request_id), cluster=cluster, kind="requeue_job", incident=incident,
-                        issued_at=now, job_id=job_id, job_name=job_name,
+    return AgentCommand(command_id=command_id_for(cluster, incident, request_id), cluster=cluster,
+                        kind="requeue_job", incident=incident, issued_at=now, job_id=job_id, job_name=job_name,
                         max_jobs=MAX_JOBS_PER_NAME if job_name is not None else None)
 
 

@@ -139,3 +139,24 @@ class NodeReportStore:
         if not news:  # still the same episode: keep it alive
             self.table.update(key, "SET seen_epoch = :now", {":now": {"N": str(epoch(now))}})
         return news
+
+    # --- a watched job on a failing EKS node: brought back by its operator within recovery_minutes, or restarted
+
+    def _job_watch_key(self, cluster: str, job: str) -> Key:
+        return self.table.key(f"eksjobwatch#{cluster}", job)
+
+    def watch_job(self, cluster: str, job: str, node: str, since: datetime, deadline: datetime) -> bool:
+        """Start watching the job (one watch per job at a time); False when it is already watched."""
+        return self.table.put_if(
+            {**self._job_watch_key(cluster, job), "node": {"S": node}, "since": {"S": since.isoformat()},
+             "deadline": {"S": deadline.isoformat()}, "expires_at": expires(deadline, days=1)},
+            "attribute_not_exists(pk)")
+
+    def job_watches(self, cluster: str) -> list[tuple[str, str, datetime, datetime]]:
+        """(job, node, since, deadline) of every open watch on the cluster."""
+        return [(item["sk"]["S"], item["node"]["S"], datetime.fromisoformat(item["since"]["S"]),
+                 datetime.fromisoformat(item["deadline"]["S"]))
+                for item in self.table.partition(f"eksjobwatch#{cluster}")]
+
+    def end_job_watch(self, cluster: str, job: str) -> None:
+        self.table.delete(self._job_watch_key(cluster, job))
