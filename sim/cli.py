@@ -140,11 +140,25 @@ def render(title: str, expect: str, result: ReplayResult, config: Path, faults: 
         said = f": {run['output']}" if run.get("output") else ""
         command = " ".join(run["argv"])
         lines.append(f"   slurm on {run['cluster']}: {command} -> exit {run['exit']}{_truncate(said, 80)}")
+    lines.extend(f"   kubernetes on {line}" for line in _kubernetes_lines(result.kubernetes_calls))
     for page in pages:
         lines.append(f"   page: {_truncate(str(page.get('subject')), 100)}")
     for incident in result.incidents:
         lines.append(f"   timeline: {timeline_text(incident)}")
     return "\n".join(lines) + "\n"
+
+
+def _kubernetes_lines(calls: list[dict]) -> list[str]:
+    """The EKS agents' calls that read or change jobs and pods, one line each; the leader checks (Lease) and node
+    listings each agent makes every cycle are counted on one line per cluster."""
+    lines, routine = [], {}
+    for call in calls:
+        if "/leases/" in call["path"] or call["path"].endswith("/leases") or call["path"] == "/api/v1/nodes":
+            routine[call["cluster"]] = routine.get(call["cluster"], 0) + 1
+            continue
+        lines.append(f"{call['cluster']}: {call['verb']} {call['path']} -> {call['status']}")
+    lines.extend(f"{cluster}: {count} leader checks and node listings" for cluster, count in sorted(routine.items()))
+    return lines
 
 
 def timeline_text(incident: dict) -> str:
