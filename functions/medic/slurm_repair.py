@@ -73,17 +73,18 @@ def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeIn
     if cluster.orchestrator != "slurm" or not deps.slurm.has_queue(cluster.name):
         return None
     name = node.slurm_node if node is not None else None
-    if name is None:
-        return DrainNote("DescribeClusterNode gave no Slurm node name (PrivateDnsHostname), so Medic could not drain "
-                         "it in Slurm: the jobs on it are unknown.", page=True)
+    shown = name or "the node"
     try:
         heartbeat = AgentStore(deps.table).agent_heartbeat(cluster.name)
     except (ClientError, BotoCoreError) as error:
-        return DrainNote(f"Could not read the agent's heartbeat ({error_code(error)}): {name} was not drained in "
+        return DrainNote(f"Could not read the agent's heartbeat ({error_code(error)}): {shown} was not drained in "
                          "Slurm and the jobs on it are unknown.", name, page=True)
     if heartbeat is None:  # no agent has ever reported: Slurm is not told, as before the agent was installed
-        return DrainNote(f"No Medic agent has reported on {cluster.name}: {name} was not drained in Slurm and the "
+        return DrainNote(f"No Medic agent has reported on {cluster.name}: {shown} was not drained in Slurm and the "
                          "jobs on it are unknown.", name, page=False)
+    if name is None:
+        return DrainNote("DescribeClusterNode gave no Slurm node name (PrivateDnsHostname), so Medic could not drain "
+                         "it in Slurm: the jobs on it are unknown.", page=True)
     if not heartbeat_is_fresh(heartbeat, now):
         return DrainNote(f"The Medic agent on {cluster.name} is not reporting (last heartbeat "
                          f"{heartbeat:%Y-%m-%d %H:%M} UTC): {name} was not drained in Slurm and the jobs on it are "
