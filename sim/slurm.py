@@ -198,7 +198,7 @@ class SlurmWorld:
         self.clusters: dict[str, SlurmCluster] = {}
         self.agents: dict[tuple[str, str], AgentHandle] = {}  # (cluster, head node) -> its agent
         self.runs: list[dict] = []  # every fake scontrol/squeue run, in order
-        self.queues: dict[str, str] = {}  # cluster -> agent queue URL (the stack's SLURM_QUEUES)
+        self.queues: dict[str, str] = {}  # cluster -> agent queue URL (the stack's AGENT_QUEUES)
         self.table = ""
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._undrained = 0
@@ -282,7 +282,7 @@ class SlurmWorld:
             return self.agents[(cluster, host)]
         if cluster not in self.queues:
             known = ", ".join(sorted(self.queues)) or "none"
-            raise ValueError(f"the stack has no agent queue for cluster {cluster!r} (SLURM_QUEUES: {known})")
+            raise ValueError(f"the stack has no agent queue for cluster {cluster!r} (AGENT_QUEUES: {known})")
         agent_main = import_agent()
         from medic_agent.ledger import Ledger
         from medic_agent.queue import Queue

@@ -394,17 +394,17 @@ class World:
             starting_position=str(props.get("StartingPosition", "TRIM_HORIZON"))))
 
     def _slurm_agents(self) -> None:
-        """Where the stack's functions send Slurm agent commands (SLURM_QUEUES), and the ledger they share."""
+        """Where the stack's functions send agent commands (AGENT_QUEUES), and the ledger they share."""
         for function in self.functions.values():
-            text = function.environment.get("SLURM_QUEUES")
+            text = function.environment.get("AGENT_QUEUES")
             if not text:
                 continue
             try:
                 queues = json.loads(text)
             except ValueError as error:
-                raise SimError(f"template: {function.logical_id} SLURM_QUEUES is not JSON: {error}") from None
+                raise SimError(f"template: {function.logical_id} AGENT_QUEUES is not JSON: {error}") from None
             if not isinstance(queues, dict):
-                raise SimError(f"template: {function.logical_id} SLURM_QUEUES is not a JSON object")
+                raise SimError(f"template: {function.logical_id} AGENT_QUEUES is not a JSON object")
             self.slurm.queues.update({str(cluster): str(url) for cluster, url in queues.items()})
             self.slurm.table = self.slurm.table or function.environment.get("LEDGER_TABLE", "")
 
@@ -413,7 +413,7 @@ class World:
         return (spec is not None and getattr(spec, "orchestrator", None) == "eks") or cluster in self.eks.queues
 
     def _eks_agents(self) -> None:
-        """The EKS clusters' entries of the functions' agent queues (SLURM_QUEUES, read by _slurm_agents first):
+        """The EKS clusters' entries of the functions' agent queues (AGENT_QUEUES, read by _slurm_agents first):
         a cluster the config says is `orchestrator: eks` gets the EKS agent, not a Slurm one."""
         for cluster in [name for name in self.slurm.queues if self.is_configured_eks(name)]:
             self.eks.queues[cluster] = self.slurm.queues.pop(cluster)

@@ -73,7 +73,7 @@ def _metrics() -> TrainingMetrics:
 def _slurm() -> SlurmQueues:
     from medic.adapters.slurm_queue import SlurmQueues
 
-    return SlurmQueues.from_json(os.environ.get("SLURM_QUEUES"))
+    return SlurmQueues.from_json(os.environ.get("AGENT_QUEUES"))
 
 
 @dataclass
@@ -90,7 +90,7 @@ class Deps:
     training: TrainingJobs = _OnFirstUse(_training)  # type: ignore[assignment]
     checkpoints: Checkpoints = _OnFirstUse(_checkpoints)  # type: ignore[assignment]
     metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]
-    # SLURM_QUEUES (cluster name -> agent queue URL), read on first use; unset: no queues
+    # AGENT_QUEUES (cluster name -> agent queue URL), read on first use; unset: no queues
     slurm: SlurmQueues = _OnFirstUse(_slurm)  # type: ignore[assignment]
 
 

@@ -156,7 +156,7 @@ def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
     if not RequestStore(table).claim_request(str(request.trigger), request.event_id, now):
         return finish(Outcome.DUPLICATE, f"Request {request.event_id} was already handled.")
     if not deps.slurm.has_queue(cluster.name):
-        return finish(Outcome.FAILED, f"Medic has no agent queue for cluster {cluster.name} (SLURM_QUEUES); "
+        return finish(Outcome.FAILED, f"Medic has no agent queue for cluster {cluster.name} (AGENT_QUEUES); "
                                       "nothing was queued.", page="failed")
     max_restarts = deps.config.guardrails_for(cluster).max_job_restarts
 

@@ -141,7 +141,7 @@ class SlurmJobRequeue(Construct):
             self, "RequeueHandler",
             handler="medic.handlers.requeue_request.handler",
             description="Medic: requeue a Slurm job, or restart an EKS job, through the cluster's agent",
-            environment={**shared.environment(), "SLURM_QUEUES": queue_urls},
+            environment={**shared.environment(), "AGENT_QUEUES": queue_urls},
             layers=list(shared.layers),
             key=shared.key,
         )
@@ -198,7 +198,7 @@ class SlurmJobRequeue(Construct):
         them, and a place among the allowed senders."""
         queue_urls = Stack.of(self).to_json_string({name: agent.queue.queue_url for name, agent in self.queues.items()})
         for function in (*functions, self.results):
-            function.function.add_environment("SLURM_QUEUES", queue_urls)
+            function.function.add_environment("AGENT_QUEUES", queue_urls)
             function.role.add_to_policy(iam.PolicyStatement(
                 actions=["sqs:SendMessage"], resources=[agent.queue.queue_arn for agent in self.queues.values()]))
             self.senders.append(function.role)

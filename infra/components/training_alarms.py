@@ -145,7 +145,7 @@ class AlarmResponse(Construct):
                  slurm_queues: dict[str, str], slurm_queue_arns: list[str]) -> None:
         super().__init__(scope, construct_id)
         environment = {**shared.environment(),
-                       "SLURM_QUEUES": Stack.of(self).to_json_string(slurm_queues)}
+                       "AGENT_QUEUES": Stack.of(self).to_json_string(slurm_queues)}
         self.handler = MedicFunction(
             self, "Handler", handler="medic.handlers.alarm.handler",
             description="Medic: act on training and cluster alarms (restart, page, close)",

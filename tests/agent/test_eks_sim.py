@@ -2,7 +2,7 @@
 the real EKS agent in-process, and its Kubernetes calls as `kubernetes_call` lines. Medic's side that issues
 restart_job commands is not needed here: the test writes the `command#<id>/issued` item and the message itself.
 A small template stands in for the stack: the ledger table, the cluster's agent queue, and one function whose
-SLURM_QUEUES names it (the stack's functions name every agent's queue there; the config says it is EKS)."""
+AGENT_QUEUES names it (the stack's functions name every agent's queue there; the config says it is EKS)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ TEMPLATE = {"Resources": {
     "AgentQueue": {"Type": "AWS::SQS::Queue", "Properties": {}},
     "Issuer": {"Type": "AWS::Lambda::Function", "Properties": {
         "Handler": "medic.handlers.none.handler", "Runtime": "python3.13",
-        "Environment": {"Variables": {"SLURM_QUEUES": {"Fn::Sub": ['{"finetune-eks": "${Url}"}',
+        "Environment": {"Variables": {"AGENT_QUEUES": {"Fn::Sub": ['{"finetune-eks": "${Url}"}',
                                                                   {"Url": {"Ref": "AgentQueue"}}]},
                                       "LEDGER_TABLE": {"Ref": "Ledger"}}}}},
 }}

@@ -243,7 +243,7 @@ def test_the_same_request_always_yields_the_same_command_id(slurm):
 
 
 def test_a_slurm_cluster_without_an_agent_queue_fails_and_pages(slurm):
-    # Given a deployment whose SLURM_QUEUES lacks the cluster
+    # Given a deployment whose AGENT_QUEUES lacks the cluster
     slurm.heartbeat()
     slurm.medic.deps.slurm = SlurmQueues({}, slurm.sqs)
     # When a requeue is requested
@@ -264,13 +264,13 @@ class LambdaContext:
 
 @pytest.fixture
 def deployed(aws_credentials, monkeypatch, tmp_path):
-    """The environment the stack sets on the function, with SLURM_QUEUES."""
+    """The environment the stack sets on the function, with AGENT_QUEUES."""
     config = parse_config(CONFIG)
     for medic in medic_world(config):
         slurm = SlurmWorld(medic, tmp_path)
         for name, value in {"MEDIC_CONFIG": config.to_env(), "LEDGER_TABLE": TABLE, "MODE_PARAMETER": MODE_PARAMETER,
                             "PAGE_TOPIC_ARN": medic.deps.pager.topic_arn,
-                            "SLURM_QUEUES": json.dumps({CLUSTER: slurm.queue_url})}.items():
+                            "AGENT_QUEUES": json.dumps({CLUSTER: slurm.queue_url})}.items():
             monkeypatch.setenv(name, value)
         dependencies.cache_clear()
         yield slurm

@@ -56,7 +56,7 @@ def test_the_requeue_rule_takes_operator_requests_for_configured_clusters_only(r
 def test_the_requeue_function_knows_the_queues_and_may_only_send_to_them(raw):
     function = one(raw, "AWS::Lambda::Function", "SlurmJobRequeueRequeueHandler")["Properties"]
     assert function["Handler"] == "medic.handlers.requeue_request.handler"
-    assert "pretrain-slurm" in json.dumps(function["Environment"]["Variables"]["SLURM_QUEUES"])
+    assert "pretrain-slurm" in json.dumps(function["Environment"]["Variables"]["AGENT_QUEUES"])
     policy = one(raw, "AWS::IAM::Policy", "SlurmJobRequeueRequeueHandlerRole")["Properties"]["PolicyDocument"]
     send = next(s for s in policy["Statement"] if s["Action"] == "sqs:SendMessage")
     queues = send["Resource"] if isinstance(send["Resource"], list) else [send["Resource"]]

@@ -190,7 +190,7 @@ def test_the_queues_come_from_a_json_object():
 
 @pytest.mark.parametrize("text", ["not json", "[]", '{"c": 1}', '{"c": "http://sqs.example"}'])
 def test_a_malformed_queue_map_fails_loudly(text):
-    with pytest.raises(ValueError, match="SLURM_QUEUES"):
+    with pytest.raises(ValueError, match="AGENT_QUEUES"):
         SlurmQueues.from_json(text)
 
 

@@ -1,4 +1,5 @@
-"""SQS: the command queues the Slurm agents on the clusters' controller nodes long-poll."""
+"""SQS: the command queues the on-cluster agents long-poll (a Slurm cluster's on its controller node, an EKS
+cluster's in its Deployment)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,17 @@ class SlurmQueues:
 
     @classmethod
     def from_json(cls, text: str | None) -> SlurmQueues:
-        """The SLURM_QUEUES environment variable: a JSON object, cluster name → queue URL. Unset: no queues."""
+        """The AGENT_QUEUES environment variable: a JSON object, cluster name → queue URL. Unset: no queues."""
         if not text or not text.strip():
             return cls({})
         try:
             urls = json.loads(text)
         except ValueError as error:
-            raise ValueError(f"SLURM_QUEUES is not JSON: {error}") from None
+            raise ValueError(f"AGENT_QUEUES is not JSON: {error}") from None
         if not isinstance(urls, dict) or not all(
                 isinstance(name, str) and isinstance(url, str) and url.startswith("https://")
                 for name, url in urls.items()):
-            raise ValueError("SLURM_QUEUES must be a JSON object of cluster name to https:// queue URL")
+            raise ValueError("AGENT_QUEUES must be a JSON object of cluster name to https:// queue URL")
         return cls(urls)
 
     @property
