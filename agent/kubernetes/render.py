@@ -39,7 +39,7 @@ JOB_RESOURCES = {"PyTorchJob": ("kubeflow.org", "pytorchjobs"),
                  "HyperPodPyTorchJob": ("sagemaker.amazonaws.com", "hyperpodpytorchjobs"),
                  "Job": ("batch", "jobs")}
 # The modules the EKS agent imports (not the Slurm agent's main, actions, slurm)
-CODE_FILES = ("medic_agent/__init__.py", "medic_agent/commands.py", "medic_agent/ledger.py",
+CODE_FILES = ("medic_agent/__init__.py", "medic_agent/commands.py", "medic_agent/handling.py", "medic_agent/ledger.py",
               "medic_agent/logs.py", "medic_agent/queue.py", "medic_agent/role.py", "medic_agent/state.py",
               "medic_agent/eks/__init__.py", "medic_agent/eks/__main__.py", "medic_agent/eks/commands.py",
               "medic_agent/eks/kube.py", "medic_agent/eks/lease.py", "medic_agent/eks/main.py",

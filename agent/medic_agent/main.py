@@ -6,29 +6,14 @@ cannot parse) is standby: it heartbeats under `standby#<host>` and neither recei
 role is checked again after each long-poll and before each message: a role lost meanwhile releases the
 messages it holds (visible again at once, for the new primary). A failover needs no operator step.
 
-For each message:
-  parse + validate ── refused (not a command Medic could have sent) → log, delete; no result
-        │ ok
-  seen in the local state? ── yes → duplicate (or finish reporting what it ran) → delete
-        │ no
-  remember "claiming" locally, then claim in the ledger: one transaction that checks Medic's
-  `command#<id>/issued` names this cluster, kind, target and incident, and writes the claim
-        ├── not issued by Medic → log, delete; no result (a forged message must not spend a page)
-        ├── already claimed → duplicate → delete
-        │   (ledger unreachable → forget, leave the message for later)
-        │ claimed
-  remember "running" locally → run through Slurm
-  remember the result locally → put it in the ledger → delete the message
-A result that could not be written stays in the local state and is written when the message comes back.
-A command found "running" after a restart is reported failed (interrupted), never run twice; one found
-"claiming" is claimed again (a claim that landed makes it a duplicate: never run twice either).
+Each message goes through medic_agent.handling (shared with the EKS agent): parse and validate, the local state,
+the ledger's claim (a transaction that checks Medic issued the command), run through Slurm, the result, delete.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import socket
 import sys
@@ -37,10 +22,11 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from medic_agent import __version__, logs
-from medic_agent.actions import FAILED, REFUSED, Result, execute
-from medic_agent.commands import Command, Refused, parse
-from medic_agent.ledger import ALREADY_CLAIMED, NOT_ISSUED, Ledger
-from medic_agent.queue import Message, Queue
+from medic_agent.actions import FAILED, Result, execute
+from medic_agent.commands import Command, parse
+from medic_agent.handling import CommandHandling, StopPolling, env
+from medic_agent.ledger import Ledger
+from medic_agent.queue import Queue
 from medic_agent.role import PING_ARGV, Role, decide
 from medic_agent.slurm import Slurm, SlurmNotFound
 from medic_agent.state import State
@@ -62,12 +48,7 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class _StopPolling(BaseException):  # noqa: N818 - control flow, not an error
-    """Raised by the signal handler to cut a long-poll short. A BaseException, like KeyboardInterrupt, so
-    botocore's and urllib3's `except Exception` (which retry) let it through."""
-
-
-class Agent:
+class Agent(CommandHandling):
     def __init__(self, *, cluster: str, queue: Queue, ledger: Ledger, slurm: Slurm, state: State,
                  heartbeat_seconds: float = 60.0, standby_seconds: float | None = None,
                  host: str | None = None, clock: Callable[[], datetime] = utcnow) -> None:
@@ -79,6 +60,8 @@ class Agent:
         self.heartbeat_seconds = heartbeat_seconds
         self.host = host or socket.gethostname()
         self.clock = clock
+        self.log = log
+        self.interrupted = INTERRUPTED
         self.stopping = False
         self._receiving = False
         self._last_heartbeat: float | None = None
@@ -88,26 +71,6 @@ class Agent:
         self._role_checked: float | None = None
 
     # --- the loop
-
-    def run(self, once: bool = False) -> int:
-        log.info("agent started", extra={"fields": {"queue_url": self.queue.url, "table": self.ledger.table,
-                                                    "state_file": self.state.path, "once": once}})
-        failures = 0
-        while not self.stopping:
-            try:
-                self.poll()
-                failures = 0
-            except _StopPolling:
-                break
-            except Exception:
-                failures += 1
-                log.exception("poll failed; continuing", extra={"fields": {"consecutive_failures": failures}})
-                if not once:
-                    self._sleep(min(60.0, 2.0 ** min(failures, 6)))
-            if once:
-                break
-        log.info("agent stopped", extra={"fields": {"reason": "signal" if self.stopping else "once"}})
-        return 0
 
     def poll(self) -> int:
         """One cycle: role, heartbeat if due, one long-poll (primary only), handle what it brought. Returns
@@ -144,7 +107,7 @@ class Agent:
         """Signal handler: finish the current command, then exit. A long-poll in progress is cut short."""
         self.stopping = True
         if self._receiving:
-            raise _StopPolling()
+            raise StopPolling()
 
     def check_role(self) -> Role:
         """Ask `scontrol ping` which controller is in charge; log (and heartbeat at once) when the role changes."""
@@ -183,132 +146,32 @@ class Agent:
         except Exception:
             log.exception("heartbeat failed")
 
-    # --- one message
+    # --- one message (medic_agent.handling): what the Slurm agent does its own way
 
-    def handle(self, message: Message) -> str:
-        """Returns what became of the message: executed | failed | refused | not_issued | duplicate | deferred."""
-        fields: dict[str, Any] = {"message_id": message.message_id, "receive_count": message.receive_count}
-        try:
-            command = parse(message.body, cluster=self.cluster)
-        except Refused as refusal:
-            fields.update({"command_id": refusal.command_id, "kind": refusal.kind, "target": refusal.target,
-                           "incident": refusal.incident, "claimed_cluster": refusal.cluster})
-            log.warning("command refused; not run, no result written",
-                        extra={"fields": {**fields, "status": REFUSED, "reason": refusal.reason}})
-            self._delete(message)
-            return REFUSED
-        record = self._record(command)
-        fields.update({key: record[key] for key in ("command_id", "kind", "target", "incident")})
-        command_id = command.command_id
+    def parse_command(self, body: str) -> Command:
+        return parse(body, cluster=self.cluster)
 
-        entry = self.state.get(command_id)
-        if entry is not None and entry.get("status") != "claiming":
-            return self._seen_before(message, command_id, entry, record, fields)
+    def run_command(self, command: Command) -> Result:
+        return execute(command, self.slurm)
 
-        now = self.clock()
-        self.state.put(command_id, now, status="claiming", message_id=message.message_id)
-        self.state.remember_message(message.message_id, command_id, now)
-        try:
-            claimed = self.ledger.claim(command, now, self.host)
-        except Exception:
-            log.exception("could not claim the command in the ledger; left on the queue", extra={"fields": fields})
-            self.state.forget(command_id, self.clock())
-            return "deferred"
-        if claimed == NOT_ISSUED:
-            self.state.put(command_id, self.clock(), status=NOT_ISSUED, reported=True)
-            log.warning("command not issued by Medic (no matching command in the ledger); not run, no result "
-                        "written", extra={"fields": {**fields, "status": NOT_ISSUED}})
-            self._delete(message)
-            return NOT_ISSUED
-        if claimed == ALREADY_CLAIMED:
-            self.state.put(command_id, self.clock(), status="duplicate", reported=True)
-            log.info("command already claimed; not run again", extra={"fields": {**fields, "status": "duplicate"}})
-            self._delete(message)
-            return "duplicate"
+    def failed(self, message: str) -> Result:
+        return Result(FAILED, message)
 
-        self.state.put(command_id, self.clock(), status="running")
-        return self._finish(message, command_id, record, self._execute(command), fields)
-
-    def _execute(self, command: Command) -> Result:
-        try:
-            return execute(command, self.slurm)
-        except Exception as error:  # a bug must not leave the command "running" forever
-            log.exception("command raised", extra={"fields": {"command_id": command.command_id}})
-            return Result(FAILED, f"agent error: {type(error).__name__}: {error}")
-
-    def _finish(self, message: Message, command_id: str, record: dict[str, Any], result: Result,
-                fields: dict[str, Any]) -> str:
-        record = {**record, "status": result.status, "message": result.message,
-                  "finished_at": self.clock().isoformat()}
+    def result_fields(self, result: Result) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
         if result.job_ids:
-            record["job_ids"] = list(result.job_ids)
+            fields["job_ids"] = list(result.job_ids)
         if result.jobs is not None:  # drain_node: the jobs on the node ([] none); absent: unknown
-            record["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
+            fields["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
         if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
-            record["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
-        self.state.put(command_id, self.clock(), status="done", result=record, reported=False)
-        level = logging.WARNING if result.status != "executed" else logging.INFO
-        log.log(level, "command %s", result.status,
-                extra={"fields": {**fields, "status": result.status, "result": result.message[:1000]}})
-        self._report(message, command_id, record, fields)
-        return result.status
+            fields["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
+        return fields
 
-    def _seen_before(self, message: Message, command_id: str, entry: dict[str, Any], record: dict[str, Any],
-                     fields: dict[str, Any]) -> str:
-        if entry.get("status") == "running":
-            # Killed (or crashed) between taking the command on and recording its result: never run it twice.
-            return self._finish(message, command_id, record, Result(FAILED, INTERRUPTED), fields)
-        if entry.get("result") and not entry.get("reported"):
-            log.info("reporting an earlier result", extra={"fields": fields})
-            self._report(message, command_id, entry["result"], fields)
-            return str(entry["result"].get("status"))
-        log.info("command already handled; not run again",
-                 extra={"fields": {**fields, "status": "duplicate", "first_status": entry.get("status")}})
-        self._delete(message)
-        return "duplicate"
-
-    def _report(self, message: Message, command_id: str, record: dict[str, Any], fields: dict[str, Any]) -> None:
-        try:
-            self.ledger.put_result(record, self.clock())
-        except Exception:
-            log.exception("could not write the result; the message stays queued and the result is written "
-                          "when it comes back", extra={"fields": fields})
-            return
-        self.state.put(command_id, self.clock(), reported=True)
-        self._delete(message)
-
-    def _record(self, command: Command) -> dict[str, Any]:
-        return {"command_id": command.command_id, "cluster": self.cluster, "kind": command.kind,
-                "target": command.target, "incident": command.incident, "issued_at": command.issued_at,
-                "host": self.host, "agent_version": __version__}
-
-    def _delete(self, message: Message) -> None:
-        try:
-            self.queue.delete(message)
-        except Exception:
-            log.exception("could not delete the message; it will come back and be recognised",
-                          extra={"fields": {"message_id": message.message_id}})
-
-    def _release(self, message: Message) -> None:
-        try:
-            self.queue.release(message)
-        except Exception:
-            log.exception("could not release the message", extra={"fields": {"message_id": message.message_id}})
-
-    def _sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.stopping and time.monotonic() < deadline:
-            time.sleep(min(1.0, deadline - time.monotonic()))
+    def started_fields(self) -> dict[str, Any]:
+        return {"state_file": self.state.path}
 
 
 # --- command line
-
-
-def _env(*names: str) -> str | None:
-    for name in names:
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -317,26 +180,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Runs the Slurm commands Medic issues (job requeues, node drains and resumes; each checked "
                     "against Medic's ledger before it runs) from an SQS queue, and reports each result to the "
                     "ledger. Every option can also come from the environment variable in brackets.")
-    parser.add_argument("--cluster", default=_env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
-    parser.add_argument("--queue-url", default=_env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
-    parser.add_argument("--table", default=_env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
-    parser.add_argument("--region", default=_env("MEDIC_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+    parser.add_argument("--cluster", default=env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
+    parser.add_argument("--queue-url", default=env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
+    parser.add_argument("--table", default=env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
+    parser.add_argument("--region", default=env("MEDIC_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
                         help="AWS region [MEDIC_REGION, AWS_REGION]")
-    parser.add_argument("--state-file", default=_env("MEDIC_STATE_FILE") or DEFAULT_STATE_FILE,
+    parser.add_argument("--state-file", default=env("MEDIC_STATE_FILE") or DEFAULT_STATE_FILE,
                         help=f"local record of commands taken on [MEDIC_STATE_FILE] (default {DEFAULT_STATE_FILE})")
-    parser.add_argument("--slurm-bin", default=_env("MEDIC_SLURM_BIN"),
+    parser.add_argument("--slurm-bin", default=env("MEDIC_SLURM_BIN"),
                         help="directory holding scontrol and squeue (default: PATH, then /opt/slurm/bin) "
                              "[MEDIC_SLURM_BIN]")
-    parser.add_argument("--host", default=_env("MEDIC_HOST"),
+    parser.add_argument("--host", default=env("MEDIC_HOST"),
                         help="this head node's name as SlurmctldHost lists it (default: the hostname); the agent acts "
                              "only when `scontrol ping` says the slurmctld in charge runs here [MEDIC_HOST]")
-    parser.add_argument("--heartbeat-seconds", type=float, default=float(_env("MEDIC_HEARTBEAT_SECONDS") or 60))
-    parser.add_argument("--command-timeout", type=float, default=float(_env("MEDIC_COMMAND_TIMEOUT") or 30))
+    parser.add_argument("--heartbeat-seconds", type=float, default=float(env("MEDIC_HEARTBEAT_SECONDS") or 60))
+    parser.add_argument("--command-timeout", type=float, default=float(env("MEDIC_COMMAND_TIMEOUT") or 30))
     parser.add_argument("--wait-seconds", type=int, default=20, choices=range(0, 21), metavar="0..20",
                         help="SQS long-poll wait (default 20)")
     parser.add_argument("--visibility-timeout", type=int, default=120)
     parser.add_argument("--once", action="store_true", help="one receive cycle, then exit")
-    parser.add_argument("--log-level", default=_env("MEDIC_LOG_LEVEL") or "INFO")
+    parser.add_argument("--log-level", default=env("MEDIC_LOG_LEVEL") or "INFO")
     parser.add_argument("--version", action="version", version=f"medic-agent {__version__}")
     return parser
 
