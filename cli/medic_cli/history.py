@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -76,9 +76,10 @@ def parse_since(value: str, now: datetime) -> datetime:
 
 # --- sources
 
-def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO | None = None) -> list[dict]:
-    """FilterLogEvents over each log group, newest window only (--since), parsed and filtered here too."""
-    records = []
+def log_events(logs: Any, groups: Iterable[str], filters: Filters,
+               warn: TextIO | None = None) -> Iterator[tuple[str, dict]]:
+    """(log group, event) of FilterLogEvents over each log group inside the window, at most MAX_EVENTS a group;
+    a log group that does not exist (yet) is skipped, saying so."""
     for group in groups:
         request: dict[str, Any] = {"logGroupName": group, "filterPattern": filters.log_pattern()}
         if filters.since:
@@ -90,13 +91,7 @@ def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO |
             for page in logs.get_paginator("filter_log_events").paginate(**request):
                 for event in page.get("events", []):
                     seen += 1
-                    record = parse_line(event.get("message", ""))
-                    if record is None:
-                        continue
-                    at = datetime.fromtimestamp(event["timestamp"] / 1000, UTC) if "timestamp" in event else None
-                    record["_at"] = at or record.get("_at")
-                    record["log_group"] = group
-                    records.append(record)
+                    yield group, event
                 if seen >= MAX_EVENTS:
                     print(f"medic: {group}: stopped after {seen} log events; narrow with --since or filters",
                           file=warn or sys.stderr)
@@ -106,18 +101,35 @@ def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO |
                 print(f"medic: log group {group} does not exist (yet): skipped", file=warn or sys.stderr)
                 continue
             raise
+
+
+def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO | None = None) -> list[dict]:
+    """FilterLogEvents over each log group, newest window only (--since), parsed and filtered here too."""
+    records = []
+    for group, event in log_events(logs, groups, filters, warn):
+        record = parse_line(event.get("message", ""))
+        if record is None:
+            continue
+        at = datetime.fromtimestamp(event["timestamp"] / 1000, UTC) if "timestamp" in event else None
+        record["_at"] = at or record.get("_at")
+        record["log_group"] = group
+        records.append(record)
     return [record for record in records if filters.matches(record)]
+
+
+def read_lines(path: str, stdin: TextIO | None = None) -> list[str]:
+    """The lines of a file (``-``: standard input), or CliError naming the file."""
+    if path == "-":
+        return (stdin or sys.stdin).read().splitlines()
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError as error:
+        raise CliError(f"cannot read {path}: {error.strerror}") from None
 
 
 def from_file(path: str, filters: Filters, stdin: TextIO | None = None) -> list[dict]:
     """Records from a ``sim replay`` output (JSON Lines; pages and other lines are skipped)."""
-    if path == "-":
-        lines: Iterable[str] = (stdin or sys.stdin).read().splitlines()
-    else:
-        try:
-            lines = Path(path).read_text().splitlines()
-        except OSError as error:
-            raise CliError(f"cannot read {path}: {error.strerror}") from None
+    lines = read_lines(path, stdin)
     records = [record for record in (parse_line(line) for line in lines) if record is not None]
     return [record for record in records if filters.matches(record)]
 

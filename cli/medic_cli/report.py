@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, TextIO
 
-from botocore.exceptions import ClientError
-
-from medic_cli.context import CliError
-from medic_cli.history import MAX_EVENTS
+from medic_cli.history import log_events, read_lines
 from medic_cli.render import parse_time, table, when
 
 MOMENTS = ("fault_at", "detected_at", "acted_at", "repaired_at", "resumed_at", "resolved_at")
@@ -108,42 +103,15 @@ def line_times(lines: Iterable[str]) -> list[datetime]:
 
 def from_file(path: str, filters: Filters, stdin: TextIO | None = None) -> tuple[list[dict], list[datetime]]:
     """The incidents of a ``sim replay`` output (or logs saved as JSON Lines), and the span of all its times."""
-    if path == "-":
-        lines = (stdin or sys.stdin).read().splitlines()
-    else:
-        try:
-            lines = Path(path).read_text().splitlines()
-        except OSError as error:
-            raise CliError(f"cannot read {path}: {error.strerror}") from None
+    lines = read_lines(path, stdin)
     incidents = [incident for incident in (parse_line(line) for line in lines) if incident is not None]
     return [incident for incident in incidents if filters.matches(incident)], line_times(lines)
 
 
 def from_logs(logs: Any, groups: Iterable[str], filters: Filters, warn: TextIO | None = None) -> list[dict]:
     """FilterLogEvents (``"message": "incident"``) over each log group inside the window."""
-    incidents = []
-    for group in groups:
-        request: dict[str, Any] = {"logGroupName": group, "filterPattern": filters.log_pattern()}
-        if filters.since:
-            request["startTime"] = int(filters.since.timestamp() * 1000)
-        if filters.until:
-            request["endTime"] = int(filters.until.timestamp() * 1000)
-        seen = 0
-        try:
-            for page in logs.get_paginator("filter_log_events").paginate(**request):
-                for event in page.get("events", []):
-                    seen += 1
-                    incident = parse_line(event.get("message", ""))
-                    if incident is not None:
-                        incidents.append(incident)
-                if seen >= MAX_EVENTS:
-                    print(f"medic: {group}: stopped after {seen} log events; narrow with --since or filters",
-                          file=warn or sys.stderr)
-                    break
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-                continue
-            raise
+    incidents = [incident for _, event in log_events(logs, groups, filters, warn)
+                 if (incident := parse_line(event.get("message", ""))) is not None]
     return [incident for incident in incidents if filters.matches(incident)]
 
 
