@@ -130,8 +130,8 @@ def _text(value: Any, limit: int = MAX_TEXT_CHARS) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
-def parse(body: str, *, cluster: str) -> Command:
-    """A queue message body → a command this agent may run, or Refused saying why not."""
+def read_body(body: str) -> dict:
+    """A queue message body → its JSON object, or Refused (missing, too large, not a JSON object)."""
     if not isinstance(body, str) or len(body) > MAX_BODY_CHARS:
         raise Refused("message body is missing or too large")
     try:
@@ -140,6 +140,12 @@ def parse(body: str, *, cluster: str) -> Command:
         raise Refused("message body is not JSON") from None
     if not isinstance(data, dict):
         raise Refused("message body is not a JSON object")
+    return data
+
+
+def parse(body: str, *, cluster: str) -> Command:
+    """A queue message body → a command this agent may run, or Refused saying why not."""
+    data = read_body(body)
 
     raw_id = data.get("command_id")
     command_id = raw_id if matches(COMMAND_ID, raw_id) else None

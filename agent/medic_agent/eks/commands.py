@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from medic_agent.commands import COMMAND_ID, MAX_BODY_CHARS, Refused, _text, matches, shown
+from medic_agent.commands import COMMAND_ID, Refused, _text, matches, read_body, shown
 
 DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?", re.ASCII)
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*", re.ASCII)
@@ -104,14 +104,7 @@ class Command:
 
 def parse(body: str, *, cluster: str) -> Command:
     """A queue message body → a restart_job this agent may run, or Refused saying why not."""
-    if not isinstance(body, str) or len(body) > MAX_BODY_CHARS:
-        raise Refused("message body is missing or too large")
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise Refused("message body is not JSON") from None
-    if not isinstance(data, dict):
-        raise Refused("message body is not a JSON object")
+    data = read_body(body)
     raw_id = data.get("command_id")
     command_id = raw_id if matches(COMMAND_ID, raw_id) else None
     kind = data.get("kind")
