@@ -33,7 +33,7 @@ from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.paging import page_incident
 from medic.records import complete, emit, short
-from medic.slurm_requeue import RequeueRequest, requeue_slurm_job
+from medic.slurm_requeue import RequeueRequest, restart_through_agent
 
 
 def sweep_node_reports(raw: Any, deps: Deps) -> list[dict]:
@@ -124,7 +124,7 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: str, deps: Deps) -> 
     if deps.table.for_mode(mode).exists(RequestStore(deps.table.for_mode(mode)).claim_key(Trigger.RECONCILE, episode)):
         return None
     minutes = int((deps.now() - stuck.since).total_seconds() // 60)
-    return requeue_slurm_job(RequeueRequest(
+    return restart_through_agent(RequeueRequest(
         mode=mode, cluster=cluster.name, incident=eks_job_incident(cluster.name, target), trigger=Trigger.RECONCILE,
         event_id=episode, fault=Fault.PODS_STUCK_TERMINATING.value,
         context=f"{len(stuck.pods)} pod(s) of {stuck.job.name} stuck Terminating on a failed node for {minutes} min "
@@ -175,7 +175,7 @@ def _restart_after_node_failure(job: Job, node: str, since: datetime, cluster: C
     target = job.kubernetes_object()
     incident = eks_job_incident(cluster.name, target)
     now = deps.now()
-    record = requeue_slurm_job(RequeueRequest(
+    record = restart_through_agent(RequeueRequest(
         mode=mode, cluster=cluster.name, incident=incident, trigger=Trigger.NODE_REPAIR,
         event_id=f"noderepair:{node}:{since.isoformat()}", fault=Fault.K8S_NODE_UNHEALTHY.value,
         context=f"node {node} failed at {since:%H:%M} UTC with pods of {job.name} on it, and the job has not trained "

@@ -12,7 +12,7 @@ After the repair (the reconciler's sweep → follow_up_repairs): the node, or it
   Running again → `resume_node` when it kept its Slurm name → `job_states` of the jobs not seen to yet.
 Their states (record_node_result): a job pending or running again (HyperPod auto-resume, Slurm's own requeue)
   is left alone (`ignored`); one NODE_FAIL or FAILED is requeued from its checkpoint like a stall restart
-  (requeue_slurm_job: the job's restart budget, guardrails, mode, and a proof-of-recovery watch for a watched job).
+  (restart_through_agent: the job's restart budget, guardrails, mode, and a proof-of-recovery watch for a watched job).
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: d
     node_name = context.get("node_name", "")
     action = repair.action if repair else "node repair"
     by_name = valid_job_name(name)
-    from medic.slurm_requeue import RequeueRequest, requeue_slurm_job, slurm_job_incident
+    from medic.slurm_requeue import RequeueRequest, restart_through_agent, slurm_job_incident
 
     incident = slurm_job_incident(cluster, name if by_name else job_id)
     base = {"incident": incident, "trigger": Trigger.NODE_REPAIR, "event_id": f"{context['incident']}:{job_id}",
@@ -252,7 +252,7 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: d
                                                               node_name, deps.region))
         return emit(record)
     reason = f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it; Slurm says {state}."
-    record = requeue_slurm_job(RequeueRequest(
+    record = restart_through_agent(RequeueRequest(
         mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=base["event_id"],
         fault=base["fault"], context=reason, job_id=job_id), deps)
     _watch_recovery(record, name if by_name else None, cluster, deps)

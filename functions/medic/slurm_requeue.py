@@ -87,7 +87,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     if detail.namespace is not None or (cluster is not None and cluster.orchestrator == "eks"):
         return _restart_eks_job(event.id, detail, requester, mode, deps)
     by_id_and_name = detail.job_id is not None and detail.job_name is not None
-    return requeue_slurm_job(RequeueRequest(
+    return restart_through_agent(RequeueRequest(
         mode=mode, cluster=detail.cluster, incident=slurm_job_incident(detail.cluster, detail.job),
         trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value,
         context=detail.reason, job_name=None if by_id_and_name else detail.job_name, job_id=detail.job_id,
@@ -115,13 +115,13 @@ def _restart_eks_job(event_id: str, detail: RequeueJobDetail, requester: Request
                            "requester": requester.model_dump()})
         return emit(record)
     target = job.kubernetes_object()
-    return requeue_slurm_job(RequeueRequest(
+    return restart_through_agent(RequeueRequest(
         mode=mode, cluster=detail.cluster, incident=eks_job_incident(detail.cluster, target),
         trigger=Trigger.OPERATOR, event_id=event_id, fault=Fault.OPERATOR_REQUEST.value, context=detail.reason,
         job_name=job.name, requester=requester, kubernetes=target), deps)
 
 
-def requeue_slurm_job(request: RequeueRequest, deps: Deps) -> dict:
+def restart_through_agent(request: RequeueRequest, deps: Deps) -> dict:
     """Requeue a Slurm job, or restart a watched job on an EKS cluster (request.kubernetes), through the agent."""
     table = deps.table.for_mode(request.mode)
     eks = request.kubernetes is not None

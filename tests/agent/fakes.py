@@ -28,7 +28,7 @@ def command_body(cluster: str, kind: str = "requeue_job", command_id: str | None
 
 
 def issue(dynamodb: Any, table: str, body: dict, **changes: str) -> None:
-    """Medic's own record of issuing the command (what requeue_slurm_job writes before it queues it): the
+    """Medic's own record of issuing the command (what restart_through_agent writes before it queues it): the
     agent runs a command only when this item names the same cluster, kind, target and incident."""
     target = body["job_id"] if "job_id" in body else f"node:{body['node']}" if "node" in body \
         else f"jobs:{body['job_ids']}" if "job_ids" in body else f"name:{body.get('job_name')}"

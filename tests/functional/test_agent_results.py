@@ -161,7 +161,7 @@ def test_a_successful_requeue_ends_the_incident(slurm):
 
 
 def issue_sample_command(slurm: SlurmWorld, cluster: str = CLUSTER, **changes: str) -> None:
-    """Medic's own record of issuing the sample's command (as requeue_slurm_job writes it)."""
+    """Medic's own record of issuing the sample's command (as restart_through_agent writes it)."""
     AgentStore(slurm.medic.deps.table).record_command(SAMPLE_COMMAND, {
         "incident": f"job:slurm:{cluster}:4211", "trigger": "operator", "event_id": "request-9",
         "cluster": cluster, "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act",
