@@ -53,8 +53,8 @@ class RequeueJob:
 
 
 @dataclass(frozen=True)
-class DrainNode:
-    """Drain one node in Slurm (no new work lands on it), then list the jobs still running on it."""
+class NodeCommand:
+    """A command on one Slurm node, by its name."""
 
     node: str
 
@@ -64,14 +64,13 @@ class DrainNode:
 
 
 @dataclass(frozen=True)
-class ResumeNode:
+class DrainNode(NodeCommand):
+    """Drain one node in Slurm (no new work lands on it), then list the jobs still running on it."""
+
+
+@dataclass(frozen=True)
+class ResumeNode(NodeCommand):
     """Return one drained node to service in Slurm."""
-
-    node: str
-
-    @property
-    def target(self) -> str:
-        return f"node:{self.node}"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from datetime import datetime
+from abc import ABC, abstractmethod
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from medic_agent import __version__
@@ -33,6 +34,11 @@ from medic_agent.queue import Message, Queue
 from medic_agent.state import State
 
 FAILED, REFUSED = "failed", "refused"
+DEFAULT_STATE_FILE = "/var/lib/medic-agent/state.json"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 class StopPolling(BaseException):  # noqa: N818 - control flow, not an error
@@ -48,10 +54,10 @@ def env(*names: str) -> str | None:
     return None
 
 
-class CommandHandling:
+class CommandHandling(ABC):
     """The message protocol and the run loop, shared by the agents. An agent provides: ``cluster``, ``queue``,
     ``ledger``, ``state``, ``clock``, ``host`` (its name in claims and results), ``stopping``, ``log``,
-    ``interrupted`` (what a command cut short by a restart reports), and the methods below that raise."""
+    ``interrupted`` (what a command cut short by a restart reports), and the abstract methods below."""
 
     cluster: str
     queue: Queue
@@ -65,17 +71,17 @@ class CommandHandling:
 
     # --- what each agent does its own way
 
+    @abstractmethod
     def parse_command(self, body: str) -> Any:
         """The message body → the command, or Refused."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run_command(self, command: Any) -> Any:
         """Carry the command out → its Result (status, message, and the agent's own fields)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def failed(self, message: str) -> Any:
         """A failed Result of this agent's kind."""
-        raise NotImplementedError
 
     def result_fields(self, result: Any) -> dict[str, Any]:
         """What the result adds to the ledger's result item beyond status and message."""
@@ -84,8 +90,9 @@ class CommandHandling:
     def started_fields(self) -> dict[str, Any]:
         return {}
 
+    @abstractmethod
     def poll(self) -> int:
-        raise NotImplementedError
+        """One cycle: returns the messages handled."""
 
     # --- the loop
 

@@ -18,13 +18,13 @@ import signal
 import socket
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable
 
 from medic_agent import __version__, logs
 from medic_agent.actions import FAILED, Result, execute
 from medic_agent.commands import Command, parse
-from medic_agent.handling import CommandHandling, StopPolling, env
+from medic_agent.handling import DEFAULT_STATE_FILE, CommandHandling, StopPolling, env, utcnow
 from medic_agent.ledger import Ledger
 from medic_agent.queue import Queue
 from medic_agent.role import PING_ARGV, Role, decide
@@ -33,7 +33,6 @@ from medic_agent.state import State
 
 log = logging.getLogger("medic_agent")
 
-DEFAULT_STATE_FILE = "/var/lib/medic-agent/state.json"
 # After a long poll that brought messages, ping again before the first; within the batch, again before a
 # message when the last check is older than this. Not before every message: with a controller unreachable each
 # ping waits out Slurm's MessageTimeout (10 s by default), and a batch must finish inside the queue's visibility
@@ -42,10 +41,6 @@ DEFAULT_STATE_FILE = "/var/lib/medic-agent/state.json"
 ROLE_RECHECK_SECONDS = 30.0
 INTERRUPTED = ("the agent stopped while this command was being claimed or run; it is not run again: "
                "check Slurm for its effect")
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class Agent(CommandHandling):

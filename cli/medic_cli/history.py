@@ -134,9 +134,9 @@ def from_file(path: str, filters: Filters, stdin: TextIO | None = None) -> list[
     return [record for record in records if filters.matches(record)]
 
 
-def parse_line(line: str) -> dict | None:
-    """A remediation record from one line: a sim ``record`` line, a bare record (``medic history --json``)
-    or a Powertools log line with ``"message": "remediation"``; None for anything else."""
+def json_object(line: str) -> dict | None:
+    """The JSON object a line carries (after any prefix, such as a log line's timestamp), unwrapped once when it
+    is a log line whose message is itself an object (Lambda's JSON log format); None when there is none."""
     start = line.find("{")
     if start < 0:
         return None
@@ -146,8 +146,17 @@ def parse_line(line: str) -> dict | None:
         return None
     if not isinstance(data, dict):
         return None
-    if isinstance(data.get("message"), dict):  # a log line wrapped once more (Lambda JSON log format)
+    if isinstance(data.get("message"), dict):
         data = data["message"]
+    return data
+
+
+def parse_line(line: str) -> dict | None:
+    """A remediation record from one line: a sim ``record`` line, a bare record (``medic history --json``)
+    or a Powertools log line with ``"message": "remediation"``; None for anything else."""
+    data = json_object(line)
+    if data is None:
+        return None
     kind = data.get("kind")
     if "_aws" in data:  # an EMF metric line: it carries some record fields as dimensions, but is no record
         return None

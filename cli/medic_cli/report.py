@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from medic_cli.history import log_events, read_lines
+from medic_cli.history import json_object, log_events, read_lines
 from medic_cli.render import parse_time, table, when
 
 MOMENTS = ("fault_at", "detected_at", "acted_at", "repaired_at", "resumed_at", "resolved_at")
@@ -60,17 +60,9 @@ class Filters:
 def parse_line(line: str) -> dict | None:
     """An incident from one line: a sim ``incident`` line, a Powertools ``"message": "incident"`` log line, or a
     ``medic report --json`` incident; None for anything else."""
-    start = line.find("{")
-    if start < 0:
+    data = json_object(line)
+    if data is None or "_aws" in data:  # an EMF metric line is no incident
         return None
-    try:
-        data = json.loads(line[start:])
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or "_aws" in data:  # an EMF metric line is no incident
-        return None
-    if isinstance(data.get("message"), dict):
-        data = data["message"]
     if data.get("kind") == "incident":  # sim: the line's kind; the incident's own is incident_kind
         data = {**data, "kind": data.get("incident_kind")}
     elif data.get("message") != "incident":

@@ -23,7 +23,7 @@ import signal
 import socket
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable
 
 from medic_agent import __version__, logs
@@ -38,7 +38,7 @@ from medic_agent.eks.restart import (
     node_report,
     restart,
 )
-from medic_agent.handling import CommandHandling, StopPolling, env
+from medic_agent.handling import DEFAULT_STATE_FILE, CommandHandling, StopPolling, env, utcnow
 from medic_agent.ledger import HEARTBEAT_TTL, Ledger, epoch
 from medic_agent.queue import Queue
 from medic_agent.role import PRIMARY, STANDBY
@@ -46,13 +46,8 @@ from medic_agent.state import State
 
 log = logging.getLogger("medic_agent.eks")
 
-DEFAULT_STATE_FILE = "/var/lib/medic-agent/state.json"
 INTERRUPTED = ("the agent stopped while this command was being claimed or run; it is not run again: "
                "check the job's pods for its effect")
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class EksAgent(CommandHandling):
