@@ -3,9 +3,10 @@ the emulated command queue and ledger, with its `kubernetes` client pointed at a
 server (sim/kubeapi.py) per cluster, as sim/slurm.py runs the Slurm agent against a fake Slurm.
 
 - Nodes: the API server's nodes follow the HyperPod cluster's nodes (`hyperpod-<instance id>`, the name HyperPod
-  EKS gives a node): Running → Ready and `sagemaker.amazonaws.com/node-health-status=Schedulable`; in a reboot
-  (SystemUpdating) → NotReady, UnschedulablePendingReboot; in a replacement (Pending, ShuttingDown) → NotReady,
-  UnschedulablePendingReplacement; Failure → NotReady, Unschedulable. Synced before every agent cycle.
+  EKS gives a node: the SageMaker HyperPod developer guide's EKS examples list nodes as `hyperpod-i-...`); their
+  Ready condition and `sagemaker.amazonaws.com/node-health-status` label follow the instance's status as
+  NODE_STATES below says (the labels' meanings are AWS's; the mapping is the emulator's). Synced before every
+  agent cycle.
 - Jobs: the `k8s_job` directive creates a running job with its pods (the emulated operator keeps them).
 - Watched jobs (the agent's ConfigMap) and the RBAC the API server enforces come from the same list, rendered by
   agent/kubernetes/render.py: the config's `jobs:` entries on the cluster that name a `kind` (and `namespace`),
@@ -120,7 +121,7 @@ class EksWorld:
         server = self.cluster(name).server
         for instance, status in sorted(self.hyperpod_nodes(name).items()):
             ready, health = NODE_STATES.get(status, (True, "Schedulable"))
-            node_name = f"hyperpod-{instance}"
+            node_name = f"hyperpod-{instance}"  # HyperPod EKS's node name (see the module's docstring)
             node = server.node(node_name)
             if node is None:
                 server.add_node(node_name, ready=ready, health=health)

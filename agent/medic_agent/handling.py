@@ -229,3 +229,43 @@ class CommandHandling(ABC):
         deadline = time.monotonic() + seconds
         while not self.stopping and time.monotonic() < deadline:
             time.sleep(min(1.0, deadline - time.monotonic()))
+
+
+# --- the agents' command lines: what both take and do the same way
+
+def add_agent_options(parser: Any) -> None:
+    """The options every agent takes (an argparse parser); each adds its own."""
+    parser.add_argument("--cluster", default=env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
+    parser.add_argument("--queue-url", default=env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
+    parser.add_argument("--table", default=env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
+    parser.add_argument("--region", default=env("MEDIC_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+                        help="AWS region [MEDIC_REGION, AWS_REGION]")
+    parser.add_argument("--state-file", default=env("MEDIC_STATE_FILE") or DEFAULT_STATE_FILE,
+                        help=f"local record of commands taken on [MEDIC_STATE_FILE] (default {DEFAULT_STATE_FILE})")
+    parser.add_argument("--heartbeat-seconds", type=float, default=float(env("MEDIC_HEARTBEAT_SECONDS") or 60))
+    parser.add_argument("--wait-seconds", type=int, default=20, choices=range(0, 21), metavar="0..20",
+                        help="SQS long-poll wait (default 20)")
+    parser.add_argument("--visibility-timeout", type=int, default=120)
+    parser.add_argument("--once", action="store_true", help="one cycle, then exit")
+    parser.add_argument("--log-level", default=env("MEDIC_LOG_LEVEL") or "INFO")
+    parser.add_argument("--version", action="version", version=f"medic-agent {__version__}")
+
+
+def require(parser: Any, args: Any, *names: str) -> None:
+    """Exit with argparse's usage error naming every missing required option."""
+    missing = [name for name in ("cluster", "queue_url", "table", "region", *names) if not getattr(args, name)]
+    if missing:
+        parser.error("missing " + ", ".join("--" + name.replace("_", "-") for name in missing))
+
+
+def aws_queue_and_ledger(args: Any) -> tuple[Queue, Ledger]:
+    """The agent's queue and ledger on its own boto3 session (imported here: --help and usage errors need none)."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.Session(region_name=args.region)
+    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5,
+                    read_timeout=args.wait_seconds + 15)
+    queue = Queue(args.queue_url, lambda: session.client("sqs", config=config), wait_seconds=args.wait_seconds,
+                  visibility_timeout=args.visibility_timeout)
+    return queue, Ledger(args.table, lambda: session.client("dynamodb", config=config))

@@ -24,7 +24,15 @@ from typing import Any, Callable
 from medic_agent import __version__, logs
 from medic_agent.actions import FAILED, Result, execute
 from medic_agent.commands import Command, parse
-from medic_agent.handling import DEFAULT_STATE_FILE, CommandHandling, StopPolling, env, utcnow
+from medic_agent.handling import (
+    CommandHandling,
+    StopPolling,
+    add_agent_options,
+    aws_queue_and_ledger,
+    env,
+    require,
+    utcnow,
+)
 from medic_agent.ledger import Ledger
 from medic_agent.queue import Queue
 from medic_agent.role import PING_ARGV, Role, decide
@@ -175,36 +183,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Runs the Slurm commands Medic issues (job requeues, node drains and resumes; each checked "
                     "against Medic's ledger before it runs) from an SQS queue, and reports each result to the "
                     "ledger. Every option can also come from the environment variable in brackets.")
-    parser.add_argument("--cluster", default=env("MEDIC_CLUSTER"), help="this cluster's name [MEDIC_CLUSTER]")
-    parser.add_argument("--queue-url", default=env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
-    parser.add_argument("--table", default=env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
-    parser.add_argument("--region", default=env("MEDIC_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
-                        help="AWS region [MEDIC_REGION, AWS_REGION]")
-    parser.add_argument("--state-file", default=env("MEDIC_STATE_FILE") or DEFAULT_STATE_FILE,
-                        help=f"local record of commands taken on [MEDIC_STATE_FILE] (default {DEFAULT_STATE_FILE})")
+    add_agent_options(parser)
     parser.add_argument("--slurm-bin", default=env("MEDIC_SLURM_BIN"),
                         help="directory holding scontrol and squeue (default: PATH, then /opt/slurm/bin) "
                              "[MEDIC_SLURM_BIN]")
     parser.add_argument("--host", default=env("MEDIC_HOST"),
                         help="this head node's name as SlurmctldHost lists it (default: the hostname); the agent acts "
                              "only when `scontrol ping` says the slurmctld in charge runs here [MEDIC_HOST]")
-    parser.add_argument("--heartbeat-seconds", type=float, default=float(env("MEDIC_HEARTBEAT_SECONDS") or 60))
     parser.add_argument("--command-timeout", type=float, default=float(env("MEDIC_COMMAND_TIMEOUT") or 30))
-    parser.add_argument("--wait-seconds", type=int, default=20, choices=range(0, 21), metavar="0..20",
-                        help="SQS long-poll wait (default 20)")
-    parser.add_argument("--visibility-timeout", type=int, default=120)
-    parser.add_argument("--once", action="store_true", help="one receive cycle, then exit")
-    parser.add_argument("--log-level", default=env("MEDIC_LOG_LEVEL") or "INFO")
-    parser.add_argument("--version", action="version", version=f"medic-agent {__version__}")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    missing = [name for name in ("cluster", "queue_url", "table", "region") if not getattr(args, name)]
-    if missing:
-        parser.error("missing " + ", ".join("--" + name.replace("_", "-") for name in missing))
+    require(parser, args)
     host = args.host or socket.gethostname()
     logs.setup(args.log_level, cluster=args.cluster, host=host, version=__version__)
     slurm = Slurm(bin_dir=args.slurm_bin, timeout=args.command_timeout)
@@ -214,17 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         log.error("Slurm client commands not found", extra={"fields": {"error": str(error)}})
         return 2
 
-    import boto3  # deferred: the CLI's --help and argument errors do not need it
-    from botocore.config import Config
-
-    session = boto3.Session(region_name=args.region)
-    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5,
-                    read_timeout=args.wait_seconds + 15)
+    queue, ledger = aws_queue_and_ledger(args)
     agent = Agent(
         cluster=args.cluster,
-        queue=Queue(args.queue_url, lambda: session.client("sqs", config=config), wait_seconds=args.wait_seconds,
-                    visibility_timeout=args.visibility_timeout),
-        ledger=Ledger(args.table, lambda: session.client("dynamodb", config=config)),
+        queue=queue,
+        ledger=ledger,
         slurm=slurm,
         state=State(args.state_file),
         heartbeat_seconds=args.heartbeat_seconds,

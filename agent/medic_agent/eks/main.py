@@ -38,7 +38,15 @@ from medic_agent.eks.restart import (
     node_report,
     restart,
 )
-from medic_agent.handling import DEFAULT_STATE_FILE, CommandHandling, StopPolling, env, utcnow
+from medic_agent.handling import (
+    CommandHandling,
+    StopPolling,
+    add_agent_options,
+    aws_queue_and_ledger,
+    env,
+    require,
+    utcnow,
+)
 from medic_agent.ledger import HEARTBEAT_TTL, Ledger, epoch
 from medic_agent.queue import Queue
 from medic_agent.role import PRIMARY, STANDBY
@@ -194,10 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Restarts the Kubernetes training jobs Medic issues restart_job commands for (each checked "
                     "against Medic's ledger first), and reports nodes HyperPod marks unhealthy. Options also "
                     "come from the environment variable in brackets.")
-    parser.add_argument("--cluster", default=env("MEDIC_CLUSTER"), help="the HyperPod cluster's name [MEDIC_CLUSTER]")
-    parser.add_argument("--queue-url", default=env("MEDIC_QUEUE_URL"), help="the command queue [MEDIC_QUEUE_URL]")
-    parser.add_argument("--table", default=env("MEDIC_TABLE"), help="the ledger table [MEDIC_TABLE]")
-    parser.add_argument("--region", default=env("MEDIC_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"))
+    add_agent_options(parser)
     parser.add_argument("--watched-jobs", default=env("MEDIC_WATCHED_JOBS"),
                         help="JSON file: the jobs this agent may restart, [{namespace, kind, name}] "
                              "[MEDIC_WATCHED_JOBS]")
@@ -209,26 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the namespace of the leader-election Lease (default: the pod's, medic-agent)")
     parser.add_argument("--identity", default=env("POD_NAME"), help="this replica's name (default: POD_NAME, "
                                                                      "the hostname)")
-    parser.add_argument("--state-file", default=env("MEDIC_STATE_FILE") or DEFAULT_STATE_FILE)
-    parser.add_argument("--heartbeat-seconds", type=float, default=float(env("MEDIC_HEARTBEAT_SECONDS") or 60))
-    parser.add_argument("--wait-seconds", type=int, default=20, choices=range(0, 21), metavar="0..20")
-    parser.add_argument("--visibility-timeout", type=int, default=120)
     parser.add_argument("--kube-host", default=env("MEDIC_KUBE_HOST"),
                         help="an API server URL instead of the in-cluster config (tests) [MEDIC_KUBE_HOST]")
     parser.add_argument("--kube-token-file", default=env("MEDIC_KUBE_TOKEN_FILE"))
-    parser.add_argument("--once", action="store_true", help="one cycle, then exit")
-    parser.add_argument("--log-level", default=env("MEDIC_LOG_LEVEL") or "INFO")
-    parser.add_argument("--version", action="version", version=f"medic-agent {__version__}")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    missing = [name for name in ("cluster", "queue_url", "table", "region", "watched_jobs")
-               if not getattr(args, name)]
-    if missing:
-        parser.error("missing " + ", ".join("--" + name.replace("_", "-") for name in missing))
+    require(parser, args, "watched_jobs")
     identity = args.identity or socket.gethostname()
     logs.setup(args.log_level, cluster=args.cluster, host=identity, version=__version__)
     try:
@@ -243,17 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         kube = Kube.in_cluster()
 
-    import boto3
-    from botocore.config import Config
-
-    session = boto3.Session(region_name=args.region)
-    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5,
-                    read_timeout=args.wait_seconds + 15)
+    queue, ledger = aws_queue_and_ledger(args)
     agent = EksAgent(
-        cluster=args.cluster,
-        queue=Queue(args.queue_url, lambda: session.client("sqs", config=config), wait_seconds=args.wait_seconds,
-                    visibility_timeout=args.visibility_timeout),
-        ledger=Ledger(args.table, lambda: session.client("dynamodb", config=config)),
+        cluster=args.cluster, queue=queue, ledger=ledger,
         kube=kube, state=State(args.state_file), watched=watched, identity=identity,
         lease_namespace=args.namespace, terminating_grace_seconds=args.terminating_grace_seconds,
         heartbeat_seconds=args.heartbeat_seconds,
