@@ -121,7 +121,8 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: str, deps: Deps) -> 
     the sweeps after it stay quiet while the agent works."""
     target = stuck.job.kubernetes_object()
     episode = f"stuck:{target.target}:{stuck.since.isoformat()}"
-    if deps.table.for_mode(mode).exists(RequestStore(deps.table.for_mode(mode)).claim_key(Trigger.RECONCILE, episode)):
+    table = deps.table.for_mode(mode)
+    if table.exists(RequestStore(table).claim_key(Trigger.RECONCILE, episode)):
         return None
     minutes = int((deps.now() - stuck.since).total_seconds() // 60)
     return restart_through_agent(RequeueRequest(
