@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from medic.domain.alarms import RecoveryWatch
+from medic.core.progress import RecoveryWatch
 from medic.ledger.pages import page_key
 from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires
 
