@@ -253,7 +253,7 @@ def notes(results: dict) -> list[str]:
         done = ("Nothing is built at import (clients, config and tables come from `dependencies()` on the first "
                 "call); the Tracer patches botocore only (`patch_modules=(\"botocore\",)`, Powertools' documented "
                 "way); the EventBridge envelope is Medic's own model, not Powertools' parser; and the adapters only "
-                "some handlers use (training jobs, checkpoints, metrics, Slurm queues, with the alarm and Slurm "
+                "some handlers use (training jobs, checkpoints, metrics, agent queues, with the alarm and agent "
                 "models behind them) are imported on first use.")
         if cold["within_target"]:
             out.append(f"**Cold start ≤ {target}× boto3: met** ({low:.2f}–{high:.2f}×, worst `{worst}`). {done}")
@@ -265,9 +265,8 @@ def notes(results: dict) -> list[str]:
                 f"time, which inflates it): {breakdown}. What is left is pydantic itself and the classes built "
                 "from it (the config's models, which every handler needs on its first call anyway), the X-Ray SDK "
                 "that Powertools' Tracer loads when tracing is on, and the handler's own modules. Next steps: "
-                "the node path imports `domain.reconcile` (the reconciler's schedule event model) for three "
-                "constants, which a small module of their own would spare it; `agent_results` imports Powertools' "
-                "batch utility and parser models and the Slurm domain (files another branch owns: it should parse "
+                "`agent_results` imports Powertools' "
+                "batch utility and parser models and the agent flow's command models (it should parse "
                 "the stream image with a small model of its own, or import `DynamoDBStreamRecordModel` on the "
                 "first record); the X-Ray SDK goes only with tracing off (Lambda's active tracing still records "
                 "each invocation without it, but not the botocore subsegments); the config models could be built "

@@ -1,7 +1,7 @@
 """Typed models at the edges: the node events Medic accepts, the envelope every event shares, and the
-records it writes. Each other kind of event has its models beside its handler's domain (training jobs:
-domain.job_events; cluster events, alarms, schedules, Slurm requests: their domain modules), so a handler
-builds only the pydantic classes it parses at cold start."""
+records it writes. Each other kind of event has its models in its own flow (training jobs: flows/jobs/events.py;
+cluster events, alarms, schedules, operator requests: their flows' policy modules), so a handler builds only the
+pydantic classes it parses at cold start."""
 
 from __future__ import annotations
 
