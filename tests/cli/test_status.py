@@ -10,6 +10,7 @@ from datetime import timedelta
 import boto3
 from medic_cli.render import when
 
+from medic.domain.alarms import RecoveryWatch
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.jobs import JobStore
 from medic.ledger.nodes import NodeStore
@@ -69,6 +70,28 @@ def test_given_incidents_waiting_on_people_when_status_then_they_are_listed_as_o
         f"node:{CLUSTER}:i-0aaaaaaaaaaaaaaa1": ["replace_node in progress (since Medic acted)"],
         "slurmjob:pretrain-slurm:llama3-70b": ["alarm medic-stall-llama3-70b in ALARM"],
     }
+
+
+def test_given_a_restart_waiting_for_training_and_an_escalation_when_status_then_each_incident_shows_why(
+        deployed: Deployed):
+    # Given a stall restarted 10 minutes ago, its recovery page sent and the watch running until the deadline;
+    # and another job's incident escalated (its restart did not bring training back)
+    incidents = IncidentStore(deployed.ledger())
+    incidents.watch_recovery(RecoveryWatch("slurmjob:pretrain-slurm:llama3-70b", job="llama3-70b", cluster=CLUSTER,
+                                           restarted_at=ago(minutes=10), deadline=ago(minutes=-20), attempt=1))
+    PageStore(deployed.ledger()).claim_page("slurmjob:pretrain-slurm:llama3-70b:recovery", ago(minutes=9))
+    incidents.escalate("slurmjob:pretrain-slurm:mistral-7b", ago(minutes=30))
+
+    result = deployed.cli("status", "--config", str(deployed.config_file), "--json")
+
+    # Then the recovery page counts as its incident's; newest first
+    assert result.code == 0, result.err
+    incidents_shown = json.loads(result.out)["open_incidents"]
+    assert [(i["incident"], sorted(i["states"])) for i in incidents_shown] == [
+        ("slurmjob:pretrain-slurm:llama3-70b", [
+            "paged, not closed", f"waiting for training to resume (until {ago(minutes=-20):%H:%M} UTC)"]),
+        ("slurmjob:pretrain-slurm:mistral-7b", ["escalated (no more automatic restarts)"]),
+    ]
 
 
 def test_given_unconfirmed_calls_and_long_repairs_when_status_then_they_are_open_for_the_reconciler(
