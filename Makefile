@@ -26,8 +26,9 @@ demo: setup  ## replay the bundled scenarios on emulated AWS and print what Medi
 test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed)
 	$(PY) -m pytest
 
-lint: setup
+lint: setup  ## ruff, then the import contracts in pyproject.toml (layers, no cycles; docs/architecture.md)
 	$(PY) -m ruff check .
+	PYTHONPATH=functions $(VENV)/bin/lint-imports
 
 synth: setup  ## CONFIG=path/to/medic.yaml selects another config
 	$(CDK) synth -c config=$(CONFIG) --quiet

@@ -74,7 +74,8 @@ class Probe:
 
 def _deps_cold(module: Any) -> bool:
     """No dependencies built yet for this container (the harness may give each function its own cache)."""
-    dependencies = getattr(module, "dependencies", None) or getattr(sys.modules.get("medic.deps"), "dependencies", None)
+    wiring = sys.modules.get("medic.wiring")
+    dependencies = getattr(module, "dependencies", None) or getattr(wiring, "dependencies", None)
     info = getattr(dependencies, "cache_info", None)
     return info is None or info().currsize == 0
 

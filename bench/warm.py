@@ -175,8 +175,8 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
 
 def _node_contexts() -> list[Any]:
     from medic.config import Cluster, Guardrails
-    from medic.domain.models import Action, ClusterAction, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState
-    from medic.domain.policy import NodeContext
+    from medic.core.models import Action, ClusterAction, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState
+    from medic.flows.node.policy import NodeContext
 
     now = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
     cluster = Cluster(name="bench-c00", id="bench0000000", orchestrator="slurm")
@@ -200,9 +200,9 @@ def _node_contexts() -> list[Any]:
 
 
 def _job_contexts() -> list[Any]:
-    from medic.domain.job_faults import JobFailure
-    from medic.domain.job_policy import Checkpoint, JobContext, Lineage
-    from medic.domain.models import Fault
+    from medic.core.models import Fault
+    from medic.flows.jobs.faults import JobFailure
+    from medic.flows.jobs.policy import Checkpoint, JobContext, Lineage
 
     base = JobContext(mode="act", status="Failed", failure=JobFailure(Fault.JOB_RETRYABLE, "internal_error"),
                       lineage=Lineage("ft-bench-0001", 0), max_restarts=3, checkpoint=Checkpoint.PRESENT,
@@ -233,8 +233,8 @@ def _rate(function: Any, contexts: list[Any], calls: int, repeats: int) -> dict:
 
 
 def decide_rates(calls: int = 20_000, repeats: int = 7) -> dict:
-    from medic.domain.job_policy import decide_job
-    from medic.domain.policy import decide_node
+    from medic.flows.jobs.policy import decide_job
+    from medic.flows.node.policy import decide_node
 
     return {"decide_node": _rate(decide_node, _node_contexts(), calls, repeats),
             "decide_job": _rate(decide_job, _job_contexts(), calls, repeats)}

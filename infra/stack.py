@@ -6,6 +6,7 @@ from aws_cdk import CfnOutput, Stack, Validations
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from constructs import Construct
 
+from infra.components.agent_channel import AgentChannel
 from infra.components.boto3_layer import Boto3Layer
 from infra.components.cluster_events import ClusterEvents
 from infra.components.encryption import MedicKey
@@ -19,7 +20,6 @@ from infra.components.paging import PagingTopic
 from infra.components.powertools import PowertoolsLayer
 from infra.components.reconciler import Reconciler
 from infra.components.shared import Shared
-from infra.components.slurm_agents import SlurmJobRequeue
 from infra.components.training_alarms import AlarmResponse, TrainingAlarms
 from infra.components.training_job_restarts import TrainingJobRestarts
 from medic.config import MedicConfig
@@ -42,19 +42,20 @@ class MedicStack(Stack):
         self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
         self.cluster_events = ClusterEvents(self, "ClusterEvents", shared=shared)
         self.reconciler = Reconciler(self, "Reconciler", shared=shared)
-        # Every cluster, Slurm or EKS, gets a command queue for its on-cluster agent.
-        self.slurm_job_requeue = SlurmJobRequeue(self, "SlurmJobRequeue", shared=shared)
+        # Every cluster, Slurm or EKS, gets a command queue for its on-cluster agent. The construct id is the one
+        # it was first deployed under (when only Slurm had agents): a new id would replace its queues and function.
+        self.agent_channel = AgentChannel(self, "SlurmJobRequeue", shared=shared)
         self.training_alarms = TrainingAlarms(self, "TrainingAlarms", shared=shared)
-        agents = self.slurm_job_requeue.queues
+        agents = self.agent_channel.queues
         self.alarm_response = AlarmResponse(
             self, "AlarmResponse", shared=shared, alarms=self.training_alarms,
-            slurm_queues={name: agent.queue.queue_url for name, agent in agents.items()},
-            slurm_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
+            agent_queues={name: agent.queue.queue_url for name, agent in agents.items()},
+            agent_queue_arns=[agent.queue.queue_arn for agent in agents.values()],
         ) if self.training_alarms.names else None
         # after every function that queues agent commands exists: the node path and the reconciler (around node
         # actions, and the reconciler's restarts of EKS jobs with pods stuck Terminating), the alarm handler
-        self.slurm_job_requeue.issue_node_commands(self.node_remediation.handler, self.reconciler.handler)
-        self.slurm_job_requeue.restrict_senders(*([self.alarm_response.handler.role] if self.alarm_response else []))
+        self.agent_channel.issue_node_commands(self.node_remediation.handler, self.reconciler.handler)
+        self.agent_channel.restrict_senders(*([self.alarm_response.handler.role] if self.alarm_response else []))
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 

@@ -679,10 +679,10 @@ class Replay:
 
     @contextlib.contextmanager
     def _container(self, function: Function, module: Any) -> Iterator[None]:
-        """The function's own warm container: what its handler built once (``medic.deps.dependencies()``:
+        """The function's own warm container: what its handler built once (``medic.wiring.dependencies()``:
         config, clients, the mode's short cache) lasts from its first invocation to the end of the replay,
         whatever other functions run in between, as Lambda keeps a container per function."""
-        deps = sys.modules.get("medic.deps")
+        deps = sys.modules.get("medic.wiring")
         shared = getattr(deps, "dependencies", None)
         if shared is None or not hasattr(shared, "__wrapped__") or getattr(module, "dependencies", None) is not shared:
             # Not the usual wiring: one container at a time (another function is a cold start).
@@ -718,7 +718,7 @@ class Replay:
             self.emit({"kind": "page", **page})
 
     def _cold_start(self) -> None:
-        deps = sys.modules.get("medic.deps")
+        deps = sys.modules.get("medic.wiring")
         if deps is not None and hasattr(deps, "dependencies"):
             deps.dependencies.cache_clear()
 

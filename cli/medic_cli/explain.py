@@ -1,6 +1,6 @@
 """``medic explain EVENT.json``: what Medic would decide for this event right now, and why, without acting.
 
-The same steps as the handlers (functions/medic/node_remediation.py, job_restart.py) up to the decision:
+The same steps as the handlers (functions/medic/flows/node/remediation.py, flows/jobs/restart.py) up to the decision:
 parse the event with Medic's models, classify the fault, read the live ledger and the node or job, and
 call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob,
 ListTags, ListObjectsV2, DynamoDB reads); nothing is claimed, executed, paged or recorded.
@@ -20,11 +20,7 @@ from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.training import TrainingJobs
 from medic.config import MedicConfig
-from medic.domain.faults import classify
-from medic.domain.job_events import TrainingJobStateEvent
-from medic.domain.job_faults import classify_failure
-from medic.domain.job_policy import Checkpoint, JobContext, decide_job, lineage_of
-from medic.domain.models import (
+from medic.core.models import (
     Action,
     ClusterInfo,
     EventEnvelope,
@@ -34,7 +30,13 @@ from medic.domain.models import (
     Outcome,
     Trigger,
 )
-from medic.domain.policy import NodeContext, NodeDecision, Page, decide_node
+from medic.core.pages import Page
+from medic.core.text import validation_problems
+from medic.flows.jobs.events import TrainingJobStateEvent
+from medic.flows.jobs.faults import classify_failure
+from medic.flows.jobs.policy import Checkpoint, JobContext, decide_job, lineage_of
+from medic.flows.node.faults import classify
+from medic.flows.node.policy import NodeContext, NodeDecision, decide_node
 from medic.ledger.jobs import JobStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
@@ -46,7 +48,7 @@ from medic_cli.render import when
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 JOB_STATE = "SageMaker Training Job State Change"
 SUPPORTED = f"explain supports node health events ({NODE_HEALTH!r}) and training job state changes ({JOB_STATE!r})"
-STORM_WINDOW = timedelta(hours=1)  # as medic.node_remediation.STORM_WINDOW
+STORM_WINDOW = timedelta(hours=1)  # as medic.flows.node.remediation.STORM_WINDOW
 API_FOR_ACTION = {Action.REBOOT_NODE: "BatchRebootClusterNodes", Action.REPLACE_NODE: "BatchReplaceClusterNodes"}
 
 
@@ -93,7 +95,7 @@ def _rejected(raw: dict, error: ValidationError, trigger: Trigger, what: str, mo
         event_id = EventEnvelope.model_validate(raw).id
     except ValidationError:
         event_id = "unknown"
-    problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:5])
+    problems = validation_problems(error)
     record = {"incident": f"event:{event_id}", "trigger": trigger.value, "event_id": event_id,
               "fault": Fault.INVALID.value, "action": Action.NONE.value, "outcome": Outcome.REJECTED.value,
               "reason": f"Invalid {what}: {problems}", "mode": mode, "attempt": 0}

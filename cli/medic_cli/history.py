@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from botocore.exceptions import ClientError
 
-from medic.domain.models import RemediationRecord
+from medic.core.models import RemediationRecord
 from medic_cli.context import CliError
 from medic_cli.render import parse_time, table, when
 

@@ -101,7 +101,7 @@ def recent_actions(overview: LedgerOverview, since: datetime) -> list[dict]:
 
 def budgets(overview: LedgerOverview, config: MedicConfig | None, now: datetime, dry_run: bool) -> list[Budget]:
     """Guardrail budget left per cluster: max_node_actions_per_hour minus Medic's node actions in the last
-    hour (as medic.domain.policy counts them: strictly inside the window)."""
+    hour (as medic.flows.node.policy counts them: strictly inside the window)."""
     actions = {name: [action.at for action in state.actions] for name, state in overview.of(dry_run).clusters.items()}
     names = [cluster.name for cluster in config.clusters] if config else sorted(actions)
     result = []

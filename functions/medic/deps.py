@@ -1,30 +1,35 @@
-"""Wiring: the adapters a handler uses, built once per container from the environment.
+"""What a flow is given: the adapters, the ledger table, the config and the ports, in one `Deps` (the composition
+root, medic.wiring, builds it once per container).
 
-The adapters only some handlers use (training jobs, checkpoints, training metrics, Slurm queues) are
-imported and built on first use: a handler that never touches them never imports them (nor the domain
-models behind them) at cold start.
+The adapters only some handlers use (training jobs, checkpoints, training metrics, agent queues) are
+imported and built on first use: a handler that never touches them never imports them (nor the models
+behind them) at cold start.
+
+A port is where two flows meet: the flow below declares what it needs here, the flow above implements it,
+and the wiring plugs the implementation in, so no flow imports one above it.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from medic import clock
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
-from medic.config import MedicConfig
+from medic.config import Cluster, MedicConfig
+from medic.core import clock
+from medic.core.models import Action, NodeInfo, Outcome
+from medic.core.repairs import DrainNote
 from medic.ledger.table import Table
 
 if TYPE_CHECKING:
+    from medic.adapters.agent_queue import AgentQueues
     from medic.adapters.checkpoints import Checkpoints
     from medic.adapters.metrics import TrainingMetrics
-    from medic.adapters.slurm_queue import SlurmQueues
     from medic.adapters.training import TrainingJobs
 
 
@@ -70,10 +75,67 @@ def _metrics() -> TrainingMetrics:
     return TrainingMetrics()
 
 
-def _slurm() -> SlurmQueues:
-    from medic.adapters.slurm_queue import SlurmQueues
+def _agents() -> AgentQueues:
+    from medic.adapters.agent_queue import AgentQueues
 
-    return SlurmQueues.from_json(os.environ.get("AGENT_QUEUES"))
+    return AgentQueues.from_json(os.environ.get("AGENT_QUEUES"))
+
+
+class NodeSweep(Protocol):
+    """What the reconciler's sweep of one cluster knows, as the jobs-on-node port reads it."""
+
+    deps: Deps
+    mode: str
+    run_id: str
+    cluster: Cluster
+    table: Table
+    now: datetime
+    by_id: dict[str, NodeInfo]
+
+
+class JobsOnNode(Protocol):
+    """The node flow's port to the jobs on a node it repairs: tell the scheduler before the call, see to the jobs
+    after the repair. The agent flow implements it for Slurm (flows/agent/slurm_node.py); on EKS the agent's node
+    reports see to the pods (flows/agent/eks_nodes.py), so the node flow has nothing to do there."""
+
+    def before_repair(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
+                      incident: str, action: Action, fault: str, event_id: str | None,
+                      now: datetime) -> DrainNote | None:
+        """What the scheduler was told before the node action (None: nothing to tell it). Never waits."""
+
+    def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
+                       node_id: str) -> DrainNote:
+        """The drain note once the node call answered (a failed call repairs nothing)."""
+
+    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: dict,
+                          node_name: str | None) -> bool:
+        """The one "the jobs on this node need a look" page of a node incident."""
+
+    def follow_up(self, sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
+        """Each sweep: see to the nodes Medic repaired and the jobs the repairs hit."""
+
+
+class NoJobsOnNode:
+    """An orchestrator whose jobs the node flow does not see to: nothing to tell, nothing to follow up."""
+
+    def before_repair(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
+                      incident: str, action: Action, fault: str, event_id: str | None,
+                      now: datetime) -> DrainNote | None:
+        return None
+
+    def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
+                       node_id: str) -> DrainNote:
+        return drain
+
+    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: dict,
+                          node_name: str | None) -> bool:
+        return False
+
+    def follow_up(self, sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
+        return None
+
+
+NO_JOBS_ON_NODE = NoJobsOnNode()
 
 
 @dataclass
@@ -84,31 +146,18 @@ class Deps:
     pager: Pager
     mode: ModeSwitch
     region: str
+    # Orchestrator ("slurm", "eks") -> the jobs-on-node port; one the wiring does not name has none (NoJobsOnNode).
+    jobs_on_node: Mapping[str, JobsOnNode]
     now: Callable[[], datetime] = clock.now
     # The deploying account (from the page topic's ARN): events naming another account's cluster are rejected.
     account: str = ""
     training: TrainingJobs = _OnFirstUse(_training)  # type: ignore[assignment]
     checkpoints: Checkpoints = _OnFirstUse(_checkpoints)  # type: ignore[assignment]
     metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]
-    # AGENT_QUEUES (cluster name -> agent queue URL), read on first use; unset: no queues
-    slurm: SlurmQueues = _OnFirstUse(_slurm)  # type: ignore[assignment]
+    # AGENT_QUEUES (cluster name -> agent queue URL, Slurm and EKS agents alike), read on first use; unset: none
+    agents: AgentQueues = _OnFirstUse(_agents)  # type: ignore[assignment]
+
+    def jobs_on(self, cluster: Cluster) -> JobsOnNode:
+        return self.jobs_on_node.get(cluster.orchestrator, NO_JOBS_ON_NODE)
 
 
-def account_of(arn: str) -> str:
-    """The account of an ARN (arn:partition:service:region:account:resource); empty when it has none."""
-    parts = arn.split(":")
-    return parts[4] if len(parts) > 5 and parts[4].isdigit() else ""
-
-
-@functools.cache
-def dependencies() -> Deps:
-    config = MedicConfig.from_env(os.environ["MEDIC_CONFIG"])
-    return Deps(
-        config=config,
-        hyperpod=HyperPod(),
-        table=Table(os.environ["LEDGER_TABLE"]),
-        pager=Pager(os.environ["PAGE_TOPIC_ARN"]),
-        mode=ModeSwitch(os.environ["MODE_PARAMETER"], default=config.mode),
-        region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        account=account_of(os.environ["PAGE_TOPIC_ARN"]),
-    )

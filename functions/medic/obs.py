@@ -10,8 +10,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from medic.domain.models import RemediationRecord
-from medic.domain.timeline import DURATIONS, MOMENTS
+from medic.core.models import RemediationRecord
+from medic.core.timeline import DURATIONS, MOMENTS
 
 SERVICE = "medic"
 NAMESPACE = "Medic"

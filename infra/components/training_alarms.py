@@ -142,10 +142,10 @@ class AlarmResponse(Construct):
     after each restart (proof of recovery)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, shared: Shared, alarms: TrainingAlarms,
-                 slurm_queues: dict[str, str], slurm_queue_arns: list[str]) -> None:
+                 agent_queues: dict[str, str], agent_queue_arns: list[str]) -> None:
         super().__init__(scope, construct_id)
         environment = {**shared.environment(),
-                       "AGENT_QUEUES": Stack.of(self).to_json_string(slurm_queues)}
+                       "AGENT_QUEUES": Stack.of(self).to_json_string(agent_queues)}
         self.handler = MedicFunction(
             self, "Handler", handler="medic.handlers.alarm.handler",
             description="Medic: act on training and cluster alarms (restart, page, close)",
@@ -160,9 +160,9 @@ class AlarmResponse(Construct):
             shared.grant_ledger_paging_mode(function.role)
             function.role.add_to_policy(iam.PolicyStatement(
                 actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"], resources=["*"]))
-        if slurm_queue_arns:  # only the alarm handler requeues; the recovery check escalates by page
+        if agent_queue_arns:  # only the alarm handler requeues; the recovery check escalates by page
             self.handler.role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
-                                                                resources=slurm_queue_arns))
+                                                                resources=agent_queue_arns))
 
         names = alarms.names
         matched = names if sum(len(name) for name in names) <= MAX_NAMES_IN_PATTERN else [{"prefix": "medic-"}]

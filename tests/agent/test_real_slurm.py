@@ -374,7 +374,7 @@ def test_job_states_of_a_job_slurm_forgot_is_an_empty_list(cluster):
 
 
 def test_a_node_repair_as_slurm_sees_it_drain_down_states_resume_requeue(cluster):
-    from medic.domain.slurm import job_after_repair
+    from medic.flows.agent.commands import job_after_repair
 
     # Given a job running on the node, which Medic drains before repairing it
     node = cluster.slurm.node
@@ -409,7 +409,7 @@ def test_a_node_repair_as_slurm_sees_it_drain_down_states_resume_requeue(cluster
 
 
 def test_a_job_slurm_may_not_requeue_ends_node_fail_and_medics_requeue_fails_in_slurms_words(cluster):
-    from medic.domain.slurm import job_after_repair
+    from medic.flows.agent.commands import job_after_repair
 
     # Given a job submitted with --no-requeue on the node, which goes down under it
     node = cluster.slurm.node
@@ -437,7 +437,7 @@ def test_a_job_slurm_may_not_requeue_ends_node_fail_and_medics_requeue_fails_in_
 
 
 def test_a_requeueable_job_that_failed_with_its_node_is_requeued_by_medic(cluster):
-    from medic.domain.slurm import job_after_repair
+    from medic.flows.agent.commands import job_after_repair
 
     # Given a batch job (--requeue) that ended FAILED (its step died with a node under it)
     job_id = cluster.slurm.run("sbatch", "--parsable", "--requeue", "--job-name=pretrain", "--output=/dev/null",

@@ -10,7 +10,7 @@ from datetime import timedelta
 import boto3
 from medic_cli.render import when
 
-from medic.domain.alarms import RecoveryWatch
+from medic.core.progress import RecoveryWatch
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.jobs import JobStore
 from medic.ledger.nodes import NodeStore

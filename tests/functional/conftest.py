@@ -21,9 +21,10 @@ from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.config import MedicConfig, parse_config
 from medic.deps import Deps
+from medic.flows.node.remediation import remediate_node
 from medic.ledger.table import Table
-from medic.node_remediation import remediate_node
 from medic.obs import logger as medic_logger
+from medic.wiring import JOBS_ON_NODE
 
 REGION = "us-west-2"
 CLUSTER = "pretrain-slurm"
@@ -154,7 +155,7 @@ def medic_world(config: MedicConfig) -> Iterator[Medic]:
         medic = Medic(deps=None, hyperpod=stub, log=log, queue_url=queue_url, sqs=sqs, ssm=ssm)  # type: ignore[arg-type]
         medic.deps = Deps(config=config, hyperpod=HyperPod(sagemaker, sleep=medic.slept.append),
                           table=Table(TABLE, dynamodb), pager=Pager(topic, sns),
-                          mode=ModeSwitch(MODE_PARAMETER, config.mode, ssm),
+                          mode=ModeSwitch(MODE_PARAMETER, config.mode, ssm), jobs_on_node=JOBS_ON_NODE,
                           region=REGION, now=lambda: medic.clock[0], account="123456789012")
         try:
             yield medic

@@ -17,8 +17,8 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 
-from medic.adapters.slurm_queue import SlurmQueues
-from medic.agent_heartbeats import heartbeat_cluster, record_heartbeat
+from medic.adapters.agent_queue import AgentQueues
+from medic.flows.agent.heartbeats import heartbeat_cluster, record_heartbeat
 from medic.handlers import agent_results
 from tests.functional.conftest import CLUSTER, REGION, TABLE, Medic
 from tests.helpers import load_event
@@ -62,7 +62,7 @@ class SlurmWorld:
         self.sqs = medic.sqs
         self.dynamodb = medic.deps.table.client
         self.queue_url = self.sqs.create_queue(QueueName=f"medic-agent-{cluster}")["QueueUrl"]
-        medic.deps.slurm = SlurmQueues({cluster: self.queue_url}, self.sqs)
+        medic.deps.agents = AgentQueues({cluster: self.queue_url}, self.sqs)
         self.dynamodb.update_table(TableName=TABLE, StreamSpecification={
             "StreamEnabled": True, "StreamViewType": "NEW_IMAGE"})
         self.stream_arn = self.dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]

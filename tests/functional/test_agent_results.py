@@ -35,7 +35,7 @@ def deliver(slurm: SlurmWorld, event: dict) -> tuple[dict, list[dict]]:
 
 
 def requeue(slurm: SlurmWorld, event_id: str = "3f2b8c1d-6e4a-4b9f-a7d2-1c5e8f0b9a34", **detail: Any) -> dict:
-    from medic.slurm_requeue import handle_requeue_event
+    from medic.flows.agent.restart import handle_requeue_event
 
     record = handle_requeue_event(slurm.request_event(event_id, **detail), slurm.medic.deps)
     assert record["outcome"] == "deferred"

@@ -13,10 +13,10 @@ import boto3
 import pytest
 
 from medic.adapters.metrics import TrainingMetrics
-from medic.alarm_response import respond_to_alarm
 from medic.config import parse_config
+from medic.flows.recovery.check import check_recoveries
+from medic.flows.stall.response import respond_to_alarm
 from medic.ledger.incidents import IncidentStore
-from medic.recovery import check_recoveries
 from tests.functional.conftest import CLUSTER, CONFIG, REGION, medic_world
 from tests.functional.slurm_world import SlurmWorld, agent_parse
 from tests.helpers import load_event

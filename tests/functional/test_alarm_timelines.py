@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medic.alarm_response import respond_to_alarm
+from medic.flows.stall.response import respond_to_alarm
 from tests.functional.test_alarm_handler import JOB, alarm, medic, slurm  # noqa: F401 - fixtures
 from tests.functional.test_node_timelines import IncidentLog
 

@@ -15,8 +15,8 @@ from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, 
 from medic.adapters.aws import CLIENT_CONFIG
 from medic.adapters.hyperpod import HyperPod
 from medic.config import parse_config
-from medic.domain.models import Action
-from medic.domain.reconcile import RESULT_UNKNOWN
+from medic.core.models import Action
+from medic.core.repairs import RESULT_UNKNOWN
 from tests.functional.conftest import CLUSTER, Medic, medic_world
 from tests.functional.test_reconcile import NODE, ONE_CLUSTER, REPLACE, claim_of, listed, records, sweep
 from tests.helpers import node_event

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from medic.cluster_events import record_cluster_event
+from medic.flows.node.cluster_events import record_cluster_event
 from medic.ledger.nodes import NodeStore
 from tests.functional.conftest import CLUSTER
 from tests.helpers import load_event

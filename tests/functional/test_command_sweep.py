@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from medic.command_results import record_agent_result
-from medic.command_sweep import sweep_commands
-from medic.domain.slurm import COMMAND_DEADLINE
+from medic.flows.agent.command_sweep import sweep_commands
+from medic.flows.agent.commands import COMMAND_DEADLINE
+from medic.flows.agent.results import record_agent_result
 from medic.handlers import agent_results
 from tests.functional.conftest import CLUSTER
 from tests.functional.slurm_world import SlurmWorld, agent_parse, streamed_slurm  # noqa: F401 - the `slurm` fixture
@@ -19,7 +19,7 @@ LINEAGE = f"lineage#slurm:{CLUSTER}:4211"
 
 
 def queue_requeue(slurm: SlurmWorld) -> dict:
-    from medic.slurm_requeue import handle_requeue_event
+    from medic.flows.agent.restart import handle_requeue_event
 
     record = handle_requeue_event(slurm.request_event(), slurm.medic.deps)
     assert record["outcome"] == "deferred"

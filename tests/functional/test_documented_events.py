@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from medic.cluster_events import record_cluster_event
 from medic.config import parse_config
+from medic.flows.node.cluster_events import record_cluster_event
 from tests.functional.conftest import Medic, medic_world
 from tests.helpers import in_deploying_account, load_event
 

@@ -13,11 +13,11 @@ import boto3
 import pytest
 
 from medic.adapters.metrics import TrainingMetrics
-from medic.alarm_response import respond_to_alarm
 from medic.config import parse_config
+from medic.flows.agent.restart import handle_requeue_event
+from medic.flows.stall.response import respond_to_alarm
 from medic.handlers import agent_results
 from medic.ledger.incidents import IncidentStore
-from medic.slurm_requeue import handle_requeue_event
 from tests.functional.conftest import CONFIG, REGION, medic_world
 from tests.functional.slurm_world import SlurmWorld
 from tests.functional.test_agent_results import LambdaContext
@@ -165,7 +165,7 @@ def node(name: str = "hyperpod-i-0a1b2c3d4e5f60718", status: str = "Schedulable"
 
 
 def sweep(eks: SlurmWorld) -> list[dict]:
-    from medic.eks_nodes import sweep_node_reports
+    from medic.flows.agent.eks_nodes import sweep_node_reports
 
     return sweep_node_reports({"id": "run-1"}, eks.medic.deps)
 

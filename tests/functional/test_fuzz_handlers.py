@@ -27,24 +27,28 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from medic.adapters.agent_queue import AgentQueues
 from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.metrics import TrainingMetrics
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
-from medic.adapters.slurm_queue import SlurmQueues
 from medic.adapters.training import TrainingJobs
-from medic.alarm_response import respond_to_alarm
-from medic.cluster_events import record_cluster_event
-from medic.command_results import record_agent_result
 from medic.config import parse_config
+from medic.core.models import NodeHealthEvent, RemediationRecord
 from medic.deps import Deps
-from medic.domain.alarms import AlarmStateChangeEvent
-from medic.domain.cluster_events import ClusterEvent
-from medic.domain.job_events import TrainingJobStateEvent
-from medic.domain.models import NodeHealthEvent, RemediationRecord
-from medic.domain.reconcile import ScheduleEvent
-from medic.domain.slurm import RequeueJobEvent, parse_agent_command_pk
+from medic.flows.agent.commands import RequeueJobEvent, parse_agent_command_pk
+from medic.flows.agent.restart import handle_requeue_event
+from medic.flows.agent.results import record_agent_result
+from medic.flows.jobs.events import TrainingJobStateEvent
+from medic.flows.jobs.restart import restart_training_job
+from medic.flows.node.cluster_event_policy import ClusterEvent
+from medic.flows.node.cluster_events import record_cluster_event
+from medic.flows.node.remediation import remediate_node
+from medic.flows.node.sweep import reconcile as reconcile_run
+from medic.flows.node.sweep_policy import ScheduleEvent
+from medic.flows.stall.policy import AlarmStateChangeEvent
+from medic.flows.stall.response import respond_to_alarm
 from medic.handlers import (
     agent_results,
     alarm,
@@ -55,12 +59,9 @@ from medic.handlers import (
     requeue_request,
     training_job,
 )
-from medic.job_restart import restart_training_job
 from medic.ledger.agents import AgentStore
 from medic.ledger.table import Table
-from medic.node_remediation import remediate_node
-from medic.reconcile import reconcile as reconcile_run
-from medic.slurm_requeue import handle_requeue_event
+from medic.wiring import JOBS_ON_NODE
 from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
 from tests.helpers import load_event
 
@@ -145,10 +146,11 @@ def guarded_deps(medic: Medic, calls: CallLog) -> Deps:
     config = medic.deps.config
     return Deps(config=config, hyperpod=HyperPod(client("sagemaker")), table=Table(TABLE, client("dynamodb")),
                 pager=Pager(medic.deps.pager.topic_arn, client("sns")),
-                mode=ModeSwitch(MODE_PARAMETER, config.mode, client("ssm")), region=REGION, now=lambda: NOW,
+                mode=ModeSwitch(MODE_PARAMETER, config.mode, client("ssm")), jobs_on_node=JOBS_ON_NODE,
+                region=REGION, now=lambda: NOW,
                 training=TrainingJobs(client("sagemaker")), checkpoints=Checkpoints(client("s3")),
                 metrics=TrainingMetrics(client("cloudwatch")),
-                slurm=SlurmQueues({CLUSTER: queue_url}, client("sqs")))
+                agents=AgentQueues({CLUSTER: queue_url}, client("sqs")))
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from medic.config import parse_config
-from medic.deps import dependencies
 from medic.handlers import node_health
+from medic.wiring import dependencies
 from tests.functional.conftest import CONFIG, MODE_PARAMETER, TABLE, medic_world
 
 

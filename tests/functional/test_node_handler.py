@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from medic import node_remediation
 from medic.config import parse_config
+from medic.flows.node import remediation as node_remediation
 from medic.ledger.pages import PageStore
 from tests.functional.conftest import CLUSTER, CONFIG, medic_world
 from tests.helpers import hma_reason, node_event

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from medic.command_sweep import sweep_commands
-from medic.domain.slurm import COMMAND_DEADLINE
+from medic.flows.agent.command_sweep import sweep_commands
+from medic.flows.agent.commands import COMMAND_DEADLINE
+from medic.flows.node.sweep import reconcile
 from medic.ledger.repairs import RepairStore
-from medic.reconcile import reconcile
 from tests.functional.conftest import CLUSTER
 from tests.functional.slurm_world import SlurmWorld, streamed_slurm  # noqa: F401 - the `slurm` fixture
 from tests.functional.test_agent_results import deliver

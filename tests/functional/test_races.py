@@ -30,23 +30,24 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, ReadTimeoutError
 from botocore.validate import validate_parameters
 
+from medic.adapters.agent_queue import AgentQueues
 from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
-from medic.adapters.slurm_queue import SlurmQueues
 from medic.adapters.training import TrainingJobs
-from medic.alarm_response import respond_to_alarm
-from medic.command_results import record_agent_result
 from medic.config import parse_config
 from medic.deps import Deps
-from medic.job_restart import restart_training_job
+from medic.flows.agent.restart import handle_requeue_event
+from medic.flows.agent.results import record_agent_result
+from medic.flows.jobs.restart import restart_training_job
+from medic.flows.node.remediation import remediate_node
+from medic.flows.node.sweep import reconcile
+from medic.flows.stall.response import respond_to_alarm
 from medic.ledger.agents import AgentStore
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.table import Table
-from medic.node_remediation import remediate_node
-from medic.reconcile import reconcile
-from medic.slurm_requeue import handle_requeue_event
+from medic.wiring import JOBS_ON_NODE
 from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
 from tests.functional.test_training_job_handler import Training
 from tests.helpers import hma_reason, load_event, node_event
@@ -234,10 +235,11 @@ def world(aws_credentials: None) -> Iterator[RaceWorld]:
                     table=Table(TABLE, dynamodb),
                     pager=Pager(medic.deps.pager.topic_arn, calls.watch(boto3.client("sns", region_name=REGION))),
                     mode=ModeSwitch(MODE_PARAMETER, config.mode, boto3.client("ssm", region_name=REGION)),
+                    jobs_on_node=JOBS_ON_NODE,
                     region=REGION, now=lambda: NOW,
                     training=TrainingJobs(calls.watch(boto3.client("sagemaker", region_name=REGION))),
                     checkpoints=Checkpoints(boto3.client("s3", region_name=REGION)),
-                    slurm=SlurmQueues({CLUSTER: queue_url}, sqs))
+                    agents=AgentQueues({CLUSTER: queue_url}, sqs))
         # The watched job trained until 20 minutes ago (a stall, not a job that never started)
         boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
             {"MetricName": "Heartbeat", "Dimensions": [{"Name": "Job", "Value": JOB}], "Value": 20,

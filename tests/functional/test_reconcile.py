@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 import pytest
 
 from medic.config import parse_config
-from medic.domain.reconcile import IN_FLIGHT, MAX_NODE_DECISIONS_PER_CLUSTER
+from medic.core.repairs import IN_FLIGHT
+from medic.flows.node.sweep import reconcile
+from medic.flows.node.sweep_policy import MAX_NODE_DECISIONS_PER_CLUSTER
 from medic.ledger.nodes import NodeStore
-from medic.reconcile import reconcile
 from tests.functional.conftest import CLUSTER, CONFIG, Medic, medic_world
 from tests.helpers import node_event
 

@@ -9,13 +9,13 @@ from datetime import timedelta
 
 import pytest
 
-from medic import clock
-from medic.adapters.slurm_queue import SlurmQueues
+from medic.adapters.agent_queue import AgentQueues
 from medic.config import parse_config
-from medic.deps import dependencies
-from medic.domain.slurm import MAX_JOBS_PER_NAME
+from medic.core import clock
+from medic.flows.agent.commands import MAX_JOBS_PER_NAME
+from medic.flows.agent.restart import handle_requeue_event
 from medic.handlers import requeue_request
-from medic.slurm_requeue import handle_requeue_event
+from medic.wiring import dependencies
 from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, TABLE, medic_world
 from tests.functional.slurm_world import RequeueJob, SlurmWorld, agent_parse
 
@@ -235,7 +235,7 @@ def test_the_same_request_always_yields_the_same_command_id(slurm):
     first = request(slurm)
     [body] = slurm.queued()
     # Then its command id is derived from the request, so a retried send is the same command for the agent
-    from medic.domain.slurm import requeue_command
+    from medic.flows.agent.commands import requeue_command
 
     again = requeue_command(CLUSTER, first["incident"], slurm.medic.clock[0], job_id="4211",
                             request_id=f"operator:{EVENT_ID}")
@@ -245,7 +245,7 @@ def test_the_same_request_always_yields_the_same_command_id(slurm):
 def test_a_slurm_cluster_without_an_agent_queue_fails_and_pages(slurm):
     # Given a deployment whose AGENT_QUEUES lacks the cluster
     slurm.heartbeat()
-    slurm.medic.deps.slurm = SlurmQueues({}, slurm.sqs)
+    slurm.medic.deps.agents = AgentQueues({}, slurm.sqs)
     # When a requeue is requested
     record = request(slurm)
     # Then it fails without spending the budget, and pages
@@ -285,7 +285,7 @@ def test_the_deployed_handler_reads_its_queues_from_the_environment(deployed):
     record = requeue_request.handler(deployed.request_event(), LambdaContext())
     # Then the command is on the cluster's queue
     assert record["outcome"] == "deferred"
-    assert dependencies().slurm.queue_urls == {CLUSTER: deployed.queue_url}
+    assert dependencies().agents.queue_urls == {CLUSTER: deployed.queue_url}
     assert len(deployed.queued()) == 1
 
 

@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from medic.config import parse_config
-from medic.job_restart import restart_training_job
+from medic.flows.jobs.restart import restart_training_job
 from medic.ledger.jobs import JobStore
 from tests.functional.conftest import CONFIG, REGION, medic_world
 from tests.helpers import load_event

@@ -7,18 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from medic.config import alarm_name, parse_config
-from medic.domain.alarms import (
-    AlarmContext,
-    AlarmKind,
-    Plan,
-    Progress,
-    RecoveryWatch,
-    Verdict,
-    alarm_subject,
-    decide_alarm,
-    judge_recovery,
-)
-from medic.domain.models import Action, Outcome
+from medic.core.models import Action, Outcome
+from medic.core.progress import Progress, RecoveryWatch
+from medic.flows.recovery.policy import Verdict, judge_recovery
+from medic.flows.stall.policy import AlarmContext, AlarmKind, Plan, alarm_subject, decide_alarm
 
 CONFIG = parse_config({
     "clusters": [{"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"},

@@ -2,8 +2,8 @@
 
 import pytest
 
-from medic.domain.faults import XID_CATALOG, classify
-from medic.domain.models import Fault
+from medic.core.models import Fault
+from medic.flows.node.faults import XID_CATALOG, classify
 from tests.helpers import hma_reason
 
 

@@ -10,9 +10,9 @@ from botocore.stub import Stubber
 
 from medic.adapters.training import TrainingJobs, clone_request, is_built_in_algorithm, training_plan_arns
 from medic.config import DEFAULT_FAILURE_RULES
-from medic.domain.job_faults import classify_failure
-from medic.domain.job_policy import Lineage, lineage_of
-from medic.domain.models import Fault
+from medic.core.models import Fault
+from medic.flows.jobs.faults import classify_failure
+from medic.flows.jobs.policy import Lineage, lineage_of
 
 
 def test_restart_names_count_up_from_the_root():

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from medic.config import Cluster, Guardrails
-from medic.domain.models import (
+from medic.core.models import (
     Action,
     ClusterAction,
     ClusterInfo,
@@ -18,7 +18,8 @@ from medic.domain.models import (
     NodeState,
     Outcome,
 )
-from medic.domain.policy import NodeContext, Page, decide_node
+from medic.core.pages import Page
+from medic.flows.node.policy import NodeContext, decide_node
 
 NOW = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
 NODE = "i-0d4e5f60718293a4b"

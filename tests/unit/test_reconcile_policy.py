@@ -8,14 +8,12 @@ import pytest
 from pydantic import ValidationError
 
 from medic.config import Cluster
-from medic.domain.models import NodeInfo, Outcome
-from medic.domain.reconcile import (
-    IN_FLIGHT,
+from medic.core.models import NodeInfo, Outcome
+from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
+from medic.flows.node.sweep_policy import (
     MAX_PENDING_RETRIES,
-    RESULT_UNKNOWN,
     SETTLE,
     STALE_CLAIM,
-    PendingClaim,
     Resolution,
     ScheduleEvent,
     covered,

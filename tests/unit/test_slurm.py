@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from medic.adapters.slurm_queue import SlurmQueues
-from medic.domain.slurm import (
+from medic.adapters.agent_queue import AgentQueues
+from medic.core.text import one_line
+from medic.flows.agent.commands import (
     COMMAND_ID,
     JOB_ID,
     JOB_NAME,
@@ -21,7 +22,6 @@ from medic.domain.slurm import (
     InvalidCommand,
     RequeueJobDetail,
     heartbeat_is_fresh,
-    one_line,
     parse_agent_command_pk,
     requeue_command,
     slurm_job_page,
@@ -183,15 +183,15 @@ def test_slurm_output_becomes_one_short_line():
 
 def test_the_queues_come_from_a_json_object():
     url = "https://sqs.us-west-2.amazonaws.com/123456789012/medic-agent-pretrain-slurm"
-    assert SlurmQueues.from_json(json.dumps({"pretrain-slurm": url})).queue_urls == {"pretrain-slurm": url}
-    assert SlurmQueues.from_json(None).queue_urls == {}
-    assert SlurmQueues.from_json("").queue_urls == {}
+    assert AgentQueues.from_json(json.dumps({"pretrain-slurm": url})).queue_urls == {"pretrain-slurm": url}
+    assert AgentQueues.from_json(None).queue_urls == {}
+    assert AgentQueues.from_json("").queue_urls == {}
 
 
 @pytest.mark.parametrize("text", ["not json", "[]", '{"c": 1}', '{"c": "http://sqs.example"}'])
 def test_a_malformed_queue_map_fails_loudly(text):
     with pytest.raises(ValueError, match="AGENT_QUEUES"):
-        SlurmQueues.from_json(text)
+        AgentQueues.from_json(text)
 
 
 # --- issue 12 item 6: canonical job ids, the fan-out cap, the sender's text

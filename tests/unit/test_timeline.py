@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from medic.domain.timeline import (
+from medic.core.timeline import (
     DURATIONS,
     MOMENTS,
     Timeline,

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 
 from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
-from medic.domain.models import Action, ClusterInfo, NodeInfo, slurm_node_name
+from medic.core.models import Action, ClusterInfo, NodeInfo, slurm_node_name
 
 # Failed[] codes (botocore's BatchRebootClusterNodesErrorCode / BatchReplaceClusterNodesErrorCode docs):
 # InstanceIdInUse "another operation is already in progress for this node": a repair is running.

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from medic.adapters.aws import client as make_client
-from medic.domain.alarms import Progress
+from medic.core.progress import Progress
 
 PROBE_NAMESPACE = "Medic/Training"
 RATE_MINUTES = 30  # the job's recent step rate: its last 30 minutes with steps before the window

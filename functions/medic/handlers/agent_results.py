@@ -17,10 +17,10 @@ from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordMo
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from medic.agent_heartbeats import heartbeat_cluster, record_heartbeat
-from medic.command_results import record_agent_result, rejected_stream_record
-from medic.deps import dependencies
+from medic.flows.agent.heartbeats import heartbeat_cluster, record_heartbeat
+from medic.flows.agent.results import record_agent_result, rejected_stream_record
 from medic.obs import logger, tracer
+from medic.wiring import dependencies
 
 # Records are parsed one by one in _record: a record the model cannot read is rejected alone,
 # it never fails the batch.

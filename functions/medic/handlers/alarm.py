@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from medic.alarm_response import respond_to_alarm
-from medic.deps import dependencies
+from medic.flows.stall.response import respond_to_alarm
 from medic.obs import logger, note_event, tracer
+from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

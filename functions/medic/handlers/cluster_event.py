@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from medic.cluster_events import record_cluster_event
-from medic.deps import dependencies
+from medic.flows.node.cluster_events import record_cluster_event
 from medic.obs import logger, note_event, tracer
+from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -1,6 +1,6 @@
-"""Lambda entry point for the reconcile schedule (every 5 minutes): see medic.reconcile, then the sweep of
-agent commands that never got a result (medic.command_sweep), then the EKS agents' node reports
-(medic.eks_nodes)."""
+"""Lambda entry point for the reconcile schedule (every 5 minutes): see medic.flows.node.sweep, then the sweep of
+agent commands that never got a result (medic.flows.agent.command_sweep), then the EKS agents' node reports
+(medic.flows.agent.eks_nodes)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from medic.command_sweep import sweep_commands
-from medic.deps import dependencies
-from medic.eks_nodes import sweep_node_reports
+from medic.flows.agent.command_sweep import sweep_commands
+from medic.flows.agent.eks_nodes import sweep_node_reports
+from medic.flows.node.sweep import reconcile
 from medic.obs import logger, tracer
-from medic.reconcile import reconcile
+from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

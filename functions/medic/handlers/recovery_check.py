@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from medic.deps import dependencies
+from medic.flows.recovery.check import check_recoveries
 from medic.obs import logger, tracer
-from medic.recovery import check_recoveries
+from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -13,9 +13,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from medic.deps import dependencies
+from medic.flows.agent.restart import handle_requeue_event
 from medic.obs import logger, note_event, tracer
-from medic.slurm_requeue import handle_requeue_event
+from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

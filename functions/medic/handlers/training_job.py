@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from medic.deps import dependencies
-from medic.job_restart import restart_training_job
+from medic.flows.jobs.restart import restart_training_job
 from medic.obs import logger, note_event, tracer
+from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

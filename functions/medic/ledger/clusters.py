@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from medic.domain.models import ClusterInfo
+from medic.core.models import ClusterInfo
 from medic.ledger.table import Key, Table, expires
 
 FRESH_FOR = timedelta(minutes=12)  # two missed sweeps and a margin; the adapter's own cache is 5 min

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from medic.domain.alarms import RecoveryWatch
+from medic.core.progress import RecoveryWatch
 from medic.ledger.pages import page_key
 from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires, readable
 

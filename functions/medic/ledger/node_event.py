@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from medic.domain.models import ClusterInfo, ClusterState, NodeState
+from medic.core.models import ClusterInfo, ClusterState, NodeState
 from medic.ledger.clusters import ClusterInfoStore, fresh_cluster_info
 from medic.ledger.nodes import NodeStore, cluster_state_of, node_state_of
 from medic.ledger.pages import PageStore

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from medic.domain.models import ClusterAction, ClusterState, NodeState
-from medic.domain.reconcile import PendingClaim, RepairWatch
+from medic.core.models import ClusterAction, ClusterState, NodeState
+from medic.core.repairs import PendingClaim, RepairWatch
 from medic.ledger.table import Key, Table, epoch, expires, readable
 
 CLUSTER_ACTION_HOURS = 2  # longer than any budget or repair window

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from medic.domain.alarms import RecoveryWatch
-from medic.domain.models import ClusterState
+from medic.core.models import ClusterState
+from medic.core.progress import RecoveryWatch
 from medic.ledger.incidents import Escalation, IncidentStore, OpenAlarm
 from medic.ledger.jobs import JobStore, LineageRestarts
 from medic.ledger.nodes import NodeInRepair, NodeMemory, NodeStore

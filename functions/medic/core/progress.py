@@ -1,0 +1,58 @@
+"""Training progress as the probe reports it, and a restart's proof-of-recovery watch: read by the metrics
+adapter, kept by the ledger, judged by the stall and recovery flows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+# How far before a stall window the heartbeat is read back to tell "stopped" from "never started": a day of
+# one-minute datapoints (1,440 per metric: one GetMetricData page holds up to 100,800), well inside the 15 days
+# CloudWatch keeps one-minute data.
+PROBE_HISTORY_HOURS = 24
+
+
+PROBE_HISTORY = timedelta(hours=PROBE_HISTORY_HOURS)
+
+
+@dataclass(frozen=True)
+class RecoveryWatch:
+    incident: str
+    job: str
+    cluster: str
+    restarted_at: datetime
+    deadline: datetime
+    attempt: int
+    # The stall's timeline so far (None: not known): the last heartbeat before it, and the work since the last
+    # checkpoint then, which the restart redoes.
+    fault_at: datetime | None = None
+    last_step: float | None = None
+    checkpoint_step: float | None = None
+    steps_per_minute: float | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    steps: float  # Heartbeat Sum in the window read (since the restart, or the stall window)
+    last_step: float | None  # Step Maximum in the window read
+    # Heartbeat Sum in the lookback before the window (None: not read). Zero with no steps in the window: the
+    # probe has never reported for the job in that time, so there is nothing running to requeue.
+    steps_before: float | None = None
+    # Read with the history too (None: not read, or nothing reported): the step training resumed from in the
+    # window (the first step reported less the steps counted with it), and the highest checkpoint step the probe
+    # reported before the window (the last checkpoint before the fault).
+    first_step: float | None = None
+    checkpoint_before: float | None = None
+    # The incident's timeline, read with the history too: the minute of the first step in the window (training
+    # resumed), the minute of the last heartbeat before it (the fault), the last step before it, and the job's
+    # step rate over its last active minutes before it.
+    first_step_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
+    last_step_before: float | None = None
+    steps_per_minute_before: float | None = None
+
+    @property
+    def resumed_behind(self) -> bool:
+        """Training resumed below the last checkpoint before the fault: it started over, or from an older one."""
+        return (self.first_step is not None and self.checkpoint_before is not None
+                and self.first_step < self.checkpoint_before)

@@ -1,0 +1,365 @@
+"""Commands for the on-cluster Slurm agent: validated here, and again by the agent before it runs them.
+
+The patterns are the agent's own (agent/medic_agent/commands.py), used the same way: full match,
+ASCII only. `$` alone would accept a trailing newline and `\\d` Unicode digits; neither may reach
+a command line. tests/unit/test_slurm.py checks both sides agree.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime, timedelta
+from re import Pattern
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from medic.config import CLUSTER_NAME_PATTERN, K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN
+from medic.core.agent_command import AgentCommand, command_id_for
+from medic.core.models import SLURM_NODE_NAME, MedicEvent, Outcome
+from medic.core.pages import PageText, console_link
+from medic.core.text import MAX_REASON_CHARS, one_line_text, quoted, shown
+
+JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
+JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
+COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
+K8S_OBJECT_NAME = re.compile(K8S_OBJECT_NAME_PATTERN.strip("^$"), re.ASCII)  # what an EKS agent may report
+SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
+# A request by job name requeues at most this many jobs: the command carries it and the agent refuses more.
+MAX_JOBS_PER_NAME = 8
+# Who the sender says asked (an IAM user or role session name, an e-mail): claimed, not verified.
+REQUESTED_BY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=,:/-]{0,127}", re.ASCII)
+HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
+# Heartbeats are timed by DynamoDB (the stream record's ApproximateCreationDateTime), not by the agent: only the
+# skew between DynamoDB's and Lambda's clocks (both AWS's) is tolerated, never an agent's clock running ahead.
+CLOCK_TOLERANCE = timedelta(minutes=1)
+# An issued command without a result after this long is closed as failed by the reconciler's sweep.
+COMMAND_DEADLINE = timedelta(minutes=10)
+# What the agent writes as a command's result status.
+RESULT_STATUSES = ("executed", "failed", "refused")
+
+
+class InvalidCommand(ValueError):
+    """A value that must never reach the agent (or a command line)."""
+
+
+def matches(pattern: Pattern[str], value: Any) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def valid_job_id(value: Any) -> bool:
+    return matches(JOB_ID, value)
+
+
+def valid_job_name(value: Any) -> bool:
+    return matches(JOB_NAME, value)
+
+
+def canonical_job_id(job_id: str) -> str:
+    """A valid job id as Slurm means it: `04211` and `4211` are the same job, so they key the same budget,
+    incident, request and command. InvalidCommand unless it is 1-10 ASCII digits."""
+    if not valid_job_id(job_id):
+        raise InvalidCommand(f"job_id must be 1-10 ASCII digits: {shown(job_id)}")
+    return str(int(job_id))
+
+
+class RequeueJobDetail(BaseModel):
+    """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name (or by id, naming the job
+    so that the name's restart budget is spent too), and why; `requested_by` is who the sender says it is."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cluster: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    job_name: str | None = None
+    job_id: str | None = None
+    # EKS clusters: the job's Kubernetes namespace (job_name is then the object's name; no job_id)
+    namespace: str | None = Field(default=None, pattern=K8S_NAMESPACE_PATTERN)
+    reason: str = Field(min_length=1, max_length=2000)
+    # Claimed by the sender: EventBridge does not say who called PutEvents (CloudTrail does).
+    requested_by: str | None = None
+
+    @field_validator("job_id")
+    @classmethod
+    def _job_id(cls, value: str | None) -> str | None:
+        if value is not None and not valid_job_id(value):
+            raise ValueError(f"must be 1-10 ASCII digits, got {shown(value)}")
+        return None if value is None else canonical_job_id(value)
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        text = one_line_text(value)
+        if not text:
+            raise ValueError("must say why, in printable text")
+        if len(text) > MAX_REASON_CHARS:
+            raise ValueError(f"must be at most {MAX_REASON_CHARS} characters on one line, got {len(text)}")
+        return text
+
+    @field_validator("requested_by")
+    @classmethod
+    def _requested_by(cls, value: str | None) -> str | None:
+        if value is not None and not matches(REQUESTED_BY, value):
+            raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
+        return value
+
+    @field_validator("job_name")
+    @classmethod
+    def _job_name(cls, value: str | None) -> str | None:
+        if value is not None and not valid_job_name(value):
+            raise ValueError(f"must match {JOB_NAME.pattern}, got {shown(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RequeueJobDetail:
+        # Both: requeue the id, and spend the name's restart budget too (the one alarms and requests by name use).
+        if self.job_id is None and self.job_name is None:
+            raise ValueError("give job_id or job_name (or both: the id is requeued, both budgets are spent)")
+        if self.namespace is not None and (self.job_id is not None or self.job_name is None):
+            raise ValueError("a Kubernetes job (namespace given) is named by job_name alone, without job_id")
+        return self
+
+    @property
+    def job(self) -> str:
+        return self.job_id if self.job_id is not None else str(self.job_name)
+
+
+class RequeueJobEvent(MedicEvent):
+    """source "medic.operator", detail-type "Medic Requeue Job"."""
+
+    source: Literal["medic.operator"]
+    account: str = Field(pattern=r"^[0-9]{12}$")  # the sending account: recorded as the requester's
+    detail_type: Literal["Medic Requeue Job"] = Field(alias="detail-type")
+    detail: RequeueJobDetail
+
+
+# The agent's own items: `agent#<cluster>#command#<id>` (its claim and result of one command). Cluster names
+# cannot contain `#` (CLUSTER_NAME_PATTERN), so the cluster in the key is exact: IAM lets only that cluster's
+# agent write under it (dynamodb:LeadingKeys), which is what makes the key, and nothing in the item, the
+# proof of who wrote it.
+AGENT_COMMAND_PK = re.compile(r"agent#([a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62})#command#([A-Za-z0-9][A-Za-z0-9-]{0,63})",
+                              re.ASCII)
+
+
+def agent_command_pk(cluster: str, command_id: str) -> str:
+    return f"agent#{cluster}#command#{command_id}"
+
+
+def parse_agent_command_pk(pk: Any) -> tuple[str, str] | None:
+    """`agent#<cluster>#command#<id>` → (cluster, command id); None for any other key."""
+    found = AGENT_COMMAND_PK.fullmatch(pk) if isinstance(pk, str) else None
+    return (found.group(1), found.group(2)) if found else None
+
+
+class AgentResult(BaseModel):
+    """An `agent#<cluster>#command#<id>/result` ledger item as the agent writes it (agent/medic_agent/ledger.py),
+    deserialized. Only the key says who wrote it; everything else is the agent's word."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pk: str = Field(pattern=AGENT_COMMAND_PK.pattern.join("^$"))
+    sk: Literal["result"]
+    status: Literal["executed", "failed", "refused"]
+    message: str = ""
+    cluster: str = ""
+    kind: str = ""
+    target: str = ""
+    incident: str = ""
+    job_ids: list[str] = Field(default_factory=list)
+    # restart_job (EKS agent): the pods it deleted, and of those the ones stuck Terminating that it force-deleted
+    pods: list[str] = Field(default_factory=list)
+    force_deleted: list[str] = Field(default_factory=list)
+    finished_at: str = ""
+    # drain_node: the jobs on the node (absent: unknown); job_states: the state of each job Slurm still knows
+    jobs: list[dict[str, str]] | None = None
+    job_states: list[dict[str, str]] | None = None
+
+    @property
+    def agent_cluster(self) -> str:
+        """The cluster whose agent wrote the item (from its key: IAM-enforced)."""
+        return str(parse_agent_command_pk(self.pk)[0])  # type: ignore[index]
+
+    @property
+    def command_id(self) -> str:
+        return str(parse_agent_command_pk(self.pk)[1])  # type: ignore[index]
+
+
+def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None:
+    """InvalidCommand unless exactly one of a valid job id or a valid job name is given."""
+    if (job_id is None) == (job_name is None):
+        raise InvalidCommand("requeue_job needs exactly one of job_id or job_name")
+    if job_id is not None and not valid_job_id(job_id):
+        raise InvalidCommand(f"job_id must be 1-10 ASCII digits: {shown(job_id)}")
+    if job_name is not None and not valid_job_name(job_name):
+        raise InvalidCommand(f"job_name must match {JOB_NAME.pattern}: {shown(job_name)}")
+
+
+def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str | None = None,
+                    job_name: str | None = None, request_id: str | None = None) -> AgentCommand:
+    """`scontrol requeue <job_id>`, or every job named job_name (at most MAX_JOBS_PER_NAME of them);
+    InvalidCommand unless exactly one is valid. The job id is canonical (`04211` → `4211`)."""
+    validate_requeue_target(job_id=job_id, job_name=job_name)
+    job_id = None if job_id is None else canonical_job_id(job_id)
+    return AgentCommand(command_id=command_id_for(cluster, incident, request_id), cluster=cluster,
+                        kind="requeue_job", incident=incident, issued_at=now, job_id=job_id, job_name=job_name,
+                        max_jobs=MAX_JOBS_PER_NAME if job_name is not None else None)
+
+
+# The commands around a node action (issue 16): the agent's drain_node, resume_node and job_states.
+NODE_KINDS = ("drain_node", "resume_node", "job_states")
+JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)  # the agent's, for job_states
+
+
+def node_command(cluster: str, kind: str, incident: str, now: datetime, request_id: str, *, node: str | None = None,
+                 job_ids: list[str] | None = None) -> AgentCommand:
+    """drain_node / resume_node of one Slurm node, or job_states of a few jobs; InvalidCommand for anything the
+    agent would refuse. The id derives from the request, as requeue_command's."""
+    if kind not in NODE_KINDS:
+        raise InvalidCommand(f"not a node command: {shown(kind)}")
+    listed = None
+    if kind == "job_states":
+        listed = ",".join(job_ids or [])
+        if not matches(JOB_ID_LIST, listed):
+            raise InvalidCommand(f"job_states needs 1-50 plain job ids: {shown(listed)}")
+    elif not matches(SLURM_NODE_NAME, node):
+        raise InvalidCommand(f"node must be one Slurm node name like ip-10-1-2-3: {shown(node)}")
+    command_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{kind}:{request_id}"))
+    return AgentCommand(command_id=command_id, cluster=cluster, kind=kind, incident=incident, issued_at=now,
+                        node=node if kind != "job_states" else None, job_ids=listed)
+
+
+# Where a job the repair hit can be, as squeue's %T says (SchedMD slurm, squeue(1) JOB STATE CODES):
+# back: pending or running again (HyperPod auto-resume, or Slurm's own requeue of a batch job on NODE_FAIL);
+# hit: ended by the node's failure or repair, requeued from its checkpoint by Medic; anything else ended for its
+# own reasons (completed, cancelled, timed out, out of memory, preempted) and is left alone.
+JOB_BACK = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
+                      "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"})
+JOB_HIT = frozenset({"NODE_FAIL", "FAILED", "BOOT_FAIL"})
+
+
+def job_after_repair(state: str | None) -> str:
+    """What Medic does about one job the repair hit, from its Slurm state (None: Slurm no longer lists it):
+    "back" (left alone), "requeue", "ended" (left alone) or "unknown" (a human looks)."""
+    if state is None:
+        return "unknown"
+    if state in JOB_BACK:
+        return "back"
+    return "requeue" if state in JOB_HIT else "ended"
+
+
+def jobs_unknown_page(record: dict, node_name: str | None, region: str) -> PageText:
+    """The one page for a node action whose jobs Medic could not list (agent down, drain failed): a human checks
+    what ran on the node."""
+    node = node_name or "(its Slurm name unknown)"
+    subject = f"[Medic] {record['cluster']} node {record['node_id']}: jobs on it need a look"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"Node:           {record['node_id']} (Slurm node {node})",
+        "",
+        f"What Medic did: {record['action']}: {record['outcome']}",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     Medic could not list the jobs that ran on the node, so it will not requeue them: check "
+        f"them (sacct --nodelist={node} --starttime=now-1day) and requeue each from its checkpoint by hand "
+        "(scontrol requeue <id>) if it still needs it; resume the node in Slurm once it is back "
+        f"(scontrol update NodeName={node} State=RESUME) if it was drained.",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject[:100], body)
+
+
+def heartbeat_is_fresh(seen_at: datetime | None, now: datetime) -> bool:
+    """``seen_at``: when DynamoDB wrote the agent's last heartbeat (Medic's clock, never the agent's)."""
+    return seen_at is not None and -CLOCK_TOLERANCE <= now - seen_at <= HEARTBEAT_STALE_AFTER
+
+
+AGENT_HEARTBEAT_PK = re.compile(r"agent#([a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62})", re.ASCII)
+
+
+def parse_agent_heartbeat_pk(pk: Any) -> str | None:
+    """`agent#<cluster>` (the key of an agent's heartbeat) → the cluster; None for any other key."""
+    found = AGENT_HEARTBEAT_PK.fullmatch(pk) if isinstance(pk, str) else None
+    return found.group(1) if found else None
+
+
+SLURM_NEXT_STEP = {
+    "agent_down": "Check medic-agent on the controller node (systemctl status medic-agent; "
+                  "journalctl -u medic-agent), then requeue the job by hand if it still needs it.",
+    "gave_up": "The job keeps failing: find out why before requeueing it by hand (scontrol requeue <id>).",
+    "failed": "Check the job in Slurm (squeue, sacct) and requeue it by hand if it still needs it.",
+    "no_result": "The agent did not report: check medic-agent on the controller node (systemctl status "
+                 "medic-agent; journalctl -u medic-agent) and the job in Slurm (squeue, sacct); requeue it by hand "
+                 "if it still needs it.",
+}
+
+EKS_NEXT_STEP = {
+    "agent_down": "Check the Medic agent on the cluster (kubectl -n medic-agent get pods; kubectl -n medic-agent "
+                  "logs deploy/medic-agent), then restart the job by hand if it still needs it (delete its pods: "
+                  "its controller recreates them from the spec).",
+    "gave_up": "The job keeps failing: find out why (kubectl describe, the pods' logs) before restarting it by "
+               "hand.",
+    "failed": "Check the job and its pods (kubectl get pods -l <the job's label>; kubectl describe) and restart it "
+              "by hand if it still needs it.",
+    "no_result": "The agent did not report: check the Medic agent (kubectl -n medic-agent logs deploy/medic-agent) "
+                 "and the job's pods; restart it by hand if it still needs it.",
+}
+# A job on an EKS cluster: its incident (Medic's own value) says so (domain/eks.py eks_job_incident).
+EKS_INCIDENT_PREFIX = "job:eks:"
+
+
+def slurm_job_page(record: dict, details: str, region: str, situation: str = "failed") -> PageText:
+    """The page for a job Medic could not (or would not) requeue through a Slurm agent (or restart through an
+    EKS agent)."""
+    eks = str(record.get("incident", "")).startswith(EKS_INCIDENT_PREFIX)
+    verb, steps = ("restart", EKS_NEXT_STEP) if eks else ("requeue", SLURM_NEXT_STEP)
+    outcome = Outcome(record["outcome"])
+    what = {Outcome.FAILED: f"{verb} FAILED", Outcome.SUPPRESSED: f"{verb} held back"}.get(outcome, outcome.value)
+    subject = f"[Medic] {record['cluster']} job {record['job']}: {what}"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"{'Kubernetes job:' if eks else 'Slurm job:     '} {record['job']}",
+        # The sender's words, quoted on one line: never where the page says what to do.
+        f"Requested:      {quoted(details)}",
+        *([f"Requester:      {_requester(record['requester'])}"] if record.get("requester") else []),
+        "",
+        f"What Medic did: {record['action']}: {record['outcome']} (attempt {record['attempt']})",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     {steps.get(situation, steps['failed'])}",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject, body)
+
+
+def forged_result_page(record: dict, region: str) -> PageText:
+    """The page for an agent result Medic did not ask for (rejected): the controller is the suspect."""
+    cluster = record["cluster"]
+    subject = f"[Medic] {cluster}: agent result rejected"
+    body = "\n".join([
+        f"Cluster:        {cluster}",
+        "",
+        "What Medic did: rejected the result (nothing was recorded against any job or incident)",
+        f"Why:            {record['reason']}",
+        "",
+        "What to do:     Medic's agent writes results only for commands Medic sent it. Treat the cluster's "
+        "controller node as suspect: check the agent's journal (journalctl -u medic-agent) and CloudTrail for "
+        "DynamoDB writes by the controller's instance role.",
+        f"Console:        {console_link(region, cluster)}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ])
+    return PageText(subject, body)
+
+
+def _requester(requester: dict) -> str:
+    claimed = f", says it is {quoted(requester['claimed_by'], 128)}" if requester.get("claimed_by") else ""
+    return f"an event from account {requester['account']} (source {requester['source']}{claimed}; unverified)"
+
+
+QUOTED_LIMIT = 200  # an agent's free text in a reason: one line, quoted, at most this long
+
+
+def quoted_agent(text: str) -> str:
+    """An agent's words inside Medic's sentence: one line, bounded, in quotes (never read as Medic's)."""
+    return quoted(text, QUOTED_LIMIT, ascii_only=True)

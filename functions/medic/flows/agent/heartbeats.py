@@ -1,0 +1,39 @@
+"""The Slurm agents' heartbeats, timed by Medic's side: from the ledger's stream (handlers/agent_results.py).
+
+An agent writes `agent#<cluster>/heartbeat` every minute with its own clock's `at`. Medic does not trust that
+clock (it may run ahead, and a dead agent's last `at` may lie in the future): it records when DynamoDB wrote
+the item, the stream record's `ApproximateCreationDateTime` (DynamoDB Streams API reference, StreamRecord:
+"the approximate date and time when the stream record was created, in UNIX epoch time format and rounded down
+to the closest second"), under a key no agent may write (`agentseen#<cluster>/heartbeat`). The requeue path
+judges the agent alive from that item alone. Cost: one stream record to this function per heartbeat, so one
+invocation per cluster per minute at most (about 44,000 a month per cluster).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from medic.deps import Deps
+from medic.flows.agent.commands import parse_agent_heartbeat_pk
+from medic.ledger.agents import AgentStore
+from medic.obs import logger
+
+if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
+    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
+
+
+def heartbeat_cluster(record: DynamoDBStreamRecordModel) -> str | None:
+    """The cluster whose agent wrote this heartbeat; None when the stream record is not an agent heartbeat."""
+    keys = record.dynamodb.Keys
+    if record.eventName not in ("INSERT", "MODIFY") or keys.get("sk") != "heartbeat":
+        return None
+    return parse_agent_heartbeat_pk(keys.get("pk"))
+
+
+def record_heartbeat(record: DynamoDBStreamRecordModel, cluster: str, deps: Deps) -> None:
+    """Medic's own note that the cluster's agent reported, timed by DynamoDB. No remediation record: a
+    heartbeat is not a decision. AWS errors propagate (the stream retries the record)."""
+    seen_at = record.dynamodb.ApproximateCreationDateTime or deps.now()
+    reported = (record.dynamodb.NewImage or {}).get("at")
+    AgentStore(deps.table).record_heartbeat_seen(cluster, seen_at, reported if isinstance(reported, str) else "")
+    logger.debug("agent heartbeat seen", extra={"cluster": cluster, "seen_at": seen_at.isoformat()})

@@ -1,0 +1,214 @@
+"""Job requeues (Slurm) and restarts (EKS) through the cluster's agent, in two halves.
+
+Request (handlers/requeue_request.py, or any trigger that builds a RequeueRequest):
+  parse → check the target and the cluster → claim the request → agent alive? → mode → spend the
+  job's restart budget → remember the command (`command#<id>/issued`) → queue it → `deferred` record.
+  A Slurm job is requeued (`requeue_job`: scontrol requeue); a watched job on an EKS cluster is restarted
+  (`restart_job`: the agent deletes its pods, its controller recreates them; domain/eks.py).
+Result (command_results.py, from the ledger's stream): the agent writes `agent#<cluster>#command#<id>/result`
+  → checked against `command#<id>/issued` → claim `command#<id>/recorded` → final `executed` or `failed`
+  record against the same incident (and a page on failure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.config import KubernetesJob
+from medic.core.models import Action, Fault, Outcome, Requester, Trigger
+from medic.core.text import short
+from medic.deps import Deps
+from medic.flows.agent.commands import (
+    InvalidCommand,
+    RequeueJobDetail,
+    RequeueJobEvent,
+    heartbeat_is_fresh,
+    requeue_command,
+    slurm_job_page,
+    validate_requeue_target,
+)
+from medic.flows.agent.eks import NotWatched, eks_job_incident, restart_command, watched_job
+from medic.ledger.agents import AgentStore
+from medic.ledger.jobs import JobStore
+from medic.ledger.requests import RequestStore
+from medic.obs import logger
+from medic.outbox.pages import page_incident
+from medic.outbox.records import complete, emit, rejected
+
+# Context keys record_command stores beside the record's own fields.
+DETAILS_KEY = "details"
+
+
+@dataclass(frozen=True)
+class RequeueRequest:
+    mode: str
+    cluster: str
+    incident: str
+    trigger: str
+    event_id: str
+    fault: str
+    context: str  # what the human should know if this pages (the operator's reason, the alarm's reason, ...)
+    job_name: str | None = None
+    job_id: str | None = None  # canonical: RequeueJobDetail strips leading zeros (requeue_command again)
+    requester: Requester | None = None  # operator requests: who sent it, as far as the event says
+    # A request by id that also names the job: the name, whose restart budget is spent too.
+    also_named: str | None = None
+    # EKS clusters: the watched job's Kubernetes object (job_name is then the job's configured name)
+    kubernetes: KubernetesJob | None = None
+
+    @property
+    def job(self) -> str:
+        return self.job_id if self.job_id is not None else str(self.job_name)
+
+
+def slurm_job_incident(cluster: str, job: str) -> str:
+    """The incident and restart-budget lineage of a Slurm job: by its name, or by its id, canonical already
+    (RequeueJobDetail: `04211` is job 4211). A job name is never rewritten: `007` may be a name."""
+    return f"job:slurm:{cluster}:{job}"
+
+
+# --- the request
+
+
+def handle_requeue_event(raw: Any, deps: Deps) -> dict:
+    """A "Medic Requeue Job" event (source medic.operator) → one remediation record."""
+    mode = deps.mode.current()
+    try:
+        event = RequeueJobEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.OPERATOR, "requeue request")
+    detail = event.detail
+    requester = Requester(account=event.account, source=event.source, claimed_by=detail.requested_by)
+    cluster = deps.config.cluster(detail.cluster)
+    if detail.namespace is not None or (cluster is not None and cluster.orchestrator == "eks"):
+        return _restart_eks_job(event.id, detail, requester, mode, deps)
+    by_id_and_name = detail.job_id is not None and detail.job_name is not None
+    return restart_through_agent(RequeueRequest(
+        mode=mode, cluster=detail.cluster, incident=slurm_job_incident(detail.cluster, detail.job),
+        trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value,
+        context=detail.reason, job_name=None if by_id_and_name else detail.job_name, job_id=detail.job_id,
+        also_named=detail.job_name if by_id_and_name else None, requester=requester,
+    ), deps)
+
+
+def _restart_eks_job(event_id: str, detail: RequeueJobDetail, requester: Requester, mode: str, deps: Deps) -> dict:
+    """An operator request for a job on an EKS cluster: only a job Medic watches there (its namespace defaults
+    to `default`, as in the config); the same guardrails and budget as its stall alarm (one incident)."""
+    namespace = detail.namespace or "default"
+    cluster = deps.config.cluster(detail.cluster)
+    try:
+        if cluster is None or cluster.orchestrator != "eks" or detail.job_id is not None:
+            raise NotWatched(f"cluster {detail.cluster} "
+                             + ("is not managed by Medic" if cluster is None else
+                                f"is orchestrated by {cluster.orchestrator}" if cluster.orchestrator != "eks" else
+                                "is an EKS cluster: name the job by namespace and job_name, not job_id"))
+        job = watched_job(deps.config, detail.cluster, namespace, str(detail.job_name))
+    except NotWatched as error:
+        record = complete({"incident": f"job:eks:{detail.cluster}:{namespace}/{detail.job}",
+                           "trigger": Trigger.OPERATOR, "event_id": event_id, "cluster": detail.cluster,
+                           "job": detail.job, "fault": Fault.OPERATOR_REQUEST.value, "action": Action.NONE,
+                           "outcome": Outcome.REJECTED, "reason": short(f"Refused: {error}.", 500), "mode": mode,
+                           "requester": requester.model_dump()})
+        return emit(record)
+    target = job.kubernetes_object()
+    return restart_through_agent(RequeueRequest(
+        mode=mode, cluster=detail.cluster, incident=eks_job_incident(detail.cluster, target),
+        trigger=Trigger.OPERATOR, event_id=event_id, fault=Fault.OPERATOR_REQUEST.value, context=detail.reason,
+        job_name=job.name, requester=requester, kubernetes=target), deps)
+
+
+def restart_through_agent(request: RequeueRequest, deps: Deps) -> dict:
+    """Requeue a Slurm job, or restart a watched job on an EKS cluster (request.kubernetes), through the agent."""
+    table = deps.table.for_mode(request.mode)
+    eks = request.kubernetes is not None
+    verb, acting = ("restart", Action.RESTART_JOB) if eks else ("requeue", Action.REQUEUE_JOB)
+    base = {"incident": request.incident, "trigger": request.trigger, "event_id": request.event_id,
+            "cluster": request.cluster, "job": request.job, "fault": request.fault,
+            "action": acting, "mode": request.mode}
+    requester = request.requester.model_dump() if request.requester is not None else None
+    now = deps.now()
+
+    def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0) -> dict:
+        action = Action.NONE if outcome is Outcome.REJECTED else acting
+        record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt,
+                           "requester": requester})
+        if page and request.mode != "dry_run":
+            text = slurm_job_page(record, request.context, deps.region, situation=page)
+            record["paged"] = page_incident(deps, table, record, text)
+        return emit(record)
+
+    try:  # checked whoever the caller is: nothing unvalidated reaches the ledger or the queue (a Kubernetes
+        # object is typed: KubernetesJob checked its names)
+        if not eks:
+            validate_requeue_target(job_id=request.job_id, job_name=request.job_name)
+    except InvalidCommand as error:
+        return finish(Outcome.REJECTED, f"Refused: {error}.")
+    orchestrator = "eks" if eks else "slurm"
+    cluster = deps.config.cluster(request.cluster)
+    if cluster is None or cluster.orchestrator != orchestrator:
+        what = "is not managed by Medic" if cluster is None else f"is orchestrated by {cluster.orchestrator}"
+        return finish(Outcome.REJECTED, f"Refused: cluster {request.cluster} {what}; Medic {verb}s these jobs only "
+                                        f"on its configured {'EKS' if eks else 'Slurm'} clusters.")
+    if not RequestStore(table).claim_request(str(request.trigger), request.event_id, now):
+        return finish(Outcome.DUPLICATE, f"Request {request.event_id} was already handled.")
+    if not deps.agents.has_queue(cluster.name):
+        return finish(Outcome.FAILED, f"Medic has no agent queue for cluster {cluster.name} (AGENT_QUEUES); "
+                                      "nothing was queued.", page="failed")
+    max_restarts = deps.config.guardrails_for(cluster).max_job_restarts
+
+    try:
+        heartbeat = AgentStore(deps.table).agent_heartbeat(cluster.name)
+    except (ClientError, BotoCoreError) as error:
+        return finish(Outcome.FAILED, f"Could not read the agent's heartbeat ({error_code(error)}); nothing was "
+                                      "queued.", page="failed")
+    if not heartbeat_is_fresh(heartbeat, now):
+        seen = heartbeat.strftime("%Y-%m-%d %H:%M UTC") if heartbeat else "never"
+        return finish(Outcome.FAILED, f"The Medic agent on {cluster.name} is not reporting (last heartbeat: "
+                                      f"{seen}); nothing was queued.", page="agent_down")
+    what = f"{request.job} ({request.kubernetes.target})" if request.kubernetes else request.job
+    if request.mode == "paused":
+        return finish(Outcome.SUPPRESSED, f"Medic is paused; would {verb} {what} through the agent.",
+                      page="failed")
+    if request.mode == "dry_run":
+        return finish(Outcome.DRY_RUN, f"Dry run: would {verb} {what} through the agent.")
+
+    named = [slurm_job_incident(cluster.name, request.also_named)] if request.also_named else []
+    lineages = [incident.removeprefix("job:") for incident in (request.incident, *named)]
+    try:
+        restarts = JobStore(table).claim_job_restarts(lineages, max_restarts, now)
+    except (ClientError, BotoCoreError) as error:
+        return finish(Outcome.FAILED, f"Could not count the job's restarts ({error_code(error)}); nothing was "
+                                      "queued.", page="failed")
+    if restarts is None:
+        of = f"{request.job}, or of jobs named {request.also_named}" if request.also_named else request.job
+        return finish(Outcome.SUPPRESSED, f"Giving up: restart budget spent ({max_restarts} {verb}s of {of}).",
+                      page="gave_up", attempt=max_restarts + 1)
+    try:
+        request_id = f"{request.trigger}:{request.event_id}"
+        command = (restart_command(cluster.name, request.incident, now, request.kubernetes, request_id=request_id)
+                   if request.kubernetes is not None else
+                   requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
+                                   job_name=request.job_name, request_id=request_id))
+        context = {key: str(value) for key, value in base.items() if value is not None}
+        AgentStore(table).record_command(command.command_id, {
+            **context, "kind": command.kind, "target": command.target, "attempt": str(restarts),
+            DETAILS_KEY: request.context[:1000]}, now)
+        deps.agents.send(command)
+    except InvalidCommand as error:  # unreachable after the checks above; kept as the last line of defence
+        return finish(Outcome.REJECTED, f"Refused to queue: {error}.", attempt=restarts)
+    except (ClientError, BotoCoreError) as error:
+        # Nothing reached the agent: give the restart back to the budget (best effort).
+        try:
+            JobStore(table).refund_job_restarts(lineages)
+        except (ClientError, BotoCoreError):
+            logger.warning("restart refund failed", extra={"lineages": lineages})
+        return finish(Outcome.FAILED, f"Could not queue the {verb} ({error_code(error)}): {short(str(error))}",
+                      page="failed", attempt=restarts)
+    return finish(Outcome.DEFERRED, f"{verb.capitalize()} of {what} (attempt {restarts} of {max_restarts}) queued "
+                                    f"for the agent as command {command.command_id}; its result is recorded "
+                                    "when the agent reports.", attempt=restarts)

@@ -1,0 +1,167 @@
+"""The agents' command results, from the ledger's stream (handlers/agent_results.py), checked against what
+Medic issued.
+
+An agent writes only under its own cluster's keys (IAM: dynamodb:LeadingKeys), so the key of a result
+item says which cluster's agent wrote it, and nothing else in the item is trusted: the incident, job and
+attempt of the final record come from Medic's own `command#<id>/issued`. A result Medic cannot match to a
+command it issued to that cluster, of that kind, for that target and incident, is `rejected`: recorded under
+its own incident (`command:<cluster>:<id>`) and paged (once per cluster: rejected_page_claim), never
+`executed`, and it never touches the incident of the command it names (that one still pages when its own
+command fails or times out).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.text import short, validation_problems
+from medic.deps import Deps
+from medic.flows.agent.commands import (
+    K8S_OBJECT_NAME,
+    NODE_KINDS,
+    SQUEUE_JOB_ID,
+    AgentResult,
+    forged_result_page,
+    matches,
+    parse_agent_command_pk,
+    quoted_agent,
+    slurm_job_page,
+)
+from medic.flows.agent.restart import DETAILS_KEY
+from medic.ledger.agents import AgentStore
+from medic.ledger.pages import PageStore
+from medic.obs import logger
+from medic.outbox.pages import page_incident
+from medic.outbox.records import complete, emit
+
+if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
+    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
+
+
+def rejected_page_claim(cluster: str) -> str:
+    """The one page for results rejected from a cluster's agent (its claim: `incident#agent:<cluster>:rejected`)."""
+    return f"agent:{cluster}:rejected"
+
+
+def is_command_result(record: DynamoDBStreamRecordModel) -> bool:
+    """An agent's `agent#<cluster>#command#<id>/result` item being written (not a claim, heartbeat, TTL delete)."""
+    keys = record.dynamodb.Keys
+    return (record.eventName in ("INSERT", "MODIFY") and keys.get("sk") == "result"
+            and parse_agent_command_pk(keys.get("pk")) is not None)
+
+
+def rejected_stream_record(raw: Any, error: Exception, deps: Deps) -> dict:
+    """A stream record Medic cannot read (not something DynamoDB sends): one rejected record, no retry."""
+    event_id = str(raw.get("eventID", "unknown"))[:80] if isinstance(raw, dict) else "unknown"
+    problems = (validation_problems(error) if isinstance(error, ValidationError)
+                else f"{type(error).__name__}: {error}")
+    return emit({"incident": f"stream:{event_id}", "trigger": Trigger.RECONCILE, "event_id": event_id,
+                 "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
+                 "mode": deps.mode.current(), "reason": short(f"Unreadable ledger stream record: {problems}", 500)})
+
+
+def mismatch(context: dict[str, str], cluster: str, result: AgentResult) -> str | None:
+    """Why the result does not answer a command Medic issued to this cluster; None when it does."""
+    if not context:
+        return "Medic never issued this command"
+    if context.get("cluster") != cluster:
+        return "Medic issued this command to another cluster"
+    for field in ("kind", "target", "incident"):
+        if getattr(result, field) != context.get(field):
+            return f"its {field} {quoted_agent(getattr(result, field))} is not the {field} Medic issued"
+    return None
+
+
+def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict | None:
+    """The final record for one agent result; None when the stream record is not one (or already recorded).
+
+    AWS errors propagate: the stream redelivers the record (a batch item failure) and nothing was claimed yet.
+    """
+    if not is_command_result(record):
+        return None
+    cluster, command_id = parse_agent_command_pk(record.dynamodb.Keys["pk"])  # type: ignore[misc]
+    table = deps.table
+    try:
+        result = AgentResult.model_validate(record.dynamodb.NewImage or {})
+    except ValidationError as error:
+        problems = validation_problems(error)
+        return _rejected(cluster, command_id, record.eventID, f"the result is invalid ({problems})", "", deps)
+
+    context = AgentStore(table).command_context(command_id)
+    why = mismatch(context, cluster, result)
+    if why is not None:
+        return _rejected(cluster, command_id, record.eventID, why, result.message, deps)
+    if not AgentStore(table).claim_command_record(command_id, deps.now()):
+        logger.info("agent result already recorded", extra={"command_id": command_id})
+        return None
+    AgentStore(table).close_command(command_id)  # answered: the reconciler's sweep leaves it alone
+    if result.kind in NODE_KINDS:  # around a node action (issue 16): slurm_repair.py
+        from medic.flows.agent.slurm_node import record_node_result
+
+        return record_node_result(result, context, cluster, record.eventID, deps)
+    final = _final_record(result, context, cluster, record.eventID)
+    if final["outcome"] == Outcome.FAILED.value and final["mode"] != "dry_run":
+        text = slurm_job_page(final, context.get(DETAILS_KEY, ""), deps.region, situation="failed")
+        final["paged"] = page_incident(deps, table, final, text)
+    elif final["outcome"] == Outcome.EXECUTED.value:
+        # Done: the job's next failure is a new incident that may page again.
+        PageStore(table).close_incident(final["incident"])
+    return emit(final)
+
+
+def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, said: str, deps: Deps) -> dict | None:
+    """A result Medic did not ask for: recorded once and paged once, under an incident of its own."""
+    if not AgentStore(deps.table).claim_rejected_result(cluster, command_id, deps.now()):
+        return None
+    reason = f"Rejected a result written by the agent on {cluster} for command {command_id}: {why}."
+    if said:
+        reason += f" The agent said: {quoted_agent(said)}"
+    record = complete({"incident": f"command:{cluster}:{command_id}", "trigger": Trigger.RECONCILE,
+                       "event_id": stream_event_id, "cluster": cluster, "fault": Fault.INVALID.value,
+                       "action": Action.NONE, "outcome": Outcome.REJECTED, "reason": short(reason, 500),
+                       "mode": deps.mode.current()})
+    # A page in every mode: this is not an action Medic takes but a sign the cluster's controller is not
+    # behaving as Medic's agent does. One page per cluster (until it expires, 7 days), not per forged id: a
+    # compromised controller cannot flood the on-call with pages; every rejection is still recorded.
+    record["paged"] = page_incident(deps, deps.table, record, forged_result_page(record, deps.region),
+                                    claim=rejected_page_claim(cluster))
+    return emit(record)
+
+
+def _final_record(result: AgentResult, context: dict[str, str], cluster: str, stream_event_id: str) -> dict:
+    job = context.get("job")
+    said = quoted_agent(result.message) if result.message else "no output"
+    restart = context.get("kind") == "restart_job"
+    if result.status == "executed":
+        outcome = Outcome.EXECUTED
+        reason = f"The agent on {cluster} {_what_ran(result, job, restart)} (command {result.command_id}): {said}"
+    else:
+        outcome = Outcome.FAILED
+        did = "refused" if result.status == "refused" else "could not run"
+        reason = (f"The agent on {cluster} {did} the {'restart' if restart else 'requeue'} of {job} "
+                  f"(command {result.command_id}): {said}")
+    attempt = context.get("attempt", "")
+    return complete({
+        "incident": context["incident"], "trigger": context.get("trigger") or Trigger.RECONCILE,
+        "event_id": context.get("event_id") or stream_event_id, "cluster": cluster, "job": job,
+        "fault": context.get("fault") or Fault.UNKNOWN.value,
+        "action": context.get("action") or Action.REQUEUE_JOB, "outcome": outcome, "reason": short(reason, 500),
+        "mode": context.get("mode") or "act", "attempt": int(attempt) if attempt.isdigit() else 0,
+    })
+
+
+def _what_ran(result: AgentResult, job: str | None, restart: bool) -> str:
+    """What an executed command did, in Medic's words (the agent's lists are shown only when well-formed)."""
+    if restart:  # EKS: Kubernetes pod names (DNS-1123 subdomains), a bounded count
+        pods = [name for name in result.pods if len(name) <= 253 and matches(K8S_OBJECT_NAME, name)]
+        forced = [name for name in result.force_deleted if len(name) <= 253 and matches(K8S_OBJECT_NAME, name)]
+        deleted = f"deleted {len(pods)} pod(s) of {job} for its controller to recreate" if pods else \
+            f"restarted {job}"
+        shown_pods = f" ({', '.join(pods[:8])}{', ...' if len(pods) > 8 else ''})" if pods else ""
+        force = f"; force-deleted {len(forced)} stuck Terminating on a failed node" if forced else ""
+        return f"{deleted}{shown_pods}{force}"
+    ids = ", ".join([job_id for job_id in result.job_ids if matches(SQUEUE_JOB_ID, job_id)][:20])
+    return f"requeued Slurm job {ids}" if ids else f"requeued {job}"

@@ -1,0 +1,388 @@
+"""Slurm's side of a node action (issue 16): tell Slurm, and see to the jobs the repair hit.
+
+Before the call (node_remediation.decide_claim_act, the event path and the reconciler's):
+  a Slurm cluster with an agent queue → agent alive? → queue `drain_node <node>` (the agent drains it, then lists
+  the jobs on it with `squeue -w`) → remember the repair (ledger.repairs) → the HyperPod call goes ahead without
+  waiting. Agent down: no drain; the record's `jobs` is null (unknown) and one page says the jobs need a look.
+The drain's result (command_results.py → record_node_result): a `node_repair` record of the node's incident
+  naming the jobs (`jobs`), kept with the repair.
+While the node is in repair (each reconciler sweep): `job_states` of the jobs the repair hit; one Slurm ended
+  (NODE_FAIL, FAILED) is requeued at once, before slurmctld forgets it (MinJobAge), the rest wait silently.
+After the repair (the reconciler's sweep → follow_up_repairs): the node, or its replacement (same NodeLogicalId),
+  Running again → `resume_node` when it kept its Slurm name → `job_states` of the jobs not seen to yet.
+Their states (record_node_result): a job pending or running again (HyperPod auto-resume, Slurm's own requeue)
+  is left alone (`ignored`); one NODE_FAIL or FAILED is requeued from its checkpoint like a stall restart
+  (restart_through_agent: the job's restart budget, guardrails, mode, and a proof-of-recovery watch for a watched job).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from medic.adapters.aws import error_code
+from medic.config import Cluster
+from medic.core.models import Action, NodeInfo, Outcome, Trigger
+from medic.core.repairs import DrainNote
+from medic.deps import Deps, NodeSweep
+from medic.flows.agent.commands import (
+    JOB_ID,
+    SQUEUE_JOB_ID,
+    AgentResult,
+    InvalidCommand,
+    heartbeat_is_fresh,
+    job_after_repair,
+    jobs_unknown_page,
+    matches,
+    node_command,
+    quoted_agent,
+    valid_job_name,
+)
+from medic.flows.node.pages import node_page
+from medic.ledger.agents import AgentStore
+from medic.ledger.repairs import RepairStore, SlurmRepair
+from medic.ledger.table import Table
+from medic.obs import logger
+from medic.outbox.pages import page_incident
+from medic.outbox.records import complete, emit
+
+SLURM_STATE = re.compile(r"[A-Z_]{1,32}", re.ASCII)  # what squeue's %T prints (NODE_FAIL, RUNNING, ...)
+# A node found Running this soon after Medic's call may not have started its repair yet (a reboot's node reads
+# Running until HyperPod takes it down): the sweep waits at least this long before it resumes the node.
+REPAIR_SETTLE = timedelta(minutes=5)
+
+
+def jobs_claim(incident: str) -> str:
+    """The one "jobs need a look" page of a node incident (kept apart from the node's own page)."""
+    return f"{incident}:jobs"
+
+
+# --- before the call
+
+
+def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
+                        incident: str, action: Action, fault: str, event_id: str | None,
+                        now: datetime) -> DrainNote | None:
+    """Queue the drain of the node in Slurm (never waiting for it); None when the cluster has no agent (not Slurm,
+    no queue). Never raises for AWS errors: the repair matters more than the drain."""
+    if cluster.orchestrator != "slurm" or not deps.agents.has_queue(cluster.name):
+        return None
+    name = node.slurm_node if node is not None else None
+    shown = name or "the node"
+    try:
+        heartbeat = AgentStore(deps.table).agent_heartbeat(cluster.name)
+    except (ClientError, BotoCoreError) as error:
+        return DrainNote(f"Could not read the agent's heartbeat ({error_code(error)}): {shown} was not drained in "
+                         "Slurm and the jobs on it are unknown.", name, page=True)
+    if heartbeat is None:  # no agent has ever reported: Slurm is not told, as before the agent was installed
+        return DrainNote(f"No Medic agent has reported on {cluster.name}: {shown} was not drained in Slurm and the "
+                         "jobs on it are unknown.", name, page=False)
+    if name is None:
+        return DrainNote("DescribeClusterNode gave no Slurm node name (PrivateDnsHostname), so Medic could not drain "
+                         "it in Slurm: the jobs on it are unknown.", page=True)
+    if not heartbeat_is_fresh(heartbeat, now):
+        return DrainNote(f"The Medic agent on {cluster.name} is not reporting (last heartbeat "
+                         f"{heartbeat:%Y-%m-%d %H:%M} UTC): {name} was not drained in Slurm and the jobs on it are "
+                         "unknown.", name, page=True)
+    try:
+        request = f"{event_id or 'reconcile'}:{int(now.timestamp())}"
+        command = node_command(cluster.name, "drain_node", incident, now, request, node=name)
+        RepairStore(table).remember(SlurmRepair(cluster=cluster.name, node_id=node_id, incident=incident,
+                                                node_name=name, action=action.value, fault=fault, acted_at=now,
+                                                logical_id=node.logical_id if node else None))
+        AgentStore(table).record_command(command.command_id, {
+            "incident": incident, "trigger": Trigger.NODE_REPAIR.value, "event_id": event_id or command.command_id,
+            "cluster": cluster.name, "node_id": node_id, "fault": fault, "action": action.value, "mode": "act",
+            "kind": command.kind, "target": command.target, "node_name": name,
+            **({"instance_group": node.instance_group} if node else {})}, now)
+        deps.agents.send(command)
+    except InvalidCommand as error:  # unreachable: the name matched the agent's pattern
+        return DrainNote(f"Refused to queue the drain: {error}; the jobs on the node are unknown.", name, page=True)
+    except (ClientError, BotoCoreError) as error:
+        return DrainNote(f"Could not queue the drain of {name} ({error_code(error)}): the jobs on it are unknown.",
+                         name, page=True)
+    return DrainNote(f"Drain of {name} in Slurm queued for the agent (command {command.command_id}); the jobs on "
+                     "the node are recorded when it reports.", name, page=False, queued=True)
+
+
+def after_the_call(drain: DrainNote, outcome: Outcome, table: Table, cluster: str, node_id: str) -> DrainNote:
+    """A call that failed repairs nothing: the node stays drained in Slurm (a faulty node takes no new work) and
+    nothing is resumed or requeued after it; the node's own page asks a human to look."""
+    if not drain.queued or outcome is not Outcome.FAILED:
+        return drain
+    RepairStore(table).forget(cluster, node_id)
+    return DrainNote(f"{drain.text} The call failed, so {drain.node_name} stays drained in Slurm: resume it "
+                     f"(scontrol update NodeName={drain.node_name} State=RESUME) once the node is fixed.",
+                     drain.node_name, drain.page, drain.queued)
+
+
+def page_jobs_unknown(deps: Deps, table: Table, record: dict, node_name: str | None) -> bool:
+    return page_incident(deps, table, record, jobs_unknown_page(record, node_name, deps.region),
+                         claim=jobs_claim(record["incident"]))
+
+
+# --- the agent's results
+
+
+def record_node_result(result: AgentResult, context: dict[str, str], cluster: str, stream_event_id: str,
+                       deps: Deps) -> dict | None:
+    """The final record of a drain_node / resume_node / job_states result (already checked and claimed)."""
+    if result.kind == "job_states":
+        return _job_states(result, context, cluster, stream_event_id, deps)
+    node_id, name = context.get("node_id", ""), context.get("node_name", "")
+    said = quoted_agent(result.message) if result.message else "no output"
+    base = {"incident": context["incident"], "trigger": Trigger.NODE_REPAIR, "event_id": stream_event_id,
+            "cluster": cluster, "node_id": node_id or None, "instance_group": context.get("instance_group"),
+            "fault": context.get("fault") or "unknown", "action": context.get("action") or Action.NONE,
+            "mode": context.get("mode") or "act"}
+    store = RepairStore(deps.table)
+    if result.kind == "resume_node":
+        if result.status == "executed":
+            return emit({**base, "outcome": Outcome.EXECUTED,
+                         "reason": f"The agent on {cluster} resumed {name} in Slurm after the repair: {said}."})
+        record = complete({**base, "outcome": Outcome.FAILED,
+                           "reason": f"The agent on {cluster} could not resume {name} in Slurm after the repair: "
+                                     f"{said}. Resume it by hand (scontrol update NodeName={name} "
+                                     "State=RESUME)."})
+        record["paged"] = page_incident(deps, deps.table, record, node_page(record, "Slurm resume after a repair",
+                                                                              deps.region),
+                                        claim=f"{record['incident']}:resume")
+        return emit(record)
+    # drain_node
+    jobs = _jobs(result) if result.status == "executed" else None
+    store.drained(cluster, node_id, result.status == "executed", jobs)
+    if jobs is not None:
+        listing = ", ".join(f"{job_id} ({job_name})" for job_id, job_name in jobs) or "none"
+        return emit({**base, "outcome": Outcome.EXECUTED, "jobs": [{"id": i, "name": n} for i, n in jobs],
+                     "reason": f"The agent on {cluster} drained {name} in Slurm before the {base['action']}; jobs "
+                               f"running on it: {listing}."})
+    what = "drained" if result.status == "executed" else "could not drain"
+    record = complete({**base, "outcome": Outcome.EXECUTED if result.status == "executed" else Outcome.FAILED,
+                       "jobs": None,
+                       "reason": f"The agent on {cluster} {what} {name} in Slurm, and the jobs on it are unknown: "
+                                 f"{said}."})
+    record["paged"] = page_jobs_unknown(deps, deps.table, record, name)
+    return emit(record)
+
+
+def _jobs(result: AgentResult) -> list[tuple[str, str]] | None:
+    """The drain's job list as Medic keeps it; None when the agent did not list the jobs (or listed garbage)."""
+    if result.jobs is None:
+        return None
+    jobs = []
+    for job in result.jobs[:50]:
+        job_id, name = job.get("id"), job.get("name", "")
+        if not matches(SQUEUE_JOB_ID, job_id) or not isinstance(name, str):
+            return None
+        printable = "".join(ch if " " <= ch <= "~" else " " for ch in name)  # the agent's word: shown, never run
+        jobs.append((job_id, " ".join(printable.split())[:200]))
+    return jobs
+
+
+def _job_states(result: AgentResult, context: dict[str, str], cluster: str, stream_event_id: str,
+                deps: Deps) -> dict | None:
+    """One record per job the repair hit: left alone, or requeued from its checkpoint (trigger node_repair)."""
+    node_id = context.get("node_id", "")
+    repair = RepairStore(deps.table).get(cluster, node_id)
+    jobs = repair.jobs if repair and repair.jobs else ()
+    states = {}
+    if result.status == "executed" and result.job_states is not None:
+        states = {job.get("id"): job.get("state") for job in result.job_states  # Slurm's state names only
+                  if isinstance(job, dict) and matches(SLURM_STATE, job.get("state"))}
+    early = context.get("phase") == "early"
+    records = []
+    for job_id, name in jobs:
+        if early:  # the node is still in repair: act only on a job Slurm already ended for it, say nothing else
+            state = states.get(job_id) if result.status == "executed" else None
+            if state is None or job_after_repair(state) != "requeue":
+                continue
+            RepairStore(deps.table).drop_job(cluster, node_id, job_id)
+        try:
+            records.append(_one_job(job_id, name, states.get(job_id), result.status == "executed", context,
+                                    cluster, stream_event_id, repair, deps))
+        except (ClientError, BotoCoreError) as error:  # the result is claimed: say so rather than lose the job
+            record = complete({"incident": context["incident"], "trigger": Trigger.NODE_REPAIR,
+                               "event_id": f"{context['incident']}:{job_id}", "cluster": cluster, "job": job_id,
+                               "fault": repair.fault if repair else "unknown", "action": Action.NONE,
+                               "outcome": Outcome.FAILED, "mode": deps.mode.current(),
+                               "reason": f"Could not see to job {job_id} ({name}) after the repair "
+                                         f"({error_code(error)}): it needs a look."})
+            records.append(emit(record))
+    if not early:
+        RepairStore(deps.table).forget(cluster, node_id)
+    return records[-1] if records else None
+
+
+def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: dict[str, str], cluster: str,
+             stream_event_id: str, repair: SlurmRepair | None, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    node_name = context.get("node_name", "")
+    action = repair.action if repair else "node repair"
+    by_name = valid_job_name(name)
+    from medic.flows.agent.restart import RequeueRequest, restart_through_agent, slurm_job_incident
+
+    incident = slurm_job_incident(cluster, name if by_name else job_id)
+    base = {"incident": incident, "trigger": Trigger.NODE_REPAIR, "event_id": f"{context['incident']}:{job_id}",
+            "cluster": cluster, "job": job_id, "fault": repair.fault if repair else "unknown", "mode": mode}
+    fate = job_after_repair(state) if listed else "unknown"
+    if fate == "back":
+        return emit({**base, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                     "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and is {state} "
+                               "again (HyperPod auto-resume or Slurm's own requeue brought it back): left alone."})
+    if fate == "ended":
+        return emit({**base, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                     "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and ended "
+                               f"{state}, not by the repair: left alone."})
+    if fate == "unknown" or not matches(JOB_ID, job_id):
+        why = ("Slurm no longer lists it (it ended more than MinJobAge ago)" if listed
+               else "the agent could not read the job states")
+        record = complete({**base, "action": Action.NONE, "outcome": Outcome.FAILED,
+                           "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it, and "
+                                     f"Medic cannot tell whether it runs again: {why}. It needs a look."})
+        if mode != "dry_run":
+            record["paged"] = page_incident(deps, deps.table, record,
+                                            jobs_unknown_page({**record, "node_id": context.get("node_id")},
+                                                              node_name, deps.region))
+        return emit(record)
+    reason = f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it; Slurm says {state}."
+    record = restart_through_agent(RequeueRequest(
+        mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=base["event_id"],
+        fault=base["fault"], context=reason, job_id=job_id), deps)
+    _watch_recovery(record, name if by_name else None, cluster, deps)
+    return record
+
+
+def _watch_recovery(record: dict, name: str | None, cluster: str, deps: Deps) -> None:
+    """A requeued watched job (medic.yaml `jobs`) gets the stall restart's proof of recovery."""
+    job = deps.config.job(name) if name else None
+    if job is None or job.cluster != cluster or record["outcome"] != Outcome.DEFERRED.value \
+            or record["mode"] != "act":
+        return
+    from medic.core.progress import RecoveryWatch
+    from medic.flows.recovery.policy import recovery_deadline
+    from medic.ledger.incidents import IncidentStore
+
+    now = deps.now()
+    IncidentStore(deps.table).watch_recovery(RecoveryWatch(
+        incident=record["incident"], job=job.name, cluster=cluster, restarted_at=now,
+        deadline=recovery_deadline(job, now), attempt=record["attempt"]))
+
+
+# --- after the repair: the reconciler's sweep
+
+
+def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
+    """Each node Medic drained that is Running again (itself, or its replacement under the same NodeLogicalId):
+    resume it in Slurm when it kept its Slurm name, and ask where the jobs the repair hit are now."""
+    cluster, deps = sweep.cluster, sweep.deps
+    if cluster.orchestrator != "slurm" or sweep.mode != "act" or not deps.agents.has_queue(cluster.name):
+        return
+    store = RepairStore(sweep.table)
+    by_logical = {node.logical_id: node for node in nodes if node.logical_id}
+    for repair in store.repairs(cluster.name):
+        node = sweep.by_id.get(repair.node_id) or (by_logical.get(repair.logical_id) if repair.logical_id else None)
+        if repair.taken_at is not None or repair.drained == "pending":
+            continue
+        if node is None or node.status != "Running" or sweep.now - repair.acted_at < REPAIR_SETTLE:
+            if repair.jobs:  # still in repair: a job Slurm ended NODE_FAIL is requeued now, before Slurm forgets it
+                _ask_early(sweep, repair)
+            continue
+        if repair.drained == "no" and not repair.jobs:  # nothing drained, nothing known: the page said so
+            store.forget(cluster.name, repair.node_id)
+            continue
+        try:
+            if store.take(cluster.name, repair.node_id, sweep.now):
+                _issue_follow_up(sweep, repair, node)
+        except (ClientError, BotoCoreError) as error:
+            logger.warning("repair follow-up not issued", extra={"incident": repair.incident,
+                                                                 "error_code": error_code(error)})
+
+
+def _ask_early(sweep: NodeSweep, repair: SlurmRepair) -> None:
+    """While the node is in repair: where are its jobs now? slurmctld ends a job whose node goes down (NODE_FAIL)
+    and forgets it MinJobAge later (300 s by default; slurm.conf(5)), long before a replacement is back, so a job
+    it did not requeue itself is requeued as soon as Slurm reports it ended; the rest waits for the node."""
+    plain = [job_id for job_id, _ in repair.jobs or () if matches(JOB_ID, job_id)]
+    if not plain:
+        return
+    try:
+        command = node_command(sweep.cluster.name, "job_states", repair.incident, sweep.now, f"early:{sweep.run_id}",
+                               job_ids=plain)
+        context = {"incident": repair.incident, "trigger": Trigger.NODE_REPAIR.value, "event_id": sweep.run_id,
+                   "cluster": sweep.cluster.name, "node_id": repair.node_id, "fault": repair.fault,
+                   "action": repair.action, "mode": "act", "node_name": repair.node_name, "phase": "early",
+                   "kind": command.kind, "target": command.target}
+        AgentStore(sweep.table).record_command(command.command_id, context, sweep.now)
+        sweep.deps.agents.send(command)
+    except (ClientError, BotoCoreError) as error:  # the next sweep asks again
+        logger.warning("job states not asked", extra={"incident": repair.incident, "error_code": error_code(error)})
+
+
+def _issue_follow_up(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo) -> None:
+    deps, now, cluster = sweep.deps, sweep.now, sweep.cluster.name
+    current = node
+    if node.node_id != repair.node_id or node.slurm_node is None:
+        current = deps.hyperpod.describe_node(cluster, node.node_id) or node  # its Slurm name (PrivateDnsHostname)
+    base = {"incident": repair.incident, "trigger": Trigger.NODE_REPAIR, "event_id": sweep.run_id, "cluster": cluster,
+            "node_id": repair.node_id, "instance_group": node.instance_group, "fault": repair.fault,
+            "action": repair.action, "mode": sweep.mode}
+    context = {**{key: str(value) for key, value in base.items() if value is not None},
+               "node_name": repair.node_name, "mode": "act"}
+    issued = []
+    if repair.drained == "yes" and current.slurm_node == repair.node_name:
+        issued.append(node_command(cluster, "resume_node", repair.incident, now, sweep.run_id, node=repair.node_name))
+    elif repair.drained == "yes":
+        emit({**base, "outcome": Outcome.IGNORED,
+              "reason": f"The node is back as {node.node_id}, Slurm node {current.slurm_node or 'unknown'}, not "
+                        f"{repair.node_name}: nothing to resume ({repair.node_name} stays drained in Slurm until "
+                        "someone removes or resumes it)."})
+    plain = [job_id for job_id, _ in repair.jobs or () if matches(JOB_ID, job_id)]
+    if plain:
+        issued.append(node_command(cluster, "job_states", repair.incident, now, sweep.run_id, job_ids=plain))
+    for command in issued:
+        AgentStore(sweep.table).record_command(command.command_id, {**context, "kind": command.kind,
+                                                                    "target": command.target}, now)
+        deps.agents.send(command)
+    if not plain:
+        RepairStore(sweep.table).forget(cluster, repair.node_id)
+
+
+def expire_node_command(context: dict[str, str], cluster: str, command_id: str, run_id: str, minutes: int,
+                        what: str, deps: Deps) -> dict:
+    """The sweep's record of a drain/resume/job_states command its agent never answered: the jobs need a look."""
+    kind = context.get("kind", "")
+    record = complete({
+        "incident": context.get("incident") or f"command:{cluster}:{command_id}", "trigger": Trigger.NODE_REPAIR,
+        "event_id": run_id, "cluster": cluster, "node_id": context.get("node_id"),
+        "instance_group": context.get("instance_group"), "fault": context.get("fault") or "unknown",
+        "action": context.get("action") or Action.NONE, "outcome": Outcome.FAILED, "mode": context.get("mode") or "act",
+        **({"jobs": None} if kind == "drain_node" else {}),
+        "reason": f"No result from the agent on {cluster} for its {kind} command {command_id} within {minutes} "
+                  f"minutes: the agent {what}. The jobs on {context.get('node_name') or 'the node'} need a look."})
+    if kind == "drain_node":
+        RepairStore(deps.table).drained(cluster, context.get("node_id", ""), False, None)
+    record["paged"] = page_jobs_unknown(deps, deps.table, record, context.get("node_name"))
+    return emit(record)
+
+
+class SlurmJobsOnNode:
+    """The node flow's jobs-on-node port on Slurm clusters (medic.deps.JobsOnNode): drain the node and list its
+    jobs before the call, resume it and requeue the jobs Slurm ended after the repair, all through the agent."""
+
+    def before_repair(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
+                      incident: str, action: Action, fault: str, event_id: str | None,
+                      now: datetime) -> DrainNote | None:
+        return drain_before_repair(deps, table, cluster, node, node_id, incident, action, fault, event_id, now)
+
+    def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
+                       node_id: str) -> DrainNote:
+        return after_the_call(drain, outcome, table, cluster.name, node_id)
+
+    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: dict,
+                          node_name: str | None) -> bool:
+        return page_jobs_unknown(deps, table, record, node_name)
+
+    def follow_up(self, sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
+        follow_up_repairs(sweep, nodes)

@@ -1,0 +1,22 @@
+"""Classify a training job's FailureReason with the configured rules (first match wins)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from medic.config import FailureRule
+from medic.core.models import Fault
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    fault: Fault
+    label: str  # which rule matched ("internal_error", ...) or "unrecognized"
+
+
+def classify_failure(reason: str, rules: list[FailureRule]) -> JobFailure:
+    for rule in rules:
+        if re.search(rule.match, reason, re.IGNORECASE):
+            return JobFailure(Fault.JOB_RETRYABLE if rule.retryable else Fault.JOB_NOT_RETRYABLE, rule.label)
+    return JobFailure(Fault.JOB_UNKNOWN, "unrecognized")

@@ -1,0 +1,29 @@
+"""What a training job's page says: pure text for a human woken at night."""
+
+from __future__ import annotations
+
+from medic.core.pages import PageText, what_medic_did
+
+JOB_NEXT_STEP = {
+    "job_not_retryable": "Fix the job (code, data, config or permissions) and start it again.",
+    "job_unknown": "Read the failure reason; restart the job from its checkpoint by hand if it is transient.",
+}
+
+
+def job_page(record: dict, failure_reason: str, region: str) -> PageText:
+    job = record["job"]
+    subject = f"[Medic] training job {job}: {record['fault']} - {record['outcome']}"
+    next_step = JOB_NEXT_STEP.get(record["fault"], "Decide whether to restart the job by hand.")
+    body = "\n".join([
+        f"Job:            {job}",
+        f"Lineage:        {record['incident']} (attempt {record['attempt']})",
+        f"Failure:        {failure_reason[:800]}",
+        "",
+        f"What Medic did: {what_medic_did(record)}",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     {next_step}",
+        f"Console:        https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}",
+        f"Event:          {record['event_id']} (mode {record['mode']})",
+    ])
+    return PageText(subject, body)

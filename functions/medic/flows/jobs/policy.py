@@ -1,0 +1,124 @@
+"""The training job restart policy: pure, like the node policy."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+
+from medic.core.models import Action, Fault, Outcome
+from medic.core.pages import Page
+from medic.flows.jobs.faults import JobFailure
+
+NAME_LIMIT = 63
+
+
+class Checkpoint(StrEnum):
+    PRESENT = "present"
+    EMPTY = "empty"  # CheckpointConfig set, nothing stored under its S3 URI yet
+    NOT_CONFIGURED = "not_configured"
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A job and its restarts: the original job's name and how many restarts came before."""
+
+    root: str
+    restarts: int
+
+    def next_name(self) -> str:
+        """``<root>-r<k>``, within SageMaker's 63 characters; a shortened root keeps a hash of the full one."""
+        suffix = f"-r{self.restarts + 1}"
+        if len(self.root) + len(suffix) <= NAME_LIMIT:
+            return self.root + suffix
+        digest = hashlib.sha256(self.root.encode()).hexdigest()[:6]
+        keep = NAME_LIMIT - len(suffix) - len(digest) - 1
+        return f"{self.root[:keep].rstrip('-')}-{digest}{suffix}"
+
+
+def foreign_training_job_arn(arn: str, *, account: str, region: str) -> str | None:
+    """Why a training job ARN in an event is not of the deploying account and region (None: it is).
+    An empty ``account`` (unknown) is not checked."""
+    parts = arn.split(":")  # arn:partition:sagemaker:region:account:training-job/name
+    arn_region, arn_account = (parts[3], parts[4]) if len(parts) > 5 else ("", "")
+    if account and arn_account != account:
+        return f"TrainingJobArn {arn} names account {arn_account}, not the deploying account {account}."
+    if arn_region != region:
+        return f"TrainingJobArn {arn} names region {arn_region}, not the deploying region {region}."
+    return None
+
+
+LINEAGE_TAG = "medic:lineage"
+ATTEMPT_TAG = "medic:attempt"
+
+
+def lineage_of(job_name: str, tags: dict[str, str]) -> Lineage:
+    """Medic's tags are authoritative; a job without them is the root of its own lineage."""
+    root, attempt = tags.get(LINEAGE_TAG), tags.get(ATTEMPT_TAG, "")
+    if root and attempt.isdigit():
+        return Lineage(root=root, restarts=int(attempt))
+    return Lineage(root=job_name, restarts=0)
+
+
+@dataclass(frozen=True)
+class JobContext:
+    mode: str
+    status: str
+    failure: JobFailure
+    lineage: Lineage
+    max_restarts: int
+    checkpoint: Checkpoint
+    allow_without_checkpoint: bool
+
+
+@dataclass(frozen=True)
+class JobDecision:
+    fault: Fault
+    action: Action
+    outcome: Outcome
+    reason: str
+    page: Page = Page.NONE
+    attempt: int = 0
+
+    @property
+    def executes(self) -> bool:
+        return self.outcome is Outcome.EXECUTED
+
+
+def decide_job(ctx: JobContext) -> JobDecision:
+    attempt = ctx.lineage.restarts + 1
+    if ctx.status == "Stopped":
+        return JobDecision(Fault.JOB_STOPPED, Action.NONE, Outcome.IGNORED,
+                           "The job was stopped by a user; Medic never restarts a stopped job.")
+    if ctx.status != "Failed":
+        return JobDecision(ctx.failure.fault, Action.NONE, Outcome.IGNORED, f"Job status is {ctx.status}.")
+    fault, label = ctx.failure.fault, ctx.failure.label
+    if fault is Fault.JOB_NOT_RETRYABLE:
+        return JobDecision(fault, Action.NONE, Outcome.DEFERRED,
+                           f"Not retryable ({label}): a restart would fail the same way; a human must fix the job.",
+                           page=Page.INCIDENT)
+    if fault is Fault.JOB_UNKNOWN:
+        return JobDecision(fault, Action.NONE, Outcome.DEFERRED,
+                           "Unrecognized failure reason; Medic does not restart and a human decides.",
+                           page=Page.INCIDENT)
+    if ctx.lineage.restarts >= ctx.max_restarts:
+        return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+                           f"Giving up: restart budget spent ({ctx.lineage.restarts} of {ctx.max_restarts} restarts "
+                           f"of {ctx.lineage.root}).", page=Page.INCIDENT, attempt=attempt)
+    if ctx.checkpoint is not Checkpoint.PRESENT and not ctx.allow_without_checkpoint:
+        missing = ("the job has no CheckpointConfig" if ctx.checkpoint is Checkpoint.NOT_CONFIGURED
+                   else "nothing is stored under its checkpoint S3 URI")
+        return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+                           f"Retryable ({label}) but {missing}: a restart would start from scratch.",
+                           page=Page.INCIDENT, attempt=attempt)
+    because = f"retryable failure ({label}); restart {attempt} of {ctx.max_restarts} from the checkpoint"
+    if ctx.checkpoint is not Checkpoint.PRESENT:
+        because = f"retryable failure ({label}); restart {attempt} of {ctx.max_restarts} without a checkpoint (allowed)"
+    if ctx.mode == "paused":
+        return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED, f"Medic is paused; would restart: {because}.",
+                           page=Page.INCIDENT, attempt=attempt)
+    if ctx.mode == "dry_run":
+        return JobDecision(fault, Action.RESTART_JOB, Outcome.DRY_RUN, f"Dry run: would restart: {because}.",
+                           attempt=attempt)
+    return JobDecision(fault, Action.RESTART_JOB, Outcome.EXECUTED, f"{because[0].upper()}{because[1:]}.",
+                       attempt=attempt)

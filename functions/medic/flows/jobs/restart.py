@@ -1,0 +1,216 @@
+"""Training job restart: parse → claim the failure → describe → decide (pure) → clone → page → record."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.adapters.training import JobAlreadyExists, training_plan_arns
+from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import Page
+from medic.core.text import short
+from medic.core.timeline import job_timeline
+from medic.deps import Deps
+from medic.flows.jobs.events import TrainingJobStateEvent
+from medic.flows.jobs.faults import classify_failure
+from medic.flows.jobs.pages import job_page
+from medic.flows.jobs.policy import (
+    ATTEMPT_TAG,
+    LINEAGE_TAG,
+    Checkpoint,
+    JobContext,
+    JobDecision,
+    decide_job,
+    foreign_training_job_arn,
+    lineage_of,
+)
+from medic.ledger.jobs import JobStore
+from medic.ledger.table import Table
+from medic.obs import emit_incident
+from medic.outbox.pages import page_incident
+from medic.outbox.records import complete, emit, rejected
+
+
+class CheckpointOutsideConfig(Exception):
+    """The job checkpoints to a bucket the config does not name: Medic may not list it."""
+
+
+def restart_training_job(raw: Any, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    try:
+        event = TrainingJobStateEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.JOB_STATE, "training job state event")
+
+    detail = event.detail
+    name, reason = detail.TrainingJobName, detail.FailureReason
+    base = {"trigger": Trigger.JOB_STATE, "event_id": event.id, "job": name, "mode": mode,
+            "incident": f"job:{name}"}
+    spec = deps.config.training_jobs_for(name)
+    failure = classify_failure(reason, deps.config.job_failure_rules)
+    foreign = foreign_training_job_arn(detail.TrainingJobArn, account=deps.account, region=deps.region)
+    if foreign:  # defence in depth: the rule takes this account's events only; the ARN must agree
+        return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
+                     "reason": f"{foreign} Medic acts only on this account's and region's jobs."})
+    if spec is None:
+        return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                     "reason": f"Training job {name} matches no configured prefix; Medic leaves it alone."})
+
+    table = deps.table.for_mode(mode)
+    try:
+        # Always asked, never taken from the event alone: the restart budget hangs on these tags.
+        tags = {**(detail.Tags or {}), **deps.training.tags(detail.TrainingJobArn)}
+    except (ClientError, BotoCoreError) as error:
+        return _failed(base, failure.fault, deps, table, reason,
+                       f"Could not read the job's tags ({error_code(error)}).")
+    lineage = lineage_of(name, tags)
+    base["incident"] = f"job:{lineage.root}"
+
+    claimed = detail.TrainingJobStatus == "Failed"
+    received = deps.now()
+    if claimed and not JobStore(table).claim_job_failure(name, received):
+        return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
+                     "reason": f"This failure of {name} was already handled.", "attempt": lineage.restarts + 1})
+    try:
+        record = _handle_claimed(detail, base, spec, failure, lineage, tags, table, mode, deps)
+    except BaseException:
+        if claimed:  # an unexpected error: the retry of this event must not read as a duplicate
+            JobStore(table).release_job_failure(name)
+        raise
+    if claimed:
+        JobStore(table).finish_job_failure(name, deps.now())
+        if mode != "dry_run" and record["outcome"] in CLOSING_OUTCOMES:
+            restarted = record["outcome"] == Outcome.EXECUTED.value
+            # the lineage's root names the job across its restarts (its incident's name too)
+            emit_incident(job_timeline(incident=base["incident"], job=lineage.root, fault=record["fault"],
+                                       fault_at=event.time, detected_at=received,
+                                       restarted_at=deps.now() if restarted else None))
+    return record
+
+
+# The failure's handling ends with these: a clone started (InProgress), or no restart and a human paged (gave up,
+# not retryable, suppressed, failed). A duplicate, an ignored status or a dry run closes nothing.
+CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
+                              Outcome.DEFERRED.value})
+
+
+def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: Any, tags: dict[str, str],
+                    table: Table, mode: str, deps: Deps) -> dict:
+    name, reason = detail.TrainingJobName, detail.FailureReason
+    max_restarts = deps.config.max_restarts_for(spec)
+    checkpoint, description = Checkpoint.NOT_CONFIGURED, None
+    wants_restart = (detail.TrainingJobStatus == "Failed" and failure.fault is Fault.JOB_RETRYABLE
+                     and lineage.restarts < max_restarts)
+    if wants_restart:
+        try:
+            description = deps.training.describe(name)
+            checkpoint = _checkpoint_state(deps, description, spec)
+        except CheckpointOutsideConfig as outside:
+            decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+                                   f"Retryable ({failure.label}) but {outside}.", page=Page.INCIDENT,
+                                   attempt=lineage.restarts + 1)
+            return _finish(base, decision, deps, table, reason)
+        except (ClientError, BotoCoreError, ValueError) as error:
+            return _failed(base, failure.fault, deps, table, reason,
+                           f"Could not read the job or its checkpoint ({error_code(error)}): {short(str(error))}")
+
+    decision = decide_job(JobContext(mode=mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
+                                     max_restarts=max_restarts, checkpoint=checkpoint,
+                                     allow_without_checkpoint=spec.allow_restart_without_checkpoint))
+    if decision.executes and description is not None:
+        decision = _start_restart(decision, deps, description, lineage, tags, spec)
+    return _finish(base, decision, deps, table, reason)
+
+
+def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
+    uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
+    if not uri:
+        return Checkpoint.NOT_CONFIGURED
+    bucket = urlparse(uri).netloc
+    if bucket not in spec.checkpoint_buckets:
+        raise CheckpointOutsideConfig(f"the checkpoint {uri} is in bucket {bucket}, not in "
+                                      f"training_jobs.checkpoint_buckets (Medic may list only those); add it to "
+                                      f"the config to let Medic restart these jobs")
+    return Checkpoint.PRESENT if deps.checkpoints.exist(uri) else Checkpoint.EMPTY
+
+
+TAG_LIMIT = 50  # CreateTrainingJob's Tags: at most 50 (botocore's sagemaker model)
+
+
+def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Any,
+                   job_tags: dict[str, str], spec: Any) -> JobDecision:
+    new_name = lineage.next_name()
+    outside = _outside_grants(description, spec)
+    if outside:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED, outside, page=Page.INCIDENT,
+                           attempt=decision.attempt)
+    plans = [arn for arn in training_plan_arns(description)
+             if arn.rsplit("/", 1)[-1] not in spec.training_plans]
+    if plans:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"The job ran on training plan(s) {', '.join(plans)}, not in training_jobs.training_plans: "
+                           f"Medic may not create jobs on them; add the plan to the config to let Medic restart.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    tags = _restart_tags(job_tags, lineage, description["TrainingJobName"])
+    if tags is None:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"The job has {len(_user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
+                           f"exceed SageMaker's {TAG_LIMIT}; restart it by hand or drop a tag.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    try:
+        deps.training.start_clone(description, new_name, tags)
+    except JobAlreadyExists:
+        return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
+                           f"Restart {new_name} already exists: an earlier invocation started it.",
+                           attempt=decision.attempt)
+    except (ClientError, BotoCoreError) as error:
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"CreateTrainingJob for {new_name} failed ({error_code(error)}): {short(str(error))}",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    uri = (description.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
+    return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
+                       f"{decision.reason[:-1]}: started {new_name} resuming from {uri}.", attempt=decision.attempt)
+
+
+def _outside_grants(description: dict, spec: Any) -> str | None:
+    """Why IAM would refuse this restart (Medic passes only the configured roles and lists only the configured
+    buckets), said before calling rather than discovered as AccessDenied."""
+    role = description.get("RoleArn", "")
+    if role not in spec.role_arns:
+        return (f"The job runs as {role}, not in training_jobs.role_arns: Medic may not pass it to a restart; "
+                f"add it to the config to let Medic restart these jobs.")
+    return None
+
+
+def _user_tags(job_tags: dict[str, str]) -> dict[str, str]:
+    """The failed job's own tags carry over; Medic's are rewritten, AWS's reserved ones cannot be set."""
+    return {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
+
+
+def _restart_tags(job_tags: dict[str, str], lineage: Any, restarted_from: str) -> dict[str, str] | None:
+    """The user's tags and Medic's within SageMaker's 50: lineage and attempt are required (the restart budget
+    hangs on them), restarted-from is dropped first; None when even the required two do not fit."""
+    user = _user_tags(job_tags)
+    required = {LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1)}
+    if len(user) + len(required) + 1 <= TAG_LIMIT:
+        return {**user, **required, "medic:restarted-from": restarted_from}
+    if len(user) + len(required) <= TAG_LIMIT:
+        return {**user, **required}
+    return None
+
+
+def _failed(base: dict, fault: Fault, deps: Deps, table: Table, failure_reason: str, reason: str) -> dict:
+    decision = JobDecision(fault, Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
+    return _finish(base, decision, deps, table, failure_reason)
+
+
+def _finish(base: dict, decision: JobDecision, deps: Deps, table: Table, failure_reason: str) -> dict:
+    record = complete({**base, "fault": decision.fault.value, "action": decision.action,
+                       "outcome": decision.outcome, "reason": decision.reason, "attempt": decision.attempt})
+    if base["mode"] != "dry_run" and decision.page is Page.INCIDENT:
+        record["paged"] = page_incident(deps, table, record, job_page(record, failure_reason, deps.region))
+    return emit(record)

@@ -1,0 +1,269 @@
+"""Node remediation: parse → load → decide (pure) → claim → execute → page → record."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.config import Cluster
+from medic.core.models import (
+    Action,
+    ClusterInfo,
+    Fault,
+    NodeHealthEvent,
+    NodeInfo,
+    Outcome,
+    Trigger,
+    foreign_cluster_arn,
+)
+from medic.core.pages import Page, PageText, console_link
+from medic.core.repairs import IN_FLIGHT, PENDING_OUTCOMES
+from medic.core.text import short
+from medic.deps import Deps
+from medic.flows.node.actions import act_on_claim
+from medic.flows.node.faults import classify
+from medic.flows.node.pages import node_page, storm_page
+from medic.flows.node.policy import (
+    IN_REPAIR_STATUSES,
+    NodeContext,
+    NodeDecision,
+    decide_node,
+    is_slurm_controller,
+)
+from medic.ledger.node_event import NodeEventView, load_node_event
+from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
+from medic.ledger.pages import PageStore
+from medic.ledger.requests import RequestStore
+from medic.ledger.table import Table
+from medic.obs import logger
+from medic.outbox.pages import page_cluster_summary, page_incident
+from medic.outbox.records import complete, emit, rejected
+
+# A lost claim race re-reads and re-decides. Each loss means another claim won (this node's, then
+# the decision is a duplicate; or another node's, which spends the cluster's budget, so the budget
+# or breaker soon decides): the loop ends well before this bound unless many invocations collide.
+CLAIM_ATTEMPTS = 12
+STORM_WINDOW = timedelta(hours=1)  # the budget's rolling hour: one summary page per cluster per window
+
+
+def remediate_node(raw: Any, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    try:
+        event = NodeHealthEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.NODE_HEALTH, "node health event")
+
+    detail = event.detail
+    health_reason = detail.HealthSummary.HealthStatusReason
+    base = {"trigger": Trigger.NODE_HEALTH, "event_id": event.id, "cluster": detail.ClusterName,
+            "node_id": detail.InstanceId, "mode": mode,
+            "incident": f"node:{detail.ClusterName}:{detail.InstanceId}"}
+    cluster = deps.config.cluster(detail.ClusterName)
+    fault = classify(detail.HealthSummary.HealthStatus, health_reason)
+    if cluster is None:
+        return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
+                     "reason": f"Cluster {detail.ClusterName} is not managed by Medic."})
+    foreign = foreign_cluster_arn(detail.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
+                                  cluster_id=cluster.id)
+    if foreign:
+        return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
+                     "reason": short(f"{foreign} Medic acts only on its configured clusters; no call.", 500)})
+
+    return _remediate(event, deps, deps.table.for_mode(mode), mode, cluster, fault, base)
+
+
+def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, mode: str, cluster: Cluster, fault: Fault,
+               base: dict) -> dict:
+    detail = event.detail
+    health_reason = detail.HealthSummary.HealthStatusReason
+    # The ledger first: a redelivered event (a DLQ redrive, an archive replay) costs this one read.
+    view = load_node_event(table, cluster.name, detail.InstanceId, str(Trigger.NODE_HEALTH), event.id, deps.now())
+    if view.event_acted:
+        return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
+                     "reason": _already_acted(event.id, view)})
+    node = None
+    if fault is Fault.HEALTHY:
+        node = _describe_quietly(deps, cluster.name, detail.InstanceId)  # its logical id links a replacement
+    elif fault is not Fault.USER_APP_ERROR:
+        try:
+            node = deps.hyperpod.describe_node(cluster.name, detail.InstanceId)
+        except (ClientError, BotoCoreError) as error:
+            decision = NodeDecision(Action.NONE, Outcome.FAILED, page=Page.INCIDENT,
+                                    reason=f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
+            return finish_node_decision(base, fault, decision, deps, table, cluster, health_reason, view=None)
+    if node is not None:
+        base["instance_group"] = node.instance_group
+    decision, view = decide_claim_act(deps, table, mode, cluster, detail.InstanceId, fault, node, base["incident"],
+                                      event_time=event.time, event_id=event.id, first_view=view)
+    if fault is Fault.HEALTHY and decision.outcome is not Outcome.DUPLICATE:
+        NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
+        if decision.close_incident:
+            _close_replaced(table, cluster.name, detail.InstanceId, node)
+    return finish_node_decision(base, fault, decision, deps, table, cluster, health_reason, view)
+
+
+def _already_acted(event_id: str, view: NodeEventView) -> str:
+    reason = f"Event {event_id} was already handled; an event acts at most once."
+    state = view.state
+    if state is not None and state.outcome in PENDING_OUTCOMES:  # e.g. Lambda's retry of a run that died
+        reason += (f" Its {state.action} claimed at {state.acted_at:%H:%M:%S} UTC is still unconfirmed: Medic's "
+                   "reconciler settles it from the node's status (DescribeClusterNode).")
+    return reason
+
+
+def _describe_quietly(deps: Deps, cluster: str, node_id: str) -> NodeInfo | None:
+    try:
+        return deps.hyperpod.describe_node(cluster, node_id)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("node lookup failed", extra={"node_id": node_id, "error_code": error_code(error)})
+        return None
+
+
+def _close_replaced(table: Table, cluster: str, node_id: str, node: NodeInfo | None) -> None:
+    """A replacement is a new instance under the same NodeLogicalId: its healthy report closes the incident
+    Medic opened under the old instance id."""
+    if node is None or not node.logical_id:
+        return
+    previous = NodeStore(table).node_for_logical_id(cluster, node.logical_id)
+    if previous and previous != node_id:
+        PageStore(table).close_incident(f"node:{cluster}:{previous}")
+
+
+def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node_id: str, fault: Fault,
+                     node: NodeInfo | None, incident: str, event_time: datetime | None = None,
+                     event_id: str | None = None,
+                     first_view: NodeEventView | None = None) -> tuple[NodeDecision, NodeEventView]:
+    """The node path the event handler and the reconciler share: decide (pure), claim, act.
+
+    One `BatchGetItem` reads what the decision needs (ledger.node_event). The claim is written as in flight
+    before the call, in one transaction with the event id's claim (so an event acts at most once: a
+    redelivery finds its id claimed); a run that dies before the call's answer leaves a claim the
+    reconciler re-checks against the node's status."""
+    guardrails = deps.config.guardrails_for(cluster)
+    now = deps.now()
+    fetched: list[ClusterInfo] = []
+    nodes, trigger = NodeStore(table), str(Trigger.NODE_HEALTH)
+    for attempt in range(CLAIM_ATTEMPTS):
+        # The handler's first read came before DescribeClusterNode: a node found in repair may be a racing
+        # run's doing just now, so read again to see its claim (the event then reads as a duplicate).
+        reuse = attempt == 0 and first_view is not None and not (node and node.status in IN_REPAIR_STATUSES)
+        view = first_view if reuse else load_node_event(table, cluster.name, node_id, trigger, event_id, now)
+
+        def cluster_info(view: NodeEventView = view) -> ClusterInfo:
+            if view.cluster_info is not None:  # the reconciler's DescribeCluster, minutes old at most
+                return view.cluster_info
+            info = deps.hyperpod.cluster_info(cluster.name)
+            fetched.append(info)
+            return info
+
+        decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault,
+                                           node=node, state=view.state, cluster_state=view.cluster_state,
+                                           cluster_info=cluster_info, now=now, event_time=event_time,
+                                           last_healthy_at=view.healthy_at, event_acted=view.event_acted))
+        if decision.outcome not in (Outcome.EXECUTED, Outcome.DRY_RUN):
+            break
+        claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,
+                          IN_FLIGHT if decision.executes else decision.outcome.value, decision.attempt, now,
+                          logical_id=node.logical_id if node else None,
+                          fault_at=event_time or now)  # a sweep's find: the fault was at most a sweep earlier
+        event_claim = [RequestStore(table).claim_write(trigger, event_id, now)] if event_id else []
+        if nodes.claim(claim, view.state, view.cluster_state, reboot=decision.action is Action.REBOOT_NODE,
+                       also=event_claim):
+            break
+        logger.info("claim race lost; re-deciding", extra={"incident": incident})
+        time.sleep(random.uniform(0, 0.05))  # noqa: S311 - jitter, not cryptography
+    else:
+        decision = NodeDecision(decision.action, Outcome.DEFERRED,
+                                f"Lost the claim to concurrent decisions {CLAIM_ATTEMPTS} times; the reconciler "
+                                "takes this node up on its next sweep.", attempt=decision.attempt)
+
+    if decision.close_incident:
+        PageStore(table).close_incident(incident)
+    if fetched:
+        report_node_recovery_mismatch(deps, table, mode, cluster, fetched[-1])
+    if decision.executes:
+        jobs = deps.jobs_on(cluster)  # the scheduler's side: tell it first, never wait for it
+        info = view.cluster_info or (fetched[-1] if fetched else None)
+        controller = node is not None and is_slurm_controller(
+            cluster, info or ClusterInfo(0, None, None, frozenset()), node.instance_group)
+        drain = None if controller else jobs.before_repair(  # a head node runs no jobs: nothing to drain
+            deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now)
+        decision = act_on_claim(decision, deps, table, cluster.name, node_id)
+        if drain is not None:
+            decision = replace(decision, drain=jobs.after_the_call(drain, decision.outcome, table, cluster, node_id))
+    return decision, view
+
+
+def report_node_recovery_mismatch(deps: Deps, table: Table, mode: str, cluster: Cluster, info: ClusterInfo,
+                                  trigger: Trigger = Trigger.NODE_HEALTH, event_id: str = "") -> dict | None:
+    """The cluster's real NodeRecovery decides; a config that says otherwise is recorded and paged once (the
+    ledger item `cluster#<name>` / `node_recovery` is what `medic status` shows)."""
+    if info.node_recovery is None or info.node_recovery == cluster.node_recovery:
+        return None
+    incident = f"cluster:{cluster.name}:node_recovery"
+    mismatch = ConfigMismatch(cluster.name, cluster.node_recovery, info.node_recovery)
+    if not NodeStore(table).report_config_mismatch(mismatch, deps.now()):
+        return None
+    actual = "Automatic" if info.node_recovery == "automatic" else "None"
+    follows = ("defers failed nodes to HyperPod" if info.node_recovery == "automatic"
+               else "reboots and replaces failed nodes itself")
+    record = complete({"incident": incident, "trigger": trigger, "event_id": event_id or f"cluster-{cluster.name}",
+                       "cluster": cluster.name, "fault": Fault.CONFIG_MISMATCH.value, "action": Action.NONE,
+                       "outcome": Outcome.IGNORED, "mode": mode,
+                       "reason": f"medic.yaml says node_recovery: {cluster.node_recovery}, but DescribeCluster says "
+                                 f"NodeRecovery {actual}; Medic follows the cluster and {follows}. "
+                                 f"Fix clusters[{cluster.name}].node_recovery in medic.yaml."})
+    if mode != "dry_run":
+        record["paged"] = page_incident(deps, table, record, _mismatch_page(record, deps.region))
+    return emit(record)
+
+
+def _mismatch_page(record: dict, region: str) -> PageText:
+    subject = f"[Medic] {record['cluster']}: node_recovery in medic.yaml disagrees with the cluster"
+    body = "\n".join([
+        f"Cluster:        {record['cluster']}",
+        f"What happened:  {record['reason']}",
+        "",
+        "What to do:     Set node_recovery in medic.yaml to the cluster's setting and redeploy "
+        "(or change the cluster's NodeRecovery with UpdateCluster).",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (mode {record['mode']})",
+    ])
+    return PageText(subject[:100], body)
+
+
+def finish_node_decision(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table,
+                         cluster: Cluster, health_reason: str, view: NodeEventView | None) -> dict:
+    """The record (and page) of a node decision: the event path's last step, shared with the reconciler."""
+    drain = decision.drain
+    record = complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
+                       "reason": f"{decision.reason} {drain.text}" if drain else decision.reason,
+                       "attempt": decision.attempt, **({"jobs": None} if drain else {})})
+    jobs_paged = False
+    if drain is not None and drain.page:  # the node action went ahead; its jobs need a human (one page)
+        jobs_paged = deps.jobs_on(cluster).page_jobs_unknown(deps, table, cluster, record, drain.node_name)
+    if base["mode"] != "dry_run":  # a dry run calls nothing, SNS included
+        if decision.page is Page.INCIDENT:
+            record["paged"] = page_incident(deps, table, record, node_page(record, health_reason, deps.region))
+        elif decision.page is Page.STORM and view is not None:
+            record["paged"] = _storm_summary(deps, table, record, view)
+    record["paged"] = record["paged"] or jobs_paged
+    return emit(record)
+
+
+def _storm_summary(deps: Deps, table: Table, record: dict, view: NodeEventView) -> bool:
+    """One summary page per cluster per window; once it is out (read with the ledger), no write at all."""
+    # <= as the claim's condition (paged_at < now - window): an event exactly one window later does not try
+    if view.storm_paged_at is not None and deps.now() - view.storm_paged_at <= STORM_WINDOW:
+        return False
+    text = storm_page(record, view.cluster_state, deps.region, int(STORM_WINDOW.total_seconds() // 60))
+    return page_cluster_summary(deps, table, record, text, STORM_WINDOW)
+
+

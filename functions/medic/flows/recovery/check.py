@@ -1,0 +1,119 @@
+"""Proof of recovery: after Medic restarts a job, did training really resume? Run on a schedule over
+the open recovery watches; each ends in one record: resumed (quietly) or no progress (one page, and
+no further automatic restart until the stall alarm has been OK)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from medic.adapters.aws import error_code
+from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
+from medic.core.timeline import Timeline, incident_line
+from medic.deps import Deps
+from medic.flows.recovery.pages import alarm_page
+from medic.flows.recovery.policy import Verdict, judge_recovery, made_progress
+from medic.ledger.incidents import IncidentStore
+from medic.obs import emit_incident, logger
+from medic.outbox.pages import page_incident
+from medic.outbox.records import complete, emit
+
+
+def check_recoveries(event: Any, deps: Deps) -> list[dict]:
+    run_id = str(event.get("id", "schedule")) if isinstance(event, dict) else "schedule"
+    now = deps.now()
+    records = []
+    for watch in IncidentStore(deps.table).recoveries():
+        try:
+            # with the day before the restart: the last checkpoint the resume point is checked against
+            progress = deps.metrics.progress(watch.job, watch.restarted_at, now, history=PROBE_HISTORY)
+        except (ClientError, BotoCoreError) as error:  # next run tries again; the watch stays
+            logger.warning("progress unavailable", extra={"incident": watch.incident,
+                                                          "error_code": error_code(error)})
+            continue
+        verdict = judge_recovery(watch, progress, now)
+        if verdict is Verdict.WAITING:
+            continue
+        records.append(_conclude(watch, verdict, progress, run_id, deps))
+    return records
+
+
+def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps: Deps) -> dict:
+    """The stall alarm went OK while a restart was watched, and the probe counted steps since the restart
+    (``decide_alarm`` made sure): training resumed, from its last checkpoint or behind it."""
+    if progress.resumed_behind:
+        return _conclude(watch, Verdict.RESUMED_BEHIND, progress, event_id, deps)
+    record = complete({"incident": watch.incident, "trigger": Trigger.ALARM, "event_id": event_id,
+                       "cluster": watch.cluster, "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(),
+                       "attempt": watch.attempt, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
+                       "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: the stall "
+                                 f"alarm is OK again and the probe counted {progress.steps:.0f} steps since, now at "
+                                 f"step {progress.last_step:.0f}."})
+    IncidentStore(deps.table).end_recovery(watch.incident)
+    emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
+    return emit(record)
+
+
+def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id: str, deps: Deps) -> dict:
+    table = deps.table
+    steps, last_step = progress.steps, progress.last_step
+    minutes = (deps.now() - watch.restarted_at).total_seconds() / 60
+    base = {"incident": watch.incident, "trigger": Trigger.RECONCILE, "event_id": run_id, "cluster": watch.cluster,
+            "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(), "attempt": watch.attempt}
+    if verdict is Verdict.RESUMED:
+        record = complete({**base, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
+                           "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: "
+                                     f"{steps:.0f} steps in {minutes:.0f} min, now at step {last_step:.0f}."})
+        IncidentStore(table).end_recovery(watch.incident)
+        emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
+        return emit(record)
+    if verdict is Verdict.RESUMED_BEHIND:
+        return _resumed_behind(watch, progress, base, deps)
+    record = complete({**base, "fault": Fault.NO_PROGRESS, "outcome": Outcome.FAILED,
+                       "reason": f"No training progress {minutes:.0f} min after Medic's restart at "
+                                 f"{watch.restarted_at:%H:%M} UTC; not restarting again blindly."})
+    IncidentStore(table).escalate(watch.incident, deps.now())
+    alarm = f"stall alarm of {watch.job}"
+    text = alarm_page(record, alarm, "The job was restarted but its heartbeat and step did not resume.", [],
+                      deps.region)
+    record["paged"] = page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery")
+    IncidentStore(table).end_recovery(watch.incident)
+    emit_incident(stall_timeline(watch, progress, resolved_at=None))  # gave up: a human owns it now
+    return emit(record)
+
+
+def _resumed_behind(watch: RecoveryWatch, progress: Progress, base: dict, deps: Deps) -> dict:
+    """Training runs again, but from below its last checkpoint (from scratch, or an older checkpoint): no restart
+    would help (the job is running); one page says what was lost, and the watch ends."""
+    resumed, checkpoint = progress.first_step or 0.0, progress.checkpoint_before or 0.0
+    lost = checkpoint - resumed
+    record = complete({**base, "fault": Fault.RESUMED_BEHIND, "outcome": Outcome.FAILED,
+                       "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC, but from "
+                                 f"step {resumed:.0f} while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} "
+                                 "steps lost. The job did not load its last checkpoint (or loaded an older one)."})
+    details = [f"Resumed from:    step {resumed:.0f}", f"Last checkpoint: step {checkpoint:.0f}",
+               f"Steps lost:      {lost:.0f}"]
+    text = alarm_page(record, f"stall alarm of {watch.job}",
+                      "The job was restarted and runs again, but not from its last checkpoint: check that it loads "
+                      "the latest checkpoint on start (path, resume flag) before the next failure.", details,
+                      deps.region)
+    record["paged"] = page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery")
+    IncidentStore(deps.table).end_recovery(watch.incident)
+    emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
+    return emit(record)
+
+
+def stall_timeline(watch: RecoveryWatch, progress: Progress, resolved_at: datetime | None) -> dict:
+    """The stall's incident line: the fault (last heartbeat), its detection and the requeue (the alarm handler's
+    run), the first step after the restart, the end. A requeued Slurm job's running again reaches Medic only as
+    that first step: repaired_at stays null."""
+    resumed = progress.first_step_at if made_progress(progress) else None
+    return incident_line(Timeline(
+        incident=watch.incident, kind="stall", fault=Fault.STALLED.value, fault_at=watch.fault_at,
+        detected_at=watch.restarted_at, cluster=watch.cluster, job=watch.job, acted_at=watch.restarted_at,
+        resumed_at=resumed, resolved_at=resolved_at, last_step=watch.last_step,
+        checkpoint_step=watch.checkpoint_step, steps_per_minute=watch.steps_per_minute))
+

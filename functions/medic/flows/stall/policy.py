@@ -1,0 +1,207 @@
+"""Medic's own alarms: what an alarm is about (read from its name) and what to do when it changes state.
+
+Pure: no I/O. The alarm handler loads the context (ledger, cluster), calls ``decide_alarm`` and carries
+out the plan; the recovery check calls ``judge_recovery`` with the metrics it read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, MedicConfig
+from medic.core.models import Action, Fault, MedicEvent, Outcome
+from medic.core.progress import PROBE_HISTORY_HOURS, Progress, RecoveryWatch
+from medic.flows.recovery.policy import made_progress
+
+# --- the event ("CloudWatch Alarm State Change")
+
+
+class AlarmState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    value: str = Field(pattern=r"^(OK|ALARM|INSUFFICIENT_DATA)$")
+    reason: str = Field(default="", max_length=4096)
+    timestamp: str = Field(min_length=1, max_length=64, pattern=r"^[0-9T:.+Z-]+$")
+
+
+class AlarmDetail(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    alarmName: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._-]+$")  # noqa: N815 - AWS's name
+    state: AlarmState
+    previousState: AlarmState | None = None  # noqa: N815 - AWS's name
+
+
+class AlarmStateChangeEvent(MedicEvent):
+    detail: AlarmDetail
+
+
+# --- what the alarm is about
+
+
+class AlarmKind(StrEnum):
+    STALL = "stall"
+    DIVERGENCE = "divergence"
+    SLOWDOWN = "slowdown"
+    FAILED_NODES = "failed-nodes"
+
+
+FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.DIVERGENCE: Fault.DIVERGED,
+                 AlarmKind.SLOWDOWN: Fault.SLOWED, AlarmKind.FAILED_NODES: Fault.FAILED_NODES}
+
+
+@dataclass(frozen=True)
+class AlarmSubject:
+    name: str
+    kind: AlarmKind
+    cluster: Cluster
+    job: Job | None
+
+    @property
+    def incident(self) -> str:
+        return f"alarm:{self.name}"
+
+    @property
+    def fault(self) -> Fault:
+        return FAULT_OF_KIND[self.kind]
+
+
+def alarm_subject(name: str, config: MedicConfig) -> AlarmSubject | None:
+    """The configured job or cluster a Medic alarm is named after; None for anything else."""
+    if not name.startswith(ALARM_PREFIX):
+        return None
+    rest = name[len(ALARM_PREFIX):]
+    for kind in JOB_ALARM_KINDS:
+        if rest.startswith(f"{kind}-"):
+            job = config.job(rest[len(kind) + 1:])
+            cluster = config.cluster(job.cluster) if job else None
+            return AlarmSubject(name, AlarmKind(kind), cluster, job) if job and cluster else None
+    for kind in CLUSTER_ALARM_KINDS:
+        if rest.startswith(f"{kind}-"):
+            cluster = config.cluster(rest[len(kind) + 1:])
+            return AlarmSubject(name, AlarmKind(kind), cluster, None) if cluster else None
+    return None
+
+
+# --- the decision
+
+
+class Plan(StrEnum):
+    REQUEUE = "requeue"  # restart the job from its checkpoint through the Slurm agent
+    RECORD = "record"  # record the outcome (and page when asked); nothing to call
+
+
+@dataclass(frozen=True)
+class AlarmContext:
+    subject: AlarmSubject
+    state: str  # the alarm's new state
+    episode_seen: bool  # this very transition (same alarm, same state timestamp) was handled before
+    incident_open: bool  # an earlier ALARM of this alarm is not closed yet
+    incident_paged: bool
+    escalated: bool  # the last restart did not bring training back: a human owns it now
+    nodes_in_repair: int  # node actions Medic took on the cluster within the repair window
+    mode: str
+    # Stall ALARM: what the probe's heartbeat says over the stall window, read back when the alarm fired
+    # (None: not read or unavailable; the alarm is then the only evidence).
+    recent_progress: Progress | None = None
+    stall_minutes: int = 0
+    # Stall OK while a restart is watched: progress since that restart (None: unavailable).
+    watch: RecoveryWatch | None = None
+    progress_since_restart: Progress | None = None
+    storm_held: bool = False  # the guardrails hold a storm back on the cluster and its summary page went out
+
+
+@dataclass(frozen=True)
+class AlarmDecision:
+    plan: Plan
+    action: Action
+    outcome: Outcome
+    reason: str
+    page: bool = False
+    close_incident: bool = False
+
+
+def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
+    subject = ctx.subject
+    if ctx.episode_seen:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DUPLICATE,
+                             f"Alarm {subject.name} entering {ctx.state} was already handled (repeated delivery).")
+    if ctx.state == "OK":
+        if not ctx.incident_open:
+            return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                                 f"Alarm {subject.name} is OK; no open incident.")
+        if ctx.watch is not None and not made_progress(ctx.progress_since_restart):
+            # OK is no proof by itself: an alarm treating missing data as not breaching goes OK when the
+            # restarted job never publishes at all. Keep the incident and let the recovery check judge.
+            steps = ctx.progress_since_restart.steps if ctx.progress_since_restart else None
+            seen = f"{steps:.0f} steps" if steps is not None else "no progress readable"
+            return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                                 f"Alarm {subject.name} is OK, but the probe reported {seen} since Medic's restart at "
+                                 f"{ctx.watch.restarted_at:%H:%M} UTC: not proof of recovery; the recovery check "
+                                 f"keeps watching until {ctx.watch.deadline:%H:%M} UTC.")
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {subject.name} is back to OK: incident closed.",
+                             page=ctx.incident_paged, close_incident=True)
+    if ctx.state != "ALARM":
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {subject.name} went to {ctx.state}; Medic acts on ALARM and OK only.")
+
+    if subject.kind is AlarmKind.STALL:
+        return _stalled(ctx)
+    if subject.kind is AlarmKind.DIVERGENCE:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             "Training diverged (non-finite or too high loss). Restarting from the checkpoint would "
+                             "diverge again and waste the cluster; a human decides (change the learning rate, skip "
+                             "the bad data, roll back further).", page=True)
+    if subject.kind is AlarmKind.SLOWDOWN:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             "Training slowed down well below its recent throughput; a straggler node or a "
+                             "degraded link is likely. A human decides whether to drain a node.", page=True)
+    if ctx.storm_held:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             "The guardrails are holding a failure storm back on this cluster and its summary page "
+                             "went out: these failed nodes are that page's; no second page.")
+    if ctx.nodes_in_repair > 0:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             f"HyperPod reports failed nodes and Medic is already repairing {ctx.nodes_in_repair} "
+                             "node(s) of this cluster; no page.")
+    return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                         "HyperPod has reported failed nodes for longer than a repair takes, and no Medic repair is "
+                         "in flight (automatic recovery stuck, or no health event reached Medic).", page=True)
+
+
+def _stalled(ctx: AlarmContext) -> AlarmDecision:
+    cluster = ctx.subject.cluster
+    progress = ctx.recent_progress
+    if made_progress(progress):
+        # The heartbeat read back says the job is stepping (a late datapoint, a brief gap): a requeue would
+        # throw away the work since the last checkpoint for nothing.
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {ctx.subject.name} is in ALARM, but the probe counted {progress.steps:.0f} steps "
+                             f"in the last {ctx.stall_minutes} min (now at step {progress.last_step:.0f}): the job is "
+                             "making progress; no requeue.")
+    if progress is not None and progress.steps_before == 0 and progress.steps == 0:
+        # A stall alarm treats missing data as breaching, so it also enters ALARM for a watched job that has not
+        # started yet (a new deploy, a job configured before its launch): silence before any step is no stall.
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {ctx.subject.name} is in ALARM, but the probe has reported no step for "
+                             f"{ctx.subject.job.name} in the {PROBE_HISTORY_HOURS} h before the stall window either: "
+                             "the job has not started (or its probe does not report); nothing to requeue. The alarm "
+                             "goes OK at the job's first step.")
+    if ctx.escalated:
+        return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
+                             "The last restart did not bring training back and a human was paged; Medic does not "
+                             "restart again until the stall alarm has been OK.")
+    if cluster.orchestrator == "eks":
+        return AlarmDecision(Plan.REQUEUE, Action.RESTART_JOB, Outcome.EXECUTED,
+                             "Training stalled: restart the job's pods so it resumes from its last checkpoint.")
+    return AlarmDecision(Plan.REQUEUE, Action.REQUEUE_JOB, Outcome.EXECUTED,
+                         "Training stalled: requeue the job so it resumes from its last checkpoint.")
+
+
+# --- proof of recovery
+
+

@@ -1,0 +1,187 @@
+"""Act on Medic's alarms: a stalled job is requeued from its checkpoint (then watched until training
+resumes), divergence, slowdown and lasting failed nodes page a human, OK closes the incident."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
+from medic.core.text import short
+from medic.core.timeline import alarm_timeline
+from medic.deps import Deps
+from medic.flows.node.sweep_policy import STORM_HOLD
+from medic.flows.recovery.check import conclude_on_ok
+from medic.flows.recovery.pages import alarm_page
+from medic.flows.recovery.policy import recovery_deadline
+from medic.flows.stall.policy import (
+    AlarmContext,
+    AlarmKind,
+    AlarmStateChangeEvent,
+    AlarmSubject,
+    Plan,
+    alarm_subject,
+    decide_alarm,
+)
+from medic.ledger.incidents import IncidentStore
+from medic.ledger.nodes import NodeStore
+from medic.ledger.pages import PageStore
+from medic.obs import emit_incident, logger
+from medic.outbox.pages import page_incident, page_resolution
+from medic.outbox.records import complete, emit, rejected
+
+
+def incident_of(subject: AlarmSubject) -> str:
+    """A stalled job shares its incident (and restart budget) with operator requests for that job: on Slurm by
+    its name, on EKS by its Kubernetes object."""
+    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "slurm":
+        from medic.flows.agent.restart import slurm_job_incident  # the agent paths only: not at every cold start
+
+        return slurm_job_incident(subject.cluster.name, subject.job.name)
+    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "eks":
+        from medic.flows.agent.eks import eks_job_incident
+
+        return eks_job_incident(subject.cluster.name, subject.job.kubernetes_object())
+    return subject.incident
+
+
+def respond_to_alarm(raw: Any, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    try:
+        event = AlarmStateChangeEvent.model_validate(raw)
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.ALARM, "alarm state change event")
+    detail, now = event.detail, deps.now()
+    subject = alarm_subject(detail.alarmName, deps.config)
+    if subject is None:
+        return emit({"incident": f"alarm:{detail.alarmName}", "trigger": Trigger.ALARM, "event_id": event.id,
+                     "fault": Fault.UNKNOWN, "action": Action.NONE, "outcome": Outcome.IGNORED, "mode": mode,
+                     "reason": f"Alarm {detail.alarmName} is not one of Medic's configured alarms."})
+    incident = incident_of(subject)
+    table = deps.table.for_mode(mode)
+    incidents = IncidentStore(table)
+    first_delivery = incidents.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp,
+                                                       now)
+    open_incident = incidents.alarm_incident(subject.name)
+    nodes_in_repair, storm_held = 0, False
+    if subject.kind is AlarmKind.FAILED_NODES and detail.state.value == "ALARM":
+        window = timedelta(minutes=deps.config.guardrails_for(subject.cluster).repair_minutes)
+        nodes_in_repair = NodeStore(table).cluster_actions_since(subject.cluster.name, now - window)
+        storm_at = PageStore(table).storm_paged_at(subject.cluster.name)
+        storm_held = storm_at is not None and now - storm_at < STORM_HOLD
+    stall = subject.kind is AlarmKind.STALL and subject.job is not None and first_delivery
+    recent = None
+    if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
+        recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
+                           history=PROBE_HISTORY)
+    watch = since_restart = None
+    if stall and detail.state.value == "OK" and open_incident is not None:
+        watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
+        if watch is not None:  # OK alone is no proof: did the job step since the restart?
+            since_restart = _progress(subject, watch.restarted_at, now, deps, history=PROBE_HISTORY)
+    decision = decide_alarm(AlarmContext(
+        subject=subject, state=detail.state.value, episode_seen=not first_delivery,
+        incident_open=open_incident is not None,
+        incident_paged=open_incident is not None and PageStore(table).incident_paged(incident),
+        escalated=open_incident is not None and incidents.is_escalated(incident),
+        nodes_in_repair=nodes_in_repair, mode=mode, recent_progress=recent,
+        stall_minutes=subject.job.stall_minutes if subject.job else 0,
+        watch=watch, progress_since_restart=since_restart, storm_held=storm_held))
+
+    if decision.plan is Plan.REQUEUE:
+        incidents.open_alarm_incident(subject.name, incident, now)
+        from medic.flows.agent.restart import RequeueRequest, restart_through_agent  # the agent paths only
+
+        eks = subject.cluster.orchestrator == "eks"
+        record = restart_through_agent(RequeueRequest(
+            mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
+            event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
+            job_name=subject.job.name, kubernetes=subject.job.kubernetes_object() if eks else None), deps)
+        if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued for the agent
+            incidents.watch_recovery(RecoveryWatch(
+                incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
+                deadline=recovery_deadline(subject.job, now), attempt=record["attempt"],
+                fault_at=recent.last_heartbeat_at if recent else None,
+                last_step=recent.last_step_before if recent else None,
+                checkpoint_step=recent.checkpoint_before if recent else None,
+                steps_per_minute=recent.steps_per_minute_before if recent else None))
+        return record
+
+    record = complete({"incident": incident, "trigger": Trigger.ALARM, "event_id": event.id,
+                       "cluster": subject.cluster.name, "job": subject.job.name if subject.job else None,
+                       "fault": subject.fault.value, "action": decision.action, "outcome": decision.outcome,
+                       "reason": decision.reason, "mode": mode})
+    if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
+        incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(detail.state.timestamp))
+    if decision.page and mode != "dry_run":
+        text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
+        record["paged"] = (page_resolution(deps, record, text) if decision.close_incident
+                           else page_incident(deps, table, record, text))
+    if decision.close_incident:
+        if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
+            conclude_on_ok(watch, since_restart, event.id, deps)
+        incidents.close_alarm_incident(subject.name, incident)
+    emitted = emit(record)
+    if decision.close_incident and subject.kind in PAGE_ONLY and open_incident is not None and mode != "dry_run":
+        _close_timeline(subject, incident, open_incident, now)  # after its record, as the other kinds
+    return emitted
+
+
+PAGE_ONLY = (AlarmKind.DIVERGENCE, AlarmKind.SLOWDOWN)  # incidents Medic pages for and never acts on
+
+
+def _close_timeline(subject: AlarmSubject, incident: str, opened: dict[str, str], now: datetime) -> None:
+    """A divergence or slowdown incident's line when its alarm goes OK: the ALARM's state time, Medic's receipt."""
+    detected = _state_time(opened.get("opened_at"))
+    emit_incident(alarm_timeline(incident=incident, kind=subject.kind.value, fault=subject.fault.value,
+                                 cluster=subject.cluster.name, job=subject.job.name if subject.job else None,
+                                 fault_at=_state_time(opened.get("fault_at")) or detected, detected_at=detected,
+                                 resolved_at=now))
+
+
+def _state_time(text: str | None) -> datetime | None:
+    """An ISO 8601 time (CloudWatch's state timestamp, ``2026-11-21T03:18:00.000+0000``); None when unreadable."""
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _progress(subject: AlarmSubject, since: datetime, until: datetime, deps: Deps,
+              history: timedelta | None = None) -> Progress | None:
+    """The probe's heartbeat and step over the window (and the history before it); None when CloudWatch cannot
+    say (logged)."""
+    try:
+        return deps.metrics.progress(subject.job.name, since, until, history=history)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("progress unavailable", extra={"alarm": subject.name, "error_code": error_code(error)})
+        return None
+
+
+def _details(subject: AlarmSubject, deps: Deps) -> list[str]:
+    """What the metrics add to a page; a metrics outage must not stop the page."""
+    if subject.job is None:
+        return []
+    try:
+        if subject.kind is AlarmKind.DIVERGENCE:
+            step = deps.metrics.last_checkpoint_step(subject.job.name, deps.now())
+            return [f"Last checkpoint:  step {step:.0f}" if step is not None else
+                    "Last checkpoint:  none reported by the probe in the last 24 h"]
+        if subject.kind is AlarmKind.SLOWDOWN:
+            nodes = deps.metrics.node_throughput(subject.job.name, deps.now())
+            if not nodes:
+                return ["Per node:       no per-node throughput reported"]
+            fastest = nodes[-1][1] or 1.0
+            return ["Per node (tokens/s, last 15 min, slowest first):",
+                    *[f"  {node:<24} {value:>12.1f}  ({value / fastest:.0%} of the fastest)"
+                      for node, value in nodes[:16]]]
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("metrics unavailable for the page", extra={"alarm": subject.name,
+                                                                  "error_code": error_code(error)})
+        return [f"(metrics unavailable: {short(error_code(error), 80)})"]
+    return []
