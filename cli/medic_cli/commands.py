@@ -10,8 +10,9 @@ from typing import TextIO
 
 from botocore.exceptions import ClientError
 
+from medic.ledger.modes import ModeChange, ModeStore
 from medic.ledger.nodes import NodeStore
-from medic.ledger.table import Table
+from medic.ledger.overview import read_overview
 from medic_cli import history as hist
 from medic_cli import ledger_view, preconditions
 from medic_cli.context import CliError, Context
@@ -38,20 +39,20 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     now = ctx.now()
     since = hist.parse_since(args.since, now)
     reading = read_mode(ctx)
-    dynamodb = ctx.client("dynamodb")
-    last = ledger_view.mode_changes(dynamodb, ctx.table, ctx.stack, limit=1)
-    snapshot = ledger_view.scan(dynamodb, ctx.table)
+    last = ModeStore(ctx.ledger()).changes(ctx.stack, limit=1)
+    overview = read_overview(ctx.ledger())
     config = ctx.config
-    incidents = ledger_view.open_incidents(snapshot, lambda name: ledger_view.guardrails_for(config, name), now)
-    actions = ledger_view.recent_actions(snapshot, since)
+    incidents = ledger_view.open_incidents(overview, lambda name: ledger_view.guardrails_for(config, name), now)
+    actions = ledger_view.recent_actions(overview, since)
     dry_run = reading.effective == "dry_run"
-    budgets = ledger_view.budgets(snapshot, config, now, dry_run=dry_run)
+    budgets = ledger_view.budgets(overview, config, now, dry_run=dry_run)
     clusters = preconditions.read(ctx, config) if config is not None else []
 
     if args.json:
         print(json_block({
             "stack": ctx.stack, "mode": reading.effective, "mode_value": reading.value,
-            "mode_parameter": reading.parameter, "last_mode_change": last[0].as_json() if last else None,
+            "mode_parameter": reading.parameter,
+            "last_mode_change": ledger_view.mode_change_json(last[0]) if last else None,
             "ledger_table": ctx.table, "config": ctx.loaded_config.source,
             "open_incidents": incidents, "recent_actions": actions, "budgets_ledger": "dry_run" if dry_run else "real",
             "budgets": [budget.as_json() for budget in budgets],
@@ -98,7 +99,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     return 0
 
 
-def _change_text(change: ledger_view.ModeChange) -> str:
+def _change_text(change: ModeChange) -> str:
     reason = f": {change.reason!r}" if change.reason else ""
     return f"{when(change.at)} UTC {change.previous or '?'} -> {change.mode} by {change.who}{reason}"
 
@@ -145,7 +146,7 @@ def _node_ledger_text(ctx: Context, node: str, cluster: str | None) -> str:
     if not cluster:
         return f"Ledger, node {node}: pass --cluster to read its state"
     try:
-        state, _ = NodeStore(Table(ctx.table, ctx.client("dynamodb"))).load(cluster, node)
+        state, _ = NodeStore(ctx.ledger()).load(cluster, node)
     except (CliError, ClientError) as error:
         return f"Ledger, node {node}: not readable ({error})"
     if state is None:
@@ -209,7 +210,7 @@ def mode(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> in
     reading = read_mode(ctx)
     stored = "" if reading.value == reading.effective else f" (parameter holds {reading.value!r}: read as paused)"
     print(f"Mode: {reading.effective}{stored}  [{reading.parameter}]", file=out)
-    changes = ledger_view.mode_changes(ctx.client("dynamodb"), ctx.table, ctx.stack, limit=max(args.last, 1))
+    changes = ModeStore(ctx.ledger()).changes(ctx.stack, limit=max(args.last, 1))
     if changes:
         print(table(("changed at (UTC)", "from", "to", "by", "reason"),
                     [(c.at, c.previous, c.mode, c.who, c.reason) for c in changes]), file=out)
@@ -224,7 +225,7 @@ def _set(ctx: Context, new_mode: str, reason: str, out: TextIO) -> int:
         print(f"Mode is already {before.value} [{before.parameter}]; nothing changed.", file=out)
         return 0
     print(f"Mode: {change.previous} -> {change.mode}  [{before.parameter}]", file=out)
-    print(f"Recorded in {ctx.table}: {json_line(change.as_json())}", file=out)
+    print(f"Recorded in {ctx.table}: {json_line(ledger_view.mode_change_json(change))}", file=out)
     print("The functions read the new mode within 30 seconds.", file=out)
     return 0
 

@@ -16,6 +16,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.config import ConfigError, MedicConfig, parse_config
+from medic.ledger.table import Table
 
 # Operators wait at a terminal: retry throttling a few times, never hang for long.
 CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20)
@@ -83,6 +84,10 @@ class Context:
             raise CliError(f"cannot find the ledger table: {problem}. "
                            "Pass --table NAME (or --stack/--region for another stack).")
         return name
+
+    def ledger(self, mode: str = "act") -> Table:
+        """The ledger table for its stores: the real items, or (mode dry_run) the dry run's own copy."""
+        return Table(self.table, self.client("dynamodb")).for_mode(mode)
 
     @cached_property
     def mode_parameter(self) -> str:

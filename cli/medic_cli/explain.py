@@ -126,7 +126,7 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
             would=["record it; act on nothing"], facts=facts)
 
     hyperpod = HyperPod(ctx.client("sagemaker"))
-    table = Table(ctx.table, ctx.client("dynamodb")).for_mode(mode)
+    table = ctx.ledger(mode)
     node = None
     if fault not in (Fault.HEALTHY, Fault.USER_APP_ERROR):
         try:
@@ -249,7 +249,7 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
     if spec is None:
         return done(failure.fault, Action.NONE, Outcome.IGNORED,
                     f"Training job {name} matches no configured prefix; Medic leaves it alone.")
-    table = Table(ctx.table, ctx.client("dynamodb")).for_mode(mode)
+    table = ctx.ledger(mode)
     training = TrainingJobs(ctx.client("sagemaker"))
     try:
         tags = {**(detail.Tags or {}), **training.tags(detail.TrainingJobArn)}
@@ -259,7 +259,7 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
     lineage = lineage_of(name, tags)
     base["incident"] = f"job:{lineage.root}"
     facts.append(("lineage", f"{lineage.root}, {lineage.restarts} restart(s) before this job"))
-    if detail.TrainingJobStatus == "Failed" and _job_failure_claimed(table, name):
+    if detail.TrainingJobStatus == "Failed" and JobStore(table).job_failure_claimed(name):
         return done(failure.fault, Action.NONE, Outcome.DUPLICATE, f"This failure of {name} was already handled.",
                     attempt=lineage.restarts + 1)
 
@@ -290,10 +290,4 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
         steps.append(f"call CreateTrainingJob {lineage.next_name()} (a clone of {name}, tagged with its lineage)")
     explanation.would[:0] = steps
     return explanation
-
-
-def _job_failure_claimed(table: Table, job_name: str) -> bool:
-    """Whether JobStore.claim_job_failure already claimed this failure (handled once)."""
-    jobs = JobStore(table)
-    return table.exists(jobs.failure_key(job_name))
 

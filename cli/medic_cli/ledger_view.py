@@ -1,46 +1,23 @@
-"""Read-only views of the ledger for operators, and the one item the CLI writes (a mode change).
+"""Operators' views of the ledger: what ``medic status`` shows from it, and the mode changes' JSON.
 
-The stores of medic.ledger read single keys for the handlers; an operator wants the whole picture (open
-incidents, recent actions, budgets), so this module scans the table itself. The ledger is small by
-design: every item expires within days (TTL), except the mode changes written here.
-
-Key layout (functions/medic/ledger/README.md; a ``dry_run#`` prefix marks a dry run's own copy):
-  node#<cluster>#<node>/state      last action on a node (fault, action, outcome, acted_at, attempt)
-  cluster#<cluster>/actions        the cluster's node actions of the last two hours (the budget)
-  incident#<incident>/page         the incident paged a human and is not closed yet
-  incident#<incident>/escalated    no more automatic restarts until the incident closes
-  alarm#<alarm>/open               an alarm's open incident
-  recovery#watch/<incident>        waiting for training to resume after a restart
-  lineage#<root>/restarts          restarts of a training job lineage
-  repair#<cluster>/<node>          a node the reconciler saw in repair (status, since, started_by, reported_at)
-  modechange#<stack>/<ISO time>    written by ``medic pause|resume|mode``: mode, previous, who, reason
+The ledger's stores read and parse every item (medic.ledger.overview gathers them in one scan; the keys and
+item shapes: functions/medic/ledger/README.md); this module only judges and presents what they return.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from medic.config import Guardrails, MedicConfig
-from medic_cli.render import parse_time
+from medic.ledger.modes import ModeChange
+from medic.ledger.overview import LedgerOverview
 
-DRY_RUN_PREFIX = "dry_run#"
 
-
-@dataclass(frozen=True)
-class ModeChange:
-    stack: str
-    at: datetime
-    mode: str
-    previous: str | None
-    who: str
-    reason: str
-
-    def as_json(self) -> dict:
-        return {"stack": self.stack, "at": self.at.isoformat(), "mode": self.mode, "previous": self.previous,
-                "who": self.who, "reason": self.reason}
+def mode_change_json(change: ModeChange) -> dict:
+    return {"stack": change.stack, "at": change.at.isoformat(), "mode": change.mode, "previous": change.previous,
+            "who": change.who, "reason": change.reason}
 
 
 @dataclass
@@ -64,42 +41,7 @@ class Budget:
                 "next_free_at": self.next_free_at.isoformat() if self.next_free_at else None}
 
 
-@dataclass
-class Snapshot:
-    """Everything ``medic status`` shows from the ledger, read in one scan."""
-
-    items: list[dict] = field(default_factory=list)
-
-    def of(self, dry_run: bool = False) -> Iterator[tuple[str, str, dict]]:
-        """(pk without the dry-run prefix, sk, item) for one namespace."""
-        for item in self.items:
-            pk, sk = item["pk"]["S"], item["sk"]["S"]
-            if pk.startswith(DRY_RUN_PREFIX) != dry_run:
-                continue
-            yield pk.removeprefix(DRY_RUN_PREFIX), sk, item
-
-
-def scan(client: Any, table: str) -> Snapshot:
-    items: list[dict] = []
-    for page in client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-        items.extend(page.get("Items", []))
-    return Snapshot(items)
-
-
-def _s(item: dict, name: str) -> str | None:
-    value = item.get(name, {})
-    return value.get("S") if isinstance(value, dict) else None
-
-
-def _n(item: dict, name: str) -> int | None:
-    value = item.get(name, {})
-    try:
-        return int(value["N"]) if isinstance(value, dict) and "N" in value else None
-    except ValueError:
-        return None
-
-
-def open_incidents(snapshot: Snapshot, guardrails_of: Any, now: datetime) -> list[dict]:
+def open_incidents(overview: LedgerOverview, guardrails_of: Callable[[str], Guardrails], now: datetime) -> list[dict]:
     """Incidents still waiting on someone: paged and not closed, escalated, open alarms, recovery watches,
     and nodes Medic acted on that are still inside their repair window."""
     incidents: dict[str, dict] = {}
@@ -110,83 +52,57 @@ def open_incidents(snapshot: Snapshot, guardrails_of: Any, now: datetime) -> lis
         if since and (entry["since"] is None or since < entry["since"]):
             entry["since"] = since
 
-    for pk, sk, item in snapshot.of():
-        kind, _, rest = pk.partition("#")
-        if kind == "incident" and sk == "page":
-            note(rest.removesuffix(":recovery"), "paged, not closed", parse_time(_s(item, "paged_at")))
-        elif kind == "incident" and sk == "escalated":
-            note(rest, "escalated (no more automatic restarts)", parse_time(_s(item, "escalated_at")))
-        elif kind == "alarm" and sk == "open":
-            note(_s(item, "incident") or f"alarm:{rest}", f"alarm {rest} in ALARM", parse_time(_s(item, "opened_at")))
-        elif kind == "recovery" and rest == "watch":
-            deadline = parse_time(_s(item, "deadline"))
-            note(sk, f"waiting for training to resume (until {deadline:%H:%M} UTC)" if deadline
-                 else "waiting for training to resume", parse_time(_s(item, "restarted_at")))
-        elif kind == "node" and sk == "state":
-            cluster, _, node = rest.partition("#")
-            acted, action, outcome = parse_time(_s(item, "acted_at")), _s(item, "action"), _s(item, "outcome")
-            repair = timedelta(minutes=guardrails_of(cluster).repair_minutes)
-            if outcome == "executed" and acted and now - acted < repair:
-                note(f"node:{cluster}:{node}", f"{action} in progress (since Medic acted)", acted)
-            elif outcome == "in_flight":
-                note(f"node:{cluster}:{node}", f"{action} claimed, call not confirmed yet (in flight)", acted)
-            elif outcome == "unknown":
-                note(f"node:{cluster}:{node}", f"{action} sent, answer lost: the reconciler re-checks the node",
-                     acted)
-        elif kind == "repair":
-            started_by = _s(item, "started_by") or "?"
-            state = f"in repair ({_s(item, 'status') or '?'}, started by {started_by})"
-            if _s(item, "reported_at"):
-                state += ", longer than repair_minutes: paged"
-            note(f"node:{rest}:{sk}", state, parse_time(_s(item, "since")))
+    memory = overview.real
+    for page in memory.pages:
+        note(page.incident.removesuffix(":recovery"), "paged, not closed", page.paged_at)
+    for escalation in memory.escalations:
+        note(escalation.incident, "escalated (no more automatic restarts)", escalation.escalated_at)
+    for alarm in memory.open_alarms:
+        note(alarm.incident, f"alarm {alarm.alarm} in ALARM", alarm.opened_at)
+    for watch in memory.recoveries:
+        note(watch.incident, f"waiting for training to resume (until {watch.deadline:%H:%M} UTC)", watch.restarted_at)
+    for node in memory.nodes:
+        state, incident = node.state, f"node:{node.cluster}:{node.node_id}"
+        repair = timedelta(minutes=guardrails_of(node.cluster).repair_minutes)
+        if state.outcome == "executed" and now - state.acted_at < repair:
+            note(incident, f"{state.action} in progress (since Medic acted)", state.acted_at)
+        elif state.outcome == "in_flight":
+            note(incident, f"{state.action} claimed, call not confirmed yet (in flight)", state.acted_at)
+        elif state.outcome == "unknown":
+            note(incident, f"{state.action} sent, answer lost: the reconciler re-checks the node", state.acted_at)
+    for repair in memory.repairs:
+        watch = repair.watch
+        text = f"in repair ({watch.status}, started by {'medic' if watch.medics else 'hyperpod'})"
+        if watch.reported:
+            text += ", longer than repair_minutes: paged"
+        note(f"node:{repair.cluster}:{watch.node_id}", text, watch.since)
     return sorted(incidents.values(), key=lambda entry: entry["since"] or now, reverse=True)
 
 
-def recent_actions(snapshot: Snapshot, since: datetime) -> list[dict]:
+def recent_actions(overview: LedgerOverview, since: datetime) -> list[dict]:
     """Medic's last action per node, and job lineage restarts, since then (both namespaces)."""
     actions = []
     for dry_run in (False, True):
-        for pk, sk, item in snapshot.of(dry_run):
-            kind, _, rest = pk.partition("#")
-            if kind == "node" and sk == "state":
-                at = parse_time(_s(item, "acted_at"))
-                cluster, _, node = rest.partition("#")
-                subject = node
-            elif kind == "lineage" and sk == "restarts":
-                at = parse_time(_s(item, "last_restart_at"))
-                cluster, subject = None, rest
-            else:
-                continue
-            if at is None or at < since:
-                continue
-            actions.append({
-                "at": at, "cluster": cluster, "subject": subject,
-                "action": _s(item, "action") or "restart_job",
-                "fault": _s(item, "fault"),
-                "outcome": _s(item, "outcome") or ("dry_run" if dry_run else "executed"),
-                "attempt": _n(item, "attempt") or _n(item, "restarts"),
-                "dry_run": dry_run,
-            })
+        memory = overview.of(dry_run)
+        for node in memory.nodes:
+            state = node.state
+            if state.acted_at >= since:
+                actions.append({"at": state.acted_at, "cluster": node.cluster, "subject": node.node_id,
+                                "action": state.action, "fault": state.fault, "outcome": state.outcome,
+                                "attempt": state.attempt or None, "dry_run": dry_run})
+        for lineage in memory.lineages:
+            if lineage.last_restart_at >= since:
+                actions.append({"at": lineage.last_restart_at, "cluster": None, "subject": lineage.lineage,
+                                "action": "restart_job", "fault": None,
+                                "outcome": "dry_run" if dry_run else "executed", "attempt": lineage.restarts,
+                                "dry_run": dry_run})
     return sorted(actions, key=lambda action: action["at"], reverse=True)
 
 
-def cluster_names(snapshot: Snapshot) -> list[str]:
-    names = set()
-    for dry_run in (False, True):
-        for pk, sk, _ in snapshot.of(dry_run):
-            if pk.startswith("cluster#") and sk == "actions":
-                names.add(pk.removeprefix("cluster#"))
-    return sorted(names)
-
-
-def budgets(snapshot: Snapshot, config: MedicConfig | None, now: datetime, dry_run: bool) -> list[Budget]:
+def budgets(overview: LedgerOverview, config: MedicConfig | None, now: datetime, dry_run: bool) -> list[Budget]:
     """Guardrail budget left per cluster: max_node_actions_per_hour minus Medic's node actions in the last
-    hour (as medic.domain.policy counts them: strictly inside the window)."""
-    actions: dict[str, list[datetime]] = {}
-    for pk, sk, item in snapshot.of(dry_run):
-        if pk.startswith("cluster#") and sk == "actions":
-            moments = [parse_time(a.get("M", {}).get("at", {}).get("S")) for a in item.get("actions", {}).get("L", [])]
-            actions[pk.removeprefix("cluster#")] = [moment for moment in moments if moment]
+    hour (as medic.flows.node.policy counts them: strictly inside the window)."""
+    actions = {name: [action.at for action in state.actions] for name, state in overview.of(dry_run).clusters.items()}
     names = [cluster.name for cluster in config.clusters] if config else sorted(actions)
     result = []
     for name in names:
@@ -206,33 +122,3 @@ def guardrails_for(config: MedicConfig | None, cluster_name: str) -> Guardrails:
         return Guardrails()
     cluster = config.cluster(cluster_name)
     return config.guardrails_for(cluster) if cluster else config.guardrails
-
-
-# --- mode changes
-
-def _mode_pk(stack: str) -> str:
-    return f"modechange#{stack}"
-
-
-def record_mode_change(client: Any, table: str, change: ModeChange) -> None:
-    item = {"pk": {"S": _mode_pk(change.stack)}, "sk": {"S": change.at.isoformat()},
-            "mode": {"S": change.mode}, "who": {"S": change.who}, "reason": {"S": change.reason},
-            "at": {"S": change.at.isoformat()}}
-    if change.previous is not None:
-        item["previous"] = {"S": change.previous}
-    client.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)")
-
-
-def mode_changes(client: Any, table: str, stack: str, limit: int = 1) -> list[ModeChange]:
-    """The latest mode changes, newest first."""
-    response = client.query(TableName=table, KeyConditionExpression="pk = :pk", ScanIndexForward=False,
-                            ExpressionAttributeValues={":pk": {"S": _mode_pk(stack)}}, Limit=limit,
-                            ConsistentRead=True)
-    changes = []
-    for item in response.get("Items", []):
-        at = parse_time(item["sk"]["S"])
-        if at is None:
-            continue
-        changes.append(ModeChange(stack=stack, at=at, mode=_s(item, "mode") or "?", previous=_s(item, "previous"),
-                                  who=_s(item, "who") or "?", reason=_s(item, "reason") or ""))
-    return changes

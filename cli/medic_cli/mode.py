@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
+from medic.ledger.modes import ModeChange, ModeStore
 from medic_cli.context import CliError, Context
-from medic_cli.ledger_view import ModeChange, record_mode_change
 
 VALID_MODES = ("act", "dry_run", "paused")  # as medic.adapters.mode.VALID_MODES
 
@@ -35,7 +35,7 @@ def set_mode(ctx: Context, mode: str, reason: str) -> tuple[ModeChange | None, M
     """Overwrite the parameter, then append who/why to the ledger; None when the mode already was that."""
     if mode not in VALID_MODES:
         raise CliError(f"mode must be one of {', '.join(VALID_MODES)} (got {mode!r})")
-    table = ctx.table  # resolve before changing anything: the change must be recordable
+    modes = ModeStore(ctx.ledger())  # resolves the table before changing anything: the change must be recordable
     who = ctx.caller_arn()
     before = read_mode(ctx)
     if before.value == mode:
@@ -43,8 +43,11 @@ def set_mode(ctx: Context, mode: str, reason: str) -> tuple[ModeChange | None, M
     ctx.client("ssm").put_parameter(Name=before.parameter, Value=mode, Overwrite=True)
     change = ModeChange(stack=ctx.stack, at=ctx.now(), mode=mode, previous=before.value, who=who, reason=reason)
     try:
-        record_mode_change(ctx.client("dynamodb"), table, change)
+        recorded = modes.record(change)
+        problem = "" if recorded else f"a change is already recorded at {change.at.isoformat()}"
     except ClientError as error:
-        raise CliError(f"the mode IS now {mode}, but the change could not be recorded in ledger {table}: "
-                       f"{error}. Record it by hand (who: {who}, reason: {reason!r}).") from None
+        problem = str(error)
+    if problem:
+        raise CliError(f"the mode IS now {mode}, but the change could not be recorded in ledger {ctx.table}: "
+                       f"{problem}. Record it by hand (who: {who}, reason: {reason!r}).")
     return change, before

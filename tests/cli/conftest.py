@@ -24,6 +24,8 @@ if str(CLI) not in sys.path:  # the tests run without `pip install -e ./cli`
 from medic_cli.context import Context  # noqa: E402
 from medic_cli.main import main  # noqa: E402
 
+from medic.ledger.nodes import NodeClaim, NodeStore  # noqa: E402
+from medic.ledger.table import Table  # noqa: E402
 from medic.obs import logger as medic_logger  # noqa: E402
 
 REGION = "us-west-2"
@@ -131,32 +133,26 @@ class Deployed:
     def mode(self) -> str:
         return self.ssm.get_parameter(Name=MODE_PARAMETER)["Parameter"]["Value"]
 
-    def put(self, pk: str, sk: str, **attributes: Any) -> None:
-        item = {"pk": {"S": pk}, "sk": {"S": sk}}
-        for name, value in attributes.items():
-            if isinstance(value, datetime):
-                item[name] = {"S": value.isoformat()}
-            elif isinstance(value, int):
-                item[name] = {"N": str(value)}
-            elif isinstance(value, list):
-                item[name] = {"L": [{"M": {k: {"S": v.isoformat() if isinstance(v, datetime) else v}
-                                           for k, v in entry.items()}} for entry in value]}
-            else:
-                item[name] = {"S": value}
-        self.dynamodb.put_item(TableName=TABLE, Item=item)
+    def ledger(self, mode: str = "act") -> Table:
+        """The ledger for Medic's stores: state is written as the functions write it (dry_run: their copy)."""
+        return Table(TABLE, self.dynamodb).for_mode(mode)
 
     def items(self) -> list[dict]:
         return self.dynamodb.scan(TableName=TABLE)["Items"]
 
     def node_state(self, node: str, *, action: str, at: datetime, outcome: str = "executed",
-                   fault: str = "gpu_fatal", attempt: int = 1, cluster: str = CLUSTER, prefix: str = "") -> None:
-        self.put(f"{prefix}node#{cluster}#{node}", "state", fault=fault, action=action, outcome=outcome, acted_at=at,
-                 attempt=attempt, version=1)
+                   fault: str = "gpu_fatal", attempt: int = 1, cluster: str = CLUSTER, mode: str = "act") -> None:
+        """Medic's action on the node, claimed as the node path claims it: the node's state, and the action
+        in the cluster's recent actions (its budget)."""
+        nodes = NodeStore(self.ledger(mode))
+        state, cluster_state = nodes.load(cluster, node)
+        assert nodes.claim(NodeClaim(cluster, node, fault, action, outcome, attempt, at), state, cluster_state,
+                           reboot=action == "reboot_node")
 
-    def cluster_actions(self, moments: list[datetime], cluster: str = CLUSTER, prefix: str = "") -> None:
-        self.put(f"{prefix}cluster#{cluster}", "actions", version=len(moments),
-                 actions=[{"node": f"i-0{i:016x}", "action": "replace_node", "at": at}
-                          for i, at in enumerate(moments)])
+    def cluster_actions(self, moments: list[datetime], cluster: str = CLUSTER, mode: str = "act") -> None:
+        """Medic's node actions on the cluster at these moments, one node each (oldest first)."""
+        for i, at in enumerate(moments):
+            self.node_state(f"i-0{i:016x}", action="replace_node", at=at, cluster=cluster, mode=mode)
 
     # --- the remediation log
 

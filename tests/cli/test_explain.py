@@ -14,9 +14,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from medic.ledger.nodes import NodeClaim, NodeStore
-from medic.ledger.table import Table
-from tests.cli.conftest import CLUSTER, NOW, REGION, TABLE, Deployed, ago
+from medic.ledger.jobs import JobStore
+from medic.ledger.pages import PageStore
+from tests.cli.conftest import CLUSTER, NOW, REGION, Deployed, ago
 from tests.helpers import hma_reason, load_event, node_event
 
 NODE = "i-0d4e5f60718293a4b"
@@ -86,15 +86,6 @@ def decision(out: str) -> str:
     return next(line for line in out.splitlines() if line.startswith("Decision:"))
 
 
-def claim(deployed: Deployed, *, action: str, at: datetime, fault: str = "gpu_fatal", node: str = NODE,
-          mode: str = "act") -> None:
-    """An earlier action, written by Medic's own ledger code as the handler writes it."""
-    nodes = NodeStore(Table(TABLE, boto3.client("dynamodb", region_name=REGION)).for_mode(mode))
-    state, cluster_state = nodes.load(CLUSTER, node)
-    assert nodes.claim(NodeClaim(CLUSTER, node, fault, action, "executed", 1, at), state, cluster_state,
-                        reboot=action == "reboot_node")
-
-
 def test_given_a_gpu_fault_on_a_healthy_cluster_when_explained_then_replace_and_the_call_it_would_make(
         explainer: Explainer):
     # Given a worker node, no earlier action, a cluster of 16 nodes
@@ -117,7 +108,7 @@ def test_given_a_gpu_fault_on_a_healthy_cluster_when_explained_then_replace_and_
 
 def test_given_the_node_was_replaced_ten_minutes_ago_when_the_event_comes_again_then_duplicate(
         explainer: Explainer):
-    claim(explainer.deployed, action="replace_node", at=ago(minutes=10))
+    explainer.deployed.node_state(NODE, action="replace_node", at=ago(minutes=10))
     explainer.node(status="Pending")
 
     code, out, _ = explainer.run(unhealthy("NvidiaErrorTerminate"))
@@ -129,7 +120,7 @@ def test_given_the_node_was_replaced_ten_minutes_ago_when_the_event_comes_again_
 
 def test_given_a_node_rebooted_this_morning_when_it_fails_again_then_the_explanation_is_escalation_to_replace(
         explainer: Explainer):
-    claim(explainer.deployed, action="reboot_node", fault="gpu_reboot", at=ago(hours=5))
+    explainer.deployed.node_state(NODE, action="reboot_node", fault="gpu_reboot", at=ago(hours=5))
     explainer.node()
     explainer.cluster_size(16)
 
@@ -144,7 +135,7 @@ def test_given_the_clusters_hourly_budget_is_spent_when_explained_then_suppresse
         explainer: Explainer):
     for minutes, node in zip((50, 40, 30, 20), ("i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2", "i-0aaaaaaaaaaaaaaa3",
                                                 "i-0aaaaaaaaaaaaaaa4"), strict=True):
-        claim(explainer.deployed, action="replace_node", at=ago(minutes=minutes), node=node)
+        explainer.deployed.node_state(node, action="replace_node", at=ago(minutes=minutes))
     explainer.node()
     explainer.cluster_size(16)  # DescribeCluster's NodeRecovery decides defer vs act
 
@@ -170,7 +161,7 @@ def test_given_a_controller_node_when_explained_then_suppressed_and_a_human_is_p
 def test_given_medic_paused_and_the_incident_already_paged_when_explained_then_suppressed_without_a_second_page(
         explainer: Explainer):
     explainer.deployed.set_mode("paused")
-    explainer.deployed.put(f"incident#node:{CLUSTER}:{NODE}", "page", paged_at=ago(minutes=5))
+    PageStore(explainer.deployed.ledger()).claim_page(f"node:{CLUSTER}:{NODE}", ago(minutes=5))
     explainer.node()
     explainer.cluster_size(16)
 
@@ -237,7 +228,7 @@ def test_given_a_retryable_training_job_failure_with_a_checkpoint_when_explained
 
 
 def test_given_a_training_job_failure_already_handled_when_explained_then_duplicate(explainer: Explainer):
-    explainer.deployed.put(f"jobfail#{JOB}", "claim", claimed_at=NOW.isoformat())
+    JobStore(explainer.deployed.ledger()).claim_job_failure(JOB, NOW)
     explainer.expected.append(("list_tags", {"Tags": []},
                                {"ResourceArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{JOB}"}))
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from medic.ledger.modes import ModeChange, ModeStore
 from tests.cli.conftest import CALLER, MODE_PARAMETER, NOW, STACK, Deployed
 
 
 def changes(deployed: Deployed) -> list[dict]:
+    """The audit items as stored (read raw: they are what anyone reading the table sees)."""
     return sorted((item for item in deployed.items() if item["pk"]["S"] == f"modechange#{STACK}"),
                   key=lambda item: item["sk"]["S"])
 
@@ -79,10 +83,11 @@ def test_given_a_stack_without_the_parameter_when_paused_then_an_error_names_it_
 
 def test_given_earlier_changes_when_mode_is_asked_then_the_current_mode_and_the_changes_newest_first(
         deployed: Deployed):
-    deployed.put(f"modechange#{STACK}", "2026-12-01T10:00:00+00:00", mode="paused", previous="act",
-                 who="arn:aws:sts::123456789012:assumed-role/Oncall/alice", reason="FSx outage")
-    deployed.put(f"modechange#{STACK}", "2026-12-01T12:00:00+00:00", mode="act", previous="paused",
-                 who="arn:aws:sts::123456789012:assumed-role/Oncall/bob", reason="FSx back")
+    modes = ModeStore(deployed.ledger())
+    assert modes.record(ModeChange(STACK, datetime(2026, 12, 1, 10, tzinfo=UTC), mode="paused", previous="act",
+                                   who="arn:aws:sts::123456789012:assumed-role/Oncall/alice", reason="FSx outage"))
+    assert modes.record(ModeChange(STACK, datetime(2026, 12, 1, 12, tzinfo=UTC), mode="act", previous="paused",
+                                   who="arn:aws:sts::123456789012:assumed-role/Oncall/bob", reason="FSx back"))
 
     result = deployed.cli("mode")
 

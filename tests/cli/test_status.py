@@ -10,7 +10,12 @@ from datetime import timedelta
 import boto3
 from medic_cli.render import when
 
-from tests.cli.conftest import CALLER, CLUSTER, REGION, STACK, TEMPLATE, Deployed, ago
+from medic.core.progress import RecoveryWatch
+from medic.ledger.incidents import IncidentStore
+from medic.ledger.jobs import JobStore
+from medic.ledger.nodes import NodeStore
+from medic.ledger.pages import PageStore
+from tests.cli.conftest import CALLER, CLUSTER, REGION, STACK, TABLE, TEMPLATE, Deployed, ago
 
 
 def budget_row(out: str, cluster: str) -> list[str]:
@@ -48,10 +53,10 @@ def test_given_a_spent_budget_when_status_then_none_left(deployed: Deployed):
 def test_given_incidents_waiting_on_people_when_status_then_they_are_listed_as_open(deployed: Deployed):
     # Given a paged incident, a node Medic replaced 10 minutes ago (in repair), an open alarm incident,
     # and a node replaced 3 hours ago (repair over) whose page incident was closed
-    deployed.put(f"incident#node:{CLUSTER}:i-0c0ffee0c0ffee001", "page", paged_at=ago(minutes=30))
+    PageStore(deployed.ledger()).claim_page(f"node:{CLUSTER}:i-0c0ffee0c0ffee001", ago(minutes=30))
     deployed.node_state("i-0aaaaaaaaaaaaaaa1", action="replace_node", at=ago(minutes=10))
-    deployed.put("alarm#medic-stall-llama3-70b", "open", incident="slurmjob:pretrain-slurm:llama3-70b",
-                 opened_at=ago(minutes=15))
+    IncidentStore(deployed.ledger()).open_alarm_incident(
+        "medic-stall-llama3-70b", "slurmjob:pretrain-slurm:llama3-70b", ago(minutes=15))
     deployed.node_state("i-0bbbbbbbbbbbbbbb2", action="replace_node", at=ago(hours=3))
 
     # When
@@ -67,13 +72,36 @@ def test_given_incidents_waiting_on_people_when_status_then_they_are_listed_as_o
     }
 
 
+def test_given_a_restart_waiting_for_training_and_an_escalation_when_status_then_each_incident_shows_why(
+        deployed: Deployed):
+    # Given a stall restarted 10 minutes ago, its recovery page sent and the watch running until the deadline;
+    # and another job's incident escalated (its restart did not bring training back)
+    incidents = IncidentStore(deployed.ledger())
+    incidents.watch_recovery(RecoveryWatch("slurmjob:pretrain-slurm:llama3-70b", job="llama3-70b", cluster=CLUSTER,
+                                           restarted_at=ago(minutes=10), deadline=ago(minutes=-20), attempt=1))
+    PageStore(deployed.ledger()).claim_page("slurmjob:pretrain-slurm:llama3-70b:recovery", ago(minutes=9))
+    incidents.escalate("slurmjob:pretrain-slurm:mistral-7b", ago(minutes=30))
+
+    result = deployed.cli("status", "--config", str(deployed.config_file), "--json")
+
+    # Then the recovery page counts as its incident's; newest first
+    assert result.code == 0, result.err
+    incidents_shown = json.loads(result.out)["open_incidents"]
+    assert [(i["incident"], sorted(i["states"])) for i in incidents_shown] == [
+        ("slurmjob:pretrain-slurm:llama3-70b", [
+            "paged, not closed", f"waiting for training to resume (until {ago(minutes=-20):%H:%M} UTC)"]),
+        ("slurmjob:pretrain-slurm:mistral-7b", ["escalated (no more automatic restarts)"]),
+    ]
+
+
 def test_given_unconfirmed_calls_and_long_repairs_when_status_then_they_are_open_for_the_reconciler(
         deployed: Deployed):
     # Given a claim whose call is in flight, one whose answer was lost, and a repair the reconciler reported
     deployed.node_state("i-0aaaaaaaaaaaaaaa1", action="replace_node", at=ago(minutes=1), outcome="in_flight")
     deployed.node_state("i-0bbbbbbbbbbbbbbb2", action="reboot_node", at=ago(minutes=3), outcome="unknown")
-    deployed.put(f"repair#{CLUSTER}", "i-0cccccccccccccc3", status="Pending", since=ago(minutes=50),
-                 started_by="hyperpod", reported_at=ago(minutes=5))
+    nodes = NodeStore(deployed.ledger())
+    nodes.watch_repair(CLUSTER, "i-0cccccccccccccc3", "Pending", since=ago(minutes=50), medics=False)
+    nodes.repair_reported(CLUSTER, "i-0cccccccccccccc3", ago(minutes=5))
 
     result = deployed.cli("status", "--config", str(deployed.config_file), "--json")
 
@@ -91,7 +119,9 @@ def test_given_actions_today_and_last_week_when_status_then_recent_actions_are_t
     deployed.node_state("i-0aaaaaaaaaaaaaaa1", action="reboot_node", fault="gpu_reboot", at=ago(hours=5))
     deployed.node_state("i-0bbbbbbbbbbbbbbb2", action="replace_node", at=ago(hours=1), outcome="failed")
     deployed.node_state("i-0cccccccccccccc3", action="replace_node", at=ago(days=3))
-    deployed.put("lineage#ft-llama", "restarts", restarts=2, last_restart_at=ago(hours=2))
+    jobs = JobStore(deployed.ledger())
+    jobs.claim_job_restart("ft-llama", max_restarts=3, now=ago(hours=3))
+    jobs.claim_job_restart("ft-llama", max_restarts=3, now=ago(hours=2))  # restart 2, the last one
 
     result = deployed.cli("status", "--json")
 
@@ -123,7 +153,7 @@ def test_given_a_recorded_pause_when_status_then_the_mode_and_who_paused_it_and_
 def test_given_dry_run_mode_when_status_then_the_budgets_are_the_dry_run_copys(deployed: Deployed):
     # Given real actions spent the budget, and dry-run decisions claimed one in their own copy
     deployed.cluster_actions([ago(minutes=m) for m in (40, 30, 20, 10)])
-    deployed.cluster_actions([ago(minutes=5)], prefix="dry_run#")
+    deployed.cluster_actions([ago(minutes=5)], mode="dry_run")
     deployed.set_mode("dry_run")
 
     result = deployed.cli("status", "--config", str(deployed.config_file), "--json")
@@ -185,3 +215,24 @@ def test_given_a_medic_yaml_in_the_working_directory_when_status_without_config_
     status = json.loads(result.out)
     assert status["config"] == "./medic.yaml"
     assert [b["cluster"] for b in status["budgets"]] == [CLUSTER, "finetune-eks"]
+
+
+def test_given_items_medic_does_not_write_when_status_then_they_are_left_out_and_the_rest_shows(deployed: Deployed):
+    # Given a node action claimed as Medic claims it, and beside it two items written raw on purpose (no store
+    # writes them): a node state whose time is unreadable, and an agent's heartbeat (the agent's own item)
+    deployed.node_state("i-0aaaaaaaaaaaaaaa1", action="replace_node", at=ago(minutes=10))
+    deployed.dynamodb.put_item(TableName=TABLE, Item={
+        "pk": {"S": f"node#{CLUSTER}#i-0bbbbbbbbbbbbbbb2"}, "sk": {"S": "state"}, "fault": {"S": "gpu_fatal"},
+        "action": {"S": "replace_node"}, "outcome": {"S": "executed"}, "acted_at": {"S": "yesterday"},
+        "attempt": {"N": "1"}, "version": {"N": "1"}})
+    deployed.dynamodb.put_item(TableName=TABLE, Item={
+        "pk": {"S": f"agent#{CLUSTER}"}, "sk": {"S": "heartbeat"}, "role": {"S": "primary"}, "at": {"S": "now"}})
+
+    # When
+    result = deployed.cli("status", "--json")
+
+    # Then only Medic's readable item shows
+    assert result.code == 0, result.err
+    status = json.loads(result.out)
+    assert [i["incident"] for i in status["open_incidents"]] == [f"node:{CLUSTER}:i-0aaaaaaaaaaaaaaa1"]
+    assert [a["subject"] for a in status["recent_actions"]] == ["i-0aaaaaaaaaaaaaaa1"]

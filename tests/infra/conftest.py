@@ -31,6 +31,13 @@ def synthesized(tmp_path_factory) -> tuple[Template, Path]:
 
 
 @pytest.fixture(scope="session")
+def example_raw(tmp_path_factory) -> dict:
+    """The template for medic.example.yaml (every key set: every optional resource), synthesized once."""
+    _, path = synthesize(ROOT / "medic.example.yaml", tmp_path_factory.mktemp("cdk.out.example"))
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="session")
 def template(synthesized) -> Template:
     return synthesized[0]
 

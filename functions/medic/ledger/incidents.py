@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from medic.core.progress import RecoveryWatch
 from medic.ledger.pages import page_key
-from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires
+from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires, readable
 
 RECOVERY_PARTITION = "recovery#watch"  # one partition: a handful of open watches at most
 TIMELINE_NUMBERS = ("last_step", "checkpoint_step", "steps_per_minute")  # RecoveryWatch's optional numbers
+
+
+@dataclass(frozen=True)
+class OpenAlarm:
+    alarm: str
+    incident: str
+    opened_at: datetime
+
+
+@dataclass(frozen=True)
+class Escalation:
+    incident: str
+    escalated_at: datetime
 
 
 class IncidentStore:
@@ -75,15 +90,49 @@ class IncidentStore:
 
     def recoveries(self) -> list[RecoveryWatch]:
         """Every open recovery watch."""
-        return [RecoveryWatch(
-            incident=item["sk"]["S"], job=item["job"]["S"], cluster=item["cluster"]["S"],
-            restarted_at=datetime.fromisoformat(item["restarted_at"]["S"]),
-            deadline=datetime.fromisoformat(item["deadline"]["S"]), attempt=int(item["attempt"]["N"]),
-            fault_at=datetime.fromisoformat(item["fault_at"]["S"]) if "fault_at" in item else None,
-            **{name: float(item[name]["N"]) for name in TIMELINE_NUMBERS if name in item})
-            for item in self.table.partition(RECOVERY_PARTITION)]
+        return [_recovery_watch(item) for item in self.table.partition(RECOVERY_PARTITION)]
+
+    # an operator's overview: this store's items among a scan of the whole table (Table.scan), unreadable ones left out
+    def open_alarms_among(self, items: Iterable[dict]) -> list[OpenAlarm]:
+        """Every alarm's open incident."""
+        found = []
+        for alarm, _, item in self.table.among(items, "alarm#", "open"):
+            incident = readable(_open_alarm, alarm, item)
+            if incident is not None:
+                found.append(incident)
+        return found
+
+    def escalations_among(self, items: Iterable[dict]) -> list[Escalation]:
+        """Every escalated incident (no more automatic restarts until it closes)."""
+        found = []
+        for incident, _, item in self.table.among(items, "incident#", "escalated"):
+            escalation = readable(_escalation, incident, item)
+            if escalation is not None:
+                found.append(escalation)
+        return found
+
+    def recoveries_among(self, items: Iterable[dict]) -> list[RecoveryWatch]:
+        """Every open recovery watch."""
+        watches = (readable(_recovery_watch, item) for rest, _, item in self.table.among(items, RECOVERY_PARTITION)
+                   if not rest)
+        return [watch for watch in watches if watch is not None]
 
     def end_recovery(self, incident: str) -> None:
         self.table.delete(self._recovery_key(incident))
 
 
+def _recovery_watch(item: dict) -> RecoveryWatch:
+    return RecoveryWatch(
+        incident=item["sk"]["S"], job=item["job"]["S"], cluster=item["cluster"]["S"],
+        restarted_at=datetime.fromisoformat(item["restarted_at"]["S"]),
+        deadline=datetime.fromisoformat(item["deadline"]["S"]), attempt=int(item["attempt"]["N"]),
+        fault_at=datetime.fromisoformat(item["fault_at"]["S"]) if "fault_at" in item else None,
+        **{name: float(item[name]["N"]) for name in TIMELINE_NUMBERS if name in item})
+
+
+def _open_alarm(alarm: str, item: dict) -> OpenAlarm:
+    return OpenAlarm(alarm, item["incident"]["S"], datetime.fromisoformat(item["opened_at"]["S"]))
+
+
+def _escalation(incident: str, item: dict) -> Escalation:
+    return Escalation(incident, datetime.fromisoformat(item["escalated_at"]["S"]))

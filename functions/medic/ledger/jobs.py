@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from medic.ledger.table import Key, Table, expires
+from medic.ledger.table import Key, Table, expires, readable
 
 # Longer than a handler's 60 s timeout: an unfinished claim older than this belongs to a dead run.
 JOB_CLAIM_STALE = timedelta(seconds=90)
+
+
+@dataclass(frozen=True)
+class LineageRestarts:
+    """A job lineage's restart budget spent so far."""
+
+    lineage: str
+    restarts: int
+    last_restart_at: datetime
 
 
 class JobStore:
@@ -33,6 +43,10 @@ class JobStore:
             "attribute_not_exists(pk) OR (attribute_not_exists(done_at) AND claimed_at < :stale)",
             {":stale": {"S": (now - JOB_CLAIM_STALE).isoformat()}},
         )
+
+    def job_failure_claimed(self, job_name: str) -> bool:
+        """Whether the job's failure was claimed (being or already handled)."""
+        return self.table.exists(self.failure_key(job_name))
 
     def finish_job_failure(self, job_name: str, now: datetime) -> None:
         self.table.update(self.failure_key(job_name), "SET done_at = :now", {":now": {"S": now.isoformat()}})
@@ -78,3 +92,16 @@ class JobStore:
     def refund_job_restarts(self, lineages: Sequence[str]) -> None:
         for lineage in lineages:
             self.refund_job_restart(lineage)
+
+    def lineages_among(self, items: Iterable[dict]) -> list[LineageRestarts]:
+        """Every job lineage's restarts, among a scan of the whole table (Table.scan); unreadable ones left out."""
+        found = []
+        for lineage, _, item in self.table.among(items, "lineage#", "restarts"):
+            restarts = readable(_lineage_restarts, lineage, item)
+            if restarts is not None:
+                found.append(restarts)
+        return found
+
+
+def _lineage_restarts(lineage: str, item: dict) -> LineageRestarts:
+    return LineageRestarts(lineage, int(item["restarts"]["N"]), datetime.fromisoformat(item["last_restart_at"]["S"]))

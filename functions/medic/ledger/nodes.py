@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from medic.core.models import ClusterAction, ClusterState, NodeState
 from medic.core.repairs import PendingClaim, RepairWatch
-from medic.ledger.table import Key, Table, epoch, expires
+from medic.ledger.table import Key, Table, epoch, expires, readable
 
 CLUSTER_ACTION_HOURS = 2  # longer than any budget or repair window
 
@@ -38,6 +38,23 @@ class ConfigMismatch:
     cluster: str
     configured: str  # automatic | none
     actual: str  # automatic | none
+
+
+@dataclass(frozen=True)
+class NodeMemory:
+    """A node's last action, with the node it is about (an operator's overview of the ledger)."""
+
+    cluster: str
+    node_id: str
+    state: NodeState
+
+
+@dataclass(frozen=True)
+class NodeInRepair:
+    """A node a sweep saw in repair, with its cluster (an operator's overview of the ledger)."""
+
+    cluster: str
+    watch: RepairWatch
 
 
 class NodeStore:
@@ -93,6 +110,35 @@ class NodeStore:
         items = self.table.batch_get(self.node_key(cluster, node_id) for node_id in dict.fromkeys(node_ids))
         claims = (_pending_claim(item) for item in items)
         return {claim.node_id: claim for claim in claims}
+
+    # an operator's overview: this store's items among a scan of the whole table (Table.scan), unreadable ones left out
+    def node_states_among(self, items: Iterable[dict]) -> list[NodeMemory]:
+        """Every node's last action."""
+        found = []
+        for rest, _, item in self.table.among(items, "node#", "state"):
+            cluster, _, node_id = rest.partition("#")
+            state = readable(node_state_of, item)
+            if state is not None:
+                found.append(NodeMemory(cluster, node_id, state))
+        return found
+
+    def cluster_states_among(self, items: Iterable[dict]) -> dict[str, ClusterState]:
+        """Every cluster's recent node actions, by cluster name."""
+        found = {}
+        for cluster, _, item in self.table.among(items, "cluster#", "actions"):
+            state = readable(cluster_state_of, item)
+            if state is not None:
+                found[cluster] = state
+        return found
+
+    def repair_watches_among(self, items: Iterable[dict]) -> list[NodeInRepair]:
+        """Every node a sweep saw in repair."""
+        found = []
+        for cluster, _, item in self.table.among(items, "repair#"):
+            watch = readable(_repair_watch, item)
+            if watch is not None:
+                found.append(NodeInRepair(cluster, watch))
+        return found
 
     # writes
     def record_healthy(self, cluster: str, node_id: str, at: datetime) -> None:
@@ -182,10 +228,7 @@ class NodeStore:
         """The cluster's nodes a sweep saw in repair, by node id (one partition per cluster)."""
         watches: dict[str, RepairWatch] = {}
         for item in self.table.partition(f"repair#{cluster}"):
-            watches[item["sk"]["S"]] = RepairWatch(
-                node_id=item["sk"]["S"], status=item.get("status", {}).get("S", "Unknown"),
-                since=datetime.fromisoformat(item["since"]["S"]), reported="reported_at" in item,
-                medics=item.get("started_by", {}).get("S") == "medic", origin=item.get("origin", {}).get("S"))
+            watches[item["sk"]["S"]] = _repair_watch(item)
         return watches
 
     def watch_repair(self, cluster: str, node_id: str, status: str, since: datetime, medics: bool,
@@ -246,6 +289,13 @@ def cluster_state_of(item: dict | None) -> ClusterState:
         for a in item.get("actions", {}).get("L", [])
     )
     return ClusterState(actions=actions, version=int(item["version"]["N"]))
+
+
+def _repair_watch(item: dict) -> RepairWatch:
+    return RepairWatch(
+        node_id=item["sk"]["S"], status=item.get("status", {}).get("S", "Unknown"),
+        since=datetime.fromisoformat(item["since"]["S"]), reported="reported_at" in item,
+        medics=item.get("started_by", {}).get("S") == "medic", origin=item.get("origin", {}).get("S"))
 
 
 def _pending_claim(item: dict) -> PendingClaim:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from medic.ledger.table import Key, Table, epoch, expires
+from medic.ledger.table import Key, Table, epoch, expires, readable
+
+
+@dataclass(frozen=True)
+class PagedIncident:
+    incident: str
+    paged_at: datetime
 
 
 def page_key(table: Table, incident: str) -> Key:
@@ -33,6 +41,15 @@ class PageStore:
     def incident_paged(self, incident: str) -> bool:
         return self.table.exists(page_key(self.table, incident))
 
+    def paged_incidents_among(self, items: Iterable[dict]) -> list[PagedIncident]:
+        """The incidents that paged and are not closed, among a scan of the whole table (Table.scan)."""
+        found = []
+        for incident, _, item in self.table.among(items, "incident#", "page"):
+            paged = readable(_paged_incident, incident, item)
+            if paged is not None:
+                found.append(paged)
+        return found
+
     def storm_paged_at(self, cluster: str) -> datetime | None:
         """When the cluster's last guardrail summary page went out (None: never, or expired)."""
         item = self.table.get(self.storm_key(cluster))
@@ -47,3 +64,7 @@ class PageStore:
 
     def release_storm_page(self, cluster: str) -> None:
         self.table.delete(self.storm_key(cluster))
+
+
+def _paged_incident(incident: str, item: dict) -> PagedIncident:
+    return PagedIncident(incident, datetime.fromisoformat(item["paged_at"]["S"]))

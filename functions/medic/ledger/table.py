@@ -7,18 +7,20 @@ what the budget and cooldown would do.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
 from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
 
+DRY_RUN = "dry_run#"  # the key prefix of a dry run's own copy of Medic's items
 NODE_STATE_DAYS = 7  # long enough for escalation memory and cooldowns; TTL cleans up after
 BATCH_GET_LIMIT = 100  # BatchGetItem takes 100 keys at most
 Key = dict[str, dict[str, str]]
+T = TypeVar("T")
 
 
 def epoch(moment: datetime) -> int:
@@ -28,6 +30,15 @@ def epoch(moment: datetime) -> int:
 def expires(moment: datetime, days: int = NODE_STATE_DAYS) -> dict[str, str]:
     """The `expires_at` attribute (DynamoDB TTL: epoch seconds) for an item kept `days` after `moment`."""
     return {"N": str(epoch(moment + timedelta(days=days)))}
+
+
+def readable(parse: Callable[..., T | None], *args: Any) -> T | None:
+    """An item as a store parses it (``parse(*args)``); None when it is not what the store writes (an attribute
+    missing or unreadable): an operator's overview leaves such an item out rather than failing."""
+    try:
+        return parse(*args)
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
+        return None
 
 
 class Table:
@@ -43,7 +54,7 @@ class Table:
         return self._client
 
     def for_mode(self, mode: str) -> Table:
-        namespace = "dry_run#" if mode == "dry_run" else ""
+        namespace = DRY_RUN if mode == "dry_run" else ""
         if namespace == self.namespace:
             return self
         return Table(self.name, self.client, namespace)
@@ -111,6 +122,33 @@ class Table:
         for page in paginator.paginate(TableName=self.name, ConsistentRead=True, KeyConditionExpression="pk = :pk",
                                        ExpressionAttributeValues={":pk": {"S": f"{self.namespace}{pk}"}}):
             yield from page.get("Items", [])
+
+    def newest(self, pk: str, limit: int) -> list[dict]:
+        """The `limit` items of one of Medic's partitions with the highest sort keys, highest first."""
+        return self.client.query(TableName=self.name, ConsistentRead=True, KeyConditionExpression="pk = :pk",
+                                 ExpressionAttributeValues={":pk": {"S": f"{self.namespace}{pk}"}},
+                                 ScanIndexForward=False, Limit=limit).get("Items", [])
+
+    def scan(self) -> list[dict]:
+        """Every item of the table, whatever its namespace or writer, every page. For an operator's overview
+        (``medic status``); the handlers read by key. Each store picks its own items out (`among`)."""
+        items: list[dict] = []
+        for page in self.client.get_paginator("scan").paginate(TableName=self.name, ConsistentRead=True):
+            items.extend(page.get("Items", []))
+        return items
+
+    def among(self, items: Iterable[dict], pk_prefix: str, sk: str | None = None) -> Iterator[tuple[str, str, dict]]:
+        """The items of a scan in this table's namespace whose pk starts with `pk_prefix` (after the namespace's
+        prefix) and, when given, whose sk is `sk`: (the rest of the pk, the sk, the item)."""
+        for item in items:
+            pk, item_sk = item.get("pk", {}).get("S"), item.get("sk", {}).get("S")
+            if not isinstance(pk, str) or not isinstance(item_sk, str) or (sk is not None and item_sk != sk):
+                continue
+            if pk.startswith(DRY_RUN) != (self.namespace == DRY_RUN):
+                continue  # the other namespace's copy
+            pk = pk.removeprefix(self.namespace)
+            if pk.startswith(pk_prefix):
+                yield pk.removeprefix(pk_prefix), item_sk, item
 
     def batch_get(self, keys: Iterable[Key], attempts: int = 5) -> list[dict]:
         """The items that exist among the keys, in batches of 100; unprocessed keys (throttling) are asked

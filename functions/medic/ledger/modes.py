@@ -1,0 +1,66 @@
+"""Mode memory: who changed the run-time mode (SSM ``/medic/<stack>/mode``), when, from what and why.
+
+Written by the ``medic`` CLI (pause, resume, mode), never by the functions; one item per change, kept as the
+audit trail (no TTL). Never prefixed: the mode is one for both namespaces, whichever table it is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from medic.ledger.table import Table
+
+
+@dataclass(frozen=True)
+class ModeChange:
+    stack: str
+    at: datetime
+    mode: str
+    previous: str | None
+    who: str
+    reason: str
+
+
+class ModeStore:
+    def __init__(self, table: Table) -> None:
+        self.table = table.for_mode("act")  # the real namespace, unprefixed
+
+    def record(self, change: ModeChange) -> bool:
+        """Append the change; False when one is already recorded for the stack at that very moment."""
+        item = {**self.table.key(_partition(change.stack), change.at.isoformat()),
+                "mode": {"S": change.mode}, "who": {"S": change.who}, "reason": {"S": change.reason},
+                "at": {"S": change.at.isoformat()}}
+        if change.previous is not None:
+            item["previous"] = {"S": change.previous}
+        return self.table.put_if(item, "attribute_not_exists(pk)")
+
+    def changes(self, stack: str, limit: int = 1) -> list[ModeChange]:
+        """The latest changes, newest first (an item whose time is unreadable is left out)."""
+        changes = []
+        for item in self.table.newest(_partition(stack), limit):
+            at = _moment(item["sk"]["S"])
+            if at is None:
+                continue
+            changes.append(ModeChange(
+                stack=stack, at=at, mode=_text(item, "mode") or "?", previous=_text(item, "previous"),
+                who=_text(item, "who") or "?", reason=_text(item, "reason") or ""))
+        return changes
+
+
+def _partition(stack: str) -> str:
+    return f"modechange#{stack}"
+
+
+def _text(item: dict, name: str) -> str | None:
+    value = item.get(name, {})
+    return value.get("S") if isinstance(value, dict) else None
+
+
+def _moment(value: str) -> datetime | None:
+    """An ISO time (a naive one is UTC); None when unreadable."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
