@@ -61,7 +61,7 @@ from medic.ledger.table import Table
 from medic.node_remediation import remediate_node
 from medic.reconcile import reconcile as reconcile_run
 from medic.slurm_requeue import handle_requeue_event
-from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
+from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Account, Medic, medic_world
 from tests.helpers import load_event
 
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -152,9 +152,9 @@ def guarded_deps(medic: Medic, calls: CallLog) -> Deps:
 
 
 @pytest.fixture
-def world(aws_credentials: None) -> Iterator[FuzzWorld]:
+def world(aws: Account) -> Iterator[FuzzWorld]:
     """One moto world per test function, reused by every example of its property."""
-    for medic in medic_world(parse_config(FUZZ_CONFIG)):
+    for medic in medic_world(parse_config(FUZZ_CONFIG), aws):
         # A live agent: a requeue that slipped through validation would reach SendMessage (and fail the test).
         medic.deps.table.client.put_item(TableName=TABLE, Item={  # Medic's note of it
             "pk": {"S": f"agentseen#{CLUSTER}"}, "sk": {"S": "heartbeat"},

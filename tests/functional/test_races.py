@@ -47,7 +47,7 @@ from medic.ledger.table import Table
 from medic.node_remediation import remediate_node
 from medic.reconcile import reconcile
 from medic.slurm_requeue import handle_requeue_event
-from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
+from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Account, Medic, medic_world
 from tests.functional.test_training_job_handler import Training
 from tests.helpers import hma_reason, load_event, node_event
 
@@ -222,8 +222,8 @@ NODES = {f"i-0{index:016x}": WORKERS for index in range(1, 65)}
 
 
 @pytest.fixture
-def world(aws_credentials: None) -> Iterator[RaceWorld]:
-    for medic in medic_world(parse_config(RACE_CONFIG)):
+def world(aws: Account) -> Iterator[RaceWorld]:
+    for medic in medic_world(parse_config(RACE_CONFIG), aws):
         calls = Calls()
         hyperpod = FakeHyperPod(NODES, size=200)
         dynamodb = AtomicDynamoDB(boto3.client("dynamodb", region_name=REGION))
