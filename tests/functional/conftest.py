@@ -134,33 +134,55 @@ class Medic:
                 self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
-def medic_world(config: MedicConfig) -> Iterator[Medic]:
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name=REGION)
-        dynamodb.create_table(
+class Account:
+    """Medic's resources in moto's emulated account, and the clients that reach them. The clients are made once
+    for the package and serve every test's moto: a boto3 client costs about 0.1 s to build, more than most
+    tests take to run, while starting and stopping moto costs a few milliseconds."""
+
+    def __init__(self) -> None:
+        session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing",  # noqa: S106
+                                region_name=REGION)
+        self.dynamodb, self.sns, self.sqs, self.ssm = (
+            session.client(name) for name in ("dynamodb", "sns", "sqs", "ssm"))
+        self.topic = self.queue_url = ""
+
+    def deploy(self, mode: str) -> None:
+        """Medic's table, paging topic (with a queue subscribed to read the pages back) and mode parameter."""
+        self.dynamodb.create_table(
             TableName=TABLE, BillingMode="PAY_PER_REQUEST",
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
                                   {"AttributeName": "sk", "AttributeType": "S"}])
-        sns, sqs, ssm = (boto3.client(name, region_name=REGION) for name in ("sns", "sqs", "ssm"))
-        topic = sns.create_topic(Name="medic-pages")["TopicArn"]
-        queue_url = sqs.create_queue(QueueName="pages")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-        ssm.put_parameter(Name=MODE_PARAMETER, Value=config.mode, Type="String")
-        sagemaker = boto3.client("sagemaker", region_name=REGION)
-        stub = HyperPodStub(sagemaker)
-        log = RecordLog()
-        logging.getLogger("medic").addHandler(log)
-        medic = Medic(deps=None, hyperpod=stub, log=log, queue_url=queue_url, sqs=sqs, ssm=ssm)  # type: ignore[arg-type]
-        medic.deps = Deps(config=config, hyperpod=HyperPod(sagemaker, sleep=medic.slept.append),
-                          table=Table(TABLE, dynamodb), pager=Pager(topic, sns),
-                          mode=ModeSwitch(MODE_PARAMETER, config.mode, ssm), jobs_on_node=JOBS_ON_NODE,
-                          region=REGION, now=lambda: medic.clock[0], account="123456789012")
-        try:
-            yield medic
-        finally:
-            logging.getLogger("medic").removeHandler(log)
+        self.topic = self.sns.create_topic(Name="medic-pages")["TopicArn"]
+        self.queue_url = self.sqs.create_queue(QueueName="pages")["QueueUrl"]
+        queue_arn = self.sqs.get_queue_attributes(QueueUrl=self.queue_url,
+                                                  AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.sns.subscribe(TopicArn=self.topic, Protocol="sqs", Endpoint=queue_arn)
+        self.ssm.put_parameter(Name=MODE_PARAMETER, Value=mode, Type="String")
+
+
+def medic_world(config: MedicConfig, aws: Account) -> Iterator[Medic]:
+    """Medic deployed with ``config``: a fresh account, and a SageMaker client of its own whose Stubber holds
+    this test's expected HyperPod calls."""
+    aws.deploy(config.mode)
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    stub = HyperPodStub(sagemaker)
+    log = RecordLog()
+    logging.getLogger("medic").addHandler(log)
+    medic = Medic(deps=None, hyperpod=stub, log=log, queue_url=aws.queue_url, sqs=aws.sqs, ssm=aws.ssm)  # type: ignore[arg-type]
+    medic.deps = Deps(config=config, hyperpod=HyperPod(sagemaker, sleep=medic.slept.append),
+                      table=Table(TABLE, aws.dynamodb), pager=Pager(aws.topic, aws.sns),
+                      mode=ModeSwitch(MODE_PARAMETER, config.mode, aws.ssm), jobs_on_node=JOBS_ON_NODE,
+                      region=REGION, now=lambda: medic.clock[0], account="123456789012")
+    try:
+        yield medic
+    finally:
+        logging.getLogger("medic").removeHandler(log)
+
+
+@pytest.fixture(scope="package")
+def account() -> Account:
+    return Account()
 
 
 @pytest.fixture
@@ -171,5 +193,13 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def medic(aws_credentials: None) -> Iterator[Medic]:
-    yield from medic_world(parse_config(CONFIG))
+def aws(account: Account, aws_credentials: None) -> Iterator[Account]:
+    """An empty emulated account for this test alone (moto's own reset when it starts); medic_world deploys
+    Medic into it."""
+    with mock_aws():
+        yield account
+
+
+@pytest.fixture
+def medic(aws: Account) -> Iterator[Medic]:
+    yield from medic_world(parse_config(CONFIG), aws)

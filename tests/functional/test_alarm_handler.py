@@ -29,8 +29,8 @@ JOBS_CONFIG = {**CONFIG, "jobs": [{"name": JOB, "cluster": CLUSTER, "stall_minut
 
 
 @pytest.fixture
-def medic(aws_credentials):
-    yield from medic_world(parse_config(JOBS_CONFIG))
+def medic(aws):
+    yield from medic_world(parse_config(JOBS_CONFIG), aws)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from medic.adapters.hyperpod import HyperPod
 from medic.config import parse_config
 from medic.core.models import Action
 from medic.core.repairs import RESULT_UNKNOWN
-from tests.functional.conftest import CLUSTER, Medic, medic_world
+from tests.functional.conftest import CLUSTER, Account, Medic, medic_world
 from tests.functional.test_reconcile import NODE, ONE_CLUSTER, REPLACE, claim_of, listed, records, sweep
 from tests.helpers import node_event
 
@@ -26,8 +26,8 @@ ACCEPTED = (200, {"Successful": [NODE]})
 
 
 @pytest.fixture
-def world(aws_credentials: None) -> Iterator[Medic]:
-    yield from medic_world(parse_config(ONE_CLUSTER))
+def world(aws: Account) -> Iterator[Medic]:
+    yield from medic_world(parse_config(ONE_CLUSTER), aws)
 
 
 def answer_lost(medic: Medic, method: str = REPLACE, error: type[Exception] = ReadTimeoutError) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from medic.config import parse_config
 from medic.flows.node.cluster_events import record_cluster_event
-from tests.functional.conftest import Medic, medic_world
+from tests.functional.conftest import Account, Medic, medic_world
 from tests.helpers import in_deploying_account, load_event
 
 CLUSTER = "sample-cluster"
@@ -23,8 +23,8 @@ CONFIG = {"notify": {"emails": ["oncall@example.com"]},
 
 
 @pytest.fixture
-def documented(aws_credentials: None) -> Iterator[Medic]:
-    yield from medic_world(parse_config(CONFIG))
+def documented(aws: Account) -> Iterator[Medic]:
+    yield from medic_world(parse_config(CONFIG), aws)
 
 
 def test_the_documented_node_health_example_is_rejected_for_its_instance_id_not_its_cluster_arn(documented):

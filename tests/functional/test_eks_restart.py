@@ -32,8 +32,8 @@ EKS_CONFIG = {**CONFIG, "guardrails": {"max_job_restarts": 2},
 
 
 @pytest.fixture
-def medic(aws_credentials):
-    yield from medic_world(parse_config(EKS_CONFIG))
+def medic(aws):
+    yield from medic_world(parse_config(EKS_CONFIG), aws)
 
 
 @pytest.fixture

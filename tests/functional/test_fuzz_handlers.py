@@ -62,7 +62,7 @@ from medic.handlers import (
 from medic.ledger.agents import AgentStore
 from medic.ledger.table import Table
 from medic.wiring import JOBS_ON_NODE
-from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
+from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Account, Medic, medic_world
 from tests.helpers import load_event
 
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -150,13 +150,13 @@ def guarded_deps(medic: Medic, calls: CallLog) -> Deps:
                 region=REGION, now=lambda: NOW,
                 training=TrainingJobs(client("sagemaker")), checkpoints=Checkpoints(client("s3")),
                 metrics=TrainingMetrics(client("cloudwatch")),
-                agents=AgentQueues({CLUSTER: queue_url}, client("sqs")))
+                slurm=AgentQueues({CLUSTER: queue_url}, client("sqs")))
 
 
 @pytest.fixture
-def world(aws_credentials: None) -> Iterator[FuzzWorld]:
+def world(aws: Account) -> Iterator[FuzzWorld]:
     """One moto world per test function, reused by every example of its property."""
-    for medic in medic_world(parse_config(FUZZ_CONFIG)):
+    for medic in medic_world(parse_config(FUZZ_CONFIG), aws):
         # A live agent: a requeue that slipped through validation would reach SendMessage (and fail the test).
         medic.deps.table.client.put_item(TableName=TABLE, Item={  # Medic's note of it
             "pk": {"S": f"agentseen#{CLUSTER}"}, "sk": {"S": "heartbeat"},

@@ -21,9 +21,9 @@ class LambdaContext:
 
 
 @pytest.fixture
-def deployed_env(aws_credentials, monkeypatch):
+def deployed_env(aws, monkeypatch):
     config = parse_config(CONFIG)
-    for medic in medic_world(config):
+    for medic in medic_world(config, aws):
         monkeypatch.setenv("MEDIC_CONFIG", config.to_env())
         monkeypatch.setenv("LEDGER_TABLE", TABLE)
         monkeypatch.setenv("PAGE_TOPIC_ARN", medic.deps.pager.topic_arn)

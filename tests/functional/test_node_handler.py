@@ -286,8 +286,8 @@ def test_an_invalid_mode_value_is_read_as_paused(medic, unhealthy_event):
     assert medic.handle(unhealthy_event)["mode"] == "paused"
 
 
-def test_a_failed_page_still_writes_the_record(aws_credentials, unhealthy_event):
-    for medic in medic_world(parse_config(CONFIG)):
+def test_a_failed_page_still_writes_the_record(aws, unhealthy_event):
+    for medic in medic_world(parse_config(CONFIG), aws):
         medic.deps.pager.topic_arn = "arn:aws:sns:us-west-2:123456789012:does-not-exist"
         medic.hyperpod.node(NODE)
         medic.hyperpod.size(16)

@@ -48,7 +48,7 @@ from medic.ledger.agents import AgentStore
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.table import Table
 from medic.wiring import JOBS_ON_NODE
-from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Medic, medic_world
+from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, REGION, TABLE, Account, Medic, medic_world
 from tests.functional.test_training_job_handler import Training
 from tests.helpers import hma_reason, load_event, node_event
 
@@ -223,8 +223,8 @@ NODES = {f"i-0{index:016x}": WORKERS for index in range(1, 65)}
 
 
 @pytest.fixture
-def world(aws_credentials: None) -> Iterator[RaceWorld]:
-    for medic in medic_world(parse_config(RACE_CONFIG)):
+def world(aws: Account) -> Iterator[RaceWorld]:
+    for medic in medic_world(parse_config(RACE_CONFIG), aws):
         calls = Calls()
         hyperpod = FakeHyperPod(NODES, size=200)
         dynamodb = AtomicDynamoDB(boto3.client("dynamodb", region_name=REGION))
@@ -239,7 +239,7 @@ def world(aws_credentials: None) -> Iterator[RaceWorld]:
                     region=REGION, now=lambda: NOW,
                     training=TrainingJobs(calls.watch(boto3.client("sagemaker", region_name=REGION))),
                     checkpoints=Checkpoints(boto3.client("s3", region_name=REGION)),
-                    agents=AgentQueues({CLUSTER: queue_url}, sqs))
+                    slurm=AgentQueues({CLUSTER: queue_url}, sqs))
         # The watched job trained until 20 minutes ago (a stall, not a job that never started)
         boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
             {"MetricName": "Heartbeat", "Dimensions": [{"Name": "Job", "Value": JOB}], "Value": 20,

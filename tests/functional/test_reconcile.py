@@ -14,7 +14,7 @@ from medic.core.repairs import IN_FLIGHT
 from medic.flows.node.sweep import reconcile
 from medic.flows.node.sweep_policy import MAX_NODE_DECISIONS_PER_CLUSTER
 from medic.ledger.nodes import NodeStore
-from tests.functional.conftest import CLUSTER, CONFIG, Medic, medic_world
+from tests.functional.conftest import CLUSTER, CONFIG, Account, Medic, medic_world
 from tests.helpers import node_event
 
 NODE = "i-0d4e5f60718293a4b"  # the sample health event's node
@@ -28,9 +28,9 @@ ONE_CLUSTER = {**CONFIG, "clusters": [CONFIG["clusters"][0]]}
 
 
 @pytest.fixture
-def world(aws_credentials: None) -> Iterator[Medic]:
+def world(aws: Account) -> Iterator[Medic]:
     """One Slurm cluster without automatic node recovery: Medic owns its repairs."""
-    yield from medic_world(parse_config(ONE_CLUSTER))
+    yield from medic_world(parse_config(ONE_CLUSTER), aws)
 
 
 def listed(medic: Medic, *nodes: tuple[str, str], cluster: str = CLUSTER, token: str | None = None,
@@ -217,9 +217,9 @@ def test_given_a_malformed_schedule_event_then_it_is_rejected_and_nothing_is_cal
     world.hyperpod.assert_all_called()
 
 
-def test_given_automatic_recovery_a_failed_node_is_hyperpods_and_pages_only_when_its_repair_lasts(aws_credentials):
+def test_given_automatic_recovery_a_failed_node_is_hyperpods_and_pages_only_when_its_repair_lasts(aws):
     config = {**CONFIG, "clusters": [{**CONFIG["clusters"][0], "node_recovery": "automatic"}]}
-    for medic in medic_world(parse_config(config)):
+    for medic in medic_world(parse_config(config), aws):
         listed(medic, (NODE, "Failure"))
         sweep(medic, "2026-11-20T08:15:00Z")
         [deferred] = records(medic)

@@ -263,10 +263,10 @@ class LambdaContext:
 
 
 @pytest.fixture
-def deployed(aws_credentials, monkeypatch, tmp_path):
+def deployed(aws, monkeypatch, tmp_path):
     """The environment the stack sets on the function, with AGENT_QUEUES."""
     config = parse_config(CONFIG)
-    for medic in medic_world(config):
+    for medic in medic_world(config, aws):
         slurm = SlurmWorld(medic, tmp_path)
         for name, value in {"MEDIC_CONFIG": config.to_env(), "LEDGER_TABLE": TABLE, "MODE_PARAMETER": MODE_PARAMETER,
                             "PAGE_TOPIC_ARN": medic.deps.pager.topic_arn,

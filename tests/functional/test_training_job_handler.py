@@ -216,10 +216,10 @@ def test_a_job_without_checkpoint_config_pages(world, failed_event):
     assert "no CheckpointConfig" in record["reason"]
 
 
-def test_config_may_allow_a_restart_without_checkpoint(aws_credentials, failed_event):
+def test_config_may_allow_a_restart_without_checkpoint(aws, failed_event):
     config = parse_config({**CONFIG, "training_jobs": [{**CONFIG["training_jobs"][0],
                                                          "allow_restart_without_checkpoint": True}]})
-    for medic in medic_world(config):
+    for medic in medic_world(config, aws):
         training = Training()
         training.job(JOB, checkpoint=None)
         record = handle(medic, failed_event)
