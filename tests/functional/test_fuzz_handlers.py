@@ -150,7 +150,7 @@ def guarded_deps(medic: Medic, calls: CallLog) -> Deps:
                 region=REGION, now=lambda: NOW,
                 training=TrainingJobs(client("sagemaker")), checkpoints=Checkpoints(client("s3")),
                 metrics=TrainingMetrics(client("cloudwatch")),
-                slurm=AgentQueues({CLUSTER: queue_url}, client("sqs")))
+                agents=AgentQueues({CLUSTER: queue_url}, client("sqs")))
 
 
 @pytest.fixture

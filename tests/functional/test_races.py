@@ -239,7 +239,7 @@ def world(aws: Account) -> Iterator[RaceWorld]:
                     region=REGION, now=lambda: NOW,
                     training=TrainingJobs(calls.watch(boto3.client("sagemaker", region_name=REGION))),
                     checkpoints=Checkpoints(boto3.client("s3", region_name=REGION)),
-                    slurm=AgentQueues({CLUSTER: queue_url}, sqs))
+                    agents=AgentQueues({CLUSTER: queue_url}, sqs))
         # The watched job trained until 20 minutes ago (a stall, not a job that never started)
         boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
             {"MetricName": "Heartbeat", "Dimensions": [{"Name": "Job", "Value": JOB}], "Value": 20,
