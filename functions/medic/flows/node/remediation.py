@@ -244,7 +244,7 @@ def finish_node_decision(about: About, fault: Fault, decision: NodeDecision, dep
     record = about.record(fault=fault, action=decision.action, outcome=decision.outcome,
                           reason=f"{decision.reason} {drain.text}" if drain else decision.reason,
                           attempt=decision.attempt,
-                          # a drained node's jobs are unknown until the agent reports them
+                          # a Slurm node action names the jobs it hit: unknown (None) until the agent reports
                           jobs=None if drain else NOT_A_NODE_ACTION)
     jobs_paged = False
     if drain is not None and drain.page:  # the node action went ahead; its jobs need a human (one page)
