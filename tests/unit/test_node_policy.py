@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from medic.config import Cluster, Guardrails
+from medic.core.mode import Mode
 from medic.core.models import (
     Action,
     ClusterAction,
@@ -38,7 +39,7 @@ def sized(nodes: int, node_recovery: str | None = None, controllers: frozenset[s
 
 
 def context(**changes) -> NodeContext:
-    base = NodeContext(mode="act", cluster=SLURM, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
+    base = NodeContext(mode=Mode.ACT, cluster=SLURM, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
                        node=NodeInfo(NODE, "gpu-workers", "Running"), state=None, cluster_state=EMPTY,
                        cluster_info=sized(32), now=NOW)
     return replace(base, **changes)
@@ -189,20 +190,20 @@ def test_per_cluster_guardrail_overrides_apply():
 
 
 def test_dry_run_decides_but_does_not_execute():
-    decision = decide_node(context(mode="dry_run"))
+    decision = decide_node(context(mode=Mode.DRY_RUN))
     assert (decision.action, decision.outcome, decision.page) == (Action.REPLACE_NODE, Outcome.DRY_RUN, Page.NONE)
     assert "would replace" in decision.reason
 
 
 def test_paused_suppresses_and_pages_so_the_node_is_not_forgotten():
-    decision = decide_node(context(mode="paused"))
+    decision = decide_node(context(mode=Mode.PAUSED))
     assert (decision.outcome, decision.page) == (Outcome.SUPPRESSED, Page.INCIDENT)
     assert "paused" in decision.reason
 
 
 def test_a_duplicate_wins_over_paused():
     state = acted(Fault.GPU_FATAL, Action.REPLACE_NODE, minutes_ago=5)
-    assert decide_node(context(mode="paused", state=state)).outcome is Outcome.DUPLICATE
+    assert decide_node(context(mode=Mode.PAUSED, state=state)).outcome is Outcome.DUPLICATE
 
 
 # --- AWS's facts: node statuses, Slurm controllers, the cluster's real NodeRecovery, event times

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from medic.config import Cluster
+from medic.core.mode import Mode
 from medic.core.models import NodeInfo, Outcome
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
 from medic.flows.node.sweep_policy import (
@@ -71,7 +72,7 @@ def test_an_unfinished_claim_expires_with_the_node_cooldown(outcome):
 
 @pytest.mark.parametrize("status", ["Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress"])
 def test_given_an_unknown_result_when_the_node_is_in_repair_then_the_call_went_through(status):
-    decision = decide_pending(claim(minutes_ago=1), node(status), NOW, "act")
+    decision = decide_pending(claim(minutes_ago=1), node(status), NOW, Mode.ACT)
     assert (decision.resolution, decision.outcome, decision.ledger_outcome) == (
         Resolution.CONFIRMED, Outcome.EXECUTED, "executed")
     assert status in decision.reason and "Nothing is called again" in decision.reason
@@ -79,48 +80,48 @@ def test_given_an_unknown_result_when_the_node_is_in_repair_then_the_call_went_t
 
 
 def test_given_an_unknown_result_when_the_node_is_gone_then_the_replace_took_effect():
-    decision = decide_pending(claim(minutes_ago=1), None, NOW, "act")
+    decision = decide_pending(claim(minutes_ago=1), None, NOW, Mode.ACT)
     assert (decision.resolution, decision.ledger_outcome) == (Resolution.CONFIRMED, "executed")
 
 
 @pytest.mark.parametrize("status", ["Running", "Failure"])
 def test_given_an_unknown_result_when_no_sign_of_repair_yet_then_wait_without_calling(status):
     minutes = SETTLE.total_seconds() / 60 - 1
-    decision = decide_pending(claim(minutes_ago=minutes), node(status), NOW, "act")
+    decision = decide_pending(claim(minutes_ago=minutes), node(status), NOW, Mode.ACT)
     assert (decision.resolution, decision.ledger_outcome, decision.page) == (Resolution.WAIT, None, False)
 
 
 def test_given_a_settled_unknown_result_when_the_node_is_still_failed_then_retry_once():
-    decision = decide_pending(claim(minutes_ago=5), node("Failure"), NOW, "act")
+    decision = decide_pending(claim(minutes_ago=5), node("Failure"), NOW, Mode.ACT)
     assert (decision.resolution, decision.outcome) == (Resolution.RETRY, Outcome.EXECUTED)
     assert "retrying it once" in decision.reason
 
 
 def test_given_a_retried_claim_when_the_node_is_still_failed_then_give_up_and_page():
-    decision = decide_pending(claim(minutes_ago=5, retries=MAX_PENDING_RETRIES), node("Failure"), NOW, "act")
+    decision = decide_pending(claim(minutes_ago=5, retries=MAX_PENDING_RETRIES), node("Failure"), NOW, Mode.ACT)
     assert (decision.resolution, decision.outcome, decision.ledger_outcome, decision.page) == (
         Resolution.GIVE_UP, Outcome.FAILED, "failed", True)
 
 
 def test_given_a_settled_unknown_result_when_the_node_runs_then_medic_cannot_tell_and_pages():
     # A reboot may have completed or never started: the same status either way
-    decision = decide_pending(claim(minutes_ago=5, action="reboot_node"), node("Running"), NOW, "act")
+    decision = decide_pending(claim(minutes_ago=5, action="reboot_node"), node("Running"), NOW, Mode.ACT)
     assert (decision.resolution, decision.outcome, decision.page) == (Resolution.GIVE_UP, Outcome.FAILED, True)
     assert "does not repeat it blindly" in decision.reason
 
 
 def test_given_a_dead_run_claim_the_reason_says_the_run_did_not_finish():
-    decision = decide_pending(claim(IN_FLIGHT, minutes_ago=5), node("Failure"), NOW, "act")
+    decision = decide_pending(claim(IN_FLIGHT, minutes_ago=5), node("Failure"), NOW, Mode.ACT)
     assert "did not finish" in decision.reason
 
 
 def test_given_medic_is_paused_a_retry_is_suppressed_and_paged():
-    decision = decide_pending(claim(minutes_ago=5), node("Failure"), NOW, "paused")
+    decision = decide_pending(claim(minutes_ago=5), node("Failure"), NOW, Mode.PAUSED)
     assert (decision.resolution, decision.outcome, decision.page) == (Resolution.GIVE_UP, Outcome.SUPPRESSED, True)
 
 
 def test_given_a_dry_run_a_retry_is_only_described():
-    decision = decide_pending(claim(minutes_ago=5), node("Failure"), NOW, "dry_run")
+    decision = decide_pending(claim(minutes_ago=5), node("Failure"), NOW, Mode.DRY_RUN)
     assert (decision.resolution, decision.outcome, decision.ledger_outcome) == (
         Resolution.WAIT, Outcome.DRY_RUN, None)
 
@@ -158,7 +159,7 @@ def test_with_automatic_recovery_a_failed_node_is_hyperpods_repair_and_is_timed(
 def test_a_pending_claim_on_a_node_hyperpod_reports_not_found_took_effect():
     """ClusterInstanceStatus NotFound (a replaced, terminated instance): the call went through; nothing again."""
     claim = PendingClaim(NODE, "gpu_fatal", "replace_node", "unknown", NOW - timedelta(minutes=5), 1, 2)
-    decision = decide_pending(claim, NodeInfo(NODE, "gpu-workers", "NotFound"), NOW, "act")
+    decision = decide_pending(claim, NodeInfo(NODE, "gpu-workers", "NotFound"), NOW, Mode.ACT)
     assert (decision.resolution, decision.outcome) == (Resolution.CONFIRMED, Outcome.EXECUTED)
 
 

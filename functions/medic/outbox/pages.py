@@ -1,14 +1,17 @@
-"""Sending pages under the ledger's at-most-once rules, shared by every handler."""
+"""Sending pages under the ledger's at-most-once rules, shared by every flow, and the one place that decides
+whether a record's mode may page at all (a dry run pages nobody: core.mode.Mode.pages)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
+from medic.core.mode import Mode
 from medic.core.pages import PageText
 from medic.deps import Deps
 from medic.ledger.pages import PageStore
@@ -17,28 +20,36 @@ from medic.obs import count, logger
 from medic.outbox.records import complete
 
 
-def page_incident(deps: Deps, table: Table, record: dict, text: PageText, claim: str | None = None) -> bool:
+def page_incident(deps: Deps, table: Table, record: Mapping[str, Any], text: PageText,
+                  claim: str | None = None) -> bool:
     """At most one page per incident (until the incident closes). ``claim`` names a second, separate
     page of the same incident (an escalation), so it is not blocked by the first."""
+    if not Mode.of(record["mode"]).pages:
+        return False
     key = claim or record["incident"]
     if not PageStore(table).claim_page(key, deps.now()):
         return False
     return _publish(deps, record, text, release=lambda: PageStore(table).release_page(key))
 
 
-def page_cluster_summary(deps: Deps, table: Table, record: dict, text: PageText, window: timedelta) -> bool:
+def page_cluster_summary(deps: Deps, table: Table, record: Mapping[str, Any], text: PageText,
+                         window: timedelta) -> bool:
     """At most one summary page per cluster per guardrail window."""
+    if not Mode.of(record["mode"]).pages:
+        return False
     if not PageStore(table).claim_storm_page(record["cluster"], deps.now(), window):
         return False
     return _publish(deps, record, text, release=lambda: PageStore(table).release_storm_page(record["cluster"]))
 
 
-def page_resolution(deps: Deps, record: dict, text: PageText) -> bool:
+def page_resolution(deps: Deps, record: Mapping[str, Any], text: PageText) -> bool:
     """The all-clear for an incident that paged: once per closing transition (the caller deduped it)."""
+    if not Mode.of(record["mode"]).pages:
+        return False
     return _publish(deps, record, text, release=lambda: None)
 
 
-def _publish(deps: Deps, record: dict, text: PageText, release: Callable[[], None]) -> bool:
+def _publish(deps: Deps, record: Mapping[str, Any], text: PageText, release: Callable[[], None]) -> bool:
     try:
         deps.pager.page(text.subject, text.body, json.dumps(complete({**record, "paged": True})))
     except (ClientError, BotoCoreError) as error:

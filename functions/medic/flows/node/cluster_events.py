@@ -20,7 +20,7 @@ from medic.ledger.nodes import NodeStore
 from medic.ledger.requests import RequestStore
 from medic.ledger.table import Table
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit, rejected
+from medic.outbox.records import About, emit, rejected
 
 # A claim whose call went out (or may have): the repair is Medic's.
 MEDICS_REPAIR_STATES = frozenset({Outcome.EXECUTED.value, IN_FLIGHT, RESULT_UNKNOWN})
@@ -37,23 +37,24 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
     details, now = event.detail.EventDetails, deps.now()
     fault = classify_cluster_event(details)
     message = details.failure_message
-    base = {"trigger": Trigger.CLUSTER_EVENT, "event_id": event.id, "cluster": details.ClusterName,
-            "instance_group": details.InstanceGroupName, "node_id": details.InstanceId, "fault": fault,
-            "mode": mode, "incident": (f"node:{details.ClusterName}:{details.InstanceId}" if details.InstanceId
-                                       else f"cluster:{details.ClusterName}:{details.InstanceGroupName or '-'}")}
+    about = About(incident=(f"node:{details.ClusterName}:{details.InstanceId}" if details.InstanceId
+                            else f"cluster:{details.ClusterName}:{details.InstanceGroupName or '-'}"),
+                  trigger=Trigger.CLUSTER_EVENT, event_id=event.id, mode=mode, cluster=details.ClusterName,
+                  instance_group=details.InstanceGroupName, node_id=details.InstanceId)
     cluster = deps.config.cluster(details.ClusterName)
     if cluster is None:
-        return emit({**base, "action": Action.NONE, "outcome": Outcome.IGNORED,
-                     "reason": f"Cluster {details.ClusterName} is not managed by Medic."})
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
+                                 reason=f"Cluster {details.ClusterName} is not managed by Medic."))
     foreign = foreign_cluster_arn(details.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
                                   cluster_id=cluster.id)
     if foreign:
-        return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
-                     "reason": short(f"{foreign} Medic records events of its configured clusters only.", 500)})
+        return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=short(f"{foreign} Medic records events of its configured clusters only.",
+                                              500)))
     table = deps.table.for_mode(mode)
     if not RequestStore(table).claim_request(str(Trigger.CLUSTER_EVENT), details.EventId, now):
-        return emit({**base, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
-                     "reason": f"HyperPod event {details.EventId} was already recorded."})
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
+                                 reason=f"HyperPod event {details.EventId} was already recorded."))
 
     said = short(f"{details.Description} {message}".strip(), 400)
     acted_on, state = _medics_node(table, cluster.name, details.InstanceId, details.node_logical_id)
@@ -65,18 +66,17 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
         NodeStore(table).set_outcome(cluster.name, acted_on, Outcome.FAILED.value)
         replacement = (f" (its replacement {details.InstanceId}, logical id {details.node_logical_id})"
                        if details.InstanceId and acted_on != details.InstanceId else "")
-        record = complete({**base, "incident": f"node:{cluster.name}:{acted_on}", "node_id": acted_on,
-                           "action": state.action, "outcome": Outcome.FAILED, "attempt": state.attempt,
-                           "reason": f"HyperPod could not complete Medic's {state.action} of {acted_on}{replacement} "
-                                     f"(started {state.acted_at:%H:%M} UTC): {said}"})
+        on_medics_node = about.but(incident=f"node:{cluster.name}:{acted_on}", node_id=acted_on)
+        record = on_medics_node.record(
+            fault=fault, action=state.action, outcome=Outcome.FAILED, attempt=state.attempt,
+            reason=f"HyperPod could not complete Medic's {state.action} of {acted_on}{replacement} "
+                   f"(started {state.acted_at:%H:%M} UTC): {said}")
     else:
-        record = complete({**base, "action": Action.NONE, "outcome": Outcome.DEFERRED,
-                           "reason": f"HyperPod reports ({details.EventLevel}): {said} A human decides."})
-    if mode != "dry_run":
-        text = cluster_event_page(record, details.Description, message,
-                                  cluster_log_group(cluster.name, details.ClusterArn), deps.region)
-        record["paged"] = page_incident(deps, table, record, text)
-    return emit(record)
+        record = about.record(fault=fault, action=Action.NONE, outcome=Outcome.DEFERRED,
+                              reason=f"HyperPod reports ({details.EventLevel}): {said} A human decides.")
+    text = cluster_event_page(record, details.Description, message,
+                              cluster_log_group(cluster.name, details.ClusterArn), deps.region)
+    return emit(record.paged_if(page_incident(deps, table, record, text)))
 
 
 def _medics_node(table: Table, cluster: str, instance_id: str | None,

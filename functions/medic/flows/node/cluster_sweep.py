@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from medic.config import Cluster
+from medic.core.mode import Mode
 from medic.core.models import ClusterInfo, NodeInfo, Trigger
 from medic.core.pages import PageText
 from medic.deps import Deps
@@ -19,6 +20,7 @@ from medic.flows.node.sweep_pages import SweepPages
 from medic.flows.node.sweep_policy import MAX_NODE_DECISIONS_PER_CLUSTER, NO_HEALTH_REASON, RESERVE_SECONDS
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
+from medic.outbox.records import About, Record
 
 
 @dataclass
@@ -27,7 +29,7 @@ class ClusterSweep:
     and how it records and pages; the sweeps themselves are Sweep's (sweep.py) and sweep_repairs'."""
 
     deps: Deps
-    mode: str
+    mode: Mode
     run_id: str
     cluster: Cluster
     remaining: Callable[[], float]
@@ -73,12 +75,12 @@ class ClusterSweep:
     def incident(self, node_id: str) -> str:
         return node_incident(self.cluster.name, node_id)
 
-    def base(self, node_id: str, node: NodeInfo | None) -> dict:
-        return {"incident": node_incident(self.cluster.name, node_id), "trigger": Trigger.RECONCILE,
-                "event_id": self.run_id, "cluster": self.cluster.name, "node_id": node_id,
-                "instance_group": node.instance_group if node else None, "mode": self.mode}
+    def about(self, node_id: str, node: NodeInfo | None) -> About:
+        return About(incident=node_incident(self.cluster.name, node_id), trigger=Trigger.RECONCILE,
+                     event_id=self.run_id, mode=self.mode, cluster=self.cluster.name, node_id=node_id,
+                     instance_group=node.instance_group if node else None)
 
-    def record(self, record: dict, *, page: bool, key: str | None = None, text: PageText | None = None,
+    def record(self, record: Record, *, page: bool, key: str | None = None, text: PageText | None = None,
                 after: Callable[[bool], None] = lambda paged: None) -> None:
         self.outbox.add(record, page=page, key=key, after=after,
                         text=text or node_page(record, NO_HEALTH_REASON, self.deps.region))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from medic.core.models import ClusterState, Outcome
 from medic.core.pages import PageText, console_link, what_medic_did
+from medic.outbox.records import Record
 
 NEXT_STEP = {
     Outcome.FAILED: "Check the node in the console; retry the action by hand or replace the node.",
@@ -12,7 +13,7 @@ NEXT_STEP = {
 }
 
 
-def node_page(record: dict, health_reason: str, region: str) -> PageText:
+def node_page(record: Record, health_reason: str, region: str) -> PageText:
     outcome = Outcome(record["outcome"])
     what = {
         Outcome.FAILED: f"{record['action']} FAILED",
@@ -37,7 +38,7 @@ def node_page(record: dict, health_reason: str, region: str) -> PageText:
     return PageText(subject, body)
 
 
-def storm_page(record: dict, cluster_state: ClusterState, region: str, window_minutes: int) -> PageText:
+def storm_page(record: Record, cluster_state: ClusterState, region: str, window_minutes: int) -> PageText:
     acted = ", ".join(f"{a.node_id} ({a.action} {a.at:%H:%M})" for a in cluster_state.actions) or "none"
     subject = f"[Medic] {record['cluster']}: node actions held back by guardrails"
     body = "\n".join([
@@ -66,7 +67,7 @@ CLUSTER_EVENT_NEXT_STEP = {
 }
 
 
-def cluster_event_page(record: dict, description: str, failure_message: str, log_group: str,
+def cluster_event_page(record: Record, description: str, failure_message: str, log_group: str,
                        region: str) -> PageText:
     where = record["node_id"] or record["instance_group"] or record["cluster"]
     subject = f"[Medic] {record['cluster']} {where}: {record['fault']}"

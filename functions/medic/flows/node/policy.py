@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from medic.config import KNOWN_CONTROLLER_GROUPS, Cluster, Guardrails
+from medic.core.mode import Mode
 from medic.core.models import Action, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState, Outcome
 from medic.core.pages import Page
 from medic.core.repairs import DrainNote
@@ -21,7 +22,7 @@ IN_REPAIR_STATUSES = frozenset({"Pending", "ShuttingDown", "SystemUpdating", "De
 
 @dataclass(frozen=True)
 class NodeContext:
-    mode: str  # act | dry_run | paused
+    mode: Mode  # compared with ==: `medic explain` passes the mode it read as a plain str
     cluster: Cluster
     guardrails: Guardrails
     fault: Fault
@@ -133,7 +134,7 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
 
     because = (f"rebooted at {_hhmm(state.last_reboot_at)} and failed again: escalating to replace"
                if escalation and state and state.last_reboot_at else f"fault {fault.value} calls for {_verb(action)}")
-    if ctx.mode == "paused":
+    if ctx.mode == Mode.PAUSED:
         return NodeDecision(action, Outcome.SUPPRESSED, f"Medic is paused; would {_verb(action)} ({because}).",
                             page=Page.INCIDENT, attempt=attempt)
 
@@ -151,7 +152,7 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
                             f"Breaker open: {in_repair} of {size} nodes already in repair; "
                             f"another would exceed {limit:.0%}.",
                             page=Page.STORM, attempt=attempt)
-    if ctx.mode == "dry_run":
+    if ctx.mode == Mode.DRY_RUN:
         return NodeDecision(action, Outcome.DRY_RUN, f"Dry run: would {_verb(action)} ({because}).",
                             attempt=attempt)
     return NodeDecision(action, Outcome.EXECUTED, f"{because[0].upper()}{because[1:]}.", attempt=attempt)

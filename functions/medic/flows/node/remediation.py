@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.config import Cluster
+from medic.core.mode import Mode
 from medic.core.models import (
     Action,
     ClusterInfo,
@@ -44,7 +45,7 @@ from medic.ledger.requests import RequestStore
 from medic.ledger.table import Table
 from medic.obs import logger
 from medic.outbox.pages import page_cluster_summary, page_incident
-from medic.outbox.records import complete, emit, rejected
+from medic.outbox.records import NOT_A_NODE_ACTION, About, Record, emit, rejected
 
 # A lost claim race re-reads and re-decides. Each loss means another claim won (this node's, then
 # the decision is a duplicate; or another node's, which spends the cluster's budget, so the budget
@@ -62,32 +63,31 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
 
     detail = event.detail
     health_reason = detail.HealthSummary.HealthStatusReason
-    base = {"trigger": Trigger.NODE_HEALTH, "event_id": event.id, "cluster": detail.ClusterName,
-            "node_id": detail.InstanceId, "mode": mode,
-            "incident": f"node:{detail.ClusterName}:{detail.InstanceId}"}
+    about = About(incident=f"node:{detail.ClusterName}:{detail.InstanceId}", trigger=Trigger.NODE_HEALTH,
+                  event_id=event.id, mode=mode, cluster=detail.ClusterName, node_id=detail.InstanceId)
     cluster = deps.config.cluster(detail.ClusterName)
     fault = classify(detail.HealthSummary.HealthStatus, health_reason)
     if cluster is None:
-        return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
-                     "reason": f"Cluster {detail.ClusterName} is not managed by Medic."})
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
+                                 reason=f"Cluster {detail.ClusterName} is not managed by Medic."))
     foreign = foreign_cluster_arn(detail.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
                                   cluster_id=cluster.id)
     if foreign:
-        return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
-                     "reason": short(f"{foreign} Medic acts only on its configured clusters; no call.", 500)})
+        return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=short(f"{foreign} Medic acts only on its configured clusters; no call.", 500)))
 
-    return _remediate(event, deps, deps.table.for_mode(mode), mode, cluster, fault, base)
+    return _remediate(event, deps, deps.table.for_mode(mode), cluster, fault, about)
 
 
-def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, mode: str, cluster: Cluster, fault: Fault,
-               base: dict) -> dict:
+def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, cluster: Cluster, fault: Fault,
+               about: About) -> dict:
     detail = event.detail
     health_reason = detail.HealthSummary.HealthStatusReason
     # The ledger first: a redelivered event (a DLQ redrive, an archive replay) costs this one read.
     view = load_node_event(table, cluster.name, detail.InstanceId, str(Trigger.NODE_HEALTH), event.id, deps.now())
     if view.event_acted:
-        return emit({**base, "fault": fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
-                     "reason": _already_acted(event.id, view)})
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
+                                 reason=_already_acted(event.id, view)))
     node = None
     if fault is Fault.HEALTHY:
         node = _describe_quietly(deps, cluster.name, detail.InstanceId)  # its logical id links a replacement
@@ -97,16 +97,16 @@ def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, mode: str, clus
         except (ClientError, BotoCoreError) as error:
             decision = NodeDecision(Action.NONE, Outcome.FAILED, page=Page.INCIDENT,
                                     reason=f"Could not look the node up (DescribeClusterNode: {error_code(error)}).")
-            return finish_node_decision(base, fault, decision, deps, table, cluster, health_reason, view=None)
+            return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view=None)
     if node is not None:
-        base["instance_group"] = node.instance_group
-    decision, view = decide_claim_act(deps, table, mode, cluster, detail.InstanceId, fault, node, base["incident"],
+        about = about.but(instance_group=node.instance_group)
+    decision, view = decide_claim_act(deps, table, about.mode, cluster, detail.InstanceId, fault, node, about.incident,
                                       event_time=event.time, event_id=event.id, first_view=view)
     if fault is Fault.HEALTHY and decision.outcome is not Outcome.DUPLICATE:
         NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
         if decision.close_incident:
             _close_replaced(table, cluster.name, detail.InstanceId, node)
-    return finish_node_decision(base, fault, decision, deps, table, cluster, health_reason, view)
+    return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view)
 
 
 def _already_acted(event_id: str, view: NodeEventView) -> str:
@@ -136,7 +136,7 @@ def _close_replaced(table: Table, cluster: str, node_id: str, node: NodeInfo | N
         PageStore(table).close_incident(f"node:{cluster}:{previous}")
 
 
-def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node_id: str, fault: Fault,
+def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, node_id: str, fault: Fault,
                      node: NodeInfo | None, incident: str, event_time: datetime | None = None,
                      event_id: str | None = None,
                      first_view: NodeEventView | None = None) -> tuple[NodeDecision, NodeEventView]:
@@ -201,7 +201,7 @@ def decide_claim_act(deps: Deps, table: Table, mode: str, cluster: Cluster, node
     return decision, view
 
 
-def report_node_recovery_mismatch(deps: Deps, table: Table, mode: str, cluster: Cluster, info: ClusterInfo,
+def report_node_recovery_mismatch(deps: Deps, table: Table, mode: Mode, cluster: Cluster, info: ClusterInfo,
                                   trigger: Trigger = Trigger.NODE_HEALTH, event_id: str = "") -> dict | None:
     """The cluster's real NodeRecovery decides; a config that says otherwise is recorded and paged once (the
     ledger item `cluster#<name>` / `node_recovery` is what `medic status` shows)."""
@@ -214,18 +214,16 @@ def report_node_recovery_mismatch(deps: Deps, table: Table, mode: str, cluster: 
     actual = "Automatic" if info.node_recovery == "automatic" else "None"
     follows = ("defers failed nodes to HyperPod" if info.node_recovery == "automatic"
                else "reboots and replaces failed nodes itself")
-    record = complete({"incident": incident, "trigger": trigger, "event_id": event_id or f"cluster-{cluster.name}",
-                       "cluster": cluster.name, "fault": Fault.CONFIG_MISMATCH.value, "action": Action.NONE,
-                       "outcome": Outcome.IGNORED, "mode": mode,
-                       "reason": f"medic.yaml says node_recovery: {cluster.node_recovery}, but DescribeCluster says "
+    about = About(incident=incident, trigger=trigger, event_id=event_id or f"cluster-{cluster.name}", mode=mode,
+                  cluster=cluster.name)
+    record = about.record(fault=Fault.CONFIG_MISMATCH, action=Action.NONE, outcome=Outcome.IGNORED,
+                          reason=f"medic.yaml says node_recovery: {cluster.node_recovery}, but DescribeCluster says "
                                  f"NodeRecovery {actual}; Medic follows the cluster and {follows}. "
-                                 f"Fix clusters[{cluster.name}].node_recovery in medic.yaml."})
-    if mode != "dry_run":
-        record["paged"] = page_incident(deps, table, record, _mismatch_page(record, deps.region))
-    return emit(record)
+                                 f"Fix clusters[{cluster.name}].node_recovery in medic.yaml.")
+    return emit(record.paged_if(page_incident(deps, table, record, _mismatch_page(record, deps.region))))
 
 
-def _mismatch_page(record: dict, region: str) -> PageText:
+def _mismatch_page(record: Record, region: str) -> PageText:
     subject = f"[Medic] {record['cluster']}: node_recovery in medic.yaml disagrees with the cluster"
     body = "\n".join([
         f"Cluster:        {record['cluster']}",
@@ -239,26 +237,26 @@ def _mismatch_page(record: dict, region: str) -> PageText:
     return PageText(subject[:100], body)
 
 
-def finish_node_decision(base: dict, fault: Fault, decision: NodeDecision, deps: Deps, table: Table,
+def finish_node_decision(about: About, fault: Fault, decision: NodeDecision, deps: Deps, table: Table,
                          cluster: Cluster, health_reason: str, view: NodeEventView | None) -> dict:
     """The record (and page) of a node decision: the event path's last step, shared with the reconciler."""
     drain = decision.drain
-    record = complete({**base, "fault": fault.value, "action": decision.action, "outcome": decision.outcome,
-                       "reason": f"{decision.reason} {drain.text}" if drain else decision.reason,
-                       "attempt": decision.attempt, **({"jobs": None} if drain else {})})
+    record = about.record(fault=fault, action=decision.action, outcome=decision.outcome,
+                          reason=f"{decision.reason} {drain.text}" if drain else decision.reason,
+                          attempt=decision.attempt,
+                          # a Slurm node action names the jobs it hit: unknown (None) until the agent reports
+                          jobs=None if drain else NOT_A_NODE_ACTION)
     jobs_paged = False
     if drain is not None and drain.page:  # the node action went ahead; its jobs need a human (one page)
         jobs_paged = deps.jobs_on(cluster).page_jobs_unknown(deps, table, cluster, record, drain.node_name)
-    if base["mode"] != "dry_run":  # a dry run calls nothing, SNS included
-        if decision.page is Page.INCIDENT:
-            record["paged"] = page_incident(deps, table, record, node_page(record, health_reason, deps.region))
-        elif decision.page is Page.STORM and view is not None:
-            record["paged"] = _storm_summary(deps, table, record, view)
-    record["paged"] = record["paged"] or jobs_paged
-    return emit(record)
+    if decision.page is Page.INCIDENT:
+        record = record.paged_if(page_incident(deps, table, record, node_page(record, health_reason, deps.region)))
+    elif decision.page is Page.STORM and view is not None:
+        record = record.paged_if(_storm_summary(deps, table, record, view))
+    return emit(record.paged_if(jobs_paged))
 
 
-def _storm_summary(deps: Deps, table: Table, record: dict, view: NodeEventView) -> bool:
+def _storm_summary(deps: Deps, table: Table, record: Record, view: NodeEventView) -> bool:
     """One summary page per cluster per window; once it is out (read with the ledger), no write at all."""
     # <= as the claim's condition (paged_at < now - window): an event exactly one window later does not try
     if view.storm_paged_at is not None and deps.now() - view.storm_paged_at <= STORM_WINDOW:

@@ -44,7 +44,7 @@ from medic.flows.node.sweep_policy import (
 from medic.flows.node.sweep_repairs import claim_timeline, sweep_repairs
 from medic.ledger.clusters import ClusterInfoStore
 from medic.obs import cluster_gauges, count, emit_incident, logger
-from medic.outbox.records import complete, rejected
+from medic.outbox.records import Record, rejected
 
 
 def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | None = None) -> dict:
@@ -142,8 +142,12 @@ class Sweep(ClusterSweep):
             return
         self.decisions += 1
         decision = decide_pending(claim, node, self.now, self.mode)
-        base = self.base(claim.node_id, node or self.by_id.get(claim.node_id))
-        fields = {**base, "fault": claim.fault, "action": describe_claim(claim.action), "attempt": claim.attempt}
+        about = self.about(claim.node_id, node or self.by_id.get(claim.node_id))
+
+        def claim_record(outcome: Outcome, reason: str) -> Record:
+            return about.record(fault=claim.fault, action=describe_claim(claim.action), outcome=outcome,
+                                reason=reason, attempt=claim.attempt)
+
         if decision.resolution is Resolution.WAIT:
             return  # nothing to record yet: the next run looks again
         if decision.resolution is Resolution.RETRY:
@@ -153,7 +157,7 @@ class Sweep(ClusterSweep):
                                  attempt=claim.attempt)
             done = act_on_claim(retry, self.deps, self.table, name, claim.node_id)
             self.report["retried"] += 1
-            record = complete({**fields, "outcome": done.outcome, "reason": done.reason})
+            record = claim_record(done.outcome, done.reason)
             self.record(record, page=done.page is Page.INCIDENT, text=self._claim_page(record, claim))
             return
         if decision.ledger_outcome and not self.node_store.settle_claim(name, claim, decision.ledger_outcome):
@@ -165,12 +169,12 @@ class Sweep(ClusterSweep):
             count("ClaimsConfirmed")
             return
         self.report["confirmed" if decision.resolution is Resolution.CONFIRMED else "gave_up"] += 1
-        record = complete({**fields, "outcome": decision.outcome, "reason": decision.reason})
+        record = claim_record(decision.outcome, decision.reason)
         self.record(record, page=decision.page, text=self._claim_page(record, claim))
         if decision.resolution is Resolution.GIVE_UP:  # no repair came: the incident's line, a human owns it
             emit_incident(claim_timeline(self.incident(claim.node_id), name, claim, None, None))
 
-    def _claim_page(self, record: dict, claim: PendingClaim) -> PageText:
+    def _claim_page(self, record: Record, claim: PendingClaim) -> PageText:
         return node_page(record, f"{claim.fault} (the fault Medic claimed a {claim.action} for)", self.deps.region)
 
     def _failed(self, node: NodeInfo) -> None:
@@ -178,21 +182,22 @@ class Sweep(ClusterSweep):
         self.decisions += 1
         self.report["failures_reported"] += 1
         name = self.cluster.name
-        base = self.base(node.node_id, node)
+        about = self.about(node.node_id, node)
         decision, view = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
-                                          Fault.UNKNOWN, node, base["incident"])
+                                          Fault.UNKNOWN, node, about.incident)
         if decision.page is not Page.INCIDENT:
-            finish_node_decision(base, Fault.UNKNOWN, decision, self.deps, self.table, self.cluster, NO_HEALTH_REASON,
+            finish_node_decision(about, Fault.UNKNOWN, decision, self.deps, self.table, self.cluster, NO_HEALTH_REASON,
                                  view)
             return
         if decision.action is Action.NONE:  # the unknown-fault branch: say why there is no reason to read
             decision = replace(decision, reason=FAILURE_WITHOUT_REASON)
-        record = complete({**base, "fault": Fault.UNKNOWN.value, "action": decision.action,
-                           "outcome": decision.outcome, "reason": decision.reason, "attempt": decision.attempt})
+        record = about.record(fault=Fault.UNKNOWN, action=decision.action, outcome=decision.outcome,
+                              reason=decision.reason, attempt=decision.attempt)
 
         def after(paged: bool) -> None:
-            if self.mode != "dry_run" and not paged and not self.page_store.incident_paged(record["incident"]):
-                self.node_store.release_failure_report(name, node.node_id)  # the page failed: the next run tries again
+            # A mode that pages, yet nothing paged: the page failed, so the next run reports the node again.
+            if self.mode.pages and not paged and not self.page_store.incident_paged(about.incident):
+                self.node_store.release_failure_report(name, node.node_id)
 
         self.record(record, page=True, after=after)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
+from medic.core.mode import Mode
 from medic.core.pages import PageText
 from medic.deps import Deps
 from medic.flows.node.sweep_policy import SUMMARY_AFTER, summary_page
@@ -20,12 +21,12 @@ from medic.ledger.pages import PageStore
 from medic.ledger.table import Table
 from medic.obs import count, logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import emit
+from medic.outbox.records import Record, emit
 
 
 @dataclass
 class _Page:
-    record: dict
+    record: Record
     text: PageText
     key: str  # the incident whose page claim makes this page once-only
     after: Callable[[bool], None] = lambda paged: None
@@ -35,14 +36,15 @@ class _Page:
 class SweepPages:
     deps: Deps
     table: Table
-    mode: str
+    mode: Mode
     cluster: str
     pages: list[_Page] = field(default_factory=list)
 
-    def add(self, record: dict, *, page: bool, text: PageText, key: str | None = None,
+    def add(self, record: Record, *, page: bool, text: PageText, key: str | None = None,
             after: Callable[[bool], None] = lambda paged: None) -> None:
-        """Emit now (no page, or a dry run), or after the sweep's pages are sent."""
-        if not page or self.mode == "dry_run":
+        """Emit now (no page, or a mode that pages nobody), or after the sweep's pages are sent."""
+        # Not left to the outbox: a summary page claims each incident and calls the pager itself (below).
+        if not page or not self.mode.pages:
             after(False)
             emit(record)
             return
@@ -56,17 +58,18 @@ class SweepPages:
         try:
             if len(pages) <= SUMMARY_AFTER:
                 for item in pages:
-                    item.record["paged"] = page_incident(self.deps, self.table, {**item.record, "incident": item.key},
-                                                         item.text)
+                    # The page (its claim, and the record it carries) is the key's: a repair page is its own.
+                    under_key = item.record.but(about=item.record.about.but(incident=item.key))
+                    item.record = item.record.paged_if(page_incident(self.deps, self.table, under_key, item.text))
             else:
                 self._send_summary(pages)
             for item in pages:
-                item.after(item.record["paged"])
+                item.after(item.record.paged)
         except (ClientError, BotoCoreError) as error:  # the ledger failed: records still go out, unpaged
             logger.warning("reconcile pages failed", extra={"cluster": self.cluster, "error_code": error_code(error)})
         for item in pages:
             emit(item.record)
-        return sum(int(item.record["paged"]) for item in pages)
+        return sum(int(item.record.paged) for item in pages)
 
     def _send_summary(self, pages: list[_Page]) -> None:
         store = PageStore(self.table)
@@ -76,7 +79,7 @@ class SweepPages:
         records = [item.record for item in claimed]
         text = summary_page(self.cluster, records, self.deps.region)
         try:
-            self.deps.pager.page(text.subject, text.body, json.dumps({"records": records}))
+            self.deps.pager.page(text.subject, text.body, json.dumps({"records": [dict(record) for record in records]}))
         except (ClientError, BotoCoreError) as error:
             logger.error("page failed", extra={"cluster": self.cluster, "error_code": error_code(error)})
             count("PageFailures")
@@ -85,4 +88,4 @@ class SweepPages:
             return
         count("Pages")
         for item in claimed:
-            item.record["paged"] = True
+            item.record = item.record.paged_if(True)

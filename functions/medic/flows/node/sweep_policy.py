@@ -65,10 +65,12 @@ from typing import Literal
 
 from pydantic import Field
 
+from medic.core.mode import Mode
 from medic.core.models import Action, MedicEvent, NodeInfo, Outcome
 from medic.core.pages import PageText, console_link
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
 from medic.flows.node.policy import IN_REPAIR_STATUSES
+from medic.outbox.records import Record
 
 STALE_CLAIM = timedelta(minutes=2)  # a run lasts at most 60 s: an in-flight claim this old lost its run
 SETTLE = timedelta(minutes=3)  # HyperPod shows an accepted reboot/replace in the node's status by then
@@ -126,7 +128,7 @@ def needs_recheck(claim: PendingClaim, now: datetime, cooldown: timedelta) -> bo
     return claim.outcome == IN_FLIGHT and now - claim.acted_at >= STALE_CLAIM
 
 
-def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mode: str) -> PendingDecision:
+def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mode: Mode) -> PendingDecision:
     """What to do with an unfinished claim, from the node's status right now (DescribeClusterNode)."""
     verb = claim.action
     if claim.outcome == RESULT_UNKNOWN:
@@ -160,11 +162,11 @@ def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mo
                                f"{what}; the node is still in Failure {minutes} min later and the {verb} was "
                                f"already retried {claim.retries} time(s). Medic gives up on it.",
                                Outcome.FAILED.value, page=True)
-    if mode == "paused":
+    if mode is Mode.PAUSED:
         return PendingDecision(Resolution.GIVE_UP, Outcome.SUPPRESSED,
                                f"{what}; the node is still in Failure and Medic is paused: it would retry the "
                                f"{verb} once.", Outcome.SUPPRESSED.value, page=True)
-    if mode == "dry_run":
+    if mode is Mode.DRY_RUN:
         return PendingDecision(Resolution.WAIT, Outcome.DRY_RUN,
                                f"{what}; dry run: would retry the {verb} once.", None)
     return PendingDecision(Resolution.RETRY, Outcome.EXECUTED,
@@ -217,7 +219,7 @@ def slow_repair_reason(node: NodeInfo, since: datetime, now: datetime, repair_mi
             f"than the {repair_minutes}-minute repair window.")
 
 
-def slow_repair_page(record: dict, region: str) -> PageText:
+def slow_repair_page(record: Record, region: str) -> PageText:
     subject = f"[Medic] {record['cluster']} {record['node_id']}: repair taking too long"
     body = "\n".join([
         f"Cluster:        {record['cluster']}",
@@ -233,7 +235,7 @@ def slow_repair_page(record: dict, region: str) -> PageText:
     return PageText(subject[:100], body)
 
 
-def summary_page(cluster: str, records: list[dict], region: str) -> PageText:
+def summary_page(cluster: str, records: list[Record], region: str) -> PageText:
     """One page for many findings in one cluster in one sweep; every record is in the remediation log."""
     subject = f"[Medic] {cluster}: {len(records)} nodes need a human"
     lines = [f"  {r['node_id']} ({r['instance_group'] or '-'}): {r['fault']}, {r['outcome']} - {r['reason']}"

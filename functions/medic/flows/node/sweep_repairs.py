@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, NodeInfo, Outcome
 from medic.core.repairs import PendingClaim
 from medic.core.timeline import node_timeline
@@ -24,7 +25,6 @@ from medic.flows.node.sweep_policy import (
     slow_repair_reason,
 )
 from medic.obs import emit_incident
-from medic.outbox.records import complete
 
 # Medic's own action counts as the start of a repair a sweep finds only if it is this recent;
 # an older action was an earlier repair (the sweep in between would have seen this one).
@@ -59,15 +59,15 @@ def sweep_repairs(sweep: ClusterSweep, nodes: list[NodeInfo], acted: dict, acted
         if reported or not repair_overdue(since, sweep.now, sweep.guardrails.repair_minutes):
             continue
         sweep.report["slow_repairs"] += 1
-        base = sweep.base(node.node_id, node)
-        record = complete({**base, "fault": Fault.FAILED_NODES.value, "action": Action.NONE,
-                           "outcome": Outcome.DEFERRED,
-                           "reason": slow_repair_reason(node, since, sweep.now, sweep.guardrails.repair_minutes,
-                                                        medics)})
-        key = f"{base['incident']}:repair"
+        about = sweep.about(node.node_id, node)
+        record = about.record(fault=Fault.FAILED_NODES, action=Action.NONE, outcome=Outcome.DEFERRED,
+                              reason=slow_repair_reason(node, since, sweep.now, sweep.guardrails.repair_minutes,
+                                                        medics))
+        key = f"{about.incident}:repair"
 
         def after(paged: bool, node_id: str = node.node_id, key: str = key) -> None:
-            if paged or sweep.mode == "dry_run" or sweep.page_store.incident_paged(key):
+            # Reported once paged, or when the mode pages nobody (a dry run): no later sweep pages it.
+            if paged or not sweep.mode.pages or sweep.page_store.incident_paged(key):
                 sweep.node_store.repair_reported(name, node_id, sweep.now)
 
         sweep.record(record, page=True, key=key, text=slow_repair_page(record, sweep.deps.region), after=after)
@@ -96,7 +96,7 @@ def _repair_timeline(sweep: ClusterSweep, origin: str, node: NodeInfo) -> None:
     repair watch ends the incident. The sweep sees Running up to one sweep period (5 minutes) after HyperPod
     finished: no API says when the status changed (DescribeClusterNode's LaunchTime is the instance's launch,
     before its lifecycle scripts ran)."""
-    if node.status not in (RUNNING, FAILURE) or sweep.mode == "dry_run":  # a dry run acted on nothing
+    if node.status not in (RUNNING, FAILURE) or sweep.mode is Mode.DRY_RUN:  # a dry run acted on nothing
         return
     claim = sweep.node_store.node_claims(sweep.cluster.name, [origin]).get(origin)
     if claim is None or claim.outcome == Outcome.DRY_RUN.value:
