@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from medic.config import alarm_name, parse_config
+from medic.core.mode import Mode
 from medic.core.models import Action, Outcome
 from medic.core.progress import Progress, RecoveryWatch
 from medic.flows.recovery.policy import Verdict, judge_recovery
@@ -24,7 +25,7 @@ NOW = datetime(2026, 11, 21, 3, 10, tzinfo=UTC)
 
 def context(name: str = "medic-stall-llama3-70b", state: str = "ALARM", **changes) -> AlarmContext:
     fields = {"subject": alarm_subject(name, CONFIG), "state": state, "episode_seen": False, "incident_open": False,
-              "incident_paged": False, "escalated": False, "nodes_in_repair": 0, "mode": "act", **changes}
+              "incident_paged": False, "escalated": False, "nodes_in_repair": 0, "mode": Mode.ACT, **changes}
     return AlarmContext(**fields)
 
 

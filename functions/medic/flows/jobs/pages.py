@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from medic.core.pages import PageText, what_medic_did
 
 JOB_NEXT_STEP = {
@@ -10,7 +13,7 @@ JOB_NEXT_STEP = {
 }
 
 
-def job_page(record: dict, failure_reason: str, region: str) -> PageText:
+def job_page(record: Mapping[str, Any], failure_reason: str, region: str) -> PageText:
     job = record["job"]
     subject = f"[Medic] training job {job}: {record['fault']} - {record['outcome']}"
     next_step = JOB_NEXT_STEP.get(record["fault"], "Decide whether to restart the job by hand.")

@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome
 from medic.core.pages import Page
 from medic.flows.jobs.faults import JobFailure
@@ -62,7 +63,7 @@ def lineage_of(job_name: str, tags: dict[str, str]) -> Lineage:
 
 @dataclass(frozen=True)
 class JobContext:
-    mode: str
+    mode: Mode  # `medic explain` passes the mode as the text it read: compared with ==, not is
     status: str
     failure: JobFailure
     lineage: Lineage
@@ -114,10 +115,10 @@ def decide_job(ctx: JobContext) -> JobDecision:
     because = f"retryable failure ({label}); restart {attempt} of {ctx.max_restarts} from the checkpoint"
     if ctx.checkpoint is not Checkpoint.PRESENT:
         because = f"retryable failure ({label}); restart {attempt} of {ctx.max_restarts} without a checkpoint (allowed)"
-    if ctx.mode == "paused":
+    if ctx.mode == Mode.PAUSED:
         return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED, f"Medic is paused; would restart: {because}.",
                            page=Page.INCIDENT, attempt=attempt)
-    if ctx.mode == "dry_run":
+    if ctx.mode == Mode.DRY_RUN:
         return JobDecision(fault, Action.RESTART_JOB, Outcome.DRY_RUN, f"Dry run: would restart: {because}.",
                            attempt=attempt)
     return JobDecision(fault, Action.RESTART_JOB, Outcome.EXECUTED, f"{because[0].upper()}{because[1:]}.",

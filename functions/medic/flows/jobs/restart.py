@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.adapters.training import JobAlreadyExists, training_plan_arns
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import Page
 from medic.core.text import short
@@ -32,7 +33,7 @@ from medic.ledger.jobs import JobStore
 from medic.ledger.table import Table
 from medic.obs import emit_incident
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit, rejected
+from medic.outbox.records import About, emit, rejected
 
 
 class CheckpointOutsideConfig(Exception):
@@ -48,45 +49,44 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
 
     detail = event.detail
     name, reason = detail.TrainingJobName, detail.FailureReason
-    base = {"trigger": Trigger.JOB_STATE, "event_id": event.id, "job": name, "mode": mode,
-            "incident": f"job:{name}"}
+    about = About(incident=f"job:{name}", trigger=Trigger.JOB_STATE, event_id=event.id, mode=mode, job=name)
     spec = deps.config.training_jobs_for(name)
     failure = classify_failure(reason, deps.config.job_failure_rules)
     foreign = foreign_training_job_arn(detail.TrainingJobArn, account=deps.account, region=deps.region)
     if foreign:  # defence in depth: the rule takes this account's events only; the ARN must agree
-        return emit({**base, "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
-                     "reason": f"{foreign} Medic acts only on this account's and region's jobs."})
+        return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=f"{foreign} Medic acts only on this account's and region's jobs."))
     if spec is None:
-        return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.IGNORED,
-                     "reason": f"Training job {name} matches no configured prefix; Medic leaves it alone."})
+        return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.IGNORED,
+                                 reason=f"Training job {name} matches no configured prefix; Medic leaves it alone."))
 
     table = deps.table.for_mode(mode)
     try:
         # Always asked, never taken from the event alone: the restart budget hangs on these tags.
         tags = {**(detail.Tags or {}), **deps.training.tags(detail.TrainingJobArn)}
     except (ClientError, BotoCoreError) as error:
-        return _failed(base, failure.fault, deps, table, reason,
+        return _failed(about, failure.fault, deps, table, reason,
                        f"Could not read the job's tags ({error_code(error)}).")
     lineage = lineage_of(name, tags)
-    base["incident"] = f"job:{lineage.root}"
+    about = about.but(incident=f"job:{lineage.root}")
 
     claimed = detail.TrainingJobStatus == "Failed"
     received = deps.now()
     if claimed and not JobStore(table).claim_job_failure(name, received):
-        return emit({**base, "fault": failure.fault.value, "action": Action.NONE, "outcome": Outcome.DUPLICATE,
-                     "reason": f"This failure of {name} was already handled.", "attempt": lineage.restarts + 1})
+        return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
+                                 reason=f"This failure of {name} was already handled.", attempt=lineage.restarts + 1))
     try:
-        record = _handle_claimed(detail, base, spec, failure, lineage, tags, table, mode, deps)
+        record = _handle_claimed(detail, about, spec, failure, lineage, tags, table, deps)
     except BaseException:
         if claimed:  # an unexpected error: the retry of this event must not read as a duplicate
             JobStore(table).release_job_failure(name)
         raise
     if claimed:
         JobStore(table).finish_job_failure(name, deps.now())
-        if mode != "dry_run" and record["outcome"] in CLOSING_OUTCOMES:
+        if mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:
             restarted = record["outcome"] == Outcome.EXECUTED.value
             # the lineage's root names the job across its restarts (its incident's name too)
-            emit_incident(job_timeline(incident=base["incident"], job=lineage.root, fault=record["fault"],
+            emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
                                        fault_at=event.time, detected_at=received,
                                        restarted_at=deps.now() if restarted else None))
     return record
@@ -98,8 +98,8 @@ CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, 
                               Outcome.DEFERRED.value})
 
 
-def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: Any, tags: dict[str, str],
-                    table: Table, mode: str, deps: Deps) -> dict:
+def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage: Any, tags: dict[str, str],
+                    table: Table, deps: Deps) -> dict:
     name, reason = detail.TrainingJobName, detail.FailureReason
     max_restarts = deps.config.max_restarts_for(spec)
     checkpoint, description = Checkpoint.NOT_CONFIGURED, None
@@ -113,17 +113,17 @@ def _handle_claimed(detail: Any, base: dict, spec: Any, failure: Any, lineage: A
             decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
                                    f"Retryable ({failure.label}) but {outside}.", page=Page.INCIDENT,
                                    attempt=lineage.restarts + 1)
-            return _finish(base, decision, deps, table, reason)
+            return _finish(about, decision, deps, table, reason)
         except (ClientError, BotoCoreError, ValueError) as error:
-            return _failed(base, failure.fault, deps, table, reason,
+            return _failed(about, failure.fault, deps, table, reason,
                            f"Could not read the job or its checkpoint ({error_code(error)}): {short(str(error))}")
 
-    decision = decide_job(JobContext(mode=mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
+    decision = decide_job(JobContext(mode=about.mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
                                      max_restarts=max_restarts, checkpoint=checkpoint,
                                      allow_without_checkpoint=spec.allow_restart_without_checkpoint))
     if decision.executes and description is not None:
         decision = _start_restart(decision, deps, description, lineage, tags, spec)
-    return _finish(base, decision, deps, table, reason)
+    return _finish(about, decision, deps, table, reason)
 
 
 def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
@@ -203,14 +203,14 @@ def _restart_tags(job_tags: dict[str, str], lineage: Any, restarted_from: str) -
     return None
 
 
-def _failed(base: dict, fault: Fault, deps: Deps, table: Table, failure_reason: str, reason: str) -> dict:
+def _failed(about: About, fault: Fault, deps: Deps, table: Table, failure_reason: str, reason: str) -> dict:
     decision = JobDecision(fault, Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
-    return _finish(base, decision, deps, table, failure_reason)
+    return _finish(about, decision, deps, table, failure_reason)
 
 
-def _finish(base: dict, decision: JobDecision, deps: Deps, table: Table, failure_reason: str) -> dict:
-    record = complete({**base, "fault": decision.fault.value, "action": decision.action,
-                       "outcome": decision.outcome, "reason": decision.reason, "attempt": decision.attempt})
-    if base["mode"] != "dry_run" and decision.page is Page.INCIDENT:
-        record["paged"] = page_incident(deps, table, record, job_page(record, failure_reason, deps.region))
+def _finish(about: About, decision: JobDecision, deps: Deps, table: Table, failure_reason: str) -> dict:
+    record = about.record(fault=decision.fault, action=decision.action, outcome=decision.outcome,
+                          reason=decision.reason, attempt=decision.attempt)
+    if decision.page is Page.INCIDENT:
+        record = record.paged_if(page_incident(deps, table, record, job_page(record, failure_reason, deps.region)))
     return emit(record)

@@ -19,7 +19,7 @@ from medic.flows.recovery.policy import Verdict, judge_recovery, made_progress
 from medic.ledger.incidents import IncidentStore
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit
+from medic.outbox.records import About, emit
 
 
 def check_recoveries(event: Any, deps: Deps) -> list[dict]:
@@ -46,12 +46,10 @@ def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps
     (``decide_alarm`` made sure): training resumed, from its last checkpoint or behind it."""
     if progress.resumed_behind:
         return _conclude(watch, Verdict.RESUMED_BEHIND, progress, event_id, deps)
-    record = complete({"incident": watch.incident, "trigger": Trigger.ALARM, "event_id": event_id,
-                       "cluster": watch.cluster, "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(),
-                       "attempt": watch.attempt, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
-                       "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: the stall "
-                                 f"alarm is OK again and the probe counted {progress.steps:.0f} steps since, now at "
-                                 f"step {progress.last_step:.0f}."})
+    record = _about(watch, Trigger.ALARM, event_id, deps).record(
+        fault=Fault.RECOVERED, action=Action.NONE, outcome=Outcome.IGNORED, attempt=watch.attempt,
+        reason=f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: the stall alarm is OK "
+               f"again and the probe counted {progress.steps:.0f} steps since, now at step {progress.last_step:.0f}.")
     IncidentStore(deps.table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
     return emit(record)
@@ -61,49 +59,57 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
     table = deps.table
     steps, last_step = progress.steps, progress.last_step
     minutes = (deps.now() - watch.restarted_at).total_seconds() / 60
-    base = {"incident": watch.incident, "trigger": Trigger.RECONCILE, "event_id": run_id, "cluster": watch.cluster,
-            "job": watch.job, "action": Action.NONE, "mode": deps.mode.current(), "attempt": watch.attempt}
+    about = _about(watch, Trigger.RECONCILE, run_id, deps)
     if verdict is Verdict.RESUMED:
-        record = complete({**base, "fault": Fault.RECOVERED, "outcome": Outcome.IGNORED,
-                           "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: "
-                                     f"{steps:.0f} steps in {minutes:.0f} min, now at step {last_step:.0f}."})
+        record = about.record(
+            fault=Fault.RECOVERED, action=Action.NONE, outcome=Outcome.IGNORED, attempt=watch.attempt,
+            reason=f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: {steps:.0f} steps in "
+                   f"{minutes:.0f} min, now at step {last_step:.0f}.")
         IncidentStore(table).end_recovery(watch.incident)
         emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
         return emit(record)
     if verdict is Verdict.RESUMED_BEHIND:
-        return _resumed_behind(watch, progress, base, deps)
-    record = complete({**base, "fault": Fault.NO_PROGRESS, "outcome": Outcome.FAILED,
-                       "reason": f"No training progress {minutes:.0f} min after Medic's restart at "
-                                 f"{watch.restarted_at:%H:%M} UTC; not restarting again blindly."})
+        return _resumed_behind(watch, progress, about, deps)
+    record = about.record(
+        fault=Fault.NO_PROGRESS, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
+        reason=f"No training progress {minutes:.0f} min after Medic's restart at {watch.restarted_at:%H:%M} UTC; "
+               "not restarting again blindly.")
     IncidentStore(table).escalate(watch.incident, deps.now())
     alarm = f"stall alarm of {watch.job}"
     text = alarm_page(record, alarm, "The job was restarted but its heartbeat and step did not resume.", [],
                       deps.region)
-    record["paged"] = page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery")
+    record = record.paged_if(page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery"))
     IncidentStore(table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=None))  # gave up: a human owns it now
     return emit(record)
 
 
-def _resumed_behind(watch: RecoveryWatch, progress: Progress, base: dict, deps: Deps) -> dict:
+def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps: Deps) -> dict:
     """Training runs again, but from below its last checkpoint (from scratch, or an older checkpoint): no restart
     would help (the job is running); one page says what was lost, and the watch ends."""
     resumed, checkpoint = progress.first_step or 0.0, progress.checkpoint_before or 0.0
     lost = checkpoint - resumed
-    record = complete({**base, "fault": Fault.RESUMED_BEHIND, "outcome": Outcome.FAILED,
-                       "reason": f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC, but from "
-                                 f"step {resumed:.0f} while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} "
-                                 "steps lost. The job did not load its last checkpoint (or loaded an older one)."})
+    record = about.record(
+        fault=Fault.RESUMED_BEHIND, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
+        reason=f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC, but from step {resumed:.0f} "
+               f"while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} steps lost. The job did not load its "
+               "last checkpoint (or loaded an older one).")
     details = [f"Resumed from:    step {resumed:.0f}", f"Last checkpoint: step {checkpoint:.0f}",
                f"Steps lost:      {lost:.0f}"]
     text = alarm_page(record, f"stall alarm of {watch.job}",
                       "The job was restarted and runs again, but not from its last checkpoint: check that it loads "
                       "the latest checkpoint on start (path, resume flag) before the next failure.", details,
                       deps.region)
-    record["paged"] = page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery")
+    record = record.paged_if(page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery"))
     IncidentStore(deps.table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
     return emit(record)
+
+
+def _about(watch: RecoveryWatch, trigger: Trigger, event_id: str, deps: Deps) -> About:
+    """What every record about a watched restart shares: its incident, cluster and job."""
+    return About(incident=watch.incident, trigger=trigger, event_id=event_id, mode=deps.mode.current(),
+                 cluster=watch.cluster, job=watch.job)
 
 
 def stall_timeline(watch: RecoveryWatch, progress: Progress, resolved_at: datetime | None) -> dict:

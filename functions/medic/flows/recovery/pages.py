@@ -3,6 +3,9 @@ not bring training back): pure text, shared by the stall response and the recove
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from medic.core.pages import PageText, what_medic_did
 
 ALARM_NEXT_STEP = {
@@ -16,7 +19,7 @@ ALARM_NEXT_STEP = {
 }
 
 
-def alarm_page(record: dict, alarm: str, alarm_reason: str, details: list[str], region: str) -> PageText:
+def alarm_page(record: Mapping[str, Any], alarm: str, alarm_reason: str, details: list[str], region: str) -> PageText:
     """A page about a training or cluster alarm: what it watches, what it saw, what Medic did."""
     about = f"job {record['job']}" if record["job"] else f"cluster {record['cluster']}"
     if record["fault"] == "recovered" or record["outcome"] == "ignored":

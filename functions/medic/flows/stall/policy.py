@@ -12,6 +12,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, MedicConfig
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, MedicEvent, Outcome
 from medic.core.progress import PROBE_HISTORY_HOURS, Progress, RecoveryWatch
 from medic.flows.recovery.policy import made_progress
@@ -103,7 +104,7 @@ class AlarmContext:
     incident_paged: bool
     escalated: bool  # the last restart did not bring training back: a human owns it now
     nodes_in_repair: int  # node actions Medic took on the cluster within the repair window
-    mode: str
+    mode: Mode
     # Stall ALARM: what the probe's heartbeat says over the stall window, read back when the alarm fired
     # (None: not read or unavailable; the alarm is then the only evidence).
     recent_progress: Progress | None = None

@@ -10,6 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
 from medic.core.text import short
@@ -33,7 +34,7 @@ from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident, page_resolution
-from medic.outbox.records import complete, emit, rejected
+from medic.outbox.records import About, emit, rejected
 
 
 def incident_of(subject: AlarmSubject) -> str:
@@ -59,9 +60,9 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     detail, now = event.detail, deps.now()
     subject = alarm_subject(detail.alarmName, deps.config)
     if subject is None:
-        return emit({"incident": f"alarm:{detail.alarmName}", "trigger": Trigger.ALARM, "event_id": event.id,
-                     "fault": Fault.UNKNOWN, "action": Action.NONE, "outcome": Outcome.IGNORED, "mode": mode,
-                     "reason": f"Alarm {detail.alarmName} is not one of Medic's configured alarms."})
+        about = About(incident=f"alarm:{detail.alarmName}", trigger=Trigger.ALARM, event_id=event.id, mode=mode)
+        return emit(about.record(fault=Fault.UNKNOWN, action=Action.NONE, outcome=Outcome.IGNORED,
+                                 reason=f"Alarm {detail.alarmName} is not one of Medic's configured alarms."))
     incident = incident_of(subject)
     table = deps.table.for_mode(mode)
     incidents = IncidentStore(table)
@@ -102,7 +103,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
             mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
             event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
             job_name=subject.job.name, kubernetes=subject.job.kubernetes_object() if eks else None), deps)
-        if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued for the agent
+        if record["outcome"] == Outcome.DEFERRED and mode.acts:  # queued for the agent
             incidents.watch_recovery(RecoveryWatch(
                 incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
                 deadline=recovery_deadline(subject.job, now), attempt=record["attempt"],
@@ -112,22 +113,23 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                 steps_per_minute=recent.steps_per_minute_before if recent else None))
         return record
 
-    record = complete({"incident": incident, "trigger": Trigger.ALARM, "event_id": event.id,
-                       "cluster": subject.cluster.name, "job": subject.job.name if subject.job else None,
-                       "fault": subject.fault.value, "action": decision.action, "outcome": decision.outcome,
-                       "reason": decision.reason, "mode": mode})
+    about = About(incident=incident, trigger=Trigger.ALARM, event_id=event.id, mode=mode,
+                  cluster=subject.cluster.name, job=subject.job.name if subject.job else None)
+    record = about.record(fault=subject.fault, action=decision.action, outcome=decision.outcome,
+                          reason=decision.reason)
     if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
         incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(detail.state.timestamp))
-    if decision.page and mode != "dry_run":
+    if decision.page and mode.pages:  # the page's details cost metric reads: none for a page nobody gets
         text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
-        record["paged"] = (page_resolution(deps, record, text) if decision.close_incident
-                           else page_incident(deps, table, record, text))
+        record = record.paged_if(page_resolution(deps, record, text) if decision.close_incident
+                                 else page_incident(deps, table, record, text))
     if decision.close_incident:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
             conclude_on_ok(watch, since_restart, event.id, deps)
         incidents.close_alarm_incident(subject.name, incident)
     emitted = emit(record)
-    if decision.close_incident and subject.kind in PAGE_ONLY and open_incident is not None and mode != "dry_run":
+    closes_page_only = decision.close_incident and subject.kind in PAGE_ONLY and open_incident is not None
+    if closes_page_only and mode is not Mode.DRY_RUN:  # a dry run's incident is a rehearsal: no timeline line
         _close_timeline(subject, incident, open_incident, now)  # after its record, as the other kinds
     return emitted
 
