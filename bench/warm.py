@@ -175,6 +175,7 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
 
 def _node_contexts() -> list[Any]:
     from medic.config import Cluster, Guardrails
+    from medic.core.mode import Mode
     from medic.core.models import Action, ClusterAction, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState
     from medic.flows.node.policy import NodeContext
 
@@ -182,7 +183,7 @@ def _node_contexts() -> list[Any]:
     cluster = Cluster(name="bench-c00", id="bench0000000", orchestrator="slurm")
     busy = ClusterState(tuple(ClusterAction(f"i-{n:017x}", "replace_node", now - timedelta(minutes=5 * n))
                               for n in range(3)), version=3)
-    base = NodeContext(mode="act", cluster=cluster, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
+    base = NodeContext(mode=Mode.ACT, cluster=cluster, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
                        node=NodeInfo("i-0d4e5f60718293a4b", "workers", "Running"), state=None,
                        cluster_state=ClusterState((), 0), now=now,
                        cluster_info=lambda: ClusterInfo(size=64, node_recovery="none", provisioning=None,
@@ -200,11 +201,12 @@ def _node_contexts() -> list[Any]:
 
 
 def _job_contexts() -> list[Any]:
+    from medic.core.mode import Mode
     from medic.core.models import Fault
     from medic.flows.jobs.faults import JobFailure
     from medic.flows.jobs.policy import Checkpoint, JobContext, Lineage
 
-    base = JobContext(mode="act", status="Failed", failure=JobFailure(Fault.JOB_RETRYABLE, "internal_error"),
+    base = JobContext(mode=Mode.ACT, status="Failed", failure=JobFailure(Fault.JOB_RETRYABLE, "internal_error"),
                       lineage=Lineage("ft-bench-0001", 0), max_restarts=3, checkpoint=Checkpoint.PRESENT,
                       allow_without_checkpoint=False)
     return [base, replace(base, lineage=Lineage("ft-bench-0001", 3)),

@@ -6,17 +6,18 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
+from medic.core.mode import Mode
 from medic.ledger.modes import ModeChange, ModeStore
 from medic_cli.context import CliError, Context
 
-VALID_MODES = ("act", "dry_run", "paused")  # as medic.adapters.mode.VALID_MODES
+VALID_MODES = tuple(mode.value for mode in Mode)
 
 
 @dataclass(frozen=True)
 class ModeReading:
     parameter: str
     value: str  # as stored
-    effective: str  # what the handlers act on: an invalid value reads as paused (fail safe)
+    effective: Mode  # what the handlers act on: an invalid value reads as paused (fail safe)
 
 
 def read_mode(ctx: Context) -> ModeReading:
@@ -28,7 +29,7 @@ def read_mode(ctx: Context) -> ModeReading:
             raise CliError(f"mode parameter {name} not found: is stack {ctx.stack!r} deployed in this region? "
                            "(--stack, --region)") from None
         raise
-    return ModeReading(name, value, value if value in VALID_MODES else "paused")
+    return ModeReading(name, value, Mode.of(value))
 
 
 def set_mode(ctx: Context, mode: str, reason: str) -> tuple[ModeChange | None, ModeReading]:
