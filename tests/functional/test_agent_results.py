@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from medic.core.agent_command import CommandContext
+from medic.core.mode import Mode
+from medic.core.models import Action, Trigger
 from medic.handlers import agent_results
 from medic.ledger.agents import AgentStore
 from tests.functional.conftest import CLUSTER
@@ -162,10 +165,10 @@ def test_a_successful_requeue_ends_the_incident(slurm):
 
 def issue_sample_command(slurm: SlurmWorld, cluster: str = CLUSTER, **changes: str) -> None:
     """Medic's own record of issuing the sample's command (as restart_through_agent writes it)."""
-    AgentStore(slurm.medic.deps.table).record_command(SAMPLE_COMMAND, {
-        "incident": f"job:slurm:{cluster}:4211", "trigger": "operator", "event_id": "request-9",
-        "cluster": cluster, "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act",
-        "kind": "requeue_job", "target": "4211", "attempt": "2", "details": "hung", **changes},
+    AgentStore(slurm.medic.deps.table).record_command(SAMPLE_COMMAND, CommandContext(**{
+        "incident": f"job:slurm:{cluster}:4211", "trigger": Trigger.OPERATOR, "event_id": "request-9",
+        "cluster": cluster, "job": "4211", "fault": "operator_request", "action": Action.REQUEUE_JOB,
+        "mode": Mode.ACT, "kind": "requeue_job", "target": "4211", "attempt": 2, "details": "hung", **changes}),
         slurm.medic.clock[0])
 
 

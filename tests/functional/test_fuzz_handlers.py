@@ -35,7 +35,8 @@ from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.adapters.training import TrainingJobs
 from medic.config import parse_config
-from medic.core.models import NodeHealthEvent, RemediationRecord
+from medic.core.agent_command import CommandContext
+from medic.core.models import NodeHealthEvent, RemediationRecord, Trigger
 from medic.deps import Deps
 from medic.flows.agent.commands import RequeueJobEvent, parse_agent_command_pk
 from medic.flows.agent.restart import handle_requeue_event
@@ -776,9 +777,9 @@ def test_a_lone_surrogate_from_an_agent_result_still_leaves_a_record(world):
     raw = copy.deepcopy(RESULT_RECORD)
     raw["dynamodb"]["NewImage"]["message"] = {"S": json.loads('"scontrol requeue 4211: \\udfff exit 0"')}
     forget_claims(world, [raw])
-    AgentStore(world.medic.deps.table).record_command("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", {
-        "incident": f"job:slurm:{CLUSTER}:4211", "cluster": CLUSTER, "job": "4211", "kind": "requeue_job",
-        "target": "4211", "trigger": "operator", "event_id": "request-9"}, NOW)
+    AgentStore(world.medic.deps.table).record_command("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", CommandContext(
+        incident=f"job:slurm:{CLUSTER}:4211", cluster=CLUSTER, job="4211", kind="requeue_job", target="4211",
+        trigger=Trigger.OPERATOR, event_id="request-9"), NOW)
     record, lines = world.run(record_agent_result, DynamoDBStreamRecordModel.model_validate(raw))
     assert record["outcome"] == "executed"
     assert '"scontrol requeue 4211: \\udfff exit 0"' in record["reason"]  # quoted, escaped

@@ -37,6 +37,9 @@ from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.adapters.training import TrainingJobs
 from medic.config import parse_config
+from medic.core.agent_command import CommandContext
+from medic.core.mode import Mode
+from medic.core.models import Action, Trigger
 from medic.deps import Deps
 from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.agent.results import record_agent_result
@@ -463,10 +466,10 @@ def test_racing_alarm_and_operator_requeues_of_one_job_stay_within_its_restart_b
 def test_racing_deliveries_of_one_failed_agent_result_page_once(world):
     # Given a failed requeue result in the ledger's stream of a command Medic issued, processed by 16
     # invocations at once (a retried batch overlapping a new one)
-    AgentStore(world.deps.table).record_command("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", {
-        "incident": f"job:slurm:{CLUSTER}:4211", "trigger": "operator", "event_id": "request-9", "cluster": CLUSTER,
-        "job": "4211", "fault": "operator_request", "action": "requeue_job", "mode": "act", "kind": "requeue_job",
-        "target": "4211", "attempt": "1"}, NOW)
+    AgentStore(world.deps.table).record_command("6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13", CommandContext(
+        incident=f"job:slurm:{CLUSTER}:4211", trigger=Trigger.OPERATOR, event_id="request-9", cluster=CLUSTER,
+        job="4211", fault="operator_request", action=Action.REQUEUE_JOB, mode=Mode.ACT, kind="requeue_job",
+        target="4211", attempt=1), NOW)
     record = copy.deepcopy(load_event("ledger-stream-agent-result")["Records"][1])
     record["dynamodb"]["NewImage"]["status"] = {"S": "failed"}
     record["dynamodb"]["NewImage"]["message"] = {"S": "scontrol requeue 4211: exit 1: Invalid job id"}

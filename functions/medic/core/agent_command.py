@@ -6,6 +6,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from medic.core.mode import Mode
+from medic.core.models import Action, Trigger
+
 
 @dataclass(frozen=True)
 class AgentCommand:
@@ -48,3 +51,39 @@ def command_id_for(cluster: str, incident: str, request_id: str | None) -> str:
     run a second command: the agent dedupes on the id."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{request_id}")) if request_id \
         else str(uuid.uuid4())
+
+
+EARLY = "early"  # CommandContext.phase of job_states asked while the node is still in repair
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    """What Medic issued an agent command for, kept beside it (`command#<id>/issued`, ledger.agents): the agent's
+    claim and Medic's check of its result compare the cluster, kind, target and incident; the command's final
+    record is written against the rest. None: not written for this kind of command (or not in the item read)."""
+
+    cluster: str | None = None
+    kind: str | None = None
+    target: str | None = None
+    incident: str | None = None
+    trigger: Trigger | None = None
+    event_id: str | None = None
+    mode: Mode = Mode.ACT  # Medic queues a command only when it acts
+    fault: str | None = None
+    action: Action | None = None
+    # A job's requeue or restart: the job, which of its budgeted restarts this is, what the human should know
+    # if it fails (the operator's or the alarm's reason).
+    job: str | None = None
+    attempt: int | None = None
+    details: str | None = None
+    # Around a node action (NODE_KINDS): the node, its Slurm name, and "early" for job_states asked while the
+    # node is still in repair.
+    node_id: str | None = None
+    node_name: str | None = None
+    instance_group: str | None = None
+    phase: str | None = None
+
+    @property
+    def early(self) -> bool:
+        """job_states asked while the node is still in repair: only jobs Slurm already ended are seen to."""
+        return self.phase == EARLY

@@ -7,9 +7,14 @@ nothing an agent writes can pass for something Medic wrote.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TypeVar
 
+from medic.core.agent_command import CommandContext
+from medic.core.mode import Mode
+from medic.core.models import Action, Trigger
 from medic.ledger.table import Key, Table, epoch, expires
 
 OPEN_COMMANDS = "recovery#command"  # issued commands waiting for their result (one item each, deleted when closed)
@@ -57,12 +62,12 @@ class AgentStore:
              "agent_at": {"S": reported_at[:64]}, "expires_at": expires(seen_at, days=1)},
             "attribute_not_exists(pk) OR seen_epoch < :seen", {":seen": {"N": str(seen)}})
 
-    def record_command(self, command_id: str, context: dict[str, str], now: datetime) -> None:
+    def record_command(self, command_id: str, context: CommandContext, now: datetime) -> None:
         """What a queued agent command is for, so its result can be checked and recorded against the same
         incident; and the command open until then (the reconciler closes it as failed after its deadline)."""
-        self.table.put({**command_key(command_id, "issued"), **{key: {"S": value} for key, value in context.items()},
+        self.table.put({**command_key(command_id, "issued"), **_context_attributes(context),
                         "issued_at": {"S": now.isoformat()}, "expires_at": expires(now)})
-        self.table.put({**self.table.key(OPEN_COMMANDS, command_id), "cluster": {"S": context.get("cluster", "")},
+        self.table.put({**self.table.key(OPEN_COMMANDS, command_id), "cluster": {"S": context.cluster or ""},
                         "issued_epoch": {"N": str(epoch(now))}, "expires_at": expires(now)})
 
     def open_commands(self) -> list[OpenCommand]:
@@ -90,10 +95,10 @@ class AgentStore:
                         "ExpressionAttributeValues": {":now": {"S": now.isoformat()}, ":expires": expires(now)}}},
         ])
 
-    def command_context(self, command_id: str) -> dict[str, str]:
-        """What record_command wrote for the command; empty when Medic has no record of issuing it."""
+    def command_context(self, command_id: str) -> CommandContext | None:
+        """What record_command wrote for the command; None when Medic has no record of issuing it."""
         item = self.table.get(command_key(command_id, "issued"))
-        return {key: value["S"] for key, value in (item or {}).items() if "S" in value and key not in ("pk", "sk")}
+        return _read_context(item) if item else None
 
     def claim_command_record(self, command_id: str, now: datetime) -> bool:
         """True for the first delivery of a command's result: its final record is written once."""
@@ -108,6 +113,33 @@ class AgentStore:
             {**command_key(command_id, f"rejected#{cluster}"), "recorded_at": {"S": now.isoformat()},
              "expires_at": expires(now)},
             "attribute_not_exists(pk)")
+
+
+# Every context field is one string attribute of the `issued` item, named as the field: one not given is not
+# written; one absent reads as not given (the mode as "act", the one Medic queues commands in).
+_CONTEXT_FIELDS = tuple(field.name for field in fields(CommandContext))
+Member = TypeVar("Member", bound=StrEnum)
+
+
+def _context_attributes(context: CommandContext) -> dict[str, dict[str, str]]:
+    values = ((name, getattr(context, name)) for name in _CONTEXT_FIELDS)
+    return {name: {"S": str(value)} for name, value in values if value is not None}
+
+
+def _read_context(item: dict) -> CommandContext:
+    text = {name: item[name]["S"] for name in _CONTEXT_FIELDS if "S" in item.get(name, {})}
+    attempt = text.get("attempt", "")
+    return CommandContext(**{**text, "trigger": _member(Trigger, text.get("trigger")),
+                             "action": _member(Action, text.get("action")),
+                             "mode": Mode.of(text.get("mode") or Mode.ACT),
+                             "attempt": int(attempt) if attempt.isdigit() else None})
+
+
+def _member(enum: type[Member], value: str | None) -> Member | None:
+    try:
+        return enum(value)
+    except ValueError:  # absent (or not a value Medic writes)
+        return None
 
 
 def node_report_key(cluster: str) -> Key:

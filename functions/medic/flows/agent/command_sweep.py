@@ -18,15 +18,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
+from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.deps import Deps
 from medic.flows.agent.commands import COMMAND_DEADLINE, NODE_KINDS, slurm_job_page
-from medic.flows.agent.restart import DETAILS_KEY
 from medic.ledger.agents import AgentStore, OpenCommand
 from medic.ledger.jobs import JobStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit
+from medic.outbox.records import About, emit
 
 
 def sweep_commands(raw: Any, deps: Deps) -> list[dict]:
@@ -54,10 +54,11 @@ def _expire(command: OpenCommand, run_id: str, deps: Deps) -> dict | None:
     if not store.claim_command_record(command.command_id, now):  # its result was recorded after all
         store.close_command(command.command_id)
         return None
-    context = store.command_context(command.command_id)
-    incident = context.get("incident") or f"command:{command.cluster}:{command.command_id}"
+    # Medic's record of issuing it may have expired before the command did: it is closed as failed all the same.
+    context = store.command_context(command.command_id) or CommandContext()
+    incident = context.incident or f"command:{command.cluster}:{command.command_id}"
     minutes = int(COMMAND_DEADLINE.total_seconds() // 60)
-    if context.get("kind") in NODE_KINDS:  # around a node action (issue 16): no restart was spent
+    if context.kind in NODE_KINDS:  # around a node action (issue 16): no restart was spent
         from medic.flows.agent.slurm_node import expire_node_command
 
         what = ("never took it on; Medic withdrew it, so it cannot run late" if never_claimed
@@ -73,17 +74,14 @@ def _expire(command: OpenCommand, run_id: str, deps: Deps) -> dict | None:
             what += ", and gave the restart back to the job's budget"
     else:
         what = "took it on but wrote no result (it may have run: check the job in Slurm)"
-    attempt = context.get("attempt", "")
-    record = complete({
-        "incident": incident, "trigger": Trigger.RECONCILE, "event_id": run_id, "cluster": command.cluster,
-        "job": context.get("job"), "fault": context.get("fault") or Fault.UNKNOWN.value,
-        "action": Action.REQUEUE_JOB, "outcome": Outcome.FAILED, "mode": context.get("mode") or "act",
-        "attempt": int(attempt) if attempt.isdigit() else 0,
-        "reason": f"No result from the agent on {command.cluster} for command {command.command_id} within "
-                  f"{minutes} minutes of queueing it: the agent {what}.",
-    })
-    text = slurm_job_page({**record, "job": record["job"] or "(unknown)"}, context.get(DETAILS_KEY, ""),
-                          deps.region, situation="no_result")
-    record["paged"] = page_incident(deps, deps.table, record, text)
+    about = About(incident=incident, trigger=Trigger.RECONCILE, event_id=run_id, mode=context.mode,
+                  cluster=command.cluster, job=context.job)
+    record = about.record(fault=context.fault or Fault.UNKNOWN, action=Action.REQUEUE_JOB, outcome=Outcome.FAILED,
+                          attempt=context.attempt or 0,
+                          reason=f"No result from the agent on {command.cluster} for command {command.command_id} "
+                                 f"within {minutes} minutes of queueing it: the agent {what}.")
+    text = slurm_job_page({**record, "job": record["job"] or "(unknown)"}, context.details or "", deps.region,
+                          situation="no_result")
+    record = record.paged_if(page_incident(deps, deps.table, record, text))
     store.close_command(command.command_id)
     return emit(record)

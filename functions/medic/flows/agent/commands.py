@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from re import Pattern
 from typing import Any, Literal
@@ -247,7 +248,7 @@ def job_after_repair(state: str | None) -> str:
     return "requeue" if state in JOB_HIT else "ended"
 
 
-def jobs_unknown_page(record: dict, node_name: str | None, region: str) -> PageText:
+def jobs_unknown_page(record: Mapping[str, Any], node_name: str | None, region: str) -> PageText:
     """The one page for a node action whose jobs Medic could not list (agent down, drain failed): a human checks
     what ran on the node."""
     node = node_name or "(its Slurm name unknown)"
@@ -308,7 +309,7 @@ EKS_NEXT_STEP = {
 EKS_INCIDENT_PREFIX = "job:eks:"
 
 
-def slurm_job_page(record: dict, details: str, region: str, situation: str = "failed") -> PageText:
+def slurm_job_page(record: Mapping[str, Any], details: str, region: str, situation: str = "failed") -> PageText:
     """The page for a job Medic could not (or would not) requeue through a Slurm agent (or restart through an
     EKS agent)."""
     eks = str(record.get("incident", "")).startswith(EKS_INCIDENT_PREFIX)
@@ -333,7 +334,7 @@ def slurm_job_page(record: dict, details: str, region: str, situation: str = "fa
     return PageText(subject, body)
 
 
-def forged_result_page(record: dict, region: str) -> PageText:
+def forged_result_page(record: Mapping[str, Any], region: str) -> PageText:
     """The page for an agent result Medic did not ask for (rejected): the controller is the suspect."""
     cluster = record["cluster"]
     subject = f"[Medic] {cluster}: agent result rejected"

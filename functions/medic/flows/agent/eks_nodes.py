@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.config import Cluster, Job
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import PageText, console_link
 from medic.core.progress import RecoveryWatch
@@ -35,7 +36,7 @@ from medic.ledger.nodes import NodeStore
 from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit
+from medic.outbox.records import About, Record, emit
 
 
 def sweep_node_reports(raw: Any, deps: Deps) -> list[dict]:
@@ -89,19 +90,20 @@ def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
     return records
 
 
-def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: str, deps: Deps) -> dict:
+def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -> dict:
     node_id = notice.node.instance_id
-    record = complete({
-        "incident": f"node:{cluster.name}:{node_id or notice.node.name}", "trigger": Trigger.RECONCILE,
-        "event_id": run_id, "cluster": cluster.name, "node_id": node_id, "fault": Fault.K8S_NODE_UNHEALTHY,
-        "action": Action.NONE, "outcome": Outcome.DEFERRED if notice.in_repair else Outcome.IGNORED,
-        "reason": short(notice.reason, 500), "mode": mode})
-    if not notice.in_repair and notice.jobs and mode != "dry_run":
-        record["paged"] = page_incident(deps, deps.table.for_mode(mode), record, _node_page(record, notice, deps))
+    about = About(incident=f"node:{cluster.name}:{node_id or notice.node.name}", trigger=Trigger.RECONCILE,
+                  event_id=run_id, mode=mode, cluster=cluster.name, node_id=node_id)
+    record = about.record(fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE,
+                          outcome=Outcome.DEFERRED if notice.in_repair else Outcome.IGNORED,
+                          reason=short(notice.reason, 500))
+    if not notice.in_repair and notice.jobs:
+        record = record.paged_if(page_incident(deps, deps.table.for_mode(mode), record,
+                                               _node_page(record, notice, deps)))
     return emit(record)
 
 
-def _node_page(record: dict, notice: NodeNotice, deps: Deps) -> PageText:
+def _node_page(record: Record, notice: NodeNotice, deps: Deps) -> PageText:
     jobs = [f"  {affected.job.name}: {', '.join(affected.pods[:16])}" for affected in notice.jobs]
     body = "\n".join([
         f"Cluster:        {record['cluster']}",
@@ -118,7 +120,7 @@ def _node_page(record: dict, notice: NodeNotice, deps: Deps) -> PageText:
     return PageText(f"[Medic] {record['cluster']} node {notice.node.name}: {notice.node.state}", body)
 
 
-def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: str, deps: Deps) -> dict | None:
+def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: Mode, deps: Deps) -> dict | None:
     """One restart per stuck episode (named by the first stuck pod's deletion time); None once it was handled:
     the sweeps after it stay quiet while the agent works."""
     target = stuck.job.kubernetes_object()
@@ -135,7 +137,7 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: str, deps: Deps) -> 
                 "them", job_name=stuck.job.name, kubernetes=target), deps)
 
 
-def _follow_job_watches(cluster: Cluster, run_id: str, mode: str, deps: Deps) -> list[dict]:
+def _follow_job_watches(cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -> list[dict]:
     """Each watched job that had pods on a failing node: stepping again since (its operator brought it back) →
     the watch ends quietly; past its recovery_minutes without a step → one restart through the agent, under its
     budget, with the stall restart's proof of recovery. A job a stall restart already watches is left to it."""
@@ -161,19 +163,19 @@ def _follow_job_watches(cluster: Cluster, run_id: str, mode: str, deps: Deps) ->
             continue
         if made_progress(progress):
             store.end_job_watch(cluster.name, name)
-            records.append(emit({
-                "incident": incident, "trigger": Trigger.NODE_REPAIR, "event_id": run_id, "cluster": cluster.name,
-                "job": job.name, "fault": Fault.K8S_NODE_UNHEALTHY, "action": Action.NONE, "outcome": Outcome.IGNORED,
-                "mode": mode, "reason": short(f"{job.name} is training again after node {node} failed at "
-                                              f"{since:%H:%M} UTC ({progress.steps:.0f} steps since): its operator "
-                                              "brought it back; no restart.", 500)}))
+            about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
+                          cluster=cluster.name, job=job.name)
+            records.append(emit(about.record(
+                fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE, outcome=Outcome.IGNORED,
+                reason=short(f"{job.name} is training again after node {node} failed at {since:%H:%M} UTC "
+                             f"({progress.steps:.0f} steps since): its operator brought it back; no restart.", 500))))
         elif now >= deadline:
             store.end_job_watch(cluster.name, name)
             records.append(_restart_after_node_failure(job, node, since, cluster, mode, deps))
     return records
 
 
-def _restart_after_node_failure(job: Job, node: str, since: datetime, cluster: Cluster, mode: str,
+def _restart_after_node_failure(job: Job, node: str, since: datetime, cluster: Cluster, mode: Mode,
                                 deps: Deps) -> dict:
     target = job.kubernetes_object()
     incident = eks_job_incident(cluster.name, target)
@@ -183,7 +185,7 @@ def _restart_after_node_failure(job: Job, node: str, since: datetime, cluster: C
         event_id=f"noderepair:{node}:{since.isoformat()}", fault=Fault.K8S_NODE_UNHEALTHY.value,
         context=f"node {node} failed at {since:%H:%M} UTC with pods of {job.name} on it, and the job has not trained "
                 f"since ({job.recovery_minutes} min)", job_name=job.name, kubernetes=target), deps)
-    if record["outcome"] == Outcome.DEFERRED.value and mode == "act":  # queued: prove the recovery
+    if record["outcome"] == Outcome.DEFERRED.value and mode.acts:  # queued: prove the recovery
         IncidentStore(deps.table).watch_recovery(RecoveryWatch(
             incident=incident, job=job.name, cluster=cluster.name, restarted_at=now,
             deadline=recovery_deadline(job, now), attempt=record["attempt"], fault_at=since))

@@ -20,6 +20,8 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.config import KubernetesJob
+from medic.core.agent_command import CommandContext
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Requester, Trigger
 from medic.core.text import short
 from medic.deps import Deps
@@ -38,18 +40,15 @@ from medic.ledger.jobs import JobStore
 from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit, rejected
-
-# Context keys record_command stores beside the record's own fields.
-DETAILS_KEY = "details"
+from medic.outbox.records import About, emit, rejected
 
 
 @dataclass(frozen=True)
 class RequeueRequest:
-    mode: str
+    mode: Mode
     cluster: str
     incident: str
-    trigger: str
+    trigger: Trigger
     event_id: str
     fault: str
     context: str  # what the human should know if this pages (the operator's reason, the alarm's reason, ...)
@@ -96,7 +95,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     ), deps)
 
 
-def _restart_eks_job(event_id: str, detail: RequeueJobDetail, requester: Requester, mode: str, deps: Deps) -> dict:
+def _restart_eks_job(event_id: str, detail: RequeueJobDetail, requester: Requester, mode: Mode, deps: Deps) -> dict:
     """An operator request for a job on an EKS cluster: only a job Medic watches there (its namespace defaults
     to `default`, as in the config); the same guardrails and budget as its stall alarm (one incident)."""
     namespace = detail.namespace or "default"
@@ -109,12 +108,10 @@ def _restart_eks_job(event_id: str, detail: RequeueJobDetail, requester: Request
                                 "is an EKS cluster: name the job by namespace and job_name, not job_id"))
         job = watched_job(deps.config, detail.cluster, namespace, str(detail.job_name))
     except NotWatched as error:
-        record = complete({"incident": f"job:eks:{detail.cluster}:{namespace}/{detail.job}",
-                           "trigger": Trigger.OPERATOR, "event_id": event_id, "cluster": detail.cluster,
-                           "job": detail.job, "fault": Fault.OPERATOR_REQUEST.value, "action": Action.NONE,
-                           "outcome": Outcome.REJECTED, "reason": short(f"Refused: {error}.", 500), "mode": mode,
-                           "requester": requester.model_dump()})
-        return emit(record)
+        about = About(incident=f"job:eks:{detail.cluster}:{namespace}/{detail.job}", trigger=Trigger.OPERATOR,
+                      event_id=event_id, mode=mode, cluster=detail.cluster, job=detail.job, requester=requester)
+        return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=short(f"Refused: {error}.", 500)))
     target = job.kubernetes_object()
     return restart_through_agent(RequeueRequest(
         mode=mode, cluster=detail.cluster, incident=eks_job_incident(detail.cluster, target),
@@ -127,19 +124,16 @@ def restart_through_agent(request: RequeueRequest, deps: Deps) -> dict:
     table = deps.table.for_mode(request.mode)
     eks = request.kubernetes is not None
     verb, acting = ("restart", Action.RESTART_JOB) if eks else ("requeue", Action.REQUEUE_JOB)
-    base = {"incident": request.incident, "trigger": request.trigger, "event_id": request.event_id,
-            "cluster": request.cluster, "job": request.job, "fault": request.fault,
-            "action": acting, "mode": request.mode}
-    requester = request.requester.model_dump() if request.requester is not None else None
+    about = About(incident=request.incident, trigger=request.trigger, event_id=request.event_id, mode=request.mode,
+                  cluster=request.cluster, job=request.job, requester=request.requester)
     now = deps.now()
 
     def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0) -> dict:
         action = Action.NONE if outcome is Outcome.REJECTED else acting
-        record = complete({**base, "action": action, "outcome": outcome, "reason": reason, "attempt": attempt,
-                           "requester": requester})
-        if page and request.mode != "dry_run":
+        record = about.record(fault=request.fault, action=action, outcome=outcome, reason=reason, attempt=attempt)
+        if page:
             text = slurm_job_page(record, request.context, deps.region, situation=page)
-            record["paged"] = page_incident(deps, table, record, text)
+            record = record.paged_if(page_incident(deps, table, record, text))
         return emit(record)
 
     try:  # checked whoever the caller is: nothing unvalidated reaches the ledger or the queue (a Kubernetes
@@ -171,10 +165,10 @@ def restart_through_agent(request: RequeueRequest, deps: Deps) -> dict:
         return finish(Outcome.FAILED, f"The Medic agent on {cluster.name} is not reporting (last heartbeat: "
                                       f"{seen}); nothing was queued.", page="agent_down")
     what = f"{request.job} ({request.kubernetes.target})" if request.kubernetes else request.job
-    if request.mode == "paused":
+    if request.mode is Mode.PAUSED:
         return finish(Outcome.SUPPRESSED, f"Medic is paused; would {verb} {what} through the agent.",
                       page="failed")
-    if request.mode == "dry_run":
+    if request.mode is Mode.DRY_RUN:
         return finish(Outcome.DRY_RUN, f"Dry run: would {verb} {what} through the agent.")
 
     named = [slurm_job_incident(cluster.name, request.also_named)] if request.also_named else []
@@ -194,10 +188,10 @@ def restart_through_agent(request: RequeueRequest, deps: Deps) -> dict:
                    if request.kubernetes is not None else
                    requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
                                    job_name=request.job_name, request_id=request_id))
-        context = {key: str(value) for key, value in base.items() if value is not None}
-        AgentStore(table).record_command(command.command_id, {
-            **context, "kind": command.kind, "target": command.target, "attempt": str(restarts),
-            DETAILS_KEY: request.context[:1000]}, now)
+        AgentStore(table).record_command(command.command_id, CommandContext(
+            cluster=request.cluster, kind=command.kind, target=command.target, incident=request.incident,
+            trigger=request.trigger, event_id=request.event_id, mode=request.mode, fault=request.fault,
+            action=acting, job=request.job, attempt=restarts, details=request.context[:1000]), now)
         deps.agents.send(command)
     except InvalidCommand as error:  # unreachable after the checks above; kept as the last line of defence
         return finish(Outcome.REJECTED, f"Refused to queue: {error}.", attempt=restarts)

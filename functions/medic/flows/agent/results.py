@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
@@ -30,12 +31,11 @@ from medic.flows.agent.commands import (
     quoted_agent,
     slurm_job_page,
 )
-from medic.flows.agent.restart import DETAILS_KEY
 from medic.ledger.agents import AgentStore
 from medic.ledger.pages import PageStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit
+from medic.outbox.records import About, Record, emit
 
 if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
     from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
@@ -58,19 +58,20 @@ def rejected_stream_record(raw: Any, error: Exception, deps: Deps) -> dict:
     event_id = str(raw.get("eventID", "unknown"))[:80] if isinstance(raw, dict) else "unknown"
     problems = (validation_problems(error) if isinstance(error, ValidationError)
                 else f"{type(error).__name__}: {error}")
-    return emit({"incident": f"stream:{event_id}", "trigger": Trigger.RECONCILE, "event_id": event_id,
-                 "fault": Fault.INVALID.value, "action": Action.NONE, "outcome": Outcome.REJECTED,
-                 "mode": deps.mode.current(), "reason": short(f"Unreadable ledger stream record: {problems}", 500)})
+    about = About(incident=f"stream:{event_id}", trigger=Trigger.RECONCILE, event_id=event_id,
+                  mode=deps.mode.current())
+    return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                             reason=short(f"Unreadable ledger stream record: {problems}", 500)))
 
 
-def mismatch(context: dict[str, str], cluster: str, result: AgentResult) -> str | None:
+def mismatch(context: CommandContext | None, cluster: str, result: AgentResult) -> str | None:
     """Why the result does not answer a command Medic issued to this cluster; None when it does."""
-    if not context:
+    if context is None:
         return "Medic never issued this command"
-    if context.get("cluster") != cluster:
+    if context.cluster != cluster:
         return "Medic issued this command to another cluster"
     for field in ("kind", "target", "incident"):
-        if getattr(result, field) != context.get(field):
+        if getattr(result, field) != getattr(context, field):
             return f"its {field} {quoted_agent(getattr(result, field))} is not the {field} Medic issued"
     return None
 
@@ -103,12 +104,12 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
 
         return record_node_result(result, context, cluster, record.eventID, deps)
     final = _final_record(result, context, cluster, record.eventID)
-    if final["outcome"] == Outcome.FAILED.value and final["mode"] != "dry_run":
-        text = slurm_job_page(final, context.get(DETAILS_KEY, ""), deps.region, situation="failed")
-        final["paged"] = page_incident(deps, table, final, text)
-    elif final["outcome"] == Outcome.EXECUTED.value:
+    if final.outcome is Outcome.FAILED:
+        text = slurm_job_page(final, context.details or "", deps.region, situation="failed")
+        final = final.paged_if(page_incident(deps, table, final, text))
+    elif final.outcome is Outcome.EXECUTED:
         # Done: the job's next failure is a new incident that may page again.
-        PageStore(table).close_incident(final["incident"])
+        PageStore(table).close_incident(final.about.incident)
     return emit(final)
 
 
@@ -119,22 +120,22 @@ def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, sai
     reason = f"Rejected a result written by the agent on {cluster} for command {command_id}: {why}."
     if said:
         reason += f" The agent said: {quoted_agent(said)}"
-    record = complete({"incident": f"command:{cluster}:{command_id}", "trigger": Trigger.RECONCILE,
-                       "event_id": stream_event_id, "cluster": cluster, "fault": Fault.INVALID.value,
-                       "action": Action.NONE, "outcome": Outcome.REJECTED, "reason": short(reason, 500),
-                       "mode": deps.mode.current()})
+    about = About(incident=f"command:{cluster}:{command_id}", trigger=Trigger.RECONCILE, event_id=stream_event_id,
+                  mode=deps.mode.current(), cluster=cluster)
+    record = about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                          reason=short(reason, 500))
     # A page in every mode: this is not an action Medic takes but a sign the cluster's controller is not
     # behaving as Medic's agent does. One page per cluster (until it expires, 7 days), not per forged id: a
     # compromised controller cannot flood the on-call with pages; every rejection is still recorded.
-    record["paged"] = page_incident(deps, deps.table, record, forged_result_page(record, deps.region),
-                                    claim=rejected_page_claim(cluster))
+    record = record.paged_if(page_incident(deps, deps.table, record, forged_result_page(record, deps.region),
+                                           claim=rejected_page_claim(cluster)))
     return emit(record)
 
 
-def _final_record(result: AgentResult, context: dict[str, str], cluster: str, stream_event_id: str) -> dict:
-    job = context.get("job")
+def _final_record(result: AgentResult, context: CommandContext, cluster: str, stream_event_id: str) -> Record:
+    job = context.job
     said = quoted_agent(result.message) if result.message else "no output"
-    restart = context.get("kind") == "restart_job"
+    restart = context.kind == "restart_job"
     if result.status == "executed":
         outcome = Outcome.EXECUTED
         reason = f"The agent on {cluster} {_what_ran(result, job, restart)} (command {result.command_id}): {said}"
@@ -143,14 +144,10 @@ def _final_record(result: AgentResult, context: dict[str, str], cluster: str, st
         did = "refused" if result.status == "refused" else "could not run"
         reason = (f"The agent on {cluster} {did} the {'restart' if restart else 'requeue'} of {job} "
                   f"(command {result.command_id}): {said}")
-    attempt = context.get("attempt", "")
-    return complete({
-        "incident": context["incident"], "trigger": context.get("trigger") or Trigger.RECONCILE,
-        "event_id": context.get("event_id") or stream_event_id, "cluster": cluster, "job": job,
-        "fault": context.get("fault") or Fault.UNKNOWN.value,
-        "action": context.get("action") or Action.REQUEUE_JOB, "outcome": outcome, "reason": short(reason, 500),
-        "mode": context.get("mode") or "act", "attempt": int(attempt) if attempt.isdigit() else 0,
-    })
+    about = About(incident=context.incident, trigger=context.trigger or Trigger.RECONCILE,
+                  event_id=context.event_id or stream_event_id, mode=context.mode, cluster=cluster, job=job)
+    return about.record(fault=context.fault or Fault.UNKNOWN, action=context.action or Action.REQUEUE_JOB,
+                        outcome=outcome, reason=short(reason, 500), attempt=context.attempt or 0)
 
 
 def _what_ran(result: AgentResult, job: str | None, restart: bool) -> str:

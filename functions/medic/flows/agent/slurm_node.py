@@ -18,12 +18,16 @@ Their states (record_node_result): a job pending or running again (HyperPod auto
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
 from medic.config import Cluster
+from medic.core.agent_command import EARLY, CommandContext
+from medic.core.mode import Mode
 from medic.core.models import Action, NodeInfo, Outcome, Trigger
 from medic.core.repairs import DrainNote
 from medic.deps import Deps, NodeSweep
@@ -46,7 +50,7 @@ from medic.ledger.repairs import RepairStore, SlurmRepair
 from medic.ledger.table import Table
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import complete, emit
+from medic.outbox.records import NOT_A_NODE_ACTION, About, emit
 
 SLURM_STATE = re.compile(r"[A-Z_]{1,32}", re.ASCII)  # what squeue's %T prints (NODE_FAIL, RUNNING, ...)
 # A node found Running this soon after Medic's call may not have started its repair yet (a reboot's node reads
@@ -92,11 +96,10 @@ def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeIn
         RepairStore(table).remember(SlurmRepair(cluster=cluster.name, node_id=node_id, incident=incident,
                                                 node_name=name, action=action.value, fault=fault, acted_at=now,
                                                 logical_id=node.logical_id if node else None))
-        AgentStore(table).record_command(command.command_id, {
-            "incident": incident, "trigger": Trigger.NODE_REPAIR.value, "event_id": event_id or command.command_id,
-            "cluster": cluster.name, "node_id": node_id, "fault": fault, "action": action.value, "mode": "act",
-            "kind": command.kind, "target": command.target, "node_name": name,
-            **({"instance_group": node.instance_group} if node else {})}, now)
+        AgentStore(table).record_command(command.command_id, CommandContext(
+            cluster=cluster.name, kind=command.kind, target=command.target, incident=incident,
+            trigger=Trigger.NODE_REPAIR, event_id=event_id or command.command_id, fault=fault, action=action,
+            node_id=node_id, node_name=name, instance_group=node.instance_group if node else None), now)
         deps.agents.send(command)
     except InvalidCommand as error:  # unreachable: the name matched the agent's pattern
         return DrainNote(f"Refused to queue the drain: {error}; the jobs on the node are unknown.", name, page=True)
@@ -118,7 +121,7 @@ def after_the_call(drain: DrainNote, outcome: Outcome, table: Table, cluster: st
                      drain.node_name, drain.page, drain.queued)
 
 
-def page_jobs_unknown(deps: Deps, table: Table, record: dict, node_name: str | None) -> bool:
+def page_jobs_unknown(deps: Deps, table: Table, record: Mapping[str, Any], node_name: str | None) -> bool:
     return page_incident(deps, table, record, jobs_unknown_page(record, node_name, deps.region),
                          claim=jobs_claim(record["incident"]))
 
@@ -126,44 +129,44 @@ def page_jobs_unknown(deps: Deps, table: Table, record: dict, node_name: str | N
 # --- the agent's results
 
 
-def record_node_result(result: AgentResult, context: dict[str, str], cluster: str, stream_event_id: str,
+def record_node_result(result: AgentResult, context: CommandContext, cluster: str, stream_event_id: str,
                        deps: Deps) -> dict | None:
     """The final record of a drain_node / resume_node / job_states result (already checked and claimed)."""
     if result.kind == "job_states":
         return _job_states(result, context, cluster, stream_event_id, deps)
-    node_id, name = context.get("node_id", ""), context.get("node_name", "")
+    node_id, name = context.node_id or "", context.node_name or ""
     said = quoted_agent(result.message) if result.message else "no output"
-    base = {"incident": context["incident"], "trigger": Trigger.NODE_REPAIR, "event_id": stream_event_id,
-            "cluster": cluster, "node_id": node_id or None, "instance_group": context.get("instance_group"),
-            "fault": context.get("fault") or "unknown", "action": context.get("action") or Action.NONE,
-            "mode": context.get("mode") or "act"}
+    about = About(incident=context.incident, trigger=Trigger.NODE_REPAIR, event_id=stream_event_id,
+                  mode=context.mode, cluster=cluster, node_id=node_id or None, instance_group=context.instance_group)
+    fault, action = context.fault or "unknown", context.action or Action.NONE
     store = RepairStore(deps.table)
     if result.kind == "resume_node":
         if result.status == "executed":
-            return emit({**base, "outcome": Outcome.EXECUTED,
-                         "reason": f"The agent on {cluster} resumed {name} in Slurm after the repair: {said}."})
-        record = complete({**base, "outcome": Outcome.FAILED,
-                           "reason": f"The agent on {cluster} could not resume {name} in Slurm after the repair: "
-                                     f"{said}. Resume it by hand (scontrol update NodeName={name} "
-                                     "State=RESUME)."})
-        record["paged"] = page_incident(deps, deps.table, record, node_page(record, "Slurm resume after a repair",
-                                                                              deps.region),
-                                        claim=f"{record['incident']}:resume")
+            return emit(about.record(fault=fault, action=action, outcome=Outcome.EXECUTED,
+                                     reason=f"The agent on {cluster} resumed {name} in Slurm after the repair: "
+                                            f"{said}."))
+        record = about.record(fault=fault, action=action, outcome=Outcome.FAILED,
+                              reason=f"The agent on {cluster} could not resume {name} in Slurm after the repair: "
+                                     f"{said}. Resume it by hand (scontrol update NodeName={name} State=RESUME).")
+        record = record.paged_if(page_incident(deps, deps.table, record,
+                                               node_page(record, "Slurm resume after a repair", deps.region),
+                                               claim=f"{about.incident}:resume"))
         return emit(record)
     # drain_node
     jobs = _jobs(result) if result.status == "executed" else None
     store.drained(cluster, node_id, result.status == "executed", jobs)
     if jobs is not None:
         listing = ", ".join(f"{job_id} ({job_name})" for job_id, job_name in jobs) or "none"
-        return emit({**base, "outcome": Outcome.EXECUTED, "jobs": [{"id": i, "name": n} for i, n in jobs],
-                     "reason": f"The agent on {cluster} drained {name} in Slurm before the {base['action']}; jobs "
-                               f"running on it: {listing}."})
+        return emit(about.record(fault=fault, action=action, outcome=Outcome.EXECUTED,
+                                 jobs=[{"id": i, "name": n} for i, n in jobs],
+                                 reason=f"The agent on {cluster} drained {name} in Slurm before the {action}; jobs "
+                                        f"running on it: {listing}."))
     what = "drained" if result.status == "executed" else "could not drain"
-    record = complete({**base, "outcome": Outcome.EXECUTED if result.status == "executed" else Outcome.FAILED,
-                       "jobs": None,
-                       "reason": f"The agent on {cluster} {what} {name} in Slurm, and the jobs on it are unknown: "
-                                 f"{said}."})
-    record["paged"] = page_jobs_unknown(deps, deps.table, record, name)
+    record = about.record(fault=fault, action=action,
+                          outcome=Outcome.EXECUTED if result.status == "executed" else Outcome.FAILED, jobs=None,
+                          reason=f"The agent on {cluster} {what} {name} in Slurm, and the jobs on it are unknown: "
+                                 f"{said}.")
+    record = record.paged_if(page_jobs_unknown(deps, deps.table, record, name))
     return emit(record)
 
 
@@ -181,17 +184,17 @@ def _jobs(result: AgentResult) -> list[tuple[str, str]] | None:
     return jobs
 
 
-def _job_states(result: AgentResult, context: dict[str, str], cluster: str, stream_event_id: str,
+def _job_states(result: AgentResult, context: CommandContext, cluster: str, stream_event_id: str,
                 deps: Deps) -> dict | None:
     """One record per job the repair hit: left alone, or requeued from its checkpoint (trigger node_repair)."""
-    node_id = context.get("node_id", "")
+    node_id = context.node_id or ""
     repair = RepairStore(deps.table).get(cluster, node_id)
     jobs = repair.jobs if repair and repair.jobs else ()
     states = {}
     if result.status == "executed" and result.job_states is not None:
         states = {job.get("id"): job.get("state") for job in result.job_states  # Slurm's state names only
                   if isinstance(job, dict) and matches(SLURM_STATE, job.get("state"))}
-    early = context.get("phase") == "early"
+    early = context.early
     records = []
     for job_id, name in jobs:
         if early:  # the node is still in repair: act only on a job Slurm already ended for it, say nothing else
@@ -203,53 +206,54 @@ def _job_states(result: AgentResult, context: dict[str, str], cluster: str, stre
             records.append(_one_job(job_id, name, states.get(job_id), result.status == "executed", context,
                                     cluster, stream_event_id, repair, deps))
         except (ClientError, BotoCoreError) as error:  # the result is claimed: say so rather than lose the job
-            record = complete({"incident": context["incident"], "trigger": Trigger.NODE_REPAIR,
-                               "event_id": f"{context['incident']}:{job_id}", "cluster": cluster, "job": job_id,
-                               "fault": repair.fault if repair else "unknown", "action": Action.NONE,
-                               "outcome": Outcome.FAILED, "mode": deps.mode.current(),
-                               "reason": f"Could not see to job {job_id} ({name}) after the repair "
-                                         f"({error_code(error)}): it needs a look."})
-            records.append(emit(record))
+            about = About(incident=context.incident, trigger=Trigger.NODE_REPAIR,
+                          event_id=f"{context.incident}:{job_id}", mode=deps.mode.current(), cluster=cluster,
+                          job=job_id)
+            records.append(emit(about.record(fault=repair.fault if repair else "unknown", action=Action.NONE,
+                                             outcome=Outcome.FAILED,
+                                             reason=f"Could not see to job {job_id} ({name}) after the repair "
+                                                    f"({error_code(error)}): it needs a look.")))
     if not early:
         RepairStore(deps.table).forget(cluster, node_id)
     return records[-1] if records else None
 
 
-def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: dict[str, str], cluster: str,
+def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: CommandContext, cluster: str,
              stream_event_id: str, repair: SlurmRepair | None, deps: Deps) -> dict:
     mode = deps.mode.current()
-    node_name = context.get("node_name", "")
+    node_name = context.node_name or ""
     action = repair.action if repair else "node repair"
     by_name = valid_job_name(name)
     from medic.flows.agent.restart import RequeueRequest, restart_through_agent, slurm_job_incident
 
     incident = slurm_job_incident(cluster, name if by_name else job_id)
-    base = {"incident": incident, "trigger": Trigger.NODE_REPAIR, "event_id": f"{context['incident']}:{job_id}",
-            "cluster": cluster, "job": job_id, "fault": repair.fault if repair else "unknown", "mode": mode}
+    about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=f"{context.incident}:{job_id}", mode=mode,
+                  cluster=cluster, job=job_id)
+    fault = repair.fault if repair else "unknown"
     fate = job_after_repair(state) if listed else "unknown"
     if fate == "back":
-        return emit({**base, "action": Action.NONE, "outcome": Outcome.IGNORED,
-                     "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and is {state} "
-                               "again (HyperPod auto-resume or Slurm's own requeue brought it back): left alone."})
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
+                                 reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
+                                        f"is {state} again (HyperPod auto-resume or Slurm's own requeue brought it "
+                                        "back): left alone."))
     if fate == "ended":
-        return emit({**base, "action": Action.NONE, "outcome": Outcome.IGNORED,
-                     "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and ended "
-                               f"{state}, not by the repair: left alone."})
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
+                                 reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
+                                        f"ended {state}, not by the repair: left alone."))
     if fate == "unknown" or not matches(JOB_ID, job_id):
         why = ("Slurm no longer lists it (it ended more than MinJobAge ago)" if listed
                else "the agent could not read the job states")
-        record = complete({**base, "action": Action.NONE, "outcome": Outcome.FAILED,
-                           "reason": f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it, and "
-                                     f"Medic cannot tell whether it runs again: {why}. It needs a look."})
-        if mode != "dry_run":
-            record["paged"] = page_incident(deps, deps.table, record,
-                                            jobs_unknown_page({**record, "node_id": context.get("node_id")},
-                                                              node_name, deps.region))
+        record = about.record(fault=fault, action=Action.NONE, outcome=Outcome.FAILED,
+                              reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it, and "
+                                     f"Medic cannot tell whether it runs again: {why}. It needs a look.")
+        # The page names the node the job ran on; the record is the job's.
+        on_node = jobs_unknown_page({**record, "node_id": context.node_id}, node_name, deps.region)
+        record = record.paged_if(page_incident(deps, deps.table, record, on_node))
         return emit(record)
     reason = f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it; Slurm says {state}."
     record = restart_through_agent(RequeueRequest(
-        mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=base["event_id"],
-        fault=base["fault"], context=reason, job_id=job_id), deps)
+        mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=about.event_id,
+        fault=fault, context=reason, job_id=job_id), deps)
     _watch_recovery(record, name if by_name else None, cluster, deps)
     return record
 
@@ -258,7 +262,7 @@ def _watch_recovery(record: dict, name: str | None, cluster: str, deps: Deps) ->
     """A requeued watched job (medic.yaml `jobs`) gets the stall restart's proof of recovery."""
     job = deps.config.job(name) if name else None
     if job is None or job.cluster != cluster or record["outcome"] != Outcome.DEFERRED.value \
-            or record["mode"] != "act":
+            or not Mode.of(record["mode"]).acts:
         return
     from medic.core.progress import RecoveryWatch
     from medic.flows.recovery.policy import recovery_deadline
@@ -277,7 +281,7 @@ def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
     """Each node Medic drained that is Running again (itself, or its replacement under the same NodeLogicalId):
     resume it in Slurm when it kept its Slurm name, and ask where the jobs the repair hit are now."""
     cluster, deps = sweep.cluster, sweep.deps
-    if cluster.orchestrator != "slurm" or sweep.mode != "act" or not deps.agents.has_queue(cluster.name):
+    if cluster.orchestrator != "slurm" or not Mode.of(sweep.mode).acts or not deps.agents.has_queue(cluster.name):
         return
     store = RepairStore(sweep.table)
     by_logical = {node.logical_id: node for node in nodes if node.logical_id}
@@ -310,11 +314,10 @@ def _ask_early(sweep: NodeSweep, repair: SlurmRepair) -> None:
     try:
         command = node_command(sweep.cluster.name, "job_states", repair.incident, sweep.now, f"early:{sweep.run_id}",
                                job_ids=plain)
-        context = {"incident": repair.incident, "trigger": Trigger.NODE_REPAIR.value, "event_id": sweep.run_id,
-                   "cluster": sweep.cluster.name, "node_id": repair.node_id, "fault": repair.fault,
-                   "action": repair.action, "mode": "act", "node_name": repair.node_name, "phase": "early",
-                   "kind": command.kind, "target": command.target}
-        AgentStore(sweep.table).record_command(command.command_id, context, sweep.now)
+        AgentStore(sweep.table).record_command(command.command_id, CommandContext(
+            cluster=sweep.cluster.name, kind=command.kind, target=command.target, incident=repair.incident,
+            trigger=Trigger.NODE_REPAIR, event_id=sweep.run_id, fault=repair.fault, action=Action(repair.action),
+            node_id=repair.node_id, node_name=repair.node_name, phase=EARLY), sweep.now)
         sweep.deps.agents.send(command)
     except (ClientError, BotoCoreError) as error:  # the next sweep asks again
         logger.warning("job states not asked", extra={"incident": repair.incident, "error_code": error_code(error)})
@@ -325,45 +328,44 @@ def _issue_follow_up(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo) -> N
     current = node
     if node.node_id != repair.node_id or node.slurm_node is None:
         current = deps.hyperpod.describe_node(cluster, node.node_id) or node  # its Slurm name (PrivateDnsHostname)
-    base = {"incident": repair.incident, "trigger": Trigger.NODE_REPAIR, "event_id": sweep.run_id, "cluster": cluster,
-            "node_id": repair.node_id, "instance_group": node.instance_group, "fault": repair.fault,
-            "action": repair.action, "mode": sweep.mode}
-    context = {**{key: str(value) for key, value in base.items() if value is not None},
-               "node_name": repair.node_name, "mode": "act"}
+    about = About(incident=repair.incident, trigger=Trigger.NODE_REPAIR, event_id=sweep.run_id,
+                  mode=Mode.of(sweep.mode), cluster=cluster, node_id=repair.node_id, instance_group=node.instance_group)
     issued = []
     if repair.drained == "yes" and current.slurm_node == repair.node_name:
         issued.append(node_command(cluster, "resume_node", repair.incident, now, sweep.run_id, node=repair.node_name))
     elif repair.drained == "yes":
-        emit({**base, "outcome": Outcome.IGNORED,
-              "reason": f"The node is back as {node.node_id}, Slurm node {current.slurm_node or 'unknown'}, not "
-                        f"{repair.node_name}: nothing to resume ({repair.node_name} stays drained in Slurm until "
-                        "someone removes or resumes it)."})
+        emit(about.record(fault=repair.fault, action=repair.action, outcome=Outcome.IGNORED,
+                          reason=f"The node is back as {node.node_id}, Slurm node {current.slurm_node or 'unknown'}, "
+                                 f"not {repair.node_name}: nothing to resume ({repair.node_name} stays drained in "
+                                 "Slurm until someone removes or resumes it)."))
     plain = [job_id for job_id, _ in repair.jobs or () if matches(JOB_ID, job_id)]
     if plain:
         issued.append(node_command(cluster, "job_states", repair.incident, now, sweep.run_id, job_ids=plain))
     for command in issued:
-        AgentStore(sweep.table).record_command(command.command_id, {**context, "kind": command.kind,
-                                                                    "target": command.target}, now)
+        AgentStore(sweep.table).record_command(command.command_id, CommandContext(
+            cluster=cluster, kind=command.kind, target=command.target, incident=repair.incident,
+            trigger=Trigger.NODE_REPAIR, event_id=sweep.run_id, fault=repair.fault, action=Action(repair.action),
+            node_id=repair.node_id, node_name=repair.node_name, instance_group=node.instance_group), now)
         deps.agents.send(command)
     if not plain:
         RepairStore(sweep.table).forget(cluster, repair.node_id)
 
 
-def expire_node_command(context: dict[str, str], cluster: str, command_id: str, run_id: str, minutes: int,
+def expire_node_command(context: CommandContext, cluster: str, command_id: str, run_id: str, minutes: int,
                         what: str, deps: Deps) -> dict:
     """The sweep's record of a drain/resume/job_states command its agent never answered: the jobs need a look."""
-    kind = context.get("kind", "")
-    record = complete({
-        "incident": context.get("incident") or f"command:{cluster}:{command_id}", "trigger": Trigger.NODE_REPAIR,
-        "event_id": run_id, "cluster": cluster, "node_id": context.get("node_id"),
-        "instance_group": context.get("instance_group"), "fault": context.get("fault") or "unknown",
-        "action": context.get("action") or Action.NONE, "outcome": Outcome.FAILED, "mode": context.get("mode") or "act",
-        **({"jobs": None} if kind == "drain_node" else {}),
-        "reason": f"No result from the agent on {cluster} for its {kind} command {command_id} within {minutes} "
-                  f"minutes: the agent {what}. The jobs on {context.get('node_name') or 'the node'} need a look."})
+    kind = context.kind or ""
+    about = About(incident=context.incident or f"command:{cluster}:{command_id}", trigger=Trigger.NODE_REPAIR,
+                  event_id=run_id, mode=context.mode, cluster=cluster, node_id=context.node_id,
+                  instance_group=context.instance_group)
+    record = about.record(
+        fault=context.fault or "unknown", action=context.action or Action.NONE, outcome=Outcome.FAILED,
+        jobs=None if kind == "drain_node" else NOT_A_NODE_ACTION,  # a drain's jobs: unknown
+        reason=f"No result from the agent on {cluster} for its {kind} command {command_id} within {minutes} minutes: "
+               f"the agent {what}. The jobs on {context.node_name or 'the node'} need a look.")
     if kind == "drain_node":
-        RepairStore(deps.table).drained(cluster, context.get("node_id", ""), False, None)
-    record["paged"] = page_jobs_unknown(deps, deps.table, record, context.get("node_name"))
+        RepairStore(deps.table).drained(cluster, context.node_id or "", False, None)
+    record = record.paged_if(page_jobs_unknown(deps, deps.table, record, context.node_name))
     return emit(record)
 
 
