@@ -24,6 +24,7 @@ from medic.config import Cluster, MedicConfig
 from medic.core import clock
 from medic.core.mode import Mode
 from medic.core.models import Action, NodeInfo, Outcome
+from medic.core.record import Record
 from medic.core.repairs import DrainNote
 from medic.ledger.table import Table
 
@@ -108,10 +109,9 @@ class JobsOnNode(Protocol):
                        node_id: str) -> DrainNote:
         """The drain note once the node call answered (a failed call repairs nothing)."""
 
-    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Mapping[str, Any],
+    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Record,
                           node_name: str | None) -> bool:
-        """The one "the jobs on this node need a look" page of a node incident. ``record`` is the node decision's
-        (an outbox Record, read as the Mapping of its log line: this layer sits below the outbox)."""
+        """The one "the jobs on this node need a look" page of a node incident (``record``: the node decision's)."""
 
     def follow_up(self, sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
         """Each sweep: see to the nodes Medic repaired and the jobs the repairs hit."""
@@ -129,7 +129,7 @@ class NoJobsOnNode:
                        node_id: str) -> DrainNote:
         return drain
 
-    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Mapping[str, Any],
+    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Record,
                           node_name: str | None) -> bool:
         return False
 

@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from medic.core.models import SLURM_NODE_NAME, slurm_node_name
+from medic.core.record import complete
 from medic.flows.agent.commands import JOB_ID_LIST, InvalidCommand, job_after_repair, node_command
-from medic.outbox.records import complete
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
 if str(AGENT_DIR) not in sys.path:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import time_machine
 
+from medic.core.record import complete
 from medic.obs import emit_record, note_event
-from medic.outbox.records import complete
 
 RECORD = {"incident": "node:pretrain-slurm:i-0d4e5f60718293a4b", "trigger": "node_health", "event_id": "e1",
           "cluster": "pretrain-slurm", "node_id": "i-0d4e5f60718293a4b", "fault": "gpu_fatal",

@@ -20,13 +20,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from medic.adapters.aws import error_code
 from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.record import About
 from medic.deps import Deps
 from medic.flows.agent.commands import COMMAND_DEADLINE, NODE_KINDS, slurm_job_page
 from medic.ledger.agents import AgentStore, OpenCommand
 from medic.ledger.jobs import JobStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import About, emit
+from medic.outbox.records import emit
 
 
 def sweep_commands(raw: Any, deps: Deps) -> list[dict]:

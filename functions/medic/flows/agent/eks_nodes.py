@@ -23,6 +23,7 @@ from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import PageText, console_link
 from medic.core.progress import RecoveryWatch
+from medic.core.record import About, Record
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.agent.commands import heartbeat_is_fresh
@@ -36,7 +37,7 @@ from medic.ledger.nodes import NodeStore
 from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import About, Record, emit
+from medic.outbox.records import emit
 
 
 def sweep_node_reports(raw: Any, deps: Deps) -> list[dict]:

@@ -23,6 +23,7 @@ from medic.config import KubernetesJob
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Requester, Trigger
+from medic.core.record import About
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.agent.commands import (
@@ -40,7 +41,7 @@ from medic.ledger.jobs import JobStore
 from medic.ledger.requests import RequestStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import About, emit, rejected
+from medic.outbox.records import emit, rejected
 
 
 @dataclass(frozen=True)

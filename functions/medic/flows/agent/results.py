@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.record import About, Record
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
 from medic.flows.agent.commands import (
@@ -35,7 +36,7 @@ from medic.ledger.agents import AgentStore
 from medic.ledger.pages import PageStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import About, Record, emit
+from medic.outbox.records import emit
 
 if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
     from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel

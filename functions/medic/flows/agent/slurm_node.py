@@ -18,9 +18,7 @@ Their states (record_node_result): a job pending or running again (HyperPod auto
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -29,6 +27,7 @@ from medic.config import Cluster
 from medic.core.agent_command import EARLY, CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, NodeInfo, Outcome, Trigger
+from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import DrainNote
 from medic.deps import Deps, NodeSweep
 from medic.flows.agent.commands import (
@@ -50,7 +49,7 @@ from medic.ledger.repairs import RepairStore, SlurmRepair
 from medic.ledger.table import Table
 from medic.obs import logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import NOT_A_NODE_ACTION, About, emit
+from medic.outbox.records import emit
 
 SLURM_STATE = re.compile(r"[A-Z_]{1,32}", re.ASCII)  # what squeue's %T prints (NODE_FAIL, RUNNING, ...)
 # A node found Running this soon after Medic's call may not have started its repair yet (a reboot's node reads
@@ -121,7 +120,7 @@ def after_the_call(drain: DrainNote, outcome: Outcome, table: Table, cluster: st
                      drain.node_name, drain.page, drain.queued)
 
 
-def page_jobs_unknown(deps: Deps, table: Table, record: Mapping[str, Any], node_name: str | None) -> bool:
+def page_jobs_unknown(deps: Deps, table: Table, record: Record, node_name: str | None) -> bool:
     return page_incident(deps, table, record, jobs_unknown_page(record, node_name, deps.region),
                          claim=jobs_claim(record["incident"]))
 
@@ -281,7 +280,7 @@ def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
     """Each node Medic drained that is Running again (itself, or its replacement under the same NodeLogicalId):
     resume it in Slurm when it kept its Slurm name, and ask where the jobs the repair hit are now."""
     cluster, deps = sweep.cluster, sweep.deps
-    if cluster.orchestrator != "slurm" or not Mode.of(sweep.mode).acts or not deps.agents.has_queue(cluster.name):
+    if cluster.orchestrator != "slurm" or not sweep.mode.acts or not deps.agents.has_queue(cluster.name):
         return
     store = RepairStore(sweep.table)
     by_logical = {node.logical_id: node for node in nodes if node.logical_id}
@@ -329,7 +328,7 @@ def _issue_follow_up(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo) -> N
     if node.node_id != repair.node_id or node.slurm_node is None:
         current = deps.hyperpod.describe_node(cluster, node.node_id) or node  # its Slurm name (PrivateDnsHostname)
     about = About(incident=repair.incident, trigger=Trigger.NODE_REPAIR, event_id=sweep.run_id,
-                  mode=Mode.of(sweep.mode), cluster=cluster, node_id=repair.node_id, instance_group=node.instance_group)
+                  mode=sweep.mode, cluster=cluster, node_id=repair.node_id, instance_group=node.instance_group)
     issued = []
     if repair.drained == "yes" and current.slurm_node == repair.node_name:
         issued.append(node_command(cluster, "resume_node", repair.incident, now, sweep.run_id, node=repair.node_name))
@@ -382,7 +381,7 @@ class SlurmJobsOnNode:
                        node_id: str) -> DrainNote:
         return after_the_call(drain, outcome, table, cluster.name, node_id)
 
-    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: dict,
+    def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Record,
                           node_name: str | None) -> bool:
         return page_jobs_unknown(deps, table, record, node_name)
 

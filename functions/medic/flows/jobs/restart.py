@@ -13,6 +13,7 @@ from medic.adapters.training import JobAlreadyExists, training_plan_arns
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import Page
+from medic.core.record import About
 from medic.core.text import short
 from medic.core.timeline import job_timeline
 from medic.deps import Deps
@@ -33,7 +34,7 @@ from medic.ledger.jobs import JobStore
 from medic.ledger.table import Table
 from medic.obs import emit_incident
 from medic.outbox.pages import page_incident
-from medic.outbox.records import About, emit, rejected
+from medic.outbox.records import emit, rejected
 
 
 class CheckpointOutsideConfig(Exception):

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from medic.core.models import Action, Fault, NodeState, Outcome, Trigger, foreign_cluster_arn
+from medic.core.record import About
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN
 from medic.core.text import short
 from medic.deps import Deps
@@ -20,7 +21,7 @@ from medic.ledger.nodes import NodeStore
 from medic.ledger.requests import RequestStore
 from medic.ledger.table import Table
 from medic.outbox.pages import page_incident
-from medic.outbox.records import About, emit, rejected
+from medic.outbox.records import emit, rejected
 
 # A claim whose call went out (or may have): the repair is Medic's.
 MEDICS_REPAIR_STATES = frozenset({Outcome.EXECUTED.value, IN_FLIGHT, RESULT_UNKNOWN})

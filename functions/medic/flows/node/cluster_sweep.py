@@ -13,6 +13,7 @@ from medic.config import Cluster
 from medic.core.mode import Mode
 from medic.core.models import ClusterInfo, NodeInfo, Trigger
 from medic.core.pages import PageText
+from medic.core.record import About, Record
 from medic.deps import Deps
 from medic.flows.node.pages import node_page
 from medic.flows.node.remediation import report_node_recovery_mismatch
@@ -20,7 +21,6 @@ from medic.flows.node.sweep_pages import SweepPages
 from medic.flows.node.sweep_policy import MAX_NODE_DECISIONS_PER_CLUSTER, NO_HEALTH_REASON, RESERVE_SECONDS
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
-from medic.outbox.records import About, Record
 
 
 @dataclass

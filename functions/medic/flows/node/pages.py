@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from medic.core.models import ClusterState, Outcome
 from medic.core.pages import PageText, console_link, what_medic_did
-from medic.outbox.records import Record
+from medic.core.record import Record
 
 NEXT_STEP = {
     Outcome.FAILED: "Check the node in the console; retry the action by hand or replace the node.",

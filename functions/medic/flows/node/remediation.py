@@ -25,6 +25,7 @@ from medic.core.models import (
     foreign_cluster_arn,
 )
 from medic.core.pages import Page, PageText, console_link
+from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import IN_FLIGHT, PENDING_OUTCOMES
 from medic.core.text import short
 from medic.deps import Deps
@@ -45,7 +46,7 @@ from medic.ledger.requests import RequestStore
 from medic.ledger.table import Table
 from medic.obs import logger
 from medic.outbox.pages import page_cluster_summary, page_incident
-from medic.outbox.records import NOT_A_NODE_ACTION, About, Record, emit, rejected
+from medic.outbox.records import emit, rejected
 
 # A lost claim race re-reads and re-decides. Each loss means another claim won (this node's, then
 # the decision is a duplicate; or another node's, which spends the cluster's budget, so the budget

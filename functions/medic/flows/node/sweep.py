@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger
 from medic.core.pages import Page, PageText
+from medic.core.record import Record
 from medic.core.repairs import PendingClaim
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
@@ -44,7 +45,7 @@ from medic.flows.node.sweep_policy import (
 from medic.flows.node.sweep_repairs import claim_timeline, sweep_repairs
 from medic.ledger.clusters import ClusterInfoStore
 from medic.obs import cluster_gauges, count, emit_incident, logger
-from medic.outbox.records import Record, rejected
+from medic.outbox.records import rejected
 
 
 def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | None = None) -> dict:

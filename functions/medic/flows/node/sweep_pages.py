@@ -15,13 +15,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from medic.adapters.aws import error_code
 from medic.core.mode import Mode
 from medic.core.pages import PageText
+from medic.core.record import Record
 from medic.deps import Deps
 from medic.flows.node.sweep_policy import SUMMARY_AFTER, summary_page
 from medic.ledger.pages import PageStore
 from medic.ledger.table import Table
 from medic.obs import count, logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import Record, emit
+from medic.outbox.records import emit
 
 
 @dataclass

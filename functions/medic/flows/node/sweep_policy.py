@@ -68,9 +68,9 @@ from pydantic import Field
 from medic.core.mode import Mode
 from medic.core.models import Action, MedicEvent, NodeInfo, Outcome
 from medic.core.pages import PageText, console_link
+from medic.core.record import Record
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
 from medic.flows.node.policy import IN_REPAIR_STATUSES
-from medic.outbox.records import Record
 
 STALE_CLAIM = timedelta(minutes=2)  # a run lasts at most 60 s: an in-flight claim this old lost its run
 SETTLE = timedelta(minutes=3)  # HyperPod shows an accepted reboot/replace in the node's status by then

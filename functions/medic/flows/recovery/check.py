@@ -12,6 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from medic.adapters.aws import error_code
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
+from medic.core.record import About
 from medic.core.timeline import Timeline, incident_line
 from medic.deps import Deps
 from medic.flows.recovery.pages import alarm_page
@@ -19,7 +20,7 @@ from medic.flows.recovery.policy import Verdict, judge_recovery, made_progress
 from medic.ledger.incidents import IncidentStore
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident
-from medic.outbox.records import About, emit
+from medic.outbox.records import emit
 
 
 def check_recoveries(event: Any, deps: Deps) -> list[dict]:

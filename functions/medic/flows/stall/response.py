@@ -13,6 +13,7 @@ from medic.adapters.aws import error_code
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
+from medic.core.record import About
 from medic.core.text import short
 from medic.core.timeline import alarm_timeline
 from medic.deps import Deps
@@ -34,7 +35,7 @@ from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident, page_resolution
-from medic.outbox.records import About, emit, rejected
+from medic.outbox.records import emit, rejected
 
 
 def incident_of(subject: AlarmSubject) -> str:

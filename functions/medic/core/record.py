@@ -1,0 +1,100 @@
+"""The remediation record as a typed value: a decision's shared facts (`About`), the record (`Record`), and the
+log line's fields it completes to (the schema: core.models.RemediationRecord, plus `jobs`). Emitting it is the
+outbox's (outbox/records.py); flows and ports pass `Record`s, never dicts.
+
+`About.record(...)` makes a `Record`; a `Record` reads like the line it becomes (`record["outcome"]`), so page
+texts read it as a Mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from medic.core.mode import Mode
+from medic.core.models import Action, Fault, JobRef, Outcome, RemediationRecord, Requester, Trigger
+
+NOT_A_NODE_ACTION = object()  # a record without the `jobs` field (only a Slurm node action's records name jobs)
+
+
+JobsOnNode = Sequence[Mapping[str, str]] | None  # the jobs a node action hit ([]: none; None: unknown)
+
+
+@dataclass(frozen=True)
+class About:
+    """What every record of one decision shares."""
+
+    incident: str
+    trigger: Trigger
+    event_id: str
+    mode: Mode
+    cluster: str | None = None
+    instance_group: str | None = None
+    node_id: str | None = None
+    job: str | None = None
+    requester: Requester | None = None
+
+    def but(self, **changes: Any) -> About:
+        return replace(self, **changes)
+
+    def record(self, *, fault: Fault | str, action: Action | str, outcome: Outcome | str, reason: str,
+               attempt: int = 0, paged: bool = False, jobs: JobsOnNode | object = NOT_A_NODE_ACTION) -> Record:
+        return Record(self, str(fault), Action(action), Outcome(outcome), reason, attempt, paged, jobs)
+
+
+@dataclass(frozen=True)
+class Record(Mapping[str, Any]):
+    """One decision, typed; its fields are the remediation log line's (schema: RemediationRecord, `jobs`)."""
+
+    about: About
+    fault: str
+    action: Action
+    outcome: Outcome
+    reason: str
+    attempt: int = 0
+    paged: bool = False
+    jobs: JobsOnNode | object = field(default=NOT_A_NODE_ACTION)
+
+    def but(self, **changes: Any) -> Record:
+        return replace(self, **changes)
+
+    def paged_if(self, paged: bool) -> Record:
+        """The record once a page went out (or did not): `paged` stays true once any page of it went out."""
+        return replace(self, paged=self.paged or paged)
+
+    @cached_property
+    def fields(self) -> dict[str, Any]:
+        """The log line's fields: every schema field present (null where not applicable), every text encodable."""
+        about = self.about
+        line = {"incident": about.incident, "trigger": about.trigger, "event_id": about.event_id,
+                "cluster": about.cluster, "instance_group": about.instance_group, "node_id": about.node_id,
+                "job": about.job, "fault": self.fault, "action": self.action, "outcome": self.outcome,
+                "reason": self.reason, "paged": self.paged, "mode": about.mode, "attempt": self.attempt,
+                "requester": about.requester}
+        if self.jobs is not NOT_A_NODE_ACTION:
+            line["jobs"] = self.jobs
+        return complete(line)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+
+def complete(fields: Mapping[str, Any]) -> dict:
+    """The record with every schema field present (null where not applicable), every text encodable:
+    a lone surrogate from an event would make the log line unwritable, and the decision unrecorded."""
+    record = RemediationRecord.model_validate(dict(fields)).model_dump(mode="json")
+    if "jobs" in fields:  # node actions on Slurm only: the jobs on the node ([]: none; None: unknown)
+        jobs = fields["jobs"]
+        record["jobs"] = None if jobs is None else [JobRef.model_validate(job).model_dump() for job in jobs]
+    return {key: _encodable(value) if isinstance(value, str) else value for key, value in record.items()}
+
+
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
