@@ -95,14 +95,23 @@ class Result:
         return [json.loads(line) for line in self.out.splitlines() if line.strip()]
 
 
+class Clients:
+    """The helpers' clients, made once for the package and used by every test's moto: a boto3 client takes
+    longer to build than most of these tests take to run. The CLI under test still builds its own."""
+
+    def __init__(self) -> None:
+        session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing",  # noqa: S106
+                                region_name=REGION)
+        self.cloudformation, self.dynamodb, self.ssm, self.logs = (
+            session.client(name) for name in ("cloudformation", "dynamodb", "ssm", "logs"))
+
+
 class Deployed:
     """The emulated deployment, and helpers to put it into a given state."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, clients: Clients) -> None:
         self.tmp_path = tmp_path
-        self.dynamodb = boto3.client("dynamodb", region_name=REGION)
-        self.ssm = boto3.client("ssm", region_name=REGION)
-        self.logs = boto3.client("logs", region_name=REGION)
+        self.dynamodb, self.ssm, self.logs = clients.dynamodb, clients.ssm, clients.logs
         self.config_file = tmp_path / "team.medic.yaml"
         self.config_file.write_text(CONFIG_YAML)
         self._streams: set[str] = set()
@@ -194,12 +203,17 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="package")
+def clients() -> Clients:
+    return Clients()
+
+
 @pytest.fixture
-def deployed(aws: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployed:
+def deployed(aws: None, clients: Clients, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployed:
     """The Medic stack deployed (its outputs, table, mode parameter and log groups), run from an empty directory."""
     monkeypatch.chdir(tmp_path)  # no ./medic.yaml unless a test writes one
-    boto3.client("cloudformation", region_name=REGION).create_stack(StackName=STACK, TemplateBody=json.dumps(TEMPLATE))
-    return Deployed(tmp_path)
+    clients.cloudformation.create_stack(StackName=STACK, TemplateBody=json.dumps(TEMPLATE))
+    return Deployed(tmp_path, clients)
 
 
 def ago(**delta: float) -> datetime:
