@@ -34,8 +34,7 @@ K8S_OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 # The job kinds an EKS agent restarts (agent/README.md says what restart means for each).
 K8sJobKind = Literal["PyTorchJob", "HyperPodPyTorchJob", "Job"]
 
-Mode = Literal["act", "dry_run"]
-RuntimeMode = Literal["act", "dry_run", "paused"]
+DeployMode = Literal["act", "dry_run"]  # the mode a deploy starts in (the run-time switch: core.mode.Mode)
 
 
 class Notify(Strict):
@@ -163,7 +162,7 @@ class Job(Strict):
 
 
 class MedicConfig(Strict):
-    mode: Mode = "act"
+    mode: DeployMode = "act"
     notify: Notify = Field(default_factory=Notify)
     guardrails: Guardrails = Field(default_factory=Guardrails)
     clusters: list[Cluster] = Field(min_length=1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from medic.core.mode import Mode
 from medic.core.models import ClusterState
 from medic.core.progress import RecoveryWatch
 from medic.ledger.incidents import Escalation, IncidentStore, OpenAlarm
@@ -46,7 +47,7 @@ class LedgerOverview:
 def read_overview(table: Table) -> LedgerOverview:
     items = table.scan()
     return LedgerOverview(real=_memory(table.for_mode("act"), items),
-                          dry_run=_memory(table.for_mode("dry_run"), items))
+                          dry_run=_memory(table.for_mode(Mode.DRY_RUN), items))
 
 
 def _memory(table: Table, items: list[dict]) -> LedgerMemory:

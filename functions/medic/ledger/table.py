@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from medic.adapters.aws import client as make_client
 from medic.adapters.aws import error_code
+from medic.core.mode import Mode
 
 DRY_RUN = "dry_run#"  # the key prefix of a dry run's own copy of Medic's items
 NODE_STATE_DAYS = 7  # long enough for escalation memory and cooldowns; TTL cleans up after
@@ -53,8 +54,8 @@ class Table:
             self._client = make_client("dynamodb")
         return self._client
 
-    def for_mode(self, mode: str) -> Table:
-        namespace = DRY_RUN if mode == "dry_run" else ""
+    def for_mode(self, mode: Mode | str) -> Table:
+        namespace = DRY_RUN if Mode.of(mode) is Mode.DRY_RUN else ""
         if namespace == self.namespace:
             return self
         return Table(self.name, self.client, namespace)

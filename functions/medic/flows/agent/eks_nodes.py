@@ -28,7 +28,7 @@ from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.agent.commands import heartbeat_is_fresh
 from medic.flows.agent.eks import NodeNotice, StuckJob, assess_node_report, eks_job_incident, read_node_report
-from medic.flows.agent.restart import RequeueRequest, restart_through_agent
+from medic.flows.agent.restart import RestartRequest, restart_through_agent
 from medic.flows.recovery.policy import made_progress, recovery_deadline
 from medic.ledger.agents import AgentStore, NodeReportStore
 from medic.ledger.clusters import ClusterInfoStore, fresh_cluster_info
@@ -130,7 +130,7 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: Mode, deps: Deps) ->
     if table.exists(RequestStore(table).claim_key(Trigger.RECONCILE, episode)):
         return None
     minutes = int((deps.now() - stuck.since).total_seconds() // 60)
-    return restart_through_agent(RequeueRequest(
+    return restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster.name, incident=eks_job_incident(cluster.name, target), trigger=Trigger.RECONCILE,
         event_id=episode, fault=Fault.PODS_STUCK_TERMINATING.value,
         context=f"{len(stuck.pods)} pod(s) of {stuck.job.name} stuck Terminating on a failed node for {minutes} min "
@@ -181,7 +181,7 @@ def _restart_after_node_failure(job: Job, node: str, since: datetime, cluster: C
     target = job.kubernetes_object()
     incident = eks_job_incident(cluster.name, target)
     now = deps.now()
-    record = restart_through_agent(RequeueRequest(
+    record = restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster.name, incident=incident, trigger=Trigger.NODE_REPAIR,
         event_id=f"noderepair:{node}:{since.isoformat()}", fault=Fault.K8S_NODE_UNHEALTHY.value,
         context=f"node {node} failed at {since:%H:%M} UTC with pods of {job.name} on it, and the job has not trained "

@@ -1,6 +1,6 @@
 """Job requeues (Slurm) and restarts (EKS) through the cluster's agent, in two halves.
 
-Request (handlers/requeue_request.py, or any trigger that builds a RequeueRequest):
+Request (handlers/requeue_request.py, or any trigger that builds a RestartRequest):
   parse → check the target and the cluster → claim the request → agent alive? → mode → spend the
   job's restart budget → remember the command (`command#<id>/issued`) → queue it → `deferred` record.
   A Slurm job is requeued (`requeue_job`: scontrol requeue); a watched job on an EKS cluster is restarted
@@ -45,7 +45,7 @@ from medic.outbox.records import emit, rejected
 
 
 @dataclass(frozen=True)
-class RequeueRequest:
+class RestartRequest:
     mode: Mode
     cluster: str
     incident: str
@@ -88,7 +88,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     if detail.namespace is not None or (cluster is not None and cluster.orchestrator == "eks"):
         return _restart_eks_job(event.id, detail, requester, mode, deps)
     by_id_and_name = detail.job_id is not None and detail.job_name is not None
-    return restart_through_agent(RequeueRequest(
+    return restart_through_agent(RestartRequest(
         mode=mode, cluster=detail.cluster, incident=slurm_job_incident(detail.cluster, detail.job),
         trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value,
         context=detail.reason, job_name=None if by_id_and_name else detail.job_name, job_id=detail.job_id,
@@ -114,13 +114,13 @@ def _restart_eks_job(event_id: str, detail: RequeueJobDetail, requester: Request
         return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=Action.NONE, outcome=Outcome.REJECTED,
                                  reason=short(f"Refused: {error}.", 500)))
     target = job.kubernetes_object()
-    return restart_through_agent(RequeueRequest(
+    return restart_through_agent(RestartRequest(
         mode=mode, cluster=detail.cluster, incident=eks_job_incident(detail.cluster, target),
         trigger=Trigger.OPERATOR, event_id=event_id, fault=Fault.OPERATOR_REQUEST.value, context=detail.reason,
         job_name=job.name, requester=requester, kubernetes=target), deps)
 
 
-def restart_through_agent(request: RequeueRequest, deps: Deps) -> dict:
+def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
     """Requeue a Slurm job, or restart a watched job on an EKS cluster (request.kubernetes), through the agent."""
     table = deps.table.for_mode(request.mode)
     eks = request.kubernetes is not None

@@ -223,7 +223,7 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: C
     node_name = context.node_name or ""
     action = repair.action if repair else "node repair"
     by_name = valid_job_name(name)
-    from medic.flows.agent.restart import RequeueRequest, restart_through_agent, slurm_job_incident
+    from medic.flows.agent.restart import RestartRequest, restart_through_agent, slurm_job_incident
 
     incident = slurm_job_incident(cluster, name if by_name else job_id)
     about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=f"{context.incident}:{job_id}", mode=mode,
@@ -250,7 +250,7 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: C
         record = record.paged_if(page_incident(deps, deps.table, record, on_node))
         return emit(record)
     reason = f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it; Slurm says {state}."
-    record = restart_through_agent(RequeueRequest(
+    record = restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=about.event_id,
         fault=fault, context=reason, job_id=job_id), deps)
     _watch_recovery(record, name if by_name else None, cluster, deps)

@@ -97,10 +97,10 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
 
     if decision.plan is Plan.REQUEUE:
         incidents.open_alarm_incident(subject.name, incident, now)
-        from medic.flows.agent.restart import RequeueRequest, restart_through_agent  # the agent paths only
+        from medic.flows.agent.restart import RestartRequest, restart_through_agent  # the agent paths only
 
         eks = subject.cluster.orchestrator == "eks"
-        record = restart_through_agent(RequeueRequest(
+        record = restart_through_agent(RestartRequest(
             mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
             event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
             job_name=subject.job.name, kubernetes=subject.job.kubernetes_object() if eks else None), deps)
