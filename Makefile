@@ -23,8 +23,8 @@ node_modules/.installed: package.json package-lock.json
 demo: setup  ## replay the bundled scenarios on emulated AWS and print what Medic decided
 	$(PY) -m sim demo
 
-test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed)
-	$(PY) -m pytest
+test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed), one worker a core
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile
 
 lint: setup  ## ruff, then the import contracts in pyproject.toml (layers, no cycles; docs/architecture.md)
 	$(PY) -m ruff check .
