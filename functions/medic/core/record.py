@@ -18,7 +18,7 @@ from medic.core.models import Action, Fault, JobRef, Outcome, RemediationRecord,
 NOT_A_NODE_ACTION = object()  # a record without the `jobs` field (only a Slurm node action's records name jobs)
 
 
-JobsOnNode = Sequence[Mapping[str, str]] | None  # the jobs a node action hit ([]: none; None: unknown)
+JobsHit = Sequence[Mapping[str, str]] | None  # the jobs a node action hit ([]: none; None: unknown)
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class About:
         return replace(self, **changes)
 
     def record(self, *, fault: Fault | str, action: Action | str, outcome: Outcome | str, reason: str,
-               attempt: int = 0, paged: bool = False, jobs: JobsOnNode | object = NOT_A_NODE_ACTION) -> Record:
+               attempt: int = 0, paged: bool = False, jobs: JobsHit | object = NOT_A_NODE_ACTION) -> Record:
         return Record(self, str(fault), Action(action), Outcome(outcome), reason, attempt, paged, jobs)
 
 
@@ -54,7 +54,7 @@ class Record(Mapping[str, Any]):
     reason: str
     attempt: int = 0
     paged: bool = False
-    jobs: JobsOnNode | object = field(default=NOT_A_NODE_ACTION)
+    jobs: JobsHit | object = field(default=NOT_A_NODE_ACTION)
 
     def but(self, **changes: Any) -> Record:
         return replace(self, **changes)

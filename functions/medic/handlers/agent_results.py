@@ -1,8 +1,8 @@
 """Lambda entry point for the ledger table's stream (NEW_IMAGE): the Slurm agents' command results and heartbeats.
 
-Each `agent#<cluster>/heartbeat` becomes Medic's own note of when DynamoDB wrote it (agent_heartbeats.py).
+Each `agent#<cluster>/heartbeat` becomes Medic's own note of when DynamoDB wrote it (flows/agent/heartbeats.py).
 Each `agent#<cluster>#command#<id>/result` item becomes the command's final remediation record (or a
-rejected one: command_results.py); every other item is skipped. A record that fails (an AWS error) is
+rejected one: flows/agent/results.py); every other item is skipped. A record that fails (an AWS error) is
 reported as a batch item failure, so the stream retries it without blocking the records after it.
 """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from medic.core.mode import Mode
 from medic.ledger.table import Table
 
 
@@ -24,7 +25,7 @@ class ModeChange:
 
 class ModeStore:
     def __init__(self, table: Table) -> None:
-        self.table = table.for_mode("act")  # the real namespace, unprefixed
+        self.table = table.for_mode(Mode.ACT)  # the real namespace, unprefixed
 
     def record(self, change: ModeChange) -> bool:
         """Append the change; False when one is already recorded for the stack at that very moment."""

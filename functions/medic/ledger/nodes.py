@@ -165,7 +165,7 @@ class NodeStore:
             node_item["last_reboot_at"] = {"S": last_reboot.isoformat()}
         if claim.logical_id:
             node_item["logical_id"] = {"S": claim.logical_id}
-        if claim.fault_at is not None:  # the incident's timeline, read when the repair ends (reconcile_repairs)
+        if claim.fault_at is not None:  # the timeline, read when the repair ends (flows/node/sweep_repairs)
             node_item["fault_at"] = {"S": claim.fault_at.isoformat()}
             node_item["detected_at"] = {"S": claim.at.isoformat()}
         horizon = claim.at - timedelta(hours=CLUSTER_ACTION_HOURS)

@@ -46,7 +46,7 @@ class LedgerOverview:
 
 def read_overview(table: Table) -> LedgerOverview:
     items = table.scan()
-    return LedgerOverview(real=_memory(table.for_mode("act"), items),
+    return LedgerOverview(real=_memory(table.for_mode(Mode.ACT), items),
                           dry_run=_memory(table.for_mode(Mode.DRY_RUN), items))
 
 

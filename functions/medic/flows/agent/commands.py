@@ -305,7 +305,7 @@ EKS_NEXT_STEP = {
     "no_result": "The agent did not report: check the Medic agent (kubectl -n medic-agent logs deploy/medic-agent) "
                  "and the job's pods; restart it by hand if it still needs it.",
 }
-# A job on an EKS cluster: its incident (Medic's own value) says so (domain/eks.py eks_job_incident).
+# A job on an EKS cluster: its incident (Medic's own value) says so (flows/agent/eks.py eks_job_incident).
 EKS_INCIDENT_PREFIX = "job:eks:"
 
 

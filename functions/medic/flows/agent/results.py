@@ -100,7 +100,7 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         logger.info("agent result already recorded", extra={"command_id": command_id})
         return None
     AgentStore(table).close_command(command_id)  # answered: the reconciler's sweep leaves it alone
-    if result.kind in NODE_KINDS:  # around a node action (issue 16): slurm_repair.py
+    if result.kind in NODE_KINDS:  # around a node action (issue 16): slurm_node.py
         from medic.flows.agent.slurm_node import record_node_result
 
         return record_node_result(result, context, cluster, record.eventID, deps)

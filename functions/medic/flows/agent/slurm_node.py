@@ -1,10 +1,10 @@
 """Slurm's side of a node action (issue 16): tell Slurm, and see to the jobs the repair hit.
 
-Before the call (node_remediation.decide_claim_act, the event path and the reconciler's):
+Before the call (flows/node/remediation.decide_claim_act, the event path and the reconciler's):
   a Slurm cluster with an agent queue → agent alive? → queue `drain_node <node>` (the agent drains it, then lists
   the jobs on it with `squeue -w`) → remember the repair (ledger.repairs) → the HyperPod call goes ahead without
   waiting. Agent down: no drain; the record's `jobs` is null (unknown) and one page says the jobs need a look.
-The drain's result (command_results.py → record_node_result): a `node_repair` record of the node's incident
+The drain's result (results.py → record_node_result): a `node_repair` record of the node's incident
   naming the jobs (`jobs`), kept with the repair.
 While the node is in repair (each reconciler sweep): `job_states` of the jobs the repair hit; one Slurm ended
   (NODE_FAIL, FAILED) is requeued at once, before slurmctld forgets it (MinJobAge), the rest wait silently.

@@ -56,7 +56,7 @@ class NodeDecision:
     page: Page = Page.NONE
     attempt: int = 0
     close_incident: bool = False
-    drain: DrainNote | None = None  # Slurm's side of the action (slurm_repair.py); None: not a Slurm node action
+    drain: DrainNote | None = None  # the scheduler's side of the action (deps.JobsOnNode); None: nothing to tell
 
     @property
     def executes(self) -> bool:
