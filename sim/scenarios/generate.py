@@ -286,6 +286,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **health_alarm_scenarios(sample),
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
+        **repair_owner_scenarios(sample),
     }
 
 
@@ -371,6 +372,27 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
             "nothing drained; one page says the jobs on the node need a look",
         ], [{"sim": {"slurm_job": on_node}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z"}}}, sample]),
+    }
+
+
+def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
+    """One incident, one owner (issue 27, items 7 and 8): a watched job whose node Medic replaces."""
+    on_node = {**SLURM_JOB, "nodes": [NODE]}
+    stepping = every_minute(datetime(2026, 11, 20, 7, 55, tzinfo=UTC), datetime(2026, 11, 20, 8, 14, tzinfo=UTC),
+                            steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0, checkpoint=1200)
+    # the job needs every node of its allocation: it runs again only once the replacement is back in Slurm
+    resumed = every_minute(datetime(2026, 11, 20, 8, 52, tzinfo=UTC), datetime(2026, 11, 20, 9, 5, tzinfo=UTC),
+                           steps=40, step=1225, loss=1.9, tokens_per_sec=40500.0, new_process=True)
+    return {
+        "zu-repair-owns-the-stalled-job.jsonl": ([
+            "title: (zu) Slurm: the node under the watched job llama3-70b is replaced while the job trains",
+            "expect: the drain first, then the replace once the agent reports it (the drain's record lists job "
+            "4211); the job ends when the node goes down and is requeued by the 08:19 sweep; the stall alarm fires "
+            "while the node is in repair: deferred to the repair (no second requeue, no page); at 08:49 the "
+            "replacement is Running: the node, still drained with Medic's reason, is resumed and the job's recovery "
+            "window starts; the job steps again from 08:52: recovered; no page",
+        ], [{"sim": {"slurm_job": on_node}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *stepping, sample, *resumed]),
     }
 
 
