@@ -404,13 +404,19 @@ class Replay:
                 self.world.slurm.heartbeat_at(handle, self.handler_output)
 
     def _directive_slurm(self, value: Any) -> None:
-        """The cluster's head nodes (`controllers`, one agent on each) and the slurmctld in charge (`primary`)."""
+        """The cluster's head nodes (`controllers`, one agent on each), the slurmctld in charge (`primary`), and
+        whether HyperPod returns a node it repaired to service in Slurm (`repair_resumes`: an assumption)."""
         if not isinstance(value, dict):
             raise ValueError("expected {\"cluster\": ..., \"controllers\": 2, \"primary\": 1}")
         cluster = self._slurm_cluster(value)
-        unknown = sorted(set(value) - {"cluster", "controllers", "primary"})
+        unknown = sorted(set(value) - {"cluster", "controllers", "primary", "repair_resumes"})
         if unknown:
-            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, controllers, primary")
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, controllers, primary, "
+                             "repair_resumes")
+        if "repair_resumes" in value:
+            if not isinstance(value["repair_resumes"], bool):
+                raise ValueError(f"'repair_resumes' must be true or false (got {value['repair_resumes']!r})")
+            self.world.slurm.set_repair_resumes(cluster, value["repair_resumes"])
         numbers = {}
         for key, low, high in (("controllers", 1, SLURM_MAX_CONTROLLERS), ("primary", 0, SLURM_MAX_CONTROLLERS)):
             number = value.get(key)

@@ -67,12 +67,35 @@ class SlurmJob:
 
 
 @dataclass
+class SlurmNode:
+    """What slurmctld keeps of one node (src/slurmctld/node_mgr.c): its base state, the DRAIN flag and the reason.
+    The base state of a node that is up is IDLE or ALLOCATED, from its running jobs."""
+
+    down: bool = False
+    drain: bool = False
+    reason: str = ""
+    reason_at: str = ""  # when the reason was set (`scontrol show node` prints it)
+
+    def set_reason(self, message: str, at: str) -> None:
+        """set_node_reason (node_mgr.c): slurmctld appends its own message to a reason a person (or Medic) set."""
+        if not self.reason:
+            self.reason = message
+        elif f" : {message}" not in self.reason:
+            self.reason += f" : {message}"
+        self.reason_at = at
+
+
+@dataclass
 class SlurmCluster:
     name: str
     jobs: dict[str, SlurmJob] = field(default_factory=dict)
     controllers: int = 1  # head nodes, each with a slurmctld (SlurmctldHost order) and an agent
     primary: int = 1  # the slurmctld in charge (1-based): those before it are DOWN, the rest UP; 0: all DOWN
-    drained: set[str] = field(default_factory=set)  # Slurm node names drained (`scontrol update ... State=DRAIN`)
+    nodes: dict[str, SlurmNode] = field(default_factory=dict)  # by Slurm node name; absent: up, not drained
+    # ASSUMPTION (no AWS source says what HyperPod's BatchRebootClusterNodes / BatchReplaceClusterNodes do to the node
+    # in Slurm): by default HyperPod leaves the node's Slurm state to slurmctld; with `repair_resumes` it returns the
+    # repaired node to service itself when it is back (State=RESUME: drain and reason cleared). sim/README.md.
+    repair_resumes: bool = False
     # instance id -> Slurm node name of every node of the cluster (set by the world: DescribeClusterNode's hostname)
     node_names: Any = None
     seen_names: dict[str, str] = field(default_factory=dict)  # every instance's name ever seen (a replaced one too)
@@ -145,6 +168,8 @@ class FakeSlurm:
         node_update = self._node_update(program, args)
         if node_update is not None:
             return node_update
+        if program == "scontrol" and len(args) == 3 and args[:2] == ["show", "node"]:
+            return self._show_node(args[2])
         if program == "squeue" and args[:2] == ["--noheader", "--format=%i|%j"] and len(args) == 4 and args[2] == "-w":
             on = [job for job in jobs.values() if job.state in ACTIVE and args[3] in self._names(job)]
             return 0, "".join(f"{job.job_id}|{job.name}\n" for job in on), ""
@@ -172,15 +197,36 @@ class FakeSlurm:
         names = set(self.cluster.names().values())
         if node not in names:
             return 1, "", "slurm_update error: Invalid node name specified"
+        state = self.cluster.nodes.setdefault(node, SlurmNode())
         if args[2] == "State=DRAIN" and len(args) == 4 and args[3].startswith("Reason="):
-            self.cluster.drained.add(node)
+            # update_node (node_mgr.c): the reason given replaces the node's reason
+            state.drain, state.reason, state.reason_at = True, args[3].removeprefix("Reason="), _now()
             return 0, "", ""
         if args[2] == "State=RESUME" and len(args) == 3:
-            if node not in self.cluster.drained:
+            if not (state.drain or state.down):
                 return 1, "", "slurm_update error: Invalid node state specified"
-            self.cluster.drained.discard(node)
+            self.cluster.nodes[node] = SlurmNode()  # back in service: DRAIN and DOWN cleared, no reason
             return 0, "", ""
         return None
+
+    def _show_node(self, node: str) -> tuple[int, str, str]:
+        """`scontrol show node <name>` as slurm_sprint_node_table prints it (src/api/node_info.c), the lines Medic's
+        agent reads: `NodeName=`, `State=<base>+<FLAGS>` (node_state_string_complete) and `Reason=<text>
+        [<user>@<time>]`. An unknown name: "Node <name> not found", exit 1 (checked against slurm-wlm 22.05.8)."""
+        if node not in set(self.cluster.names().values()):
+            return 1, f"Node {node} not found\n", ""
+        state = self.cluster.nodes.get(node, SlurmNode())
+        running = any(job.state == "RUNNING" and node in self._names(job) for job in self.cluster.jobs.values())
+        base = "DOWN" if state.down else "ALLOCATED" if running else "IDLE"
+        shown = "+".join([base, *(["DRAIN"] if state.drain else []), *(["NOT_RESPONDING"] if state.down else [])])
+        lines = [f"NodeName={node} Arch=x86_64 CoresPerSocket=48 ",
+                 f"   NodeAddr={node} NodeHostName={node} Version=23.11.10",
+                 f"   State={shown} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+                 "   Partitions=dev "]
+        if state.reason:
+            lines.append(f"   Reason={state.reason} [root@{state.reason_at}]")
+        return 0, "\n".join(lines) + "\n\n", ""
+
 
 
 @dataclass
@@ -224,8 +270,17 @@ class SlurmWorld:
     def node_repaired(self, cluster: str, node_id: str, new_id: str, verb: str) -> None:
         """A node under a running job was rebooted or replaced. Without auto-resume the job ends NODE_FAIL (slurmctld
         ends a job whose node goes down; HyperPod's docs: only jobs launched with `srun --auto-resume=1` are
-        resumed after a node replacement); with it, HyperPod holds it until the node is back (PENDING here)."""
-        for job in self.cluster(cluster).jobs.values():
+        resumed after a node replacement); with it, HyperPod holds it until the node is back (PENDING here).
+        The node itself stops answering slurmctld, which marks it DOWN, "Not responding" appended to any reason it
+        had (src/slurmctld/ping_nodes.c → set_node_down_ptr → set_node_reason; after SlurmdTimeout, 300 s by
+        default, at once here)."""
+        model = self.cluster(cluster)
+        name = model.names().get(node_id)
+        if name is not None:
+            state = model.nodes.setdefault(name, SlurmNode())
+            state.down = True
+            state.set_reason("Not responding", _now())
+        for job in model.jobs.values():
             if node_id not in job.nodes:
                 continue
             job.nodes = [new_id if node == node_id else node for node in job.nodes]
@@ -233,8 +288,18 @@ class SlurmWorld:
                 job.state = "PENDING" if job.auto_resume else "NODE_FAIL"
 
     def node_back(self, cluster: str, node_id: str) -> None:
-        """The repaired node is Running again: an auto-resumed job on it runs again (from its checkpoint)."""
-        for job in self.cluster(cluster).jobs.values():
+        """The repaired node is Running again: its slurmd registers, and an auto-resumed job on it runs again (from
+        its checkpoint). slurmctld returns a DOWN node to service on registration only when its reason is exactly
+        "Not responding" (ReturnToService=1, Slurm's default: validate_node_specs in src/slurmctld/node_mgr.c); one
+        with a reason someone set (Medic's drain) stays DOWN+DRAIN until `scontrol update State=RESUME`. With the
+        `repair_resumes` assumption HyperPod returns it to service itself."""
+        model = self.cluster(cluster)
+        name = model.names().get(node_id)
+        state = model.nodes.get(name) if name is not None else None
+        if state is not None and (model.repair_resumes or (state.down and state.reason == "Not responding"
+                                                           and not state.drain)):
+            model.nodes[name] = SlurmNode()
+        for job in model.jobs.values():
             if node_id in job.nodes and job.auto_resume and job.state == "PENDING":
                 job.state = "RUNNING"
 
@@ -249,6 +314,9 @@ class SlurmWorld:
                 stub.write_text("#!/bin/sh\necho 'the replay answers this in-process' >&2\nexit 97\n")
                 stub.chmod(0o755)
         return Path(self._tmp.name)
+
+    def set_repair_resumes(self, cluster: str, resumes: bool) -> None:
+        self.cluster(cluster).repair_resumes = resumes
 
     def set_controllers(self, cluster: str, controllers: int | None, primary: int | None) -> None:
         """Head nodes and the slurmctld in charge. New head nodes' agents start as the others are (running or not)."""
@@ -359,6 +427,13 @@ class SlurmWorld:
         new = self.runs[self._undrained:]
         self._undrained = len(self.runs)
         return new
+
+
+def _now() -> str:
+    """The replay clock, as `scontrol show node` prints a reason's time."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @contextlib.contextmanager

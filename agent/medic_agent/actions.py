@@ -12,14 +12,17 @@ from medic_agent.commands import (
     RequeueJob,
     ResumeNode,
     drain_argv,
+    drained_by_medic,
     find_jobs_argv,
     job_states_argv,
     jobs_on_node_argv,
     parse_job_ids,
     parse_job_states,
     parse_jobs_on_node,
+    parse_node_state,
     requeue_argv,
     resume_argv,
+    show_node_argv,
 )
 from medic_agent.slurm import OUTPUT_LIMIT, Slurm
 
@@ -35,6 +38,10 @@ class Result:
     jobs: tuple[tuple[str, str], ...] | None = None
     # job_states: (id, state) of each job Slurm still knows; None when they could not be read
     job_states: tuple[tuple[str, str], ...] | None = None
+    # resume_node: the node's state and reason as read before (None: not read), and whether it was resumed
+    node_state: str | None = None
+    node_reason: str | None = None
+    resumed: bool | None = None
 
 
 def execute(command: Command, slurm: Slurm) -> Result:
@@ -47,8 +54,7 @@ def execute(command: Command, slurm: Slurm) -> Result:
     if isinstance(action, DrainNode):
         return _drain(action.node, slurm)
     if isinstance(action, ResumeNode):
-        run = slurm.run(resume_argv(action.node))
-        return Result(EXECUTED if run.ok else FAILED, run.describe())
+        return _resume(action.node, slurm)
     if isinstance(action, JobStates):
         return _job_states(action.job_ids, slurm)
     raise TypeError(f"unknown action {action!r}")
@@ -91,6 +97,25 @@ def _drain(node: str, slurm: Slurm) -> Result:
                                 f"{MAX_JOBS_PER_NAME}")
     listing = ", ".join(f"{job_id} ({name})" for job_id, name in jobs) or "none"
     return Result(EXECUTED, f"{drained.describe()}; jobs on {node}: {listing}", jobs=tuple(jobs))
+
+
+def _resume(node: str, slurm: Slurm) -> Result:
+    """Resume only a node still drained with Medic's own reason: one HyperPod (or a person) already returned to
+    service, or one someone else drained, is left as it is (`executed`, not resumed, with what Slurm said)."""
+    read = slurm.run(show_node_argv(node))
+    if not read.ok:
+        return Result(FAILED, f"{read.describe()}; not resumed: its state could not be read")
+    try:
+        state, reason = parse_node_state(read.output, node)
+    except ValueError as error:
+        return Result(FAILED, f"not resumed: {error}")
+    seen = f"State={state} Reason={reason or '(none)'}"
+    if not drained_by_medic(state, reason):
+        return Result(EXECUTED, f"{' '.join(read.argv)}: {seen}; not resumed: not drained by Medic",
+                      node_state=state, node_reason=reason, resumed=False)
+    run = slurm.run(resume_argv(node))
+    return Result(EXECUTED if run.ok else FAILED, f"{seen}; {run.describe()}", node_state=state, node_reason=reason,
+                  resumed=run.ok)
 
 
 # squeue -j with one id slurmctld no longer remembers (it ended more than MinJobAge ago): exit 1 and this message

@@ -251,6 +251,43 @@ def resume_argv(node: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
 
 
+def show_node_argv(node: str) -> list[str]:
+    """The node's state and reason, as `scontrol show node` prints them (read only), before any resume."""
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["scontrol", "show", "node", node]
+
+
+# `scontrol show node` (SchedMD slurm, src/api/node_info.c, slurm_sprint_node_table): one `NodeName=<name> ...` line,
+# then indented lines; `State=<base>+<FLAG>+...` (node_state_string_complete: IDLE+DRAIN, DOWN+DRAIN+NOT_RESPONDING,
+# ...) heads a line, and `Reason=<text> [<user>@<time>]` is a line of its own (absent when the node has none).
+# Checked against slurm-wlm 22.05.8's real output in tests/agent/test_real_slurm.py.
+NODE_NAME_LINE = re.compile(r"NodeName=(\S+)(?: .*)?", re.ASCII)
+NODE_STATE_TOKEN = re.compile(r"State=([A-Z_+*~#$@^!%-]{1,128})(?: .*)?", re.ASCII)
+NODE_REASON_LINE = re.compile(r"Reason=(.*?)(?: \[[^\]@]*@[^\]]*\])?", re.ASCII)
+
+
+def parse_node_state(output: str, node: str) -> tuple[str, str]:
+    """`scontrol show node <node>`'s output → (state, reason: "" when none). Strict: the output must be about this
+    node and carry one State, else ValueError (the node is then not resumed: never on a guess)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    named = NODE_NAME_LINE.fullmatch(lines[0]) if lines else None
+    if named is None or named.group(1) != node:
+        raise ValueError(f"not scontrol's answer about {node}: {shown(lines[0] if lines else '', 120)}")
+    states = [found.group(1) for line in lines if (found := NODE_STATE_TOKEN.fullmatch(line))]
+    if len(states) != 1:
+        raise ValueError(f"no single State= in scontrol's answer about {node}")
+    reasons = [found.group(1) for line in lines if (found := NODE_REASON_LINE.fullmatch(line))]
+    return states[0], reasons[0] if reasons else ""
+
+
+def drained_by_medic(state: str, reason: str) -> bool:
+    """The node is still drained (the DRAIN flag, whatever its base state: IDLE, DOWN) with Medic's reason: slurmctld
+    keeps a reason and appends its own to it (`<reason> : Not responding` when the node stopped answering during the
+    repair: src/slurmctld/node_mgr.c, set_node_reason), so Medic's reason is how it begins."""
+    return "DRAIN" in state.split("+") and (reason == DRAIN_REASON or reason.startswith(f"{DRAIN_REASON} : "))
+
+
 def jobs_on_node_argv(node: str) -> list[str]:
     if not matches(NODE_NAME, node):
         raise ValueError(f"not a node name: {shown(node)}")

@@ -168,6 +168,9 @@ class Agent(CommandHandling):
             fields["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
         if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
             fields["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
+        if result.node_state is not None:  # resume_node: what the node was, and whether it was resumed
+            fields.update(node_state=result.node_state, node_reason=result.node_reason or "",
+                          resumed="true" if result.resumed else "false")
         return fields
 
     def started_fields(self) -> dict[str, Any]:

@@ -71,6 +71,10 @@ class Guardrails(Strict):
     # budget) and the agent force-deletes the pod. AWS's HyperPod EKS guide suggests a force delete for a pod
     # "stuck in termination for more than 30min" ("Manually quarantine, replace, or reboot a node").
     stuck_terminating_minutes: int = Field(default=30, ge=5, le=24 * 60)
+    # Slurm: Medic drains a node before it reboots or replaces it and calls HyperPod once the agent reports the
+    # drain (AWS's HyperPod Slurm guide: avoid changing a node's state during the operation); without a drain
+    # result within this, it calls without draining and says so (the repair matters more).
+    drain_deadline_seconds: int = Field(default=120, ge=30, le=900)
 
 
 class GuardrailOverrides(Strict):
@@ -83,6 +87,7 @@ class GuardrailOverrides(Strict):
     repair_minutes: int | None = Field(default=None, ge=1, le=24 * 60)
     reboot_escalation_hours: int | None = Field(default=None, ge=1, le=24 * 7)
     stuck_terminating_minutes: int | None = Field(default=None, ge=5, le=24 * 60)
+    drain_deadline_seconds: int | None = Field(default=None, ge=30, le=900)
 
 
 class Cluster(Strict):

@@ -109,6 +109,11 @@ class JobsOnNode(Protocol):
                        node_id: str) -> DrainNote:
         """The drain note once the node call answered (a failed call repairs nothing)."""
 
+    def drain_overdue(self, deps: Deps, table: Table, cluster: Cluster, node_id: str, node_name: str,
+                      command_id: str, now: datetime) -> DrainNote:
+        """The drain did not come by its deadline and the call goes ahead without it: withdraw the drain so it never
+        runs during the repair (unless the agent took it already), and say what that means for the jobs."""
+
     def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Record,
                           node_name: str | None) -> bool:
         """The one "the jobs on this node need a look" page of a node incident (``record``: the node decision's)."""
@@ -128,6 +133,10 @@ class NoJobsOnNode:
     def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
                        node_id: str) -> DrainNote:
         return drain
+
+    def drain_overdue(self, deps: Deps, table: Table, cluster: Cluster, node_id: str, node_name: str,
+                      command_id: str, now: datetime) -> DrainNote:
+        return DrainNote(f"No drain of {node_name} was reported.", node_name)
 
     def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Record,
                           node_name: str | None) -> bool:

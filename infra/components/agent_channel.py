@@ -10,9 +10,14 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.components.function import DeadLetterQueue, MedicFunction
+from infra.components.node_remediation import cluster_arn
 from infra.components.shared import Shared
 from medic.config import Cluster
 
+# The node call after the drain: the action, and DescribeClusterNode to re-check a node HyperPod refused
+# (InvalidInstanceStatus) before saying why.
+DRAIN_FIRST_ACTIONS = ["sagemaker:DescribeClusterNode", "sagemaker:BatchRebootClusterNodes",
+                       "sagemaker:BatchReplaceClusterNodes"]
 REQUEUE_SOURCE = "medic.operator"
 REQUEUE_DETAIL_TYPE = "Medic Requeue Job"
 
@@ -167,6 +172,10 @@ class AgentChannel(Construct):
             key=shared.key,
         )
         shared.grant_ledger_paging_mode(self.results.role)
+        slurm = [cluster for cluster in shared.config.clusters if cluster.orchestrator == "slurm"]
+        if slurm:  # a node call that waited for the agent's drain is made from its result (flows/node/drain_first)
+            self.results.role.add_to_policy(iam.PolicyStatement(
+                actions=DRAIN_FIRST_ACTIONS, resources=[cluster_arn(cluster.id) for cluster in slurm]))
         self.results.role.add_to_policy(iam.PolicyStatement(
             actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
                      "dynamodb:ListStreams"],

@@ -355,15 +355,17 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
     return {
         "zh-node-repair-requeues-the-job.jsonl": ([
             "title: (zh) Slurm: a GPU fault on the node job 4211 (llama3-70b) runs on, launched without auto-resume",
-            "expect: replace_node executed (the drain queued first); the drain's record lists job 4211; the job ends "
-            "NODE_FAIL when the node goes down; the reconciler's 08:19 sweep asks its state: one requeue_job "
-            "(trigger node_repair) deferred then executed; it runs again elsewhere at 08:22: recovered through the "
-            "probe; at 08:44 the replacement is Running: the node resumed in Slurm; no page",
+            "expect: replace_node deferred (the drain queued first), then executed once the agent reports the drain; "
+            "the drain's record lists job 4211; the job ends NODE_FAIL when the node goes down; the reconciler's 08:19 "
+            "sweep asks its state: one requeue_job (trigger node_repair) deferred then executed; it runs again "
+            "elsewhere at 08:22: recovered through the probe; at 08:49 the replacement is Running: the node, still "
+            "drained with Medic's reason, resumed in Slurm; no page",
         ], [{"sim": {"slurm_job": on_node}}, agent_up, sample, *resumed]),
         "zi-node-repair-auto-resume.jsonl": ([
             "title: (zi) Slurm: the same fault, the job launched with srun --auto-resume=1",
-            "expect: replace_node executed; the drain's record lists job 4211; HyperPod's auto-resume runs it again "
-            "when the node is back: no requeue, the job recorded ignored (running again); no page",
+            "expect: replace_node executed once the agent reports the drain; the drain's record lists job 4211; "
+            "HyperPod's auto-resume runs it again when the node is back: no requeue, the job recorded ignored (running "
+            "again); no page",
         ], [{"sim": {"slurm_job": {**on_node, "auto_resume": True}}}, agent_up, sample,
             {"sim": {"advance": "2026-11-20T08:50:00Z"}}]),
         "zj-node-repair-agent-down.jsonl": ([
@@ -382,7 +384,7 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
                             steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0, checkpoint=1200)
     # the job needs every node of its allocation: it runs again only once the replacement is back in Slurm
     resumed = every_minute(datetime(2026, 11, 20, 8, 52, tzinfo=UTC), datetime(2026, 11, 20, 9, 5, tzinfo=UTC),
-                           steps=40, step=1225, loss=1.9, tokens_per_sec=40500.0, new_process=True)
+                           steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True)
     return {
         "zu-repair-owns-the-stalled-job.jsonl": ([
             "title: (zu) Slurm: the node under the watched job llama3-70b is replaced while the job trains",

@@ -27,14 +27,17 @@ def test_zh_a_job_without_auto_resume_is_requeued_when_slurm_ends_it_and_proved_
     # Given job 4211 (llama3-70b, a watched job) running on the node, launched without auto-resume, its agent up
     # When a GPU fault replaces the node, the job ends NODE_FAIL, runs again elsewhere, and the node comes back
     result = replay(SCENARIOS / "zh-node-repair-requeues-the-job.jsonl")
-    # Then the node is replaced once, the drain queued first, and the drain's record names the job
+    # Then the node is replaced once, after the drain (issue 27: the call waits for the agent's drain result), and
+    # the drain's record and the call's name the job
     assert node_action_calls(result) == {REPLACE: 1}
-    node, drained = result.records[:2]
+    node, drained, called = result.records[:3]
     assert (node["trigger"], node["action"], node["outcome"], node["jobs"]) == (
-        "node_health", "replace_node", "executed", None)
+        "node_health", "replace_node", "deferred", None)
     assert "Drain of ip-" in node["reason"] and "queued for the agent" in node["reason"]
     assert (drained["incident"], drained["trigger"], drained["node_id"], drained["jobs"]) == (
         INCIDENT, "node_repair", NODE, JOB)
+    assert (called["trigger"], called["action"], called["outcome"], called["jobs"]) == (
+        "node_health", "replace_node", "executed", JOB)
     name = argvs(result)[0][2].removeprefix("NodeName=")
     assert argvs(result)[:2] == [
         ["scontrol", "update", f"NodeName={name}", "State=DRAIN", "Reason=Medic: drained before a node repair"],
@@ -44,6 +47,7 @@ def test_zh_a_job_without_auto_resume_is_requeued_when_slurm_ends_it_and_proved_
     # name) the node is resumed, and nothing is left to ask about
     assert argvs(result)[2:] == [["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", "4211"],
                                  ["scontrol", "requeue", "4211"],
+                                 ["scontrol", "show", "node", name],
                                  ["scontrol", "update", f"NodeName={name}", "State=RESUME"]]
     requeues = [r for r in result.records if r["action"] == "requeue_job"]
     assert [(r["trigger"], r["outcome"], r["job"], r["incident"], r["attempt"]) for r in requeues] == [
@@ -107,8 +111,42 @@ def test_a_reboot_drains_the_node_and_resumes_it_under_the_same_instance_id(repl
     name = argvs(result)[0][2].removeprefix("NodeName=")
     assert argvs(result)[2:] == [["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", "4300"],
                                  ["scontrol", "requeue", "4300"],
+                                 ["scontrol", "show", "node", name],
                                  ["scontrol", "update", f"NodeName={name}", "State=RESUME"]]
     assert [(r["trigger"], r["action"], r["outcome"], r["incident"]) for r in result.records if r["job"] == "4300"] == [
         ("node_repair", "requeue_job", "deferred", f"job:slurm:{CLUSTER}:eval-7b"),
         ("node_repair", "requeue_job", "executed", f"job:slurm:{CLUSTER}:eval-7b")]
+    assert result.pages == []
+
+
+# --- issue 27: drain first, then the call; one incident, one owner
+
+
+def test_zu_the_repair_owns_the_watched_job_it_hits_and_its_recovery_window_starts_when_the_node_is_back(replay):
+    # Given llama3-70b (watched: stall 10 min, recovery 20 min) training on the node, its agent up
+    # When a GPU fault replaces the node; the job can run again only once the replacement is back
+    result = replay(SCENARIOS / "zu-repair-owns-the-stalled-job.jsonl")
+    name = argvs(result)[0][2].removeprefix("NodeName=")
+    # Then the node is drained first, and HyperPod called only once the agent reported the drain
+    node_records = [r for r in result.records if r["incident"] == INCIDENT]
+    assert [(r["trigger"], r["outcome"], r["jobs"]) for r in node_records[:3]] == [
+        ("node_health", "deferred", None), ("node_repair", "executed", JOB), ("node_health", "executed", JOB)]
+    assert "called once the agent reports the drain" in node_records[0]["reason"]
+    assert node_records[2]["reason"].startswith(f"Called after the agent drained {name} in Slurm")
+    assert node_records[2]["event_id"] == node_records[0]["event_id"]  # the decision's final record
+    assert node_action_calls(result) == {REPLACE: 1}
+    # And the job is requeued once (the sweep sees it ended), never by the stall alarm, which fires while the node
+    # is in repair and is deferred to the repair: no second requeue, no page
+    assert argvs(result).count(["scontrol", "requeue", "4211"]) == 1
+    alarm = [r for r in result.records if r["trigger"] == "alarm" and r["fault"] == "stalled"]
+    assert [(r["action"], r["outcome"], r["paged"]) for r in alarm] == [("none", "deferred", False),
+                                                                          ("none", "ignored", False)]
+    assert "a node repair holds llama3-70b" in alarm[0]["reason"] and INCIDENT in alarm[0]["reason"]
+    # And once the replacement is back, the node (still drained with Medic's reason) is read, then resumed
+    assert argvs(result)[-2:] == [["scontrol", "show", "node", name],
+                                  ["scontrol", "update", f"NodeName={name}", "State=RESUME"]]
+    # And the job's window started when the node was back: it steps again 7 minutes later, recovered, no page
+    [recovered] = [r for r in result.records if r["fault"] == "recovered"]
+    assert "the repair that held it ended at 08:45 UTC (Medic requeued it at 08:20 UTC)" in recovered["reason"]
+    assert not [r for r in result.records if r["fault"] == "no_progress"]
     assert result.pages == []

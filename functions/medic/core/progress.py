@@ -20,8 +20,8 @@ class RecoveryWatch:
     incident: str
     job: str
     cluster: str
-    restarted_at: datetime
-    deadline: datetime
+    restarted_at: datetime  # since when training progress counts as resumed (the window's start)
+    deadline: datetime  # no progress by then: no_progress, one page
     attempt: int
     # The stall's timeline so far (None: not known): the last heartbeat before it, and the work since the last
     # checkpoint then, which the restart redoes.
@@ -29,6 +29,15 @@ class RecoveryWatch:
     last_step: float | None = None
     checkpoint_step: float | None = None
     steps_per_minute: float | None = None
+    # A job hit by a node repair (issue 27): the node incident whose repair owns the job until the node is back (or
+    # Slurm starts the job again); meanwhile no stall restart, and the window has not started (`deadline` is only a
+    # backstop: the repair's window plus the job's). None: the window runs.
+    held_by: str | None = None
+    acted_at: datetime | None = None  # Medic's restart (its timeline), when it is not the window's start
+
+    @property
+    def held(self) -> bool:
+        return self.held_by is not None
 
 
 @dataclass(frozen=True)

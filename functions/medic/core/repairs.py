@@ -13,6 +13,11 @@ IN_FLIGHT = "in_flight"  # claimed; the call is being made (or the run died befo
 RESULT_UNKNOWN = "unknown"  # the call was sent and its answer lost (timeout): it may have gone through
 
 
+# Claimed, and the call waits for the agent's drain of the node in Slurm (or its deadline): nothing reached HyperPod
+# yet. Not a pending outcome: the reconciler never re-checks or retries it (flows/node/drain_first calls it once).
+AWAITING_DRAIN = "awaiting_drain"
+
+
 PENDING_OUTCOMES = frozenset({IN_FLIGHT, RESULT_UNKNOWN})
 
 
@@ -58,3 +63,25 @@ class DrainNote:
     node_name: str | None = None
     page: bool = False
     queued: bool = False  # the drain went to the agent (and the repair is remembered for after it)
+    command_id: str | None = None  # the drain_node command, when queued
+
+
+@dataclass(frozen=True)
+class AwaitedCall:
+    """A node action claimed and waiting for the agent's drain of the node in Slurm (AWAITING_DRAIN): what the call
+    needs when the drain's result comes, or its deadline passes (flows/node/drain_first)."""
+
+    cluster: str
+    node_id: str
+    fault: str
+    action: str
+    attempt: int
+    version: int
+    trigger: str  # the decision's record: its trigger and event id (the call's record is its final one)
+    event_id: str
+    incident: str
+    drain_command: str
+    node_name: str
+    call_by: datetime  # the drain's deadline: past it, the call goes ahead without the drain
+    instance_group: str | None = None
+    health_reason: str = ""  # for the node's page, should the call fail

@@ -83,10 +83,30 @@ class IncidentStore:
                     if (value := getattr(watch, name)) is not None and math.isfinite(value)}
         if watch.fault_at is not None:
             timeline["fault_at"] = {"S": watch.fault_at.isoformat()}
+        if watch.held_by is not None:
+            timeline["held_by"] = {"S": watch.held_by}
+        if watch.acted_at is not None:
+            timeline["acted_at"] = {"S": watch.acted_at.isoformat()}
         self.table.put({
             **self._recovery_key(watch.incident), "job": {"S": watch.job}, "cluster": {"S": watch.cluster},
             "restarted_at": {"S": watch.restarted_at.isoformat()}, "deadline": {"S": watch.deadline.isoformat()},
             "attempt": {"N": str(watch.attempt)}, **timeline, "expires_at": expires(watch.deadline, NODE_STATE_DAYS)})
+
+    def release_recovery(self, incident: str, held_by: str, start: datetime, deadline: datetime) -> bool:
+        """The repair that held the job's watch is over (the node is back, or Slurm started the job again): its window
+        starts now. True once (only a watch still held by that repair)."""
+        return self.table.update_if(
+            self._recovery_key(incident), "SET restarted_at = :start, deadline = :deadline, expires_at = :exp "
+                                          "REMOVE held_by", "held_by = :held",
+            {":start": {"S": start.isoformat()}, ":deadline": {"S": deadline.isoformat()}, ":held": {"S": held_by},
+             ":exp": expires(deadline, NODE_STATE_DAYS)}) is not None
+
+    def note_restart(self, incident: str, attempt: int, acted_at: datetime) -> bool:
+        """Medic restarted the job its open watch proves (a node repair's requeue): its attempt and moment; the
+        window stays as it is. False when no watch is open for the incident."""
+        return self.table.update_if(
+            self._recovery_key(incident), "SET attempt = :attempt, acted_at = :at", "attribute_exists(pk)",
+            {":attempt": {"N": str(attempt)}, ":at": {"S": acted_at.isoformat()}}) is not None
 
     def recoveries(self) -> list[RecoveryWatch]:
         """Every open recovery watch."""
@@ -127,6 +147,8 @@ def _recovery_watch(item: dict) -> RecoveryWatch:
         restarted_at=datetime.fromisoformat(item["restarted_at"]["S"]),
         deadline=datetime.fromisoformat(item["deadline"]["S"]), attempt=int(item["attempt"]["N"]),
         fault_at=datetime.fromisoformat(item["fault_at"]["S"]) if "fault_at" in item else None,
+        held_by=item["held_by"]["S"] if "held_by" in item else None,
+        acted_at=datetime.fromisoformat(item["acted_at"]["S"]) if "acted_at" in item else None,
         **{name: float(item[name]["N"]) for name in TIMELINE_NUMBERS if name in item})
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from medic.core.models import ClusterAction, ClusterState, NodeState
-from medic.core.repairs import PendingClaim, RepairWatch
+from medic.core.repairs import AWAITING_DRAIN, IN_FLIGHT, AwaitedCall, PendingClaim, RepairWatch
 from medic.ledger.table import Key, Table, epoch, expires, readable
 
 CLUSTER_ACTION_HOURS = 2  # longer than any budget or repair window
@@ -194,6 +194,49 @@ class NodeStore:
     def set_outcome(self, cluster: str, node_id: str, outcome: str) -> None:
         self.table.update(self.node_key(cluster, node_id), "SET outcome = :o", {":o": {"S": outcome}})
 
+    # drain first (flows/node/drain_first): the claimed call waits for the agent's drain, or its deadline
+    def await_drain(self, call: AwaitedCall) -> bool:
+        """The claim just written (in flight) waits for the drain instead: what its call needs, kept with it."""
+        values = {":o": {"S": AWAITING_DRAIN}, ":in": {"S": IN_FLIGHT}, ":v": {"N": str(call.version)},
+                  ":next": {"N": str(call.version + 1)}, ":trigger": {"S": call.trigger},
+                  ":event": {"S": call.event_id}, ":incident": {"S": call.incident},
+                  ":command": {"S": call.drain_command}, ":name": {"S": call.node_name},
+                  ":by": {"S": call.call_by.isoformat()}, ":reason": {"S": call.health_reason[:500] or "-"},
+                  ":group": {"S": call.instance_group or "-"}}
+        update = ("SET outcome = :o, version = :next, call_trigger = :trigger, call_event = :event, "
+                  "call_incident = :incident, drain_command = :command, node_name = :name, call_by = :by, "
+                  "health_reason = :reason, instance_group = :group")
+        return self.table.update_if(self.node_key(call.cluster, call.node_id), update,
+                                    "outcome = :in AND version = :v", values) is not None
+
+    def awaited_calls(self, cluster: str, node_ids: Iterable[str]) -> list[AwaitedCall]:
+        """The calls among these nodes' claims that wait for a drain (one BatchGetItem)."""
+        items = self.table.batch_get(self.node_key(cluster, node_id) for node_id in dict.fromkeys(node_ids))
+        return [call for item in items if (call := readable(_awaited_call, cluster, item)) is not None]
+
+    def awaited_call(self, cluster: str, node_id: str) -> AwaitedCall | None:
+        item = self.table.get(self.node_key(cluster, node_id))
+        return readable(_awaited_call, cluster, item) if item else None
+
+    def take_awaited_call(self, call: AwaitedCall, now: datetime) -> bool:
+        """The one caller that makes the awaited call (the drain's result, or a deadline check): the claim is in
+        flight again from now, the call's moment. False when another took it, or the claim changed."""
+        values = {":o": {"S": IN_FLIGHT}, ":w": {"S": AWAITING_DRAIN}, ":v": {"N": str(call.version)},
+                  ":next": {"N": str(call.version + 1)}, ":now": {"S": now.isoformat()}}
+        update = "SET outcome = :o, version = :next, acted_at = :now"
+        if call.action == "reboot_node":
+            update += ", last_reboot_at = :now"
+        return self.table.update_if(self.node_key(call.cluster, call.node_id), update,
+                                    "outcome = :w AND version = :v", values) is not None
+
+    def settle_awaited_call(self, call: AwaitedCall, outcome: str) -> bool:
+        """An awaited call that will not be made (Medic paused meanwhile): its claim's final outcome."""
+        return self.table.update_if(
+            self.node_key(call.cluster, call.node_id), "SET outcome = :o, version = :next",
+            "outcome = :w AND version = :v",
+            {":o": {"S": outcome}, ":w": {"S": AWAITING_DRAIN}, ":v": {"N": str(call.version)},
+             ":next": {"N": str(call.version + 1)}}) is not None
+
     def report_config_mismatch(self, mismatch: ConfigMismatch, now: datetime) -> bool:
         """Store the disagreement for `medic status`; True only the first time this exact one is seen."""
         return self.table.put_if(
@@ -306,6 +349,19 @@ def _pending_claim(item: dict) -> PendingClaim:
         version=int(item["version"]["N"]), retries=int(item.get("retries", {}).get("N", "0")),
         fault_at=_moment(item, "fault_at"), detected_at=_moment(item, "detected_at"),
     )
+
+
+def _awaited_call(cluster: str, item: dict) -> AwaitedCall | None:
+    if item.get("outcome", {}).get("S") != AWAITING_DRAIN:
+        return None
+    group, reason = item["instance_group"]["S"], item["health_reason"]["S"]
+    return AwaitedCall(
+        cluster=cluster, node_id=item["pk"]["S"].rsplit("#", 1)[-1], fault=item["fault"]["S"],
+        action=item["action"]["S"], attempt=int(item["attempt"]["N"]), version=int(item["version"]["N"]),
+        trigger=item["call_trigger"]["S"], event_id=item["call_event"]["S"], incident=item["call_incident"]["S"],
+        drain_command=item["drain_command"]["S"], node_name=item["node_name"]["S"],
+        call_by=datetime.fromisoformat(item["call_by"]["S"]), instance_group=None if group == "-" else group,
+        health_reason="" if reason == "-" else reason)
 
 
 def _moment(item: dict, name: str) -> datetime | None:

@@ -31,6 +31,9 @@ class SlurmRepair:
     drained: str = "pending"  # pending (the agent has not reported) | yes | no
     jobs: tuple[tuple[str, str], ...] | None = None  # (id, name); None: not reported, or unknown
     taken_at: datetime | None = None  # the sweep issued its resume / job states
+    # jobs a sweep saw stopped while the node was in repair (requeued by Slurm, ended): RUNNING after that means Slurm
+    # started them again, elsewhere (a job still RUNNING before is still on the node going down)
+    stopped: frozenset[str] = frozenset()
 
 
 class RepairStore:
@@ -69,7 +72,8 @@ class RepairStore:
                     acted_at=datetime.fromisoformat(item["acted_at"]["S"]),
                     logical_id=item.get("logical_id", {}).get("S"), drained=item["drained"]["S"],
                     jobs=None if jobs is None else tuple((str(job[0]), str(job[1])) for job in jobs),
-                    taken_at=datetime.fromisoformat(item["taken_at"]["S"]) if "taken_at" in item else None))
+                    taken_at=datetime.fromisoformat(item["taken_at"]["S"]) if "taken_at" in item else None,
+                    stopped=frozenset(item.get("stopped", {}).get("SS", ()))))
             except (KeyError, TypeError, ValueError, IndexError):
                 continue
         return found
@@ -82,6 +86,11 @@ class RepairStore:
         left = [list(job) for job in repair.jobs if job[0] != job_id]
         self.table.update_if(self._key(cluster, node_id), "SET jobs = :j", "attribute_exists(pk)",
                              {":j": {"S": json.dumps(left)}})
+
+    def mark_stopped(self, cluster: str, node_id: str, job_id: str) -> None:
+        """A sweep saw the job stopped (not RUNNING) while the node was in repair."""
+        self.table.update_if(self._key(cluster, node_id), "ADD stopped :s", "attribute_exists(pk)",
+                             {":s": {"SS": [job_id]}})
 
     def get(self, cluster: str, node_id: str) -> SlurmRepair | None:
         return next((repair for repair in self.repairs(cluster) if repair.node_id == node_id), None)

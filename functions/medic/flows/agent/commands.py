@@ -174,6 +174,10 @@ class AgentResult(BaseModel):
     # drain_node: the jobs on the node (absent: unknown); job_states: the state of each job Slurm still knows
     jobs: list[dict[str, str]] | None = None
     job_states: list[dict[str, str]] | None = None
+    # resume_node: the node's Slurm state and reason as the agent read them first, and whether it resumed it
+    node_state: str | None = Field(default=None, max_length=128)
+    node_reason: str | None = Field(default=None, max_length=1000)
+    resumed: Literal["true", "false"] | None = None
 
     @property
     def agent_cluster(self) -> str:

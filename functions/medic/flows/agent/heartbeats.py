@@ -6,7 +6,9 @@ the item, the stream record's `ApproximateCreationDateTime` (DynamoDB Streams AP
 "the approximate date and time when the stream record was created, in UNIX epoch time format and rounded down
 to the closest second"), under a key no agent may write (`agentseen#<cluster>/heartbeat`). The requeue path
 judges the agent alive from that item alone. Cost: one stream record to this function per heartbeat, so one
-invocation per cluster per minute at most (about 44,000 a month per cluster).
+invocation per cluster per minute at most (about 44,000 a month per cluster). On a Slurm cluster each heartbeat also
+checks (one GetItem, and a BatchGetItem of the cluster's recent node actions when there are any) for a node call
+that waited for the agent's drain past its deadline, and makes it (flows/node/drain_first).
 """
 
 from __future__ import annotations
@@ -37,3 +39,10 @@ def record_heartbeat(record: DynamoDBStreamRecordModel, cluster: str, deps: Deps
     reported = (record.dynamodb.NewImage or {}).get("at")
     AgentStore(deps.table).record_heartbeat_seen(cluster, seen_at, reported if isinstance(reported, str) else "")
     logger.debug("agent heartbeat seen", extra={"cluster": cluster, "seen_at": seen_at.isoformat()})
+    configured = deps.config.cluster(cluster)
+    if configured is not None and configured.orchestrator == "slurm":
+        # A node call waiting for this agent's drain past its deadline goes ahead now (each minute while the agent
+        # heartbeats; the reconciler's sweep is the backstop when it stops): flows/node/drain_first.
+        from medic.flows.node.drain_first import call_overdue_drains
+
+        call_overdue_drains(deps, configured)

@@ -106,7 +106,30 @@ def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeIn
         return DrainNote(f"Could not queue the drain of {name} ({error_code(error)}): the jobs on it are unknown.",
                          name, page=True)
     return DrainNote(f"Drain of {name} in Slurm queued for the agent (command {command.command_id}); the jobs on "
-                     "the node are recorded when it reports.", name, page=False, queued=True)
+                     "the node are recorded when it reports.", name, page=False, queued=True,
+                     command_id=command.command_id)
+
+
+def drain_overdue(deps: Deps, table: Table, cluster: Cluster, node_id: str, node_name: str, command_id: str,
+                  now: datetime) -> DrainNote:
+    """The call goes ahead without the drain: withdraw it (in one transaction with the agent's claim check: it then
+    never runs during the repair), or, when the agent took it already, let its result come (it lists the jobs)."""
+    store = AgentStore(table)
+    try:
+        withdrawn = store.withdraw_command(cluster.name, command_id, now)
+    except (ClientError, BotoCoreError) as error:
+        return DrainNote(f"Medic could not withdraw the drain (command {command_id}: {error_code(error)}) and called "
+                         f"HyperPod without it: the jobs on {node_name} are unknown.", node_name, page=True)
+    if not withdrawn:
+        return DrainNote(f"The agent took the drain (command {command_id}) but has not reported it: Medic called "
+                         f"HyperPod without waiting further; the jobs on {node_name} are recorded when the agent "
+                         "reports.", node_name, queued=True, command_id=command_id)
+    if store.claim_command_record(command_id, now):  # this is its final word: the command sweep leaves it alone
+        store.close_command(command_id)
+    RepairStore(table).drained(cluster.name, node_id, False, None)
+    return DrainNote(f"Medic withdrew the drain (command {command_id}; it can no longer run during the repair) and "
+                     f"called HyperPod without it: new work could land on {node_name} until HyperPod takes it down, "
+                     "and the jobs on it are unknown.", node_name, page=True, command_id=command_id)
 
 
 def after_the_call(drain: DrainNote, outcome: Outcome, table: Table, cluster: str, node_id: str) -> DrainNote:
@@ -140,6 +163,10 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
     fault, action = context.fault or "unknown", context.action or Action.NONE
     store = RepairStore(deps.table)
     if result.kind == "resume_node":
+        if result.status == "executed" and result.resumed == "false":
+            return emit(about.record(fault=fault, action=action, outcome=Outcome.IGNORED,
+                                     reason=_not_resumed(cluster, name, result.node_state or "unknown",
+                                                         result.node_reason or "")))
         if result.status == "executed":
             return emit(about.record(fault=fault, action=action, outcome=Outcome.EXECUTED,
                                      reason=f"The agent on {cluster} resumed {name} in Slurm after the repair: "
@@ -156,17 +183,45 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
     store.drained(cluster, node_id, result.status == "executed", jobs)
     if jobs is not None:
         listing = ", ".join(f"{job_id} ({job_name})" for job_id, job_name in jobs) or "none"
-        return emit(about.record(fault=fault, action=action, outcome=Outcome.EXECUTED,
-                                 jobs=[{"id": i, "name": n} for i, n in jobs],
-                                 reason=f"The agent on {cluster} drained {name} in Slurm before the {action}; jobs "
-                                        f"running on it: {listing}."))
+        drained = emit(about.record(fault=fault, action=action, outcome=Outcome.EXECUTED,
+                                    jobs=[{"id": i, "name": n} for i, n in jobs],
+                                    reason=f"The agent on {cluster} drained {name} in Slurm before the {action}; jobs "
+                                           f"running on it: {listing}."))
+        return _then_call(drained, result, context, cluster, jobs, deps)
     what = "drained" if result.status == "executed" else "could not drain"
     record = about.record(fault=fault, action=action,
                           outcome=Outcome.EXECUTED if result.status == "executed" else Outcome.FAILED, jobs=None,
                           reason=f"The agent on {cluster} {what} {name} in Slurm, and the jobs on it are unknown: "
                                  f"{said}.")
     record = record.paged_if(page_jobs_unknown(deps, deps.table, record, name))
-    return emit(record)
+    return _then_call(emit(record), result, context, cluster, None, deps)
+
+
+def _then_call(drained: dict, result: AgentResult, context: CommandContext, cluster: str,
+               jobs: list[tuple[str, str]] | None, deps: Deps) -> dict:
+    """After the drain's record: the jobs a watched job's stall now belongs to the repair (item 8), and the HyperPod
+    call that waited for the drain (flows/node/drain_first; nothing when its deadline came first)."""
+    from medic.flows.node.drain_first import call_after_drain
+
+    if jobs:
+        hold_watched_jobs(jobs, context.incident, cluster, deps)
+    listed = None if jobs is None else [{"id": job_id, "name": name} for job_id, name in jobs]
+    call_after_drain(deps, cluster, context.node_id or "", result.command_id, result.status == "executed",
+                     quoted_agent(result.message) if result.message else "no output", listed)
+    return drained
+
+
+def _not_resumed(cluster: str, name: str, state: str, reason: str) -> str:
+    """Why the agent left the node as it was: the node's state as Slurm said it before the resume."""
+    flags = state.split("+")
+    said = f"State={state}" + (f", Reason {quoted_agent(reason)}" if reason else "")
+    if "DRAIN" in flags:
+        return (f"The agent on {cluster} did not resume {name}: Slurm has it drained, but not with Medic's reason "
+                f"({said}): whoever drained it decides when it returns.")
+    if flags[0] in ("DOWN", "FAIL", "UNKNOWN"):
+        return (f"The agent on {cluster} did not resume {name}: it is not drained by Medic ({said}); left as it is.")
+    return (f"{name} was already back in service in Slurm ({said}) when Medic came to resume it after the repair: "
+            "HyperPod (or a person) returned it; nothing to resume.")
 
 
 def _jobs(result: AgentResult) -> list[tuple[str, str]] | None:
@@ -198,6 +253,11 @@ def _job_states(result: AgentResult, context: CommandContext, cluster: str, stre
     for job_id, name in jobs:
         if early:  # the node is still in repair: act only on a job Slurm already ended for it, say nothing else
             state = states.get(job_id) if result.status == "executed" else None
+            if repair is not None and state is not None and state != "RUNNING" and job_id not in repair.stopped:
+                RepairStore(deps.table).mark_stopped(cluster, node_id, job_id)
+            if repair is not None and state == "RUNNING" and job_id in repair.stopped:
+                # stopped by the repair and RUNNING again: Slurm started it again (elsewhere): its window starts
+                start_recovery_windows(repair.incident, cluster, deps, job_name=name)
             if state is None or job_after_repair(state) != "requeue":
                 continue
             RepairStore(deps.table).drop_job(cluster, node_id, job_id)
@@ -230,6 +290,10 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: C
                   cluster=cluster, job=job_id)
     fault = repair.fault if repair else "unknown"
     fate = job_after_repair(state) if listed else "unknown"
+    if fate in ("ended", "unknown") and by_name and deps.config.job(name) is not None:
+        from medic.ledger.incidents import IncidentStore
+
+        IncidentStore(deps.table).end_recovery(incident)  # nothing to prove of a job that ended (or a human owns)
     if fate == "back":
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
@@ -253,24 +317,68 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: C
     record = restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=about.event_id,
         fault=fault, context=reason, job_id=job_id), deps)
-    _watch_recovery(record, name if by_name else None, cluster, deps)
+    _watch_recovery(record, name if by_name else None, cluster, repair, context.early, deps)
     return record
 
 
-def _watch_recovery(record: dict, name: str | None, cluster: str, deps: Deps) -> None:
-    """A requeued watched job (medic.yaml `jobs`) gets the stall restart's proof of recovery."""
+def _watch_recovery(record: dict, name: str | None, cluster: str, repair: SlurmRepair | None, early: bool,
+                    deps: Deps) -> None:
+    """A requeued watched job (medic.yaml `jobs`) gets the stall restart's proof of recovery. One the repair holds
+    (hold_watched_jobs) keeps its hold: while the node is still in repair, the window starts when it is back."""
     job = deps.config.job(name) if name else None
     if job is None or job.cluster != cluster or record["outcome"] != Outcome.DEFERRED.value \
             or not Mode.of(record["mode"]).acts:
         return
     from medic.core.progress import RecoveryWatch
+    from medic.flows.recovery.policy import held_deadline, recovery_deadline
+    from medic.ledger.incidents import IncidentStore
+
+    now, store = deps.now(), IncidentStore(deps.table)
+    if store.note_restart(record["incident"], record["attempt"], now):
+        return
+    held = early and repair is not None
+    repair_minutes = deps.config.guardrails_for(deps.config.cluster(cluster)).repair_minutes if held else 0
+    store.watch_recovery(RecoveryWatch(
+        incident=record["incident"], job=job.name, cluster=cluster, restarted_at=now,
+        deadline=held_deadline(job, repair_minutes, now) if held else recovery_deadline(job, now),
+        attempt=record["attempt"], held_by=repair.incident if held and repair else None, acted_at=now))
+
+
+def hold_watched_jobs(jobs: list[tuple[str, str]], node_incident: str, cluster: str, deps: Deps) -> None:
+    """One incident, one owner (issue 27): each watched job (medic.yaml `jobs`) the drain found on a node Medic
+    repairs belongs to that repair. Its proof-of-recovery watch is held by the node's incident: the stall alarm does
+    not requeue or page it meanwhile, and its window starts when the node is back (or Slurm starts it again)."""
+    from medic.core.progress import RecoveryWatch
+    from medic.flows.agent.restart import slurm_job_incident
+    from medic.flows.recovery.policy import held_deadline
+    from medic.ledger.incidents import IncidentStore
+
+    config_cluster = deps.config.cluster(cluster)
+    if config_cluster is None or not deps.mode.current().acts:
+        return
+    now, repair_minutes = deps.now(), deps.config.guardrails_for(config_cluster).repair_minutes
+    for _, name in jobs:
+        job = deps.config.job(name) if valid_job_name(name) else None
+        if job is None or job.cluster != cluster:
+            continue
+        IncidentStore(deps.table).watch_recovery(RecoveryWatch(
+            incident=slurm_job_incident(cluster, job.name), job=job.name, cluster=cluster, restarted_at=now,
+            deadline=held_deadline(job, repair_minutes, now), attempt=0, held_by=node_incident))
+
+
+def start_recovery_windows(node_incident: str, cluster: str, deps: Deps, job_name: str | None = None) -> None:
+    """The repair that held watched jobs is over for them (the node is back; or Slurm started ``job_name`` again):
+    each held watch's window starts now."""
     from medic.flows.recovery.policy import recovery_deadline
     from medic.ledger.incidents import IncidentStore
 
-    now = deps.now()
-    IncidentStore(deps.table).watch_recovery(RecoveryWatch(
-        incident=record["incident"], job=job.name, cluster=cluster, restarted_at=now,
-        deadline=recovery_deadline(job, now), attempt=record["attempt"]))
+    store, now = IncidentStore(deps.table), deps.now()
+    for watch in store.recoveries():
+        job = deps.config.job(watch.job)
+        if watch.held_by != node_incident or watch.cluster != cluster or job is None:
+            continue
+        if job_name is None or watch.job == job_name:
+            store.release_recovery(watch.incident, node_incident, now, recovery_deadline(job, now))
 
 
 # --- after the repair: the reconciler's sweep
@@ -329,6 +437,7 @@ def _issue_follow_up(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo) -> N
         current = deps.hyperpod.describe_node(cluster, node.node_id) or node  # its Slurm name (PrivateDnsHostname)
     about = About(incident=repair.incident, trigger=Trigger.NODE_REPAIR, event_id=sweep.run_id,
                   mode=sweep.mode, cluster=cluster, node_id=repair.node_id, instance_group=node.instance_group)
+    start_recovery_windows(repair.incident, cluster, deps)  # the node is back: the jobs it held may run again
     issued = []
     if repair.drained == "yes" and current.slurm_node == repair.node_name:
         issued.append(node_command(cluster, "resume_node", repair.incident, now, sweep.run_id, node=repair.node_name))
@@ -380,6 +489,10 @@ class SlurmJobsOnNode:
     def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
                        node_id: str) -> DrainNote:
         return after_the_call(drain, outcome, table, cluster.name, node_id)
+
+    def drain_overdue(self, deps: Deps, table: Table, cluster: Cluster, node_id: str, node_name: str,
+                      command_id: str, now: datetime) -> DrainNote:
+        return drain_overdue(deps, table, cluster, node_id, node_name, command_id, now)
 
     def page_jobs_unknown(self, deps: Deps, table: Table, cluster: Cluster, record: Record,
                           node_name: str | None) -> bool:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from medic.core.models import Action, Fault, NodeState, Outcome, Trigger, foreign_cluster_arn
 from medic.core.record import About
-from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN
+from medic.core.repairs import AWAITING_DRAIN, IN_FLIGHT, RESULT_UNKNOWN
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.node.cluster_event_policy import ClusterEvent, classify_cluster_event, cluster_log_group
@@ -24,7 +24,7 @@ from medic.outbox.pages import page_incident
 from medic.outbox.records import emit, rejected
 
 # A claim whose call went out (or may have): the repair is Medic's.
-MEDICS_REPAIR_STATES = frozenset({Outcome.EXECUTED.value, IN_FLIGHT, RESULT_UNKNOWN})
+MEDICS_REPAIR_STATES = frozenset({Outcome.EXECUTED.value, IN_FLIGHT, RESULT_UNKNOWN, AWAITING_DRAIN})
 # Causes that end a repair Medic started; a lifecycle-script failure on the new node does too.
 ENDS_MEDICS_REPAIR = frozenset({Fault.CAPACITY_SHORTFALL, Fault.REPAIR_FAILED, Fault.LIFECYCLE_SCRIPT_FAILED})
 

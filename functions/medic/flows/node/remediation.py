@@ -30,6 +30,7 @@ from medic.core.repairs import IN_FLIGHT, PENDING_OUTCOMES
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
+from medic.flows.node.drain_first import await_drain
 from medic.flows.node.faults import classify
 from medic.flows.node.pages import node_page, storm_page
 from medic.flows.node.policy import (
@@ -101,8 +102,9 @@ def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, cluster: Cluste
             return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view=None)
     if node is not None:
         about = about.but(instance_group=node.instance_group)
-    decision, view = decide_claim_act(deps, table, about.mode, cluster, detail.InstanceId, fault, node, about.incident,
-                                      event_time=event.time, event_id=event.id, first_view=view)
+    decision, view = decide_claim_act(deps, table, about.mode, cluster, detail.InstanceId, fault, node, about,
+                                      event_time=event.time, event_id=event.id, first_view=view,
+                                      health_reason=health_reason)
     if fault is Fault.HEALTHY and decision.outcome is not Outcome.DUPLICATE:
         NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
         if decision.close_incident:
@@ -138,19 +140,22 @@ def _close_replaced(table: Table, cluster: str, node_id: str, node: NodeInfo | N
 
 
 def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, node_id: str, fault: Fault,
-                     node: NodeInfo | None, incident: str, event_time: datetime | None = None,
-                     event_id: str | None = None,
-                     first_view: NodeEventView | None = None) -> tuple[NodeDecision, NodeEventView]:
+                     node: NodeInfo | None, about: About, event_time: datetime | None = None,
+                     event_id: str | None = None, first_view: NodeEventView | None = None,
+                     health_reason: str = "") -> tuple[NodeDecision, NodeEventView]:
     """The node path the event handler and the reconciler share: decide (pure), claim, act.
 
     One `BatchGetItem` reads what the decision needs (ledger.node_event). The claim is written as in flight
     before the call, in one transaction with the event id's claim (so an event acts at most once: a
     redelivery finds its id claimed); a run that dies before the call's answer leaves a claim the
-    reconciler re-checks against the node's status."""
+    reconciler re-checks against the node's status. On a Slurm cluster whose agent drains the node first, the
+    call waits for the drain (flows/node/drain_first): the decision is `deferred` until then."""
+    incident = about.incident
     guardrails = deps.config.guardrails_for(cluster)
     now = deps.now()
     fetched: list[ClusterInfo] = []
     nodes, trigger = NodeStore(table), str(Trigger.NODE_HEALTH)
+    version = 0
     for attempt in range(CLAIM_ATTEMPTS):
         # The handler's first read came before DescribeClusterNode: a node found in repair may be a racing
         # run's doing just now, so read again to see its claim (the event then reads as a duplicate).
@@ -177,6 +182,7 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
         event_claim = [RequestStore(table).claim_write(trigger, event_id, now)] if event_id else []
         if nodes.claim(claim, view.state, view.cluster_state, reboot=decision.action is Action.REBOOT_NODE,
                        also=event_claim):
+            version = (view.state.version if view.state else 0) + 1  # the claim's, as just written
             break
         logger.info("claim race lost; re-deciding", extra={"incident": incident})
         time.sleep(random.uniform(0, 0.05))  # noqa: S311 - jitter, not cryptography
@@ -196,6 +202,11 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
             cluster, info or ClusterInfo(0, None, None, frozenset()), node.instance_group)
         drain = None if controller else jobs.before_repair(  # a head node runs no jobs: nothing to drain
             deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now)
+        if drain is not None and drain.queued:  # drain first: the call waits for the agent's drain result
+            waiting = await_drain(decision, deps, table, cluster, node, node_id, version, drain, about, fault.value,
+                                  health_reason)
+            if waiting is not None:
+                return waiting, view
         decision = act_on_claim(decision, deps, table, cluster.name, node_id)
         if drain is not None:
             decision = replace(decision, drain=jobs.after_the_call(drain, decision.outcome, table, cluster, node_id))

@@ -19,10 +19,11 @@ from medic.adapters.aws import error_code
 from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger
 from medic.core.pages import Page, PageText
 from medic.core.record import Record
-from medic.core.repairs import PendingClaim
+from medic.core.repairs import AWAITING_DRAIN, PendingClaim
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
 from medic.flows.node.cluster_sweep import ClusterSweep, node_incident
+from medic.flows.node.drain_first import call_overdue_drains
 from medic.flows.node.pages import node_page
 from medic.flows.node.policy import NodeDecision
 from medic.flows.node.remediation import decide_claim_act, finish_node_decision
@@ -99,6 +100,9 @@ class Sweep(ClusterSweep):
         acted_logical = latest_actions((action.logical_id, action.at) for action in cluster_state.actions)
         claims = self.node_store.node_claims(name, [*acted, *(node.node_id for node in failed)])
 
+        awaiting = [claim.node_id for claim in claims.values() if claim.outcome == AWAITING_DRAIN]
+        if awaiting:  # calls still waiting for the agent's drain: past their deadline, made without it
+            call_overdue_drains(self.deps, self.cluster, awaiting)
         for claim in claims.values():
             if claim.pending and needs_recheck(claim, self.now, self.cooldown) and self.room():
                 self._unfinished(claim)
@@ -185,7 +189,7 @@ class Sweep(ClusterSweep):
         name = self.cluster.name
         about = self.about(node.node_id, node)
         decision, view = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
-                                          Fault.UNKNOWN, node, about.incident)
+                                          Fault.UNKNOWN, node, about, health_reason=NO_HEALTH_REASON)
         if decision.page is not Page.INCIDENT:
             finish_node_decision(about, Fault.UNKNOWN, decision, self.deps, self.table, self.cluster, NO_HEALTH_REASON,
                                  view)

@@ -16,7 +16,7 @@ from medic.core.record import About
 from medic.core.timeline import Timeline, incident_line
 from medic.deps import Deps
 from medic.flows.recovery.pages import alarm_page
-from medic.flows.recovery.policy import Verdict, judge_recovery, made_progress
+from medic.flows.recovery.policy import Verdict, judge_recovery, made_progress, progress_since
 from medic.ledger.incidents import IncidentStore
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident
@@ -28,9 +28,11 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
     now = deps.now()
     records = []
     for watch in IncidentStore(deps.table).recoveries():
+        if watch.held and watch.acted_at is None and now < watch.deadline:  # a node repair owns the job, no restart
+            continue
         try:
             # with the day before the restart: the last checkpoint the resume point is checked against
-            progress = deps.metrics.progress(watch.job, watch.restarted_at, now, history=PROBE_HISTORY)
+            progress = deps.metrics.progress(watch.job, progress_since(watch), now, history=PROBE_HISTORY)
         except (ClientError, BotoCoreError) as error:  # next run tries again; the watch stays
             logger.warning("progress unavailable", extra={"incident": watch.incident,
                                                           "error_code": error_code(error)})
@@ -49,7 +51,7 @@ def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps
         return _conclude(watch, Verdict.RESUMED_BEHIND, progress, event_id, deps)
     record = _about(watch, Trigger.ALARM, event_id, deps).record(
         fault=Fault.RECOVERED, action=Action.NONE, outcome=Outcome.IGNORED, attempt=watch.attempt,
-        reason=f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: the stall alarm is OK "
+        reason=f"Training resumed after {since(watch)}: the stall alarm is OK "
                f"again and the probe counted {progress.steps:.0f} steps since, now at step {progress.last_step:.0f}.")
     IncidentStore(deps.table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
@@ -59,22 +61,25 @@ def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps
 def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id: str, deps: Deps) -> dict:
     table = deps.table
     steps, last_step = progress.steps, progress.last_step
-    minutes = (deps.now() - watch.restarted_at).total_seconds() / 60
+    minutes = (deps.now() - progress_since(watch)).total_seconds() / 60
     about = _about(watch, Trigger.RECONCILE, run_id, deps)
     if verdict is Verdict.RESUMED:
         record = about.record(
             fault=Fault.RECOVERED, action=Action.NONE, outcome=Outcome.IGNORED, attempt=watch.attempt,
-            reason=f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC: {steps:.0f} steps in "
+            reason=f"Training resumed after {since(watch)}: {steps:.0f} steps in "
                    f"{minutes:.0f} min, now at step {last_step:.0f}.")
         IncidentStore(table).end_recovery(watch.incident)
         emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
         return emit(record)
     if verdict is Verdict.RESUMED_BEHIND:
         return _resumed_behind(watch, progress, about, deps)
-    record = about.record(
-        fault=Fault.NO_PROGRESS, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
-        reason=f"No training progress {minutes:.0f} min after Medic's restart at {watch.restarted_at:%H:%M} UTC; "
-               "not restarting again blindly.")
+    if watch.held:
+        reason = (f"No training progress, and the repair of its node ({watch.held_by}) that holds the job has not "
+                  f"ended by {watch.deadline:%H:%M} UTC; not restarting it blindly.")
+    else:
+        reason = f"No training progress {minutes:.0f} min after {since(watch)}; not restarting again blindly."
+    record = about.record(fault=Fault.NO_PROGRESS, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
+                          reason=reason)
     IncidentStore(table).escalate(watch.incident, deps.now())
     alarm = f"stall alarm of {watch.job}"
     text = alarm_page(record, alarm, "The job was restarted but its heartbeat and step did not resume.", [],
@@ -92,7 +97,7 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
     lost = checkpoint - resumed
     record = about.record(
         fault=Fault.RESUMED_BEHIND, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
-        reason=f"Training resumed after Medic's restart at {watch.restarted_at:%H:%M} UTC, but from step {resumed:.0f} "
+        reason=f"Training resumed after {since(watch)}, but from step {resumed:.0f} "
                f"while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} steps lost. The job did not load its "
                "last checkpoint (or loaded an older one).")
     details = [f"Resumed from:    step {resumed:.0f}", f"Last checkpoint: step {checkpoint:.0f}",
@@ -107,6 +112,18 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
     return emit(record)
 
 
+def since(watch: RecoveryWatch) -> str:
+    """Where the watch's window starts, in words: Medic's restart, or (a job a node repair held) the repair's end."""
+    if watch.held and watch.acted_at is not None:
+        return f"Medic's requeue at {watch.acted_at:%H:%M} UTC, while its node was still in repair"
+    if watch.acted_at is not None and watch.acted_at < watch.restarted_at:
+        return (f"the repair that held it ended at {watch.restarted_at:%H:%M} UTC (Medic requeued it at "
+                f"{watch.acted_at:%H:%M} UTC)")
+    if not watch.attempt:
+        return f"the repair that held it ended at {watch.restarted_at:%H:%M} UTC"
+    return f"Medic's restart at {watch.restarted_at:%H:%M} UTC"
+
+
 def _about(watch: RecoveryWatch, trigger: Trigger, event_id: str, deps: Deps) -> About:
     """What every record about a watched restart shares: its incident, cluster and job."""
     return About(incident=watch.incident, trigger=trigger, event_id=event_id, mode=deps.mode.current(),
@@ -118,9 +135,11 @@ def stall_timeline(watch: RecoveryWatch, progress: Progress, resolved_at: dateti
     run), the first step after the restart, the end. A requeued Slurm job's running again reaches Medic only as
     that first step: repaired_at stays null."""
     resumed = progress.first_step_at if made_progress(progress) else None
+    # A job a node repair hit that Medic never restarted (Slurm requeued it, or auto-resume) has no act of Medic's.
+    acted = watch.acted_at or (watch.restarted_at if watch.attempt else None)
     return incident_line(Timeline(
         incident=watch.incident, kind="stall", fault=Fault.STALLED.value, fault_at=watch.fault_at,
-        detected_at=watch.restarted_at, cluster=watch.cluster, job=watch.job, acted_at=watch.restarted_at,
+        detected_at=acted or watch.restarted_at, cluster=watch.cluster, job=watch.job, acted_at=acted,
         resumed_at=resumed, resolved_at=resolved_at, last_step=watch.last_step,
         checkpoint_step=watch.checkpoint_step, steps_per_minute=watch.steps_per_minute))
 

@@ -23,11 +23,28 @@ def made_progress(progress: Progress | None) -> bool:
 
 def judge_recovery(watch: RecoveryWatch, progress: Progress, now: datetime) -> Verdict:
     """Training resumed when steps were counted after the restart (from the last checkpoint, or it resumed
-    behind it); past the deadline without: escalate."""
+    behind it); past the deadline without: escalate. A watch a node repair holds waits for the repair: its window
+    has not started (steps counted now may be the job's last ones before the node went down), unless the repair
+    outlasts the backstop deadline; only steps since Medic's requeue of the job prove it resumed meanwhile."""
+    if watch.held and (watch.acted_at is None or not made_progress(progress)):
+        # (with Medic's requeue, ``progress`` is read since it: steps then are the requeued job's)
+        return Verdict.NO_PROGRESS if now >= watch.deadline else Verdict.WAITING
     if made_progress(progress):
         return Verdict.RESUMED_BEHIND if progress.resumed_behind else Verdict.RESUMED
     return Verdict.NO_PROGRESS if now >= watch.deadline else Verdict.WAITING
 
 
+def progress_since(watch: RecoveryWatch) -> datetime:
+    """Since when steps count as the restarted job's: the window's start; while a node repair holds the watch, Medic's
+    requeue of the job (the old process died with the node)."""
+    return watch.acted_at if watch.held and watch.acted_at is not None else watch.restarted_at
+
+
 def recovery_deadline(job: Job, restarted_at: datetime) -> datetime:
     return restarted_at + timedelta(minutes=job.recovery_minutes)
+
+
+def held_deadline(job: Job, repair_minutes: int, held_at: datetime) -> datetime:
+    """The backstop of a watch a node repair holds: the repair's window (guardrails.repair_minutes, past which a slow
+    repair pages) and then the job's own."""
+    return held_at + timedelta(minutes=repair_minutes + job.recovery_minutes)

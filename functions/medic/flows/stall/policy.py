@@ -113,6 +113,9 @@ class AlarmContext:
     watch: RecoveryWatch | None = None
     progress_since_restart: Progress | None = None
     storm_held: bool = False  # the guardrails hold a storm back on the cluster and its summary page went out
+    # Stall ALARM: the open proof-of-recovery watch of the job's incident, when one is open (a node repair holds the
+    # job, or Medic's restart is being proved): that watch owns the incident (issue 27: one incident, one owner).
+    owner: RecoveryWatch | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,17 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
                              f"{ctx.subject.job.name} in the {PROBE_HISTORY_HOURS} h before the stall window either: "
                              "the job has not started (or its probe does not report); nothing to requeue. The alarm "
                              "goes OK at the job's first step.")
+    owner = ctx.owner
+    if owner is not None and owner.held:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             f"Alarm {ctx.subject.name} is in ALARM while a node repair holds {owner.job} "
+                             f"({owner.held_by}): that repair owns this incident, so no requeue and no page; Medic "
+                             "proves the job's recovery from when the node is back (or Slurm starts the job again).")
+    if owner is not None:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             f"Alarm {ctx.subject.name} is in ALARM while Medic proves {owner.job}'s recovery after "
+                             f"its restart (attempt {owner.attempt}), until {owner.deadline:%H:%M} UTC: that proof "
+                             "owns this incident (one page if training does not resume); no second requeue.")
     if ctx.escalated:
         return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
                              "The last restart did not bring training back and a human was paged; Medic does not "

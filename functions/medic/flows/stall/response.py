@@ -20,7 +20,7 @@ from medic.deps import Deps
 from medic.flows.node.sweep_policy import STORM_HOLD
 from medic.flows.recovery.check import conclude_on_ok
 from medic.flows.recovery.pages import alarm_page
-from medic.flows.recovery.policy import recovery_deadline
+from medic.flows.recovery.policy import progress_since, recovery_deadline
 from medic.flows.stall.policy import (
     AlarmContext,
     AlarmKind,
@@ -81,11 +81,14 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
         recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
                            history=PROBE_HISTORY)
+    owner = None
+    if stall and detail.state.value == "ALARM":  # a node repair, or Medic's own restart, may own the incident
+        owner = next((w for w in incidents.recoveries() if w.incident == incident), None)
     watch = since_restart = None
     if stall and detail.state.value == "OK" and open_incident is not None:
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
         if watch is not None:  # OK alone is no proof: did the job step since the restart?
-            since_restart = _progress(subject, watch.restarted_at, now, deps, history=PROBE_HISTORY)
+            since_restart = _progress(subject, progress_since(watch), now, deps, history=PROBE_HISTORY)
     decision = decide_alarm(AlarmContext(
         subject=subject, state=detail.state.value, episode_seen=not first_delivery,
         incident_open=open_incident is not None,
@@ -93,7 +96,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         escalated=open_incident is not None and incidents.is_escalated(incident),
         nodes_in_repair=nodes_in_repair, mode=mode, recent_progress=recent,
         stall_minutes=subject.job.stall_minutes if subject.job else 0,
-        watch=watch, progress_since_restart=since_restart, storm_held=storm_held))
+        watch=watch, progress_since_restart=since_restart, storm_held=storm_held, owner=owner))
 
     if decision.plan is Plan.REQUEUE:
         incidents.open_alarm_incident(subject.name, incident, now)
