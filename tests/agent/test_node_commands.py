@@ -20,6 +20,7 @@ from medic_agent.commands import (
     parse_job_states,
     parse_jobs_on_node,
     resume_argv,
+    show_node_argv,
 )
 from medic_agent.slurm import OUTPUT_LIMIT, Slurm
 
@@ -34,6 +35,16 @@ HOSTILE_NODES = ["ip-10-1-2-[3-9]", "ip-10-1-2-3,ip-10-1-2-4", "ALL", "ip-10-1-2
 
 def body(kind: str, **fields) -> str:
     return json.dumps({"command_id": "c-1", "cluster": CLUSTER, "kind": kind, "incident": "node:x", **fields})
+
+
+
+def shown_node(state: str, reason: str, name: str = NODE) -> str:
+    """`scontrol show node` as Slurm 22.05 prints it (tests/agent/test_real_slurm.py checks the real one)."""
+    lines = [f"NodeName={name} Arch=x86_64 CoresPerSocket=1 ", "   CPUAlloc=0 CPUEfctv=4 CPUTot=4 CPULoad=0.00",
+             f"   State={state} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A", "   Partitions=debug "]
+    if reason:
+        lines.append(f"   Reason={reason} [root@2026-11-20T08:15:06]")
+    return "\n".join(lines) + "\n\n"
 
 
 class TestParse:
@@ -55,8 +66,9 @@ class TestParse:
     def test_argvs(self):
         assert drain_argv(NODE) == ["scontrol", "update", f"NodeName={NODE}", "State=DRAIN", f"Reason={DRAIN_REASON}"]
         assert resume_argv(NODE) == ["scontrol", "update", f"NodeName={NODE}", "State=RESUME"]
+        assert show_node_argv(NODE) == ["scontrol", "show", "node", NODE]
         assert jobs_on_node_argv(NODE) == ["squeue", "--noheader", "--format=%i|%j", "-w", NODE]
-        for build in (drain_argv, resume_argv, jobs_on_node_argv):
+        for build in (drain_argv, resume_argv, show_node_argv, jobs_on_node_argv):
             with pytest.raises(ValueError):
                 build("ip-10-1-2-[3-4]")
 
@@ -102,10 +114,39 @@ class TestExecute:
         result = execute(parse(body("drain_node", node=NODE), cluster=CLUSTER), slurm(runner, tmp_path))
         assert result.status == EXECUTED and result.jobs is None and "jobs unknown" in result.message
 
-    def test_resume(self, tmp_path):
-        runner = FakeRunner()
+    def test_resume_reads_the_node_first_and_resumes_it_when_medic_drained_it(self, tmp_path):
+        # Given the node still drained with Medic's reason (slurmctld appended its own when the node went down)
+        runner = FakeRunner(answers={"scontrol show": (0, shown_node("DOWN+DRAIN+NOT_RESPONDING",
+                                                                     f"{DRAIN_REASON} : Not responding"), "")})
         result = execute(parse(body("resume_node", node=NODE), cluster=CLUSTER), slurm(runner, tmp_path))
-        assert runner.argvs == [resume_argv(NODE)] and result.status == EXECUTED and result.jobs is None
+        # Then it is read, then resumed
+        assert runner.argvs == [show_node_argv(NODE), resume_argv(NODE)]
+        assert (result.status, result.resumed, result.node_state) == (EXECUTED, True, "DOWN+DRAIN+NOT_RESPONDING")
+        assert result.node_reason == f"{DRAIN_REASON} : Not responding" and result.jobs is None
+
+    @pytest.mark.parametrize("state, reason", [("IDLE", ""), ("ALLOCATED", ""),
+                                               ("IDLE+DRAIN", "disk replacement"),
+                                               ("DOWN", "Node unexpectedly rebooted"),
+                                               ("IDLE+DRAIN", f"x {DRAIN_REASON}")])
+    def test_a_node_not_drained_by_medic_is_left_as_it_is(self, tmp_path, state, reason):
+        # Given the node back in service (HyperPod or a person resumed it), or drained or down for someone else
+        runner = FakeRunner(answers={"scontrol show": (0, shown_node(state, reason), "")})
+        result = execute(parse(body("resume_node", node=NODE), cluster=CLUSTER), slurm(runner, tmp_path))
+        # Then nothing changes it: executed, not resumed, with what Slurm said
+        assert runner.argvs == [show_node_argv(NODE)]
+        assert (result.status, result.resumed, result.node_state, result.node_reason) == (
+            EXECUTED, False, state, reason)
+        assert "not resumed" in result.message
+
+    @pytest.mark.parametrize("answer", [(1, "Node ip-10-1-2-3 not found\n", ""), (0, "garbage\n", ""),
+                                        (0, shown_node("IDLE", "", name="ip-10-1-2-4"), ""),
+                                        (0, "NodeName=ip-10-1-2-3 Arch=x86_64\n", "")])
+    def test_a_node_whose_state_cannot_be_read_is_not_resumed(self, tmp_path, answer):
+        runner = FakeRunner(answers={"scontrol show": answer})
+        result = execute(parse(body("resume_node", node=NODE), cluster=CLUSTER), slurm(runner, tmp_path))
+        assert runner.argvs == [show_node_argv(NODE)]
+        assert result.status == FAILED and "not resumed" in result.message and result.resumed is None
+
 
 
 class TestThroughTheLedger:
@@ -124,6 +165,18 @@ class TestThroughTheLedger:
         assert raw["status"] == {"S": "executed"} and raw["target"] == {"S": f"node:{NODE}"}
         assert raw["jobs"] == {"L": [{"M": {"id": {"S": "4211"}, "name": {"S": "llama3-70b"}}}]}
         assert world.depth() == 0
+
+    def test_a_resume_result_says_what_the_node_was_and_whether_it_was_resumed(self, world):
+        # Given a node HyperPod already returned to service
+        world.runner.answers["scontrol show"] = (0, shown_node("IDLE", ""), "")
+        body = world.send(kind="resume_node", node=NODE)
+        assert world.agent().poll() == 1
+        # Then the result item carries the state read, and that nothing was resumed (Medic records it ignored)
+        raw = world.dynamodb.get_item(TableName=world.table, Key={
+            "pk": {"S": agent_pk(CLUSTER, body["command_id"])}, "sk": {"S": "result"}})["Item"]
+        assert (raw["status"], raw["node_state"], raw["node_reason"], raw["resumed"]) == (
+            {"S": "executed"}, {"S": "IDLE"}, {"S": ""}, {"S": "false"})
+        assert world.runner.argvs == [show_node_argv(NODE)]
 
     @pytest.mark.parametrize("kind", ["drain_node", "resume_node"])
     def test_a_node_command_medic_never_issued_does_not_run(self, world, kind):

@@ -304,11 +304,14 @@ def test_resume_node_returns_a_drained_node_to_service(cluster):
     resume = cluster.command(kind="resume_node", node=node)
     cluster.send(resume)
     cluster.run_agent()
-    # Then the node is back in service (Slurm may flag it not_responding until its next ping of slurmd)
+    # Then the agent read the node first (scontrol show node: State=IDLE+DRAIN, Medic's reason), then resumed it:
+    # it is back in service (Slurm may flag it not_responding until its next ping of slurmd)
     state = cluster.slurm.node_state()
     assert "drain" not in state and state.split("+")[0] == "idle", state
-    assert cluster.slurm_calls()[-1] == f"scontrol update NodeName={node} State=RESUME"
-    assert cluster.result(resume)["status"] == "executed"
+    assert cluster.slurm_calls()[-2:] == [f"scontrol show node {node}", f"scontrol update NodeName={node} State=RESUME"]
+    result = cluster.result(resume)
+    assert (result["status"], result["node_state"], result["resumed"]) == ("executed", "IDLE+DRAIN", "true")
+    assert result["node_reason"] == "Medic: drained before a node repair"
 
 
 def test_drain_of_a_node_slurm_does_not_know_fails_with_slurms_words(cluster):
@@ -385,8 +388,11 @@ def test_a_node_repair_as_slurm_sees_it_drain_down_states_resume_requeue(cluster
     cluster.run_agent()
     assert [(j["M"]["id"]["S"], j["M"]["name"]["S"]) for j in cluster.result(drain)["jobs"]] == [
         (job_id, "llama3-70b")]
-    # When the repair takes the node away (slurmctld sees it DOWN, as when HyperPod reboots or replaces it)
-    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=repair")
+    # When the repair takes the node away: slurmctld marks a node that stops answering DOWN and appends "Not
+    # responding" to the reason it had (src/slurmctld/ping_nodes.c → set_node_down_ptr → set_node_reason); after
+    # SlurmdTimeout (300 s), so the test sets that state itself, as slurmctld would
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DOWN",
+                      "Reason=Medic: drained before a node repair : Not responding")
     deadline = time.monotonic() + 30
     while cluster.slurm.job(job_id)["JobState"] == "RUNNING" and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -458,12 +464,31 @@ def test_a_requeueable_job_that_failed_with_its_node_is_requeued_by_medic(cluste
     assert cluster.slurm.job(job_id)["Restarts"] == "1"
 
 
-def test_resume_of_a_node_that_is_not_drained_fails_with_slurms_words(cluster):
+def test_a_node_already_back_in_service_is_not_resumed(cluster):
+    # Given a node in service (HyperPod, or a person, returned it after the repair)
     body = cluster.command(kind="resume_node", node=cluster.slurm.node)
     cluster.send(body)
     cluster.run_agent()
+    # Then the agent reads it and leaves it: executed, not resumed (Medic records it `ignored`, no page)
     result = cluster.result(body)
-    assert result["status"] == "failed" and "Invalid node state specified" in result["message"], result["message"]
+    assert (result["status"], result["node_state"], result["node_reason"], result["resumed"]) == (
+        "executed", "IDLE", "", "false"), result["message"]
+    assert cluster.slurm_calls() == [f"scontrol show node {cluster.slurm.node}"]
+
+
+def test_a_node_someone_else_drained_is_not_resumed(cluster):
+    # Given the node drained for another reason (a person's), not Medic's
+    node = cluster.slurm.node
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=disk replacement")
+    body = cluster.command(kind="resume_node", node=node)
+    cluster.send(body)
+    cluster.run_agent()
+    # Then it stays drained: whoever drained it decides
+    result = cluster.result(body)
+    assert (result["status"], result["node_state"], result["node_reason"], result["resumed"]) == (
+        "executed", "IDLE+DRAIN", "disk replacement", "false")
+    assert "drain" in cluster.slurm.node_state() and cluster.slurm.node_reason().startswith("disk replacement")
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
 
 
 def test_with_two_head_nodes_in_slurm_conf_only_the_agent_on_the_first_up_acts(two_heads):

