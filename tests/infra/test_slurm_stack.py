@@ -174,3 +174,15 @@ def test_with_the_eks_cluster_named_the_stack_associates_the_role_with_the_agent
     role = one(raw, "AWS::IAM::Role", "SlurmJobRequeueAgentfinetuneeksAgentRole")["Properties"]
     assume = next(s for s in role["AssumeRolePolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole")
     assert assume["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-name"] == "finetune"
+
+
+def test_the_results_function_may_call_node_actions_only_on_the_slurm_clusters(raw):
+    # The node call that waited for the agent's drain is made from the drain's result (issue 27): reboot, replace,
+    # and DescribeClusterNode to re-check a refused node, on the Slurm clusters (whose agents drain) and nothing else
+    policy = one(raw, "AWS::IAM::Policy", "SlurmJobRequeueAgentResultsHandlerRole")["Properties"]["PolicyDocument"]
+    [statement] = [s for s in policy["Statement"] if "sagemaker:BatchReplaceClusterNodes" in s["Action"]]
+    assert sorted(statement["Action"]) == ["sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
+                                           "sagemaker:DescribeClusterNode"]
+    resource = statement["Resource"]
+    [arn] = [json.dumps(arn) for arn in (resource if isinstance(resource, list) else [resource])]
+    assert ":cluster/k3v9q2w8x1za" in arn  # pretrain-slurm; not finetune-eks (p7r2m4x9c1qa)
