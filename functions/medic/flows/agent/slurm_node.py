@@ -2,14 +2,19 @@
 
 Before the call (flows/node/remediation.decide_claim_act, the event path and the reconciler's):
   a Slurm cluster with an agent queue → agent alive? → queue `drain_node <node>` (the agent drains it, then lists
-  the jobs on it with `squeue -w`) → remember the repair (ledger.repairs) → the HyperPod call goes ahead without
-  waiting. Agent down: no drain; the record's `jobs` is null (unknown) and one page says the jobs need a look.
+  the jobs on it with `squeue -w`) → remember the repair (ledger.repairs) → the HyperPod call waits for the drain
+  (flows/node/drain_first: AWS says not to change a node's Slurm state while HyperPod repairs it). Agent down: no
+  drain, the call at once; the record's `jobs` is null (unknown) and one page says the jobs need a look.
 The drain's result (results.py → record_node_result): a `node_repair` record of the node's incident
-  naming the jobs (`jobs`), kept with the repair.
+  naming the jobs (`jobs`), kept with the repair; each watched job listed is held by the repair (its stall alarm
+  does not requeue or page; its recovery window starts when the node is back); then the call that waited.
+  Past the drain's deadline without a result (drain_overdue): the drain withdrawn, the call made without it.
 While the node is in repair (each reconciler sweep): `job_states` of the jobs the repair hit; one Slurm ended
   (NODE_FAIL, FAILED) is requeued at once, before slurmctld forgets it (MinJobAge), the rest wait silently.
 After the repair (the reconciler's sweep → follow_up_repairs): the node, or its replacement (same NodeLogicalId),
-  Running again → `resume_node` when it kept its Slurm name → `job_states` of the jobs not seen to yet.
+  Running again → the held watched jobs' recovery windows start → `resume_node` when it kept its Slurm name (the
+  agent resumes it only if still drained with Medic's reason; one already back in service is `ignored`) →
+  `job_states` of the jobs not seen to yet.
 Their states (record_node_result): a job pending or running again (HyperPod auto-resume, Slurm's own requeue)
   is left alone (`ignored`); one NODE_FAIL or FAILED is requeued from its checkpoint like a stall restart
   (restart_through_agent: the job's restart budget, guardrails, mode, and a proof-of-recovery watch for a watched job).

@@ -31,6 +31,9 @@ Events are best effort, so every few minutes Medic compares what HyperPod says a
    - ``Running`` after ``SETTLE`` → a reboot may have completed or never started, and nothing tells
      the two apart: Medic does not repeat it blindly; the claim becomes ``failed`` and a human is
      paged once. So is a claim out of retries, or one found while Medic is paused.
+   A claim `awaiting_drain` (on Slurm, the call waits for the agent's drain: flows/node/drain_first) is no such
+   claim: nothing reached HyperPod, so it is never re-checked or retried here; past its drain deadline the sweep
+   makes the call, without the drain.
    A claim that nobody settles blocks the node only for the node cooldown (the event path treats
    the same fault inside the cooldown as a duplicate); after that it has expired: the event path
    acts on the node as on any other (after its own DescribeClusterNode), the reconciler no longer
