@@ -150,3 +150,43 @@ def test_zu_the_repair_owns_the_watched_job_it_hits_and_its_recovery_window_star
     assert "the repair that held it ended at 08:45 UTC (Medic requeued it at 08:20 UTC)" in recovered["reason"]
     assert not [r for r in result.records if r["fault"] == "no_progress"]
     assert result.pages == []
+
+
+def test_a_node_hyperpod_already_returned_to_service_is_not_resumed_and_nobody_is_paged(replay):
+    from sim.scenarios.generate import event
+
+    # Given HyperPod returning a node it repaired to service itself (an assumption the emulator can make: no AWS
+    # source says what the Batch* APIs do to the node's Slurm state), job 4300 on the node
+    result = replay([{"sim": {"slurm": {"cluster": CLUSTER, "repair_resumes": True}}},
+                     {"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4300, "name": "eval-7b", "nodes": [NODE]}}},
+                     {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True}}},
+                     event(fault="NvidiaErrorReboot"), {"sim": {"advance": "+30m"}}])
+    # Then Medic's resume reads the node, finds it in service, and leaves it: `ignored`, not a failed resume
+    name = argvs(result)[0][2].removeprefix("NodeName=")
+    assert argvs(result)[-1] == ["scontrol", "show", "node", name]
+    assert ["scontrol", "update", f"NodeName={name}", "State=RESUME"] not in argvs(result)
+    [resume] = [r for r in result.records if "resume" in r["reason"] and r["trigger"] == "node_repair"]
+    assert (resume["incident"], resume["outcome"], resume["paged"]) == (INCIDENT, "ignored", False)
+    assert "already back in service in Slurm (State=IDLE)" in resume["reason"]
+    assert result.pages == []
+
+
+def test_a_drain_the_agent_never_reports_is_withdrawn_and_the_call_made_without_it(replay):
+    from sim.scenarios.generate import event
+
+    # Given an agent that reported two minutes before the fault (alive by Medic's clock) and then went silent
+    result = replay([{"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4300, "name": "eval-7b", "nodes": [NODE]}}},
+                     {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": "2026-11-20T08:12:00Z"}}},
+                     event(fault="NvidiaErrorReboot"), {"sim": {"advance": "+20m"}},
+                     {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True}}}, {"sim": {"advance": "+1m"}}])
+    # Then the reboot waits for the drain, then (its deadline passed: the reconciler's next sweep) is called
+    # without it; the record says so, and one page says the jobs on the node need a look
+    node = [r for r in result.records if r["incident"] == INCIDENT and r["trigger"] == "node_health"]
+    assert [(r["outcome"], r["jobs"], r["paged"]) for r in node] == [("deferred", None, False),
+                                                                        ("executed", None, True)]
+    assert "did not report the drain" in node[1]["reason"] and "withdrew the drain" in node[1]["reason"]
+    assert node_action_calls(result) == {"sagemaker:BatchRebootClusterNodes": 1}
+    [page] = result.pages
+    assert "need a look" in page["subject"]
+    # And the agent back later never runs the withdrawn drain: it would land while HyperPod repairs the node
+    assert not [argv for argv in argvs(result) if "State=DRAIN" in argv]

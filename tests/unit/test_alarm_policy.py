@@ -194,3 +194,43 @@ def test_a_stall_after_steps_or_with_an_unreadable_history_is_requeued(before):
     # Then the job is requeued as a stall
     assert (decision.plan, decision.action) == (Plan.REQUEUE, Action.REQUEUE_JOB)
 
+
+
+# --- one incident, one owner (issue 27): a watched job a node repair hit
+
+
+HELD = RecoveryWatch(incident="job:slurm:pretrain-slurm:llama3-70b", job="llama3-70b", cluster="pretrain-slurm",
+                     restarted_at=NOW, deadline=NOW + timedelta(minutes=50), attempt=0,
+                     held_by="node:pretrain-slurm:i-0d4e5f60718293a4b")
+
+
+def test_a_stall_while_a_node_repair_holds_the_job_is_deferred_to_the_repair_without_requeue_or_page():
+    decision = decide_alarm(context(recent_progress=Progress(steps=0, last_step=1240, steps_before=400), owner=HELD))
+    assert (decision.plan, decision.action, decision.outcome, decision.page) == (
+        Plan.RECORD, Action.NONE, Outcome.DEFERRED, False)
+    assert "node:pretrain-slurm:i-0d4e5f60718293a4b" in decision.reason and "no requeue and no page" in decision.reason
+
+
+def test_a_stall_while_medics_restart_is_being_proved_is_left_to_that_proof():
+    proving = RecoveryWatch(incident=HELD.incident, job="llama3-70b", cluster="pretrain-slurm", restarted_at=NOW,
+                            deadline=NOW + timedelta(minutes=20), attempt=1)
+    decision = decide_alarm(context(recent_progress=Progress(steps=0, last_step=1240, steps_before=400),
+                                    owner=proving))
+    assert (decision.plan, decision.outcome, decision.page) == (Plan.RECORD, Outcome.DEFERRED, False)
+    assert "no second requeue" in decision.reason
+
+
+def test_a_held_watch_waits_for_the_repair_whatever_the_probe_says_then_gives_up_at_its_backstop():
+    # steps counted while the node is still in repair may be the job's last ones before the node went down
+    assert judge_recovery(HELD, Progress(steps=40, last_step=1280), NOW + timedelta(minutes=5)) is Verdict.WAITING
+    assert judge_recovery(HELD, Progress(steps=0, last_step=None), NOW + timedelta(minutes=49)) is Verdict.WAITING
+    assert judge_recovery(HELD, Progress(steps=0, last_step=None), NOW + timedelta(minutes=50)) is Verdict.NO_PROGRESS
+
+
+def test_steps_since_medics_requeue_prove_a_held_job_resumed_before_its_node_is_back():
+    requeued = RecoveryWatch(incident=HELD.incident, job="llama3-70b", cluster="pretrain-slurm", restarted_at=NOW,
+                             deadline=HELD.deadline, attempt=1, held_by=HELD.held_by, acted_at=NOW)
+    from medic.flows.recovery.policy import progress_since
+
+    assert progress_since(requeued) == NOW and progress_since(HELD) == NOW
+    assert judge_recovery(requeued, Progress(steps=40, last_step=1280), NOW + timedelta(minutes=5)) is Verdict.RESUMED
