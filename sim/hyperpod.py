@@ -123,6 +123,10 @@ class HyperPodWorld:
         def summarize_node(node: Any) -> dict:
             answer = node_summary(node)
             logical = world.logical_id_of(node.cluster_name, node.instance_id)
+            # ClusterNodeSummary's PrivateDnsHostname (botocore's model), which moto leaves out: the same as
+            # DescribeClusterNode's.
+            ip = world.private_ip(node.cluster_name, node.instance_id)
+            answer = {**answer, "PrivateDnsHostname": f"ip-{ip.replace('.', '-')}.{world.region}.compute.internal"}
             # ListClusterNodes returns NodeLogicalId only when IncludeNodeLogicalIds is True (botocore's model).
             return {**answer, "NodeLogicalId": logical} if logical and world._include_logical_ids else answer
 

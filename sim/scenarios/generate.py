@@ -19,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 T0 = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
 NODE = "i-0d4e5f60718293a4b"
+REPAIRED_NAME = "ip-10-1-37-73"  # NODE's Slurm name in the emulated pretrain-slurm (sim/hyperpod.py private_ip)
 BASE = {
     "version": "0",
     "id": "5c1f4a2e-7d3b-4f0e-9a61-2b8c0d9e1f10",
@@ -395,6 +396,20 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "window starts; the job steps again from 08:52: recovered; no page",
         ], [{"sim": {"slurm_job": on_node}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             *stepping, sample, *resumed]),
+        "zv-hyperpod-repair-owns-the-stalled-job.jsonl": ([
+            "title: (zv) Slurm: HyperPod itself replaces the node llama3-70b trains on (no Medic action)",
+            "expect: the probe names the node the job ran on; the reconciler sees that node Pending; the stall alarm "
+            "at 08:27 is deferred to HyperPod's repair (no requeue, no page); the node Running again at 08:40 starts "
+            "the job's recovery window; it steps again at 08:47: recovered; no page",
+        ], [{"sim": {"slurm_job": on_node}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *[{**line, "sim": {**line["sim"], "probe": {**line["sim"]["probe"], "node": REPAIRED_NAME}}}
+              if "probe" in line["sim"] else line for line in stepping],
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "status": "Pending"}}},
+            {"sim": {"advance": "2026-11-20T08:40:00Z"}},
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "status": "Running"}}},
+            *every_minute(datetime(2026, 11, 20, 8, 47, tzinfo=UTC), datetime(2026, 11, 20, 9, 0, tzinfo=UTC),
+                          steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True,
+                          node=REPAIRED_NAME)]),
     }
 
 

@@ -190,3 +190,19 @@ def test_a_drain_the_agent_never_reports_is_withdrawn_and_the_call_made_without_
     assert "need a look" in page["subject"]
     # And the agent back later never runs the withdrawn drain: it would land while HyperPod repairs the node
     assert not [argv for argv in argvs(result) if "State=DRAIN" in argv]
+
+
+def test_zv_a_repair_hyperpod_started_owns_the_watched_job_on_the_node_too(replay):
+    # Given llama3-70b training on a node (the probe names it) that HyperPod itself takes into repair at 08:14
+    result = replay(SCENARIOS / "zv-hyperpod-repair-owns-the-stalled-job.jsonl")
+    # Then the stall alarm that fires while the node is Pending is deferred to that repair: no requeue, no page
+    assert not [argv for argv in argvs(result) if argv[:2] == ["scontrol", "requeue"]]
+    stalled = [r for r in result.records if r["trigger"] == "alarm" and r["fault"] == "stalled"]
+    assert (stalled[0]["action"], stalled[0]["outcome"], stalled[0]["paged"]) == ("none", "deferred", False)
+    assert f"ip-10-1-37-73, a node llama3-70b ran on, is in repair (Pending, {INCIDENT})" in stalled[0]["reason"]
+    # And the job's window starts when the node is Running again: it steps, recovered, without any act of Medic's
+    [recovered] = [r for r in result.records if r["fault"] == "recovered"]
+    assert "the repair that held it ended at 08:45 UTC" in recovered["reason"]
+    [line] = [i for i in result.incidents if i["incident_kind"] == "stall"]
+    assert (line["acted_at"], line["resolved_at"] is not None) == (None, True)
+    assert result.pages == []

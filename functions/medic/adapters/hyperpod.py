@@ -118,8 +118,8 @@ class HyperPod:
         return NodeActionResult(False, "NotAcknowledged", "The node is in neither Successful nor Failed.")
 
     def list_nodes(self, cluster: str) -> list[NodeInfo]:
-        """Every node of the cluster with its instance group, status and logical id (ListClusterNodes, all
-        pages; NodeLogicalId comes only with IncludeNodeLogicalIds=True)."""
+        """Every node of the cluster with its instance group, status, logical id and Slurm name (ListClusterNodes, all
+        pages; NodeLogicalId comes only with IncludeNodeLogicalIds=True; ClusterNodeSummary's PrivateDnsHostname)."""
         nodes = []
         pages = self.client.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster,
                                                                           IncludeNodeLogicalIds=True)
@@ -127,7 +127,8 @@ class HyperPod:
             for summary in page.get("ClusterNodeSummaries", []):
                 nodes.append(NodeInfo(node_id=summary["InstanceId"], instance_group=summary["InstanceGroupName"],
                                       status=summary.get("InstanceStatus", {}).get("Status", "Unknown"),
-                                      logical_id=summary.get("NodeLogicalId")))
+                                      logical_id=summary.get("NodeLogicalId"),
+                                      slurm_node=slurm_node_name(summary.get("PrivateDnsHostname"), None)))
         return nodes
 
     def _refuse_blind_retries(self) -> None:

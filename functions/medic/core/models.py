@@ -223,8 +223,8 @@ class NodeInfo:
     status: str
     # NodeLogicalId: persists across BatchReplaceClusterNodes, which gives the node a new instance id.
     logical_id: str | None = None
-    # The node's Slurm node name (ip-<a>-<b>-<c>-<d>, from DescribeClusterNode's PrivateDnsHostname); None when
-    # not known (ListClusterNodes does not say it).
+    # The node's Slurm node name (ip-<a>-<b>-<c>-<d>, from the PrivateDnsHostname DescribeClusterNode and
+    # ListClusterNodes give: botocore's ClusterNodeDetails and ClusterNodeSummary); None when not known.
     slurm_node: str | None = None
 
     @property

@@ -52,6 +52,7 @@ class RepairWatch:
     reported: bool = False
     medics: bool = False  # Medic's own action started it (else HyperPod, or a person)
     origin: str | None = None  # the instance Medic acted on (a replacement's old id): its claim holds the timeline
+    slurm_node: str | None = None  # its Slurm name (ListClusterNodes' PrivateDnsHostname), when it has one
 
 
 @dataclass(frozen=True)

@@ -275,7 +275,7 @@ class NodeStore:
         return watches
 
     def watch_repair(self, cluster: str, node_id: str, status: str, since: datetime, medics: bool,
-                     origin: str | None = None) -> None:
+                     origin: str | None = None, slurm_node: str | None = None) -> None:
         """Remember that the node is in repair, since when and who started it (the first write wins), and the
         instance Medic acted on when Medic did (a replacement's old id: its claim holds the incident's timeline)."""
         values = {":since": {"S": since.isoformat()}, ":status": {"S": status},
@@ -285,6 +285,9 @@ class NodeStore:
         if origin is not None:
             values[":origin"] = {"S": origin}
             update += ", origin = if_not_exists(origin, :origin)"
+        if slurm_node is not None:  # which jobs' stall alarms this repair holds (flows/stall)
+            values[":slurm"] = {"S": slurm_node}
+            update += ", slurm_node = :slurm"
         self.table.update(self._repair_key(cluster, node_id), update, values, {"#status": "status"})
 
     def repair_reported(self, cluster: str, node_id: str, now: datetime) -> None:
@@ -338,7 +341,8 @@ def _repair_watch(item: dict) -> RepairWatch:
     return RepairWatch(
         node_id=item["sk"]["S"], status=item.get("status", {}).get("S", "Unknown"),
         since=datetime.fromisoformat(item["since"]["S"]), reported="reported_at" in item,
-        medics=item.get("started_by", {}).get("S") == "medic", origin=item.get("origin", {}).get("S"))
+        medics=item.get("started_by", {}).get("S") == "medic", origin=item.get("origin", {}).get("S"),
+        slurm_node=item.get("slurm_node", {}).get("S"))
 
 
 def _pending_claim(item: dict) -> PendingClaim:

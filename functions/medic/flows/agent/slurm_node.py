@@ -393,7 +393,10 @@ def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
     """Each node Medic drained that is Running again (itself, or its replacement under the same NodeLogicalId):
     resume it in Slurm when it kept its Slurm name, and ask where the jobs the repair hit are now."""
     cluster, deps = sweep.cluster, sweep.deps
-    if cluster.orchestrator != "slurm" or not sweep.mode.acts or not deps.agents.has_queue(cluster.name):
+    if cluster.orchestrator != "slurm" or not sweep.mode.acts:
+        return
+    release_holds_of_repaired_nodes(sweep)
+    if not deps.agents.has_queue(cluster.name):
         return
     store = RepairStore(sweep.table)
     by_logical = {node.logical_id: node for node in nodes if node.logical_id}
@@ -414,6 +417,24 @@ def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
         except (ClientError, BotoCoreError) as error:
             logger.warning("repair follow-up not issued", extra={"incident": repair.incident,
                                                                  "error_code": error_code(error)})
+
+
+def release_holds_of_repaired_nodes(sweep: NodeSweep) -> None:
+    """A watched job whose stall alarm a node repair took over (flows/stall: HyperPod's repair, or one whose jobs Medic
+    could not list) gets its recovery window once that node is Running again. Medic's own drained repairs release
+    theirs when the sweep sees to them (_issue_follow_up), never earlier: a node Medic reboots reads Running until
+    HyperPod takes it down."""
+    from medic.ledger.incidents import IncidentStore
+
+    cluster = sweep.cluster.name
+    held = [watch for watch in IncidentStore(sweep.table).recoveries() if watch.held and watch.cluster == cluster]
+    if not held:
+        return
+    medics = {repair.incident for repair in RepairStore(sweep.table).repairs(cluster)}
+    for watch in held:
+        node = sweep.by_id.get((watch.held_by or "").rsplit(":", 1)[-1])
+        if watch.held_by not in medics and node is not None and node.status == "Running":
+            start_recovery_windows(watch.held_by or "", cluster, sweep.deps, job_name=watch.job)
 
 
 def _ask_early(sweep: NodeSweep, repair: SlurmRepair) -> None:

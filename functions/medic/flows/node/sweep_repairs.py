@@ -51,7 +51,7 @@ def sweep_repairs(sweep: ClusterSweep, nodes: list[NodeInfo], acted: dict, acted
             medics = medic_at is not None and sweep.now - medic_at <= MEDIC_REPAIR_LINK
             since = repair_since(None, medic_at if medics else None, sweep.now)
             origin = _origin(sweep, node, acted) if medics else None
-            sweep.node_store.watch_repair(name, node.node_id, node.status, since, medics, origin)
+            sweep.node_store.watch_repair(name, node.node_id, node.status, since, medics, origin, node.slurm_node)
             writes += 1
             reported = False
         else:

@@ -116,6 +116,9 @@ class AlarmContext:
     # Stall ALARM: the open proof-of-recovery watch of the job's incident, when one is open (a node repair holds the
     # job, or Medic's restart is being proved): that watch owns the incident (issue 27: one incident, one owner).
     owner: RecoveryWatch | None = None
+    # Stall ALARM: a node the job ran on (the probe's per-node metrics) that HyperPod (or Medic, for jobs it could not
+    # list) is repairing, as the reconciler last saw it: (its incident, its Slurm name, its status)
+    node_in_repair: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class AlarmDecision:
     reason: str
     page: bool = False
     close_incident: bool = False
+    hold_for: str | None = None  # the node incident whose repair now owns the job (its watch is held)
 
 
 def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
@@ -201,6 +205,13 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
                              f"Alarm {ctx.subject.name} is in ALARM while a node repair holds {owner.job} "
                              f"({owner.held_by}): that repair owns this incident, so no requeue and no page; Medic "
                              "proves the job's recovery from when the node is back (or Slurm starts the job again).")
+    if ctx.node_in_repair is not None:
+        incident, name, status = ctx.node_in_repair
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             f"Alarm {ctx.subject.name} is in ALARM while {name}, a node {ctx.subject.job.name} ran "
+                             f"on, is in repair ({status}, {incident}): that repair owns this incident, so no requeue "
+                             "and no page; Medic proves the job's recovery from when the node is back.",
+                             hold_for=incident)
     if owner is not None:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              f"Alarm {ctx.subject.name} is in ALARM while Medic proves {owner.job}'s recovery after "

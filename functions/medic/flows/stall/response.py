@@ -20,7 +20,7 @@ from medic.deps import Deps
 from medic.flows.node.sweep_policy import STORM_HOLD
 from medic.flows.recovery.check import conclude_on_ok
 from medic.flows.recovery.pages import alarm_page
-from medic.flows.recovery.policy import progress_since, recovery_deadline
+from medic.flows.recovery.policy import held_deadline, made_progress, progress_since, recovery_deadline
 from medic.flows.stall.policy import (
     AlarmContext,
     AlarmKind,
@@ -81,9 +81,11 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
         recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
                            history=PROBE_HISTORY)
-    owner = None
+    owner = in_repair = None
     if stall and detail.state.value == "ALARM":  # a node repair, or Medic's own restart, may own the incident
         owner = next((w for w in incidents.recoveries() if w.incident == incident), None)
+        if owner is None and subject.cluster.orchestrator == "slurm" and not made_progress(recent):
+            in_repair = _node_in_repair(subject, table, deps, now)
     watch = since_restart = None
     if stall and detail.state.value == "OK" and open_incident is not None:
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
@@ -96,7 +98,8 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         escalated=open_incident is not None and incidents.is_escalated(incident),
         nodes_in_repair=nodes_in_repair, mode=mode, recent_progress=recent,
         stall_minutes=subject.job.stall_minutes if subject.job else 0,
-        watch=watch, progress_since_restart=since_restart, storm_held=storm_held, owner=owner))
+        watch=watch, progress_since_restart=since_restart, storm_held=storm_held, owner=owner,
+        node_in_repair=in_repair))
 
     if decision.plan is Plan.REQUEUE:
         incidents.open_alarm_incident(subject.name, incident, now)
@@ -117,6 +120,15 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                 steps_per_minute=recent.steps_per_minute_before if recent else None))
         return record
 
+    if decision.hold_for is not None and mode.acts:  # the repair owns the job: its watch, held until the node is back
+        repair_minutes = deps.config.guardrails_for(subject.cluster).repair_minutes
+        incidents.watch_recovery(RecoveryWatch(
+            incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
+            deadline=held_deadline(subject.job, repair_minutes, now), attempt=0, held_by=decision.hold_for,
+            fault_at=recent.last_heartbeat_at if recent else None,
+            last_step=recent.last_step_before if recent else None,
+            checkpoint_step=recent.checkpoint_before if recent else None,
+            steps_per_minute=recent.steps_per_minute_before if recent else None))
     about = About(incident=incident, trigger=Trigger.ALARM, event_id=event.id, mode=mode,
                   cluster=subject.cluster.name, job=subject.job.name if subject.job else None)
     record = about.record(fault=subject.fault, action=decision.action, outcome=decision.outcome,
@@ -148,6 +160,23 @@ def _close_timeline(subject: AlarmSubject, incident: str, opened: dict[str, str]
                                  cluster=subject.cluster.name, job=subject.job.name if subject.job else None,
                                  fault_at=_state_time(opened.get("fault_at")) or detected, detected_at=detected,
                                  resolved_at=now))
+
+
+def _node_in_repair(subject: AlarmSubject, table: Any, deps: Deps, now: datetime) -> tuple[str, str, str] | None:
+    """A node in repair (as the reconciler last saw it: ledger `repair#<cluster>`) that the job ran on (the probe's
+    per-node throughput over the stall window and a quarter hour before): its incident, Slurm name and status. None
+    when no node is in repair (no metrics read then), or the probe names none of them."""
+    watches = [w for w in NodeStore(table).repair_watches(subject.cluster.name).values() if w.slurm_node]
+    if not watches:
+        return None
+    window = timedelta(minutes=subject.job.stall_minutes + 15)
+    try:
+        ran_on = {node for node, _ in deps.metrics.node_throughput(subject.job.name, now, window=window)}
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("job nodes unavailable", extra={"alarm": subject.name, "error_code": error_code(error)})
+        return None
+    hit = next((w for w in watches if w.slurm_node in ran_on), None)
+    return (f"node:{subject.cluster.name}:{hit.node_id}", hit.slurm_node or "", hit.status) if hit else None
 
 
 def _state_time(text: str | None) -> datetime | None:
