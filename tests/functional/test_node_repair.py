@@ -229,3 +229,38 @@ def test_a_job_name_the_agent_reports_is_shown_printable_on_one_line(slurm, unhe
 def test_a_job_id_that_is_not_one_makes_the_jobs_unknown_never_guessed(slurm, unhealthy_event):
     record = agent_says(slurm, unhealthy_event, [{"id": "4211; reboot", "name": "x"}])
     assert (record["jobs"], record["paged"]) == (None, True)
+
+
+def watch(slurm: SlurmWorld) -> None:
+    """medic.yaml watches llama3-70b on the cluster (`jobs:`)."""
+    from medic.config import Job
+
+    config = slurm.medic.deps.config
+    slurm.medic.deps.config = config.model_copy(update={"jobs": [Job(name="llama3-70b", cluster=CLUSTER)]})
+
+
+def test_a_watched_job_the_drain_finds_is_held_by_the_repair(slurm, unhealthy_event):
+    from medic.ledger.incidents import IncidentStore
+
+    # Given llama3-70b watched, on the node a GPU fault replaces
+    watch(slurm)
+    replace(slurm, unhealthy_event)
+    # Then its proof-of-recovery watch is held by the node's incident: its stall alarm will not requeue or page, and
+    # its window waits for the node (the deadline a backstop: repair_minutes + recovery_minutes)
+    [held] = IncidentStore(slurm.medic.deps.table).recoveries()
+    assert (held.incident, held.held_by, held.attempt) == (f"job:slurm:{CLUSTER}:llama3-70b", INCIDENT, 0)
+    assert held.deadline == slurm.medic.clock[0] + timedelta(minutes=30 + 20)
+
+
+def test_when_the_call_fails_the_jobs_it_held_are_free_again(slurm, unhealthy_event):
+    from medic.ledger.incidents import IncidentStore
+
+    watch(slurm)
+    decide(slurm, unhealthy_event)
+    slurm.medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE, failed="InstanceIdNotFound")
+    slurm.slurm.answers["squeue --noheader"] = (0, "4211|llama3-70b\n", "")
+    slurm.run_agent()
+    _, [_, called] = deliver(slurm, slurm.stream_event())
+    # Then no repair holds the job: its stall alarm acts again (the node's own page asks a human to look)
+    assert (called["outcome"], called["paged"]) == ("failed", True)
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []

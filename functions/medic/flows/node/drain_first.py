@@ -28,6 +28,7 @@ from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
 from medic.flows.node.pages import node_page
 from medic.flows.node.policy import NodeDecision
+from medic.ledger.incidents import IncidentStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.table import Table
 from medic.obs import logger
@@ -96,6 +97,15 @@ def call_overdue_drains(deps: Deps, cluster: Cluster, node_ids: Iterable[str] | 
     return records
 
 
+def _end_holds(deps: Deps, incident: str) -> None:
+    """The watched jobs the drain found were held for a repair that will not happen (the call failed, or the node
+    left the cluster): their watches end, and their stall alarms act again (the node's page asks a human to look)."""
+    store = IncidentStore(deps.table)
+    for watch in store.recoveries():
+        if watch.held_by == incident:
+            store.end_recovery(watch.incident)
+
+
 def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: DrainNote, jobs: JobsHit | None,
           page_jobs: bool = False) -> dict | None:
     """Take the awaited call (once), make it, and write the decision's final record."""
@@ -117,6 +127,8 @@ def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: Drai
     decision = act_on_claim(NodeDecision(action, Outcome.EXECUTED, how, attempt=call.attempt), deps, deps.table,
                             call.cluster, call.node_id)
     after = deps.jobs_on(cluster).after_the_call(drain, decision.outcome, deps.table, cluster, call.node_id)
+    if decision.outcome in (Outcome.FAILED, Outcome.IGNORED):  # no repair came: the jobs it held are free again
+        _end_holds(deps, call.incident)
     reason = decision.reason if decision.reason.startswith(how) else f"{how} {decision.reason}"
     if after.text != drain.text:  # a failed call: what it means for the drained node
         reason += after.text.removeprefix(drain.text)
