@@ -60,8 +60,10 @@ class TrainingMetrics:
         active = sorted((at, value) for at, value in stamped.get("steps", []) if at < since and value > 0)
         recent = active[-RATE_MINUTES:]
         steps_before = [value for at, value in stamped.get("step", []) if at < since]
-        # The completion marker against the latest report: GetMetricData returns one (timestamp, value) pair per
-        # minute that has data and none for a minute without (a Heartbeat of 0 is data: a live process reported).
+        # The completion marker against the latest report. GetMetricData pairs Timestamps[x] with Values[x] (API
+        # reference, MetricDataResult), one pair per minute that holds a datapoint (a Heartbeat of 0 is one: a live
+        # process reported) and none for a minute without, as the window and history reads above rely on too. Were
+        # an empty minute ever returned, it would count as a report after the marker: Medic would act as on a stall.
         completions = [at for at, value in stamped.get("done", []) if value >= 1]
         reports = [at for at, _ in stamped.get("steps", [])]
         return Progress(steps=sum(window), last_step=max(last) if last else None, steps_before=sum(before),
