@@ -220,7 +220,7 @@ class FakeSlurm:
         base = "DOWN" if state.down else "ALLOCATED" if running else "IDLE"
         shown = "+".join([base, *(["DRAIN"] if state.drain else []), *(["NOT_RESPONDING"] if state.down else [])])
         lines = [f"NodeName={node} Arch=x86_64 CoresPerSocket=48 ",
-                 f"   NodeAddr={node} NodeHostName={node} Version=23.11.10",
+                 f"   NodeAddr={node} NodeHostName={node} Version=22.05.8",
                  f"   State={shown} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
                  "   Partitions=dev "]
         if state.reason:

@@ -60,7 +60,12 @@ def open_incidents(overview: LedgerOverview, guardrails_of: Callable[[str], Guar
     for alarm in memory.open_alarms:
         note(alarm.incident, f"alarm {alarm.alarm} in ALARM", alarm.opened_at)
     for watch in memory.recoveries:
-        note(watch.incident, f"waiting for training to resume (until {watch.deadline:%H:%M} UTC)", watch.restarted_at)
+        if watch.held:  # a node repair owns the job: its window starts when the node is back
+            note(watch.incident, f"held by the repair of {watch.held_by}: its recovery window starts when the node "
+                                 "is back", watch.restarted_at)
+        else:
+            note(watch.incident, f"waiting for training to resume (until {watch.deadline:%H:%M} UTC)",
+                 watch.restarted_at)
     for node in memory.nodes:
         state, incident = node.state, f"node:{node.cluster}:{node.node_id}"
         repair = timedelta(minutes=guardrails_of(node.cluster).repair_minutes)
@@ -70,6 +75,9 @@ def open_incidents(overview: LedgerOverview, guardrails_of: Callable[[str], Guar
             note(incident, f"{state.action} claimed, call not confirmed yet (in flight)", state.acted_at)
         elif state.outcome == "unknown":
             note(incident, f"{state.action} sent, answer lost: the reconciler re-checks the node", state.acted_at)
+        elif state.outcome == "awaiting_drain":
+            note(incident, f"{state.action} claimed, waiting for the agent's drain of the node in Slurm",
+                 state.acted_at)
     for repair in memory.repairs:
         watch = repair.watch
         text = f"in repair ({watch.status}, started by {'medic' if watch.medics else 'hyperpod'})"

@@ -18,8 +18,8 @@ LEDGER_ACTIONS = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem
 # the dry-run namespace. Every function shares the ledger module, so every function gets this one list; what it
 # keeps out of reach: restart budgets (lineage#), event claims (request#), agent commands and heartbeats.
 # tests/infra/test_least_privilege.py reads the ledger's delete calls and fails when one is missing here.
-LEDGER_DELETED_PREFIXES = ("incident#", "cluster#", "node#", "repair#", "alarm#", "recovery#", "jobfail#",
-                           "eksjobwatch#")
+LEDGER_DELETED_PREFIXES = ("incident#", "cluster#", "node#", "repair#", "slurmrepair#", "alarm#", "recovery#",
+                           "jobfail#", "eksjobwatch#")
 LEDGER_NAMESPACES = ("", "dry_run#")
 
 

@@ -94,11 +94,26 @@ def test_given_a_restart_waiting_for_training_and_an_escalation_when_status_then
     ]
 
 
+def test_given_a_watched_job_a_node_repair_holds_when_status_then_it_says_the_window_waits_for_the_node(
+        deployed: Deployed):
+    # Given llama3-70b on a node Medic is replacing (issue 27: the repair owns the job until the node is back)
+    held_by = f"node:{CLUSTER}:i-0d4e5f60718293a4b"
+    IncidentStore(deployed.ledger()).watch_recovery(RecoveryWatch(
+        "job:slurm:pretrain-slurm:llama3-70b", job="llama3-70b", cluster=CLUSTER, restarted_at=ago(minutes=5),
+        deadline=ago(minutes=-45), attempt=0, held_by=held_by))
+    result = deployed.cli("status", "--config", str(deployed.config_file), "--json")
+    assert result.code == 0, result.err
+    [shown] = json.loads(result.out)["open_incidents"]
+    assert (shown["incident"], shown["states"]) == ("job:slurm:pretrain-slurm:llama3-70b", [
+        f"held by the repair of {held_by}: its recovery window starts when the node is back"])
+
+
 def test_given_unconfirmed_calls_and_long_repairs_when_status_then_they_are_open_for_the_reconciler(
         deployed: Deployed):
     # Given a claim whose call is in flight, one whose answer was lost, and a repair the reconciler reported
     deployed.node_state("i-0aaaaaaaaaaaaaaa1", action="replace_node", at=ago(minutes=1), outcome="in_flight")
     deployed.node_state("i-0bbbbbbbbbbbbbbb2", action="reboot_node", at=ago(minutes=3), outcome="unknown")
+    deployed.node_state("i-0ddddddddddddddd4", action="replace_node", at=ago(seconds=20), outcome="awaiting_drain")
     nodes = NodeStore(deployed.ledger())
     nodes.watch_repair(CLUSTER, "i-0cccccccccccccc3", "Pending", since=ago(minutes=50), medics=False)
     nodes.repair_reported(CLUSTER, "i-0cccccccccccccc3", ago(minutes=5))
@@ -109,6 +124,8 @@ def test_given_unconfirmed_calls_and_long_repairs_when_status_then_they_are_open
     assert incidents == {
         f"node:{CLUSTER}:i-0aaaaaaaaaaaaaaa1": ["replace_node claimed, call not confirmed yet (in flight)"],
         f"node:{CLUSTER}:i-0bbbbbbbbbbbbbbb2": ["reboot_node sent, answer lost: the reconciler re-checks the node"],
+        f"node:{CLUSTER}:i-0ddddddddddddddd4": [
+            "replace_node claimed, waiting for the agent's drain of the node in Slurm"],
         f"node:{CLUSTER}:i-0cccccccccccccc3": [
             "in repair (Pending, started by hyperpod), longer than repair_minutes: paged"],
     }

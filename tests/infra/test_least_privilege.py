@@ -54,6 +54,9 @@ def _pk_prefix(node: ast.AST, constants: dict[str, str]) -> str | None:
     """The literal start of a partition key given to Table.key: f"incident#{incident}" -> incident#."""
     if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
         return node.values[0].value
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.FormattedValue) \
+            and isinstance(node.values[0].value, ast.Name):  # f"{PARTITION}{cluster}": the constant's value
+        return constants.get(node.values[0].value.id)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.Name):

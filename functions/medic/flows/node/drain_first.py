@@ -1,10 +1,15 @@
 """Drain first, then call HyperPod (issue 27): the order of Slurm's side and HyperPod's side of a node action.
 
-AWS's HyperPod Slurm guide ("Manually replace or reboot a node using Slurm") says to avoid changing a node's state
-or restarting the Slurm controller while HyperPod replaces it. A drain queued beside the call lands while the
-operation runs; so on a Slurm cluster with a live agent, the node path claims the action, queues `drain_node` and
-waits: the claim is `awaiting_drain` (ledger: the node's state item keeps what the call needs). The call is made
-exactly once (a conditional update takes the claim), by whichever comes first:
+AWS's HyperPod Slurm guide ("Manually replace or reboot a node using Slurm", docs.aws.amazon.com/sagemaker/latest/dg/
+sagemaker-hyperpod-resiliency-slurm-replace-faulty-instance.html: "Avoid changing the node state or restarting the
+Slurm controller during the operation") rules out a drain that lands mid-operation, which a drain queued beside the
+call does. Leaving Slurm's state to HyperPod instead would let new work land on the failing node until HyperPod takes
+it, and can leave a quickly rebooted node DOWN ("Node unexpectedly rebooted" unless ReturnToService=2:
+validate_node_specs, src/slurmctld/node_mgr.c) with nobody to resume it, as no AWS source says HyperPod does. So Medic
+drains first and resumes after (AWS Labs' HyperPod Slurm guidance, awslabs/agent-plugins hyperpod-slurm-debugger:
+drain before an intentional reboot, resume once it is back). On a Slurm cluster with a live agent, the node path
+claims the action, queues `drain_node` and waits: the claim is `awaiting_drain` (ledger: the node's state item keeps
+what the call needs). The call is made exactly once (a conditional update takes the claim), by whichever comes first:
   - the agent's drain result (flows/agent/slurm_node → call_after_drain): drained (or refused by Slurm: the repair
     matters more) → the call, recorded as the decision's final record;
   - its deadline (guardrails.drain_deadline_seconds), checked at each of the agent's heartbeats (every minute) and at
