@@ -171,6 +171,15 @@ class AgentChannel(Construct):
             actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
                      "dynamodb:ListStreams"],
             resources=[shared.table.table_stream_arn]))
+        # Where Lambda reports a batch of the ledger's stream it gave up on. It sends where the batch was (shard,
+        # sequence numbers, stream), not the records: "The actual records aren't included, so you must process this
+        # record and retrieve them from the stream before they expire" (Lambda developer guide, "Using AWS Lambda
+        # with Amazon DynamoDB", Error handling); a stream keeps a record 24 hours (DynamoDB developer guide, "Change
+        # data capture for DynamoDB Streams"). So a queue of its own, apart from the function's dead-letter queue
+        # (whose messages are events to redrive as they are), with its own runbook: `medic stream-failures`.
+        self.stream_failures = DeadLetterQueue(
+            Construct(self, "ResultsStream"), "DeadLetters", key=shared.key,
+            runbook="docs/runbooks/agent-results-stream.md ('medic stream-failures' within 24 hours)")
         self.results.function.add_event_source(sources.DynamoEventSource(
             shared.table,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
@@ -178,7 +187,7 @@ class AgentChannel(Construct):
             bisect_batch_on_error=True,
             retry_attempts=10,
             report_batch_item_failures=True,
-            on_failure=sources.SqsDlq(self.results.dead_letters),
+            on_failure=sources.SqsDlq(self.stream_failures.queue),
             filters=[lambda_.FilterCriteria.filter({
                 "eventName": lambda_.FilterRule.or_("INSERT", "MODIFY"),
                 # the agents' own items only: their results, and their heartbeats (timed here by DynamoDB)
@@ -189,6 +198,12 @@ class AgentChannel(Construct):
             Validations.of(self.results.role).acknowledge(Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Action::{action}]",
                 reason="CDK's grant for the stream's on-failure queue; the statement names Medic's own key only."))
+        stack = Stack.of(self)
+        CfnOutput(stack, "AgentResultsStreamFailuresQueueUrl", value=self.stream_failures.queue.queue_url,
+                  description="where Lambda reports the agent results' stream batches it gave up on (medic "
+                              "stream-failures)")
+        CfnOutput(stack, "AgentResultsFunctionName", value=self.results.function.function_name,
+                  description="the agent results function (medic stream-failures re-delivers to it)")
 
 
     def issue_node_commands(self, *functions: MedicFunction) -> None:
