@@ -94,9 +94,11 @@ class MedicFunction(Construct):
     def route(self, rule: events.Rule, *, scheduled: bool = False) -> None:
         """Deliver the rule's events here, live events only (a replay from the archive never reaches a handler:
         exclude_replays). A delivery EventBridge cannot make (the invoke itself refused: throttled, no
-        permission) is retried for a day (EventBridge's maximum), then kept in the dead-letter queue; a
+        permission) is retried for a day (EventBridge's maximum: EventBridge user guide, "Event retry policy and
+        using dead-letter queues", 24 hours and 185 attempts by default), then kept in the dead-letter queue; a
         scheduled run is not worth delivering late: the next one comes soon. Once Lambda accepted the event,
-        retrying a failed handler is Lambda's (retry_attempts above)."""
+        retrying a failed handler is Lambda's (retry_attempts above: Lambda developer guide, "Asynchronous
+        invocation")."""
         retries, age = (2, Duration.minutes(10)) if scheduled else (185, Duration.hours(24))
         if not scheduled:
             exclude_replays(rule)
