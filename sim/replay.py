@@ -38,7 +38,7 @@ from sim.hyperpod import INSTANCE_ID, LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISI
 from sim.slurm import JOB_NAME as SLURM_JOB_NAME
 from sim.slurm import MAX_CONTROLLERS as SLURM_MAX_CONTROLLERS
 from sim.slurm import STATES as SLURM_STATES
-from sim.streams import StreamMapping
+from sim.streams import StreamMapping, failure_record
 from sim.synth import ROOT, import_paths, load_config, stack_template
 from sim.world import Function, Schedule, World
 
@@ -497,6 +497,10 @@ class Replay:
             when = self.now or datetime.now(UTC).replace(microsecond=0)
             self.error(lineno, f"event time {event.get('time')!r} is not an ISO 8601 time; "
                                f"replaying it at {when.isoformat()}")
+        if "replay-name" in event and self.now is not None and when < self.now:
+            # An EventBridge replay sends an archived event again now, with its original time (StartReplay: events
+            # are replayed "based on the time in the event"): it arrives at the replay clock, its time unchanged.
+            when = self.now
         self.move_clock(when)
         self.deliver_event(event, when)
 
@@ -627,6 +631,10 @@ class Replay:
                     self.result.errors.append(text)
                     self.result.dropped.append({"function": mapping.function.name, "source": mapping.stream_arn,
                                                 "records": len(batch)})
+                    if mapping.on_failure:  # where the batch was, not its records (sim.streams.failure_record)
+                        record = failure_record(mapping, batch, attempts, raised, str(uuid.uuid4()), datetime.now(UTC))
+                        self.world.client("sqs").send_message(QueueUrl=mapping.on_failure,
+                                                              MessageBody=json.dumps(record))
                     break
                 if raised and mapping.bisect and len(batch) > 1:
                     half = len(batch) // 2

@@ -15,6 +15,9 @@ from medic.config_training import DEFAULT_FAILURE_RULES, FailureRule, Strict, Tr
 
 # SageMaker HyperPod cluster names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+# An EKS cluster's OIDC issuer URL (Amazon EKS user guide, "Create an IAM OIDC provider for your cluster":
+# https://oidc.eks.<region>.amazonaws.com/id/<ID>; amazonaws.com.cn in the China regions).
+EKS_OIDC_ISSUER_PATTERN = r"^https://oidc\.eks\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/id/[A-Za-z0-9]{1,64}$"
 INSTANCE_GROUP_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 
@@ -104,6 +107,22 @@ class Cluster(Strict):
     # EKS clusters with Container Insights: the EKS cluster's name; its cluster_failed_node_count joins Medic's
     # own FailedNodes gauge (every cluster's failed-node alarm) as a second witness.
     eks_cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+    # EKS clusters whose agent gets AWS credentials through IRSA instead of EKS Pod Identity: the EKS cluster's OIDC
+    # issuer, as `aws eks describe-cluster --name <eks> --query cluster.identity.oidc.issuer` prints it. The agent
+    # role then also trusts that IAM OIDC provider (sts:AssumeRoleWithWebIdentity for the agent's ServiceAccount).
+    eks_oidc_issuer: str | None = Field(default=None, pattern=EKS_OIDC_ISSUER_PATTERN)
+
+    @model_validator(mode="after")
+    def _eks_only(self) -> Cluster:
+        if self.eks_oidc_issuer is not None and self.orchestrator != "eks":
+            raise ValueError(f"eks_oidc_issuer: only an EKS cluster's agent uses IRSA ({self.name!r} is "
+                             f"orchestrated by {self.orchestrator})")
+        return self
+
+    @property
+    def eks_oidc_provider(self) -> str | None:
+        """The IAM OIDC provider's name for the issuer (its ARN's resource part, and the condition keys' prefix)."""
+        return self.eks_oidc_issuer.removeprefix("https://") if self.eks_oidc_issuer else None
 
     @field_validator("protected_groups")
     @classmethod

@@ -94,3 +94,15 @@ def test_two_jobs_naming_one_kubernetes_object_are_refused():
     with pytest.raises(ConfigError, match="more than one job names the same Kubernetes object"):
         parse_config({**EKS, "jobs": [{"name": "a", "cluster": "finetune-eks", "object_name": "bert"},
                                       {"name": "bert", "cluster": "finetune-eks"}]})
+
+
+def test_the_oidc_issuer_is_an_eks_clusters_and_named_when_wrong():
+    issuer = "https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+    eks = {"name": "finetune-eks", "id": "p7r2m4x9c1qa", "orchestrator": "eks", "eks_oidc_issuer": issuer}
+    [cluster] = parse_config({"clusters": [eks]}).clusters
+    assert cluster.eks_oidc_provider == issuer.removeprefix("https://")
+    with pytest.raises(ConfigError, match="eks_oidc_issuer: only an EKS cluster's agent uses IRSA"):
+        parse_config({"clusters": [{**eks, "orchestrator": "slurm"}]})
+    for wrong in ("oidc.eks.us-west-2.amazonaws.com/id/EXAMPLE", "https://example.com/id/EXAMPLE"):
+        with pytest.raises(ConfigError, match="eks_oidc_issuer"):
+            parse_config({"clusters": [{**eks, "eks_oidc_issuer": wrong}]})
