@@ -251,6 +251,17 @@ def test_pods_stuck_terminating_past_the_guardrail_restart_the_job_once_under_it
     assert (body["kind"], body["job_name"]) == ("restart_job", JOB)
 
 
+def test_pods_stuck_terminating_on_a_ready_node_are_left_to_its_kubelet(eks):
+    # Given a bert-xl pod Terminating for 45 minutes on a node HyperPod labels for replacement, whose kubelet is alive
+    eks.heartbeat()
+    since = (eks.medic.clock[0] - timedelta(minutes=45)).isoformat()
+    report_nodes(eks, [node(status="UnschedulablePendingReplacement", ready=True, terminating_since=since)])
+    # Then the node is recorded, and no restart is queued: the agent would force-delete nothing there
+    [record] = sweep(eks)
+    assert record["fault"] == "k8s_node_unhealthy" and record["action"] == "none"
+    assert eks.depth() == 0
+
+
 def test_pods_of_jobs_medic_does_not_watch_are_never_restarted(eks):
     eks.heartbeat()
     since = (eks.medic.clock[0] - timedelta(hours=2)).isoformat()

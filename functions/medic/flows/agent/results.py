@@ -166,7 +166,7 @@ def _what_ran(result: AgentResult, job: str | None, restart: bool) -> str:
         deleted = f"deleted {len(pods)} pod(s) of {job} for its controller to recreate" if pods else \
             f"restarted {job}"
         shown_pods = f" ({', '.join(pods[:8])}{', ...' if len(pods) > 8 else ''})" if pods else ""
-        force = f"; force-deleted {len(forced)} stuck Terminating on a failed node" if forced else ""
+        force = f"; force-deleted {len(forced)} stuck Terminating on a NotReady node" if forced else ""
         return f"{deleted}{shown_pods}{force}"
     ids = ", ".join([job_id for job_id in result.job_ids if matches(SQUEUE_JOB_ID, job_id)][:20])
     return f"requeued Slurm job {ids}" if ids else f"requeued {job}"
