@@ -19,16 +19,20 @@ What it models, with the Kubernetes documentation it follows:
   object). A call the manifest does not grant is 403 with the API server's message.
 - Label selectors (Labels and Selectors: equality-based `k=v`, `k==v`, `k!=v`, existence `k`, `!k`) and the
   field selectors `spec.nodeName` and `metadata.name` on pods.
-- Pod deletion (Pod Lifecycle, "Termination of Pods" and "Forced Pod termination"): DELETE sets
-  metadata.deletionTimestamp (now + grace period) and deletionGracePeriodSeconds; the kubelet of a Ready node
-  then stops the pod and the object goes (here at once); on a NotReady node no kubelet confirms, so the pod stays
-  Terminating; gracePeriodSeconds=0 removes the object at once. A second DELETE may only shorten the grace.
-  A pod bound to no node goes at once.
-- Controllers (emulated, in-process, after each change): a Job's controller replaces terminating or deleted pods
-  at once (podReplacementPolicy TerminatingOrFailed, the default: Jobs, "Delayed creation of replacement pods"),
-  new random-suffix names; the Kubeflow training-operator and HyperPod's operator recreate a missing replica by
-  its fixed name (<job>-master-0/<job>-worker-<i>; <job>-pod-<i>) once the old pod object is gone — a pod stuck
-  Terminating on a dead node blocks that (kubeflow/trainer issues 2072, 2000).
+- Pod deletion (Pod Lifecycle, "Termination of Pods" and "Forced Pod termination",
+  https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/): DELETE sets metadata.deletionTimestamp (now +
+  grace period) and deletionGracePeriodSeconds; the kubelet of a Ready node then stops the containers (they exit
+  with the job's SIGTERM exit code), gives the pod its terminal phase from their exit codes (all 0: Succeeded, else
+  Failed: "Pod phase", since Kubernetes 1.27) and the object goes (here at once, the controllers seeing each step);
+  on a NotReady node no kubelet confirms, so the pod stays Terminating; gracePeriodSeconds=0 removes the object at
+  once. A second DELETE may only shorten the grace. A pod bound to no node goes at once.
+- Controllers (emulated, in-process, after each change; each method cites its source): the Kubeflow
+  training-operator for a PyTorchJob (`_training_operator`: restartPolicy, a deleted pod counted as failed, a
+  finished job left alone), the batch/v1 Job controller (`_job_controller`: every deleted pod counted against
+  backoffLimit, replacements at once under the default podReplacementPolicy TerminatingOrFailed: Jobs, "Delayed
+  creation of replacement pods"), and HyperPod's operator (`_hyperpod_operator`, an assumption: AWS documents none).
+  A replica recreated by its fixed name (<job>-master-0/<job>-worker-<i>; <job>-pod-<i>) waits until the old pod
+  object is gone: a pod stuck Terminating on a dead node blocks it (kubeflow/trainer issues 2072, 2000).
 Every request is recorded (`calls`: verb, path, status) for the replay's `kubernetes_call` lines.
 """
 
