@@ -87,7 +87,8 @@ def test_the_configmap_says_which_launchers_exit_128_or_more_on_sigterm_and_the_
     config = {**CONFIG, "jobs": [*CONFIG["jobs"], {"name": "bert-xs", "cluster": CLUSTER, "namespace": "kubeflow",
                                                    "launcher_exits_128_or_more_on_sigterm": True}]}
     documents = render_module().render(config, cluster=CLUSTER, queue_url="q", table="t", region="r")
-    text = next(doc for doc in documents if doc["metadata"]["name"] == "medic-agent-config")["data"]["watched-jobs.json"]
+    configmap = next(doc for doc in documents if doc["metadata"]["name"] == "medic-agent-config")
+    text = configmap["data"]["watched-jobs.json"]
     watched = {job.name: job.launcher_exits_128_or_more_on_sigterm for job in load_watched(text)}
     assert watched == {"etl": False, "llama": False, "bert-xl": False, "bert-xs": True}
 

@@ -132,6 +132,12 @@ def test_an_instance_has_a_node_object_only_once_its_kubelet_registers(replay):
     ({"cluster": CLUSTER, "name": "x", "kind": "MPIJob"}, "'kind' must be one of"),
     ({"cluster": CLUSTER, "name": "x", "replicas": 0}, "'replicas' must be"),
     ({"cluster": CLUSTER, "name": "x", "color": "red"}, "unknown field"),
+    ({"cluster": CLUSTER, "name": "x", "restart_policy": "Sometimes"}, "'restart_policy' is a PyTorchJob's"),
+    ({"cluster": CLUSTER, "name": "x", "kind": "Job", "restart_policy": "Never"}, "'restart_policy' is a PyTorchJob's"),
+    ({"cluster": CLUSTER, "name": "x", "backoff_limit": 3}, "'backoff_limit' is a batch Job's"),
+    ({"cluster": CLUSTER, "name": "x", "kind": "Job", "backoff_limit": -1}, "'backoff_limit' is a batch Job's"),
+    ({"cluster": CLUSTER, "name": "x", "status": "Complete"}, "'status' must be one of Succeeded, Failed"),
+    ({"cluster": CLUSTER, "name": "x", "sigterm_exit_code": 256}, "'sigterm_exit_code' must be 0..255"),
 ])
 def test_bad_k8s_job_directives_are_errors(replay, spec, error):
     directive(replay, 1, {"k8s_job": spec})

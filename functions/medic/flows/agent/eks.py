@@ -156,8 +156,9 @@ def assess_node_report(report: NodeReport, jobs: list[Job], now: datetime, stuck
                        ) -> tuple[list[NodeNotice], list[StuckJob]]:
     """Which reported nodes to record (every one in trouble, with the watched jobs on it) and which watched jobs
     to restart because their pods have been stuck Terminating on a NotReady node for longer than ``stuck_after``
-    (the restart's agent force-deletes them; on a Ready node, labelled or not, the kubelet finishes them). Never a job Medic does not watch. ``medic_actions``: the nodes
-    (instance ids) Medic itself is repairing, and how (reboot_node, replace_node)."""
+    (the restart's agent force-deletes them; on a Ready node, labelled or not, the kubelet finishes them). Never a
+    job Medic does not watch. ``medic_actions``: the nodes (instance ids) Medic itself is repairing, and how
+    (reboot_node, replace_node)."""
     by_object = {(job.kubernetes_object().kind, job.kubernetes_object().namespace, job.kubernetes_object().name): job
                  for job in jobs}
     notices: list[NodeNotice] = []
