@@ -350,3 +350,4 @@ def test_writes_that_are_not_results_are_skipped(slurm):
     # Then nothing is recorded and nothing is written
     assert (response, records) == ({"batchItemFailures": []}, [])
     assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
+

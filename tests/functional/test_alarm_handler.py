@@ -385,3 +385,24 @@ def test_training_resumes_at_the_first_minute_that_counts_steps_not_at_the_stall
     # Then training resumed at 03:14, from step 1200: the 03:11 flush is not the restart stepping
     assert progress.first_step_at == restart + timedelta(minutes=4)
     assert progress.first_step == 1200
+
+
+
+def test_a_requeue_slurm_refuses_pages_once_and_leaves_no_recovery_to_prove(slurm, monkeypatch):
+    from medic.handlers import agent_results
+    from tests.functional.test_agent_results import deliver
+
+    # Given Medic requeued the stalled job (its recovery watched), and Slurm refuses the requeue
+    monkeypatch.setattr(agent_results, "dependencies", lambda: slurm.medic.deps)
+    slurm.heartbeat()
+    respond_to_alarm(alarm(), slurm.medic.deps)
+    assert len(IncidentStore(slurm.medic.deps.table).recoveries()) == 1
+    slurm.stream_event()
+    slurm.slurm.answers["squeue --noheader"] = (0, "4211\n", "")
+    slurm.slurm.answers["scontrol requeue"] = (1, "", "Requested operation is presently disabled for job 4211")
+    slurm.run_agent()
+    _, [record] = deliver(slurm, slurm.stream_event())
+    # Then its failure pages once, and nothing is left to prove: no no_progress page later (one incident, one page)
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert IncidentStore(slurm.medic.deps.table).recoveries() == []
+    assert len(slurm.medic.pages()) == 1

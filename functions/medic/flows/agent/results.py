@@ -112,8 +112,10 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         situation = result.refusal if restart and result.refusal in EKS_REFUSALS else "failed"
         text = slurm_job_page(final, context.details or "", deps.region, situation=situation)
         final = final.paged_if(page_incident(deps, table, final, text))
-        if restart and not result.pods and not result.force_deleted:
-            # Nothing deleted, nothing restarted: no recovery to prove, and this page is the incident's one page.
+        nothing = not result.pods and not result.force_deleted if restart else not result.job_ids
+        if nothing:
+            # Nothing deleted or requeued, nothing restarted: no recovery to prove, and this page is the incident's
+            # one page (a Slurm requeue Slurm refused, as an EKS restart the agent refused).
             IncidentStore(table).end_recovery_of(context.incident, context.attempt or 0)
     elif final.outcome is Outcome.EXECUTED:
         # Done: the job's next failure is a new incident that may page again.
