@@ -412,8 +412,8 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
     resumed = every_minute(datetime(2026, 11, 20, 8, 52, tzinfo=UTC), datetime(2026, 11, 20, 9, 5, tzinfo=UTC),
                            steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True)
     return {
-        "zu-repair-owns-the-stalled-job.jsonl": ([
-            "title: (zu) Slurm: the node under the watched job llama3-70b is replaced while the job trains",
+        "zzr-repair-owns-the-stalled-job.jsonl": ([
+            "title: (zzr) Slurm: the node under the watched job llama3-70b is replaced while the job trains",
             "expect: the drain first, then the replace once the agent reports it (the drain's record lists job "
             "4211); the job ends when the node goes down and is requeued by the 08:19 sweep; the stall alarm fires "
             "while the node is in repair: deferred to the repair (no second requeue, no page); at 08:49 the "
@@ -421,8 +421,8 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "window starts; the job steps again from 08:52: recovered; no page",
         ], [{"sim": {"slurm_job": on_node}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             *stepping, sample, *resumed]),
-        "zv-hyperpod-repair-owns-the-stalled-job.jsonl": ([
-            "title: (zv) Slurm: HyperPod itself replaces the node llama3-70b trains on (no Medic action)",
+        "zzs-hyperpod-repair-owns-the-stalled-job.jsonl": ([
+            "title: (zzs) Slurm: HyperPod itself replaces the node llama3-70b trains on (no Medic action)",
             "expect: the probe names the node the job ran on; the reconciler sees that node Pending; the stall alarm "
             "at 08:27 is deferred to HyperPod's repair (no requeue, no page); the node Running again at 08:40 starts "
             "the job's recovery window; it steps again at 08:47: recovered; no page",

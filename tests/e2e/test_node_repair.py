@@ -122,10 +122,10 @@ def test_a_reboot_drains_the_node_and_resumes_it_under_the_same_instance_id(repl
 # --- issue 27: drain first, then the call; one incident, one owner
 
 
-def test_zu_the_repair_owns_the_watched_job_it_hits_and_its_recovery_window_starts_when_the_node_is_back(replay):
+def test_zzr_the_repair_owns_the_watched_job_it_hits_and_its_recovery_window_starts_when_the_node_is_back(replay):
     # Given llama3-70b (watched: stall 10 min, recovery 20 min) training on the node, its agent up
     # When a GPU fault replaces the node; the job can run again only once the replacement is back
-    result = replay(SCENARIOS / "zu-repair-owns-the-stalled-job.jsonl")
+    result = replay(SCENARIOS / "zzr-repair-owns-the-stalled-job.jsonl")
     name = argvs(result)[0][2].removeprefix("NodeName=")
     # Then the node is drained first, and HyperPod called only once the agent reported the drain
     node_records = [r for r in result.records if r["incident"] == INCIDENT]
@@ -192,9 +192,9 @@ def test_a_drain_the_agent_never_reports_is_withdrawn_and_the_call_made_without_
     assert not [argv for argv in argvs(result) if "State=DRAIN" in argv]
 
 
-def test_zv_a_repair_hyperpod_started_owns_the_watched_job_on_the_node_too(replay):
+def test_zzs_a_repair_hyperpod_started_owns_the_watched_job_on_the_node_too(replay):
     # Given llama3-70b training on a node (the probe names it) that HyperPod itself takes into repair at 08:14
-    result = replay(SCENARIOS / "zv-hyperpod-repair-owns-the-stalled-job.jsonl")
+    result = replay(SCENARIOS / "zzs-hyperpod-repair-owns-the-stalled-job.jsonl")
     # Then the stall alarm that fires while the node is Pending is deferred to that repair: no requeue, no page
     assert not [argv for argv in argvs(result) if argv[:2] == ["scontrol", "requeue"]]
     stalled = [r for r in result.records if r["trigger"] == "alarm" and r["fault"] == "stalled"]
