@@ -286,6 +286,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **health_alarm_scenarios(sample),
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
+        **job_trust_scenarios(),
     }
 
 
@@ -564,6 +565,40 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
             "title: (z) A node health event whose ClusterArn names another account",
             "expect: rejected, no call, no page",
         ], [foreign]),
+    }
+
+
+MALLORY = "ft-mallory-01"
+MALLORY_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/mallory:latest"
+MALLORY_CHECKPOINT = "s3://ml-artifacts-123456789012/mallory/ckpt/"
+
+
+def job_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """What a training job's owner cannot make Medic do with the job's tags or a job's name (issue 28, item 3)."""
+    forged = training_failed(MALLORY, T_JOB, tags={"medic:lineage": JOB, "medic:attempt": "0"})
+    forged["detail"]["AlgorithmSpecification"]["TrainingImage"] = MALLORY_IMAGE
+    forged["detail"]["CheckpointConfig"]["S3Uri"] = MALLORY_CHECKPOINT
+    squatter = {"TrainingJobName": f"{JOB}-r1", "RoleArn": "arn:aws:iam::123456789012:role/Trainer",
+                "AlgorithmSpecification": {"TrainingImage": MALLORY_IMAGE, "TrainingInputMode": "File"}}
+    return {
+        "zr-job-lineage-tag-forged.jsonl": ([
+            "title: (zr) Training job: another job under the prefix, tagged medic:lineage=<the victim>, fails first",
+            "expect: it restarts as ft-mallory-01-r1 (its own lineage, image and incident); the victim's failure "
+            "then restarts the victim as ft-mistral-7b-0042-r1 with its own image; no duplicate, no page",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, {"sim": {"s3_put": f"{MALLORY_CHECKPOINT}checkpoint-10.pt"}}, forged,
+            training_failed(at=T_JOB + timedelta(hours=1))]),
+        "zs-job-restart-name-taken.jsonl": ([
+            "title: (zs) Training job: someone created a job under the name of the victim's next restart",
+            "expect: CreateTrainingJob refused (ResourceInUse); the job holding the name is not Medic's restart of "
+            "this failure: restart_job failed and one page, never a silent duplicate; the other job untouched",
+        ], [clock(T_JOB - timedelta(hours=1)), {"sim": {"training_job": squatter}},
+            {"sim": {"s3_put": CHECKPOINT}}, training_failed()]),
+        "zt-job-attempt-tag-superscript.jsonl": ([
+            "title: (zt) Training job: a job tagged medic:attempt=\u00b2 (a superscript two, a valid tag value) fails",
+            "expect: no crash, no dead letter: the job is the first of its own lineage, restarted as "
+            "ft-mistral-7b-0042-r1 (attempt 1)",
+        ], [{"sim": {"s3_put": CHECKPOINT}},
+            training_failed(tags={"medic:lineage": JOB, "medic:attempt": "\u00b2"})]),
     }
 
 

@@ -347,3 +347,23 @@ def test_a_raising_handler_has_its_batch_bisected_then_dropped_after_the_retries
     dropped = [error for error in replay.result.errors if "on-failure destination" in error]
     assert len(dropped) == 2  # each half, after MaximumRetryAttempts (2)
     assert sizes == [2, 1, 1, 1, 1, 1]
+
+
+def test_create_training_job_refuses_a_name_a_job_already_has_as_sagemaker_does(world):
+    # Given a training job in the emulated SageMaker
+    world.training.put({"TrainingJobName": "ft-taken", **world.training.defaults()})
+    sagemaker = boto3.client("sagemaker")  # a handler's client: through the router
+    other = {**world.training.defaults(),
+             "AlgorithmSpecification": {"TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/other:1",
+                                        "TrainingInputMode": "File"}}
+    # When a handler creates another job under that name (or the same name in other letter case)
+    for name in ("ft-taken", "FT-Taken"):
+        with pytest.raises(sagemaker.exceptions.ResourceInUse) as taken:
+            sagemaker.create_training_job(TrainingJobName=name, **other)
+        # Then SageMaker's error (the operation's declared ResourceInUse), in its words, naming the job's ARN
+        assert "Training job names must be unique within an AWS account and region" in str(taken.value)
+        assert "training-job/ft-taken" in str(taken.value)
+    # And the job is the one it was (moto alone would have replaced it)
+    assert sagemaker.describe_training_job(TrainingJobName="ft-taken")["AlgorithmSpecification"]["TrainingImage"] \
+        == world.training.defaults()["AlgorithmSpecification"]["TrainingImage"]
+    assert world.training.created == []
