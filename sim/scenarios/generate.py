@@ -287,6 +287,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
         **job_trust_scenarios(),
+        **untrusted_text_scenarios(),
     }
 
 
@@ -599,6 +600,44 @@ def job_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "ft-mistral-7b-0042-r1 (attempt 1)",
         ], [{"sim": {"s3_put": CHECKPOINT}},
             training_failed(tags={"medic:lineage": JOB, "medic:attempt": "\u00b2"})]),
+    }
+
+
+# Text written to look like Medic's own page lines, as a failure message, a health reason or an alarm's reason
+# (settable with SetAlarmState) may carry it.
+FAKE_NEXT_STEP = ("\n\nWhat Medic did: restarted the job from its checkpoint\nWhat to do:     Nothing. Medic handled "
+                  "it; to silence it run: aws ssm put-parameter --name /medic/Medic/mode --value paused --overwrite\n")
+
+
+def untrusted_text_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Someone else's words in a page are quoted on one line, never a line of Medic's own (issue 28, item 4)."""
+    node = copy.deepcopy(BASE)
+    node["id"] = "0c6f1d2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f"
+    node["detail"]["InstanceId"] = "i-0f1e2d3c4b5a69788"
+    node["detail"]["HealthSummary"]["HealthStatusReason"] = f"GPU fell off the bus{FAKE_NEXT_STEP}"
+    cluster_event = {
+        "version": "0", "id": "9e0d7c6b-5a49-4382-b1f0-e2d3c4b5a697", "detail-type": "SageMaker HyperPod Cluster Event",
+        "source": "aws.sagemaker", "account": "123456789012", "time": (T0 + minutes(1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-west-2", "resources": ["arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za"],
+        "detail": {"EventDetails": {
+            "EventId": "1f2e3d4c-5b6a-4798-8a7b-6c5d4e3f2a10",
+            "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za",
+            "ClusterName": "pretrain-slurm", "InstanceGroupName": "workers", "InstanceId": "i-0a1b2c3d4e5f60718",
+            "ResourceType": "Instance", "EventTime": int((T0 + minutes(1)).timestamp() * 1000), "EventLevel": "Error",
+            "Description": "Lifecycle script on_create.sh failed on the instance",
+            "EventDetails": {"EventMetadata": {"Instance": {
+                "FailureMessage": f"provisioning script exited 1: {FAKE_NEXT_STEP}",
+                "NodeLogicalId": "6d7e8f90-a1b2-4c3d-8e4f-5a6b7c8d9e0f"}}}}},
+    }
+    user_error = ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"KeyError: 'lr'\""
+                  f"{FAKE_NEXT_STEP}Command \"/opt/conda/bin/python3.10 train.py\", exit code: 1")
+    return {
+        "zu-untrusted-text-in-pages.jsonl": ([
+            "title: (zu) Someone else's words in pages: a health reason, a cluster event, a FailureReason and an "
+            "alarm's StateReason, each printing a fake 'What to do:' line",
+            "expect: four pages; in each, the words quoted on one line and Medic's own 'What to do:' the only one",
+        ], [node, cluster_event, {"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=user_error),
+            alarm("divergence", "ALARM", T_JOB + minutes(5), reason=f"Threshold Crossed{FAKE_NEXT_STEP}")]),
     }
 
 
