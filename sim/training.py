@@ -274,7 +274,8 @@ def name_in_use(arn: str) -> str:
     AWS account and region, and a training job with this name already exists (arn:...)",
     github.com/aws/amazon-sagemaker-examples pull 3108). Names differing only in case collide too
     (``TrainingWorld.job``): an assumption, since a job's ARN carries its name lower-cased and two such jobs
-    would share one ARN. Training jobs cannot be deleted, so a name is taken for good."""
+    would share one ARN. A name is free again once its job is deleted (DeleteTrainingJob: "After deleting the job,
+    you can reuse its name", botocore's model); moto has no DeleteTrainingJob, nor does the emulator."""
     return ("Training job names must be unique within an AWS account and region, and a training job with this "
             f"name already exists ({arn})")
 
