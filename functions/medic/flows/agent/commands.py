@@ -355,7 +355,10 @@ def forged_result_page(record: Mapping[str, Any], region: str) -> PageText:
 
 def _requester(requester: dict) -> str:
     claimed = f", says it is {quoted(requester['claimed_by'], 128)}" if requester.get("claimed_by") else ""
-    return f"an event from account {requester['account']} (source {requester['source']}{claimed}; unverified)"
+    # the event's own fields: EventBridge fills them for PutEvents, but a redriven or directly invoked event says
+    # anything: quoted like the rest of the sender's words
+    return (f"an event from account {quoted(requester['account'], 64)} (source {quoted(requester['source'], 256)}"
+            f"{claimed}; unverified)")
 
 
 QUOTED_LIMIT = 200  # an agent's free text in a reason: one line, quoted, at most this long
