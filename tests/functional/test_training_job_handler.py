@@ -332,6 +332,23 @@ def test_medics_own_restart_from_a_run_that_died_is_a_duplicate(world, failed_ev
     assert medic.pages() == []
 
 
+def test_a_new_job_under_a_restarted_jobs_name_is_paged_not_taken_for_the_old_failure(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    assert handle(medic, failed_event)["outcome"] == "executed"  # JOB-r1, for this JOB's failure
+    # Given, nine days later, JOB was deleted and a new job of that name created (its failure claim has expired)
+    medic.at("2026-11-29T08:14:05Z")
+    JobStore(medic.deps.table).release_job_failure(JOB)
+    stamp(JOB, medic.clock[0] - timedelta(hours=2))
+    # When the new JOB fails
+    record = handle(medic, failed_event)
+    # Then its restart's name JOB-r1 is Medic's restart of the earlier JOB: not a duplicate, a page
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert f"Medic created that name for the failure of an earlier job named {JOB}" in record["reason"]
+    assert training.names() == [JOB, f"{JOB}-r1"]
+
+
 def test_a_job_that_reuses_the_name_of_medics_restart_does_not_inherit_its_lineage(world, failed_event):
     medic, training = world
     # Given Medic created ft-...-r1 five days ago; that job was deleted, and someone created a new one of that name

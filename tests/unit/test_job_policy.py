@@ -52,10 +52,17 @@ def test_medics_restart_is_a_job_created_while_a_run_could_have_been_calling():
 
 
 def test_a_taken_restart_name_is_medics_own_only_for_this_failure_and_in_time():
-    assert not_medics_restart(R2, "ft-x-r1", MEDIC_DECIDED) is None
-    assert not_medics_restart(None, "ft-x-r1", MEDIC_DECIDED) == "Medic has no record of creating it"
-    assert "for the failure of ft-x-r1, not of ft-y" in not_medics_restart(R2, "ft-y", MEDIC_DECIDED)
-    assert "created at 2026-11-20 07:14:05 UTC" in not_medics_restart(R2, "ft-x-r1",
+    r1_created = MEDIC_DECIDED - timedelta(hours=3)
+    r2 = MedicRestart(name="ft-x-r2", root="ft-x", attempt=2, restarted_from="ft-x-r1", intended_at=MEDIC_DECIDED,
+                      restarted_from_created=r1_created)
+    assert not_medics_restart(r2, "ft-x-r1", r1_created, MEDIC_DECIDED) is None
+    assert not_medics_restart(None, "ft-x-r1", r1_created, MEDIC_DECIDED) == "Medic has no record of creating it"
+    # the note is for another job's failure, or for an earlier job of the same name (a name is reusable)
+    assert "for the failure of ft-x-r1, not of this one" in not_medics_restart(r2, "ft-y", r1_created, MEDIC_DECIDED)
+    assert "an earlier job named ft-x-r1" in not_medics_restart(r2, "ft-x-r1", r1_created + timedelta(days=9),
+                                                                 MEDIC_DECIDED)
+    # created an hour before Medic decided: someone else's
+    assert "created at 2026-11-20 07:14:05 UTC" in not_medics_restart(r2, "ft-x-r1", r1_created,
                                                                        MEDIC_DECIDED - timedelta(hours=1))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from medic.ledger.table import Key, Table, expires, readable
 
@@ -33,13 +33,19 @@ class LineageRestarts:
 @dataclass(frozen=True)
 class MedicRestart:
     """A training job Medic created (or tried to): the restart ``attempt`` of lineage ``root``, started for the
-    failure of ``restarted_from``; ``intended_at``: when Medic decided, before its CreateTrainingJob call."""
+    failure of ``restarted_from`` (the failed job created at ``restarted_from_created``: a name alone may be another
+    job's later); ``intended_at``: when Medic decided, before its CreateTrainingJob call."""
 
     name: str
     root: str
     attempt: int
     restarted_from: str
     intended_at: datetime
+    restarted_from_created: datetime | None = None
+
+    def restarts(self, failed_job: str, failed_created: datetime | None) -> bool:
+        """Whether this restart is of the failure of that job (its name and CreationTime)."""
+        return (self.restarted_from, _moment(self.restarted_from_created)) == (failed_job, _moment(failed_created))
 
     def made(self, creation_time: datetime | None) -> bool:
         """Whether the job of this name created at ``creation_time`` (DescribeTrainingJob's CreationTime) is this
@@ -135,10 +141,11 @@ class JobStore:
         attributes = self.table.update_if(
             self.restart_key(restart.name),
             "SET intended_at = if_not_exists(intended_at, :at), lineage_root = :root, attempt = :attempt, "
-            "restarted_from = :from, expires_at = :exp",
-            "attribute_not_exists(pk) OR restarted_from = :from",
+            "restarted_from = :from, restarted_from_created = :created, expires_at = :exp",
+            "attribute_not_exists(pk) OR (restarted_from = :from AND restarted_from_created = :created)",
             {":at": {"S": restart.intended_at.isoformat()}, ":root": {"S": restart.root},
              ":attempt": {"N": str(restart.attempt)}, ":from": {"S": restart.restarted_from},
+             ":created": {"S": _moment(restart.restarted_from_created)},
              ":exp": expires(restart.intended_at, RESTART_DAYS)},
             returns="ALL_NEW")
         return None if attributes is None else _medic_restart(restart.name, attributes)
@@ -158,10 +165,17 @@ class JobStore:
         return found
 
 
+def _moment(moment: datetime | None) -> str:
+    """A job's CreationTime as the ledger keeps it (UTC, ISO 8601); "" when not known."""
+    return moment.astimezone(UTC).isoformat() if moment else ""
+
+
 def _medic_restart(name: str, item: dict) -> MedicRestart:
+    created = item.get("restarted_from_created", {}).get("S")
     return MedicRestart(name=name, root=item["lineage_root"]["S"], attempt=int(item["attempt"]["N"]),
                         restarted_from=item["restarted_from"]["S"],
-                        intended_at=datetime.fromisoformat(item["intended_at"]["S"]))
+                        intended_at=datetime.fromisoformat(item["intended_at"]["S"]),
+                        restarted_from_created=datetime.fromisoformat(created) if created else None)
 
 
 def _lineage_restarts(lineage: str, item: dict) -> LineageRestarts:

@@ -66,13 +66,16 @@ def lineage_of(job_name: str, restart: MedicRestart | None, creation_time: datet
     return Lineage(root=job_name, restarts=0)
 
 
-def not_medics_restart(restart: MedicRestart | None, failed_job: str, creation_time: datetime | None) -> str | None:
-    """Why the job that holds a restart's name is not Medic's own restart of ``failed_job``'s failure (None: it
-    is: Medic noted the restart for this failure and SageMaker created the job while Medic's call ran)."""
+def not_medics_restart(restart: MedicRestart | None, failed_job: str, failed_created: datetime | None,
+                       creation_time: datetime | None) -> str | None:
+    """Why the job that holds a restart's name (created at ``creation_time``) is not Medic's own restart of the
+    failure of ``failed_job`` (created at ``failed_created``); None: it is: Medic noted the restart for this failure
+    and SageMaker created the job while Medic's call could run."""
     if restart is None:
         return "Medic has no record of creating it"
-    if restart.restarted_from != failed_job:
-        return f"Medic created that name for the failure of {restart.restarted_from}, not of {failed_job}"
+    if not restart.restarts(failed_job, failed_created):
+        earlier = "" if restart.restarted_from != failed_job else "an earlier job named "
+        return f"Medic created that name for the failure of {earlier}{restart.restarted_from}, not of this one"
     if not restart.made(creation_time):
         created = f"at {creation_time.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if creation_time else "when unknown"
         return (f"it was created {created}, not while Medic was creating it for this failure, from "

@@ -174,16 +174,18 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
                            f"The job has {len(_user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
                            f"exceed SageMaker's {TAG_LIMIT}; restart it by hand or drop a tag.",
                            page=Page.INCIDENT, attempt=decision.attempt)
-    now = deps.now()
+    now, failed_created = deps.now(), description.get("CreationTime")
     store = JobStore(deps.table)
     noted = store.intend_restart(MedicRestart(name=new_name, root=lineage.root, attempt=lineage.restarts + 1,
-                                              restarted_from=failed, intended_at=now))
+                                              restarted_from=failed, intended_at=now,
+                                              restarted_from_created=failed_created))
     if noted is None:  # Medic noted that name for another failure
-        return _name_taken(decision, failed, new_name, not_medics_restart(store.restart(new_name), failed, None))
+        return _name_taken(decision, failed, new_name,
+                           not_medics_restart(store.restart(new_name), failed, failed_created, None))
     try:
         deps.training.start_clone(description, new_name, tags)
     except JobAlreadyExists:
-        return _existing_restart(decision, deps, noted, failed, now)
+        return _existing_restart(decision, deps, noted, failed_created, now)
     except (ClientError, BotoCoreError) as error:
         return JobDecision(decision.fault, decision.action, Outcome.FAILED,
                            f"CreateTrainingJob for {new_name} failed ({error_code(error)}): {quoted(str(error))}",
@@ -193,16 +195,17 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
                        f"{decision.reason[:-1]}: started {new_name} resuming from {uri}.", attempt=decision.attempt)
 
 
-def _existing_restart(decision: JobDecision, deps: Deps, noted: MedicRestart, failed: str,
+def _existing_restart(decision: JobDecision, deps: Deps, noted: MedicRestart, failed_created: datetime | None,
                       now: datetime) -> JobDecision:
     """CreateTrainingJob said the restart's name is taken (ResourceInUse): a duplicate only when that job is Medic's
     own restart of this failure; anyone else's job under that name is a human's to sort out."""
+    failed = noted.restarted_from
     try:
         existing = deps.training.describe(noted.name)
     except (ClientError, BotoCoreError) as error:
         return _name_taken(decision, failed, noted.name,
                            f"Medic could not read that job ({error_code(error)}): {quoted(str(error))}")
-    why_not = not_medics_restart(noted, failed, existing.get("CreationTime"))
+    why_not = not_medics_restart(noted, failed, failed_created, existing.get("CreationTime"))
     if why_not is not None:
         return _name_taken(decision, failed, noted.name, why_not)
     uri = (existing.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
