@@ -34,6 +34,7 @@ from medic.core.mode import Mode
 from medic.core.models import Action, NodeInfo, Outcome, Trigger
 from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import DrainNote
+from medic.core.text import MedicText
 from medic.deps import Deps, NodeSweep
 from medic.flows.agent.commands import (
     JOB_ID,
@@ -57,6 +58,8 @@ from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
 
 SLURM_STATE = re.compile(r"[A-Z_]{1,32}", re.ASCII)  # what squeue's %T prints (NODE_FAIL, RUNNING, ...)
+# What `scontrol show node` prints as a node's State (node_state_string_complete: IDLE+DRAIN, DOWN+DRAIN+NOT_RESPONDING)
+NODE_STATE = re.compile(r"[A-Z_]{1,32}(?:\+[A-Z_]{1,32}){0,8}", re.ASCII)
 # A node found Running this soon after Medic's call may not have started its repair yet (a reboot's node reads
 # Running until HyperPod takes it down): the sweep waits at least this long before it resumes the node.
 REPAIR_SETTLE = timedelta(minutes=5)
@@ -180,7 +183,7 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
                               reason=f"The agent on {cluster} could not resume {name} in Slurm after the repair: "
                                      f"{said}. Resume it by hand (scontrol update NodeName={name} State=RESUME).")
         record = record.paged_if(page_incident(deps, deps.table, record,
-                                               node_page(record, "Slurm resume after a repair", deps.region),
+                                               node_page(record, MedicText("Slurm resume after a repair"), deps.region),
                                                claim=f"{about.incident}:resume"))
         return emit(record)
     # drain_node
@@ -217,9 +220,11 @@ def _then_call(drained: dict, result: AgentResult, context: CommandContext, clus
 
 
 def _not_resumed(cluster: str, name: str, state: str, reason: str) -> str:
-    """Why the agent left the node as it was: the node's state as Slurm said it before the resume."""
-    flags = state.split("+")
-    said = f"State={state}" + (f", Reason {quoted_agent(reason)}" if reason else "")
+    """Why the agent left the node as it was: the node's state as Slurm said it before the resume (the agent's word:
+    a state shown as is only when it is Slurm's state names, the reason always quoted)."""
+    flags = state.split("+") if matches(NODE_STATE, state) else ["UNKNOWN"]
+    shown = state if matches(NODE_STATE, state) else quoted_agent(state)
+    said = f"State={shown}" + (f", Reason {quoted_agent(reason)}" if reason else "")
     if "DRAIN" in flags:
         return (f"The agent on {cluster} did not resume {name}: Slurm has it drained, but not with Medic's reason "
                 f"({said}): whoever drained it decides when it returns.")

@@ -29,6 +29,7 @@ from medic.core.models import Action, NodeInfo, Outcome, Trigger
 from medic.core.pages import Page
 from medic.core.record import About, JobsHit
 from medic.core.repairs import AwaitedCall, DrainNote
+from medic.core.text import MedicText
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
 from medic.flows.node.pages import node_page
@@ -140,7 +141,7 @@ def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: Drai
     record = about.record(fault=call.fault, action=action, outcome=decision.outcome, reason=reason,
                           attempt=call.attempt, jobs=jobs)
     if decision.page is Page.INCIDENT:
-        text = node_page(record, call.health_reason or "(see the decision's record)", deps.region)
+        text = node_page(record, call.health_reason or MedicText("(see the decision's record)"), deps.region)
         record = record.paged_if(page_incident(deps, deps.table, record, text))
     if page_jobs:
         record = record.paged_if(deps.jobs_on(cluster).page_jobs_unknown(deps, deps.table, cluster, record,
