@@ -167,7 +167,7 @@ class Agent(CommandHandling):
         if result.jobs is not None:  # drain_node: the jobs on the node ([] none); absent: unknown
             fields["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
         if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
-            fields["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
+            fields["job_states"] = [job.fields() for job in result.job_states]
         return fields
 
     def started_fields(self) -> dict[str, Any]:

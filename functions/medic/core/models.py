@@ -79,6 +79,8 @@ class Fault(StrEnum):
     JOB_NOT_RETRYABLE = "job_not_retryable"  # the job would fail the same way again
     JOB_UNKNOWN = "job_unknown"  # unrecognized failure reason: a human decides
     JOB_STOPPED = "job_stopped"  # stopped by a user: never restarted
+    # a Slurm job a node failure ended that Slurm will not requeue (submitted --no-requeue, or not a batch job)
+    JOB_NOT_REQUEUEABLE = "job_not_requeueable"
     OPERATOR_REQUEST = "operator_request"  # a person asked for the action (no fault classified by Medic)
     STALLED = "stalled"  # the training probe's heartbeat stopped
     DIVERGED = "diverged"  # a NaN/inf loss, or a loss above the configured ceiling
