@@ -361,8 +361,8 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
             "Medic requeues nothing; at 08:44 the replacement is Running: the node resumed in Slurm and the job "
             "recorded ignored (Slurm requeued it); no page",
         ], [{"sim": {"slurm_job": on_node}}, agent_up, sample, *resumed]),
-        "zm-node-repair-job-not-requeueable.jsonl": ([
-            "title: (zm) Slurm: the same fault, job 4211 submitted with sbatch --no-requeue",
+        "zo-node-repair-job-not-requeueable.jsonl": ([
+            "title: (zo) Slurm: the same fault, job 4211 submitted with sbatch --no-requeue",
             "expect: replace_node executed; the drain's record lists job 4211; it ends NODE_FAIL when the node goes "
             "down; the 08:19 sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page "
             "naming the job and saying to resubmit it; no scontrol requeue, no restart spent; at 08:44 the node is "

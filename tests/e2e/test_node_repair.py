@@ -62,9 +62,9 @@ def test_zh_a_batch_job_slurm_requeues_by_itself_is_left_alone(replay):
     assert "jobs" not in job
 
 
-def test_zm_a_job_submitted_no_requeue_ends_node_fail_and_pages_once_without_a_requeue(replay):
+def test_zo_a_job_submitted_no_requeue_ends_node_fail_and_pages_once_without_a_requeue(replay):
     # Given the same job submitted with sbatch --no-requeue
-    result = replay(SCENARIOS / "zm-node-repair-job-not-requeueable.jsonl")
+    result = replay(SCENARIOS / "zo-node-repair-job-not-requeueable.jsonl")
     # Then the node is replaced and the job listed; it ends NODE_FAIL when the node goes down, and the sweep that asks
     # sees it without its requeue flag
     assert node_action_calls(result) == {REPLACE: 1}
