@@ -185,8 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "ledger. Every option can also come from the environment variable in brackets.")
     add_agent_options(parser)
     parser.add_argument("--slurm-bin", default=env("MEDIC_SLURM_BIN"),
-                        help="directory holding scontrol and squeue (default: PATH, then /opt/slurm/bin) "
-                             "[MEDIC_SLURM_BIN]")
+                        help="directory holding scontrol and squeue, and sacct where the cluster has it (default: "
+                             "PATH, then /opt/slurm/bin) [MEDIC_SLURM_BIN]")
     parser.add_argument("--host", default=env("MEDIC_HOST"),
                         help="this head node's name as SlurmctldHost lists it (default: the hostname); the agent acts "
                              "only when `scontrol ping` says the slurmctld in charge runs here [MEDIC_HOST]")
