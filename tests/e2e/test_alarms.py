@@ -121,7 +121,7 @@ def test_zn_a_stalled_job_slurm_says_completed_is_not_requeued_nor_paged(replay)
     assert [run["output"] for run in result.slurm_commands] == ["", "", "4211|COMPLETED"]
     # And the requeue is ignored (the job completed), with no page then or at the recovery deadline
     assert outcomes(result) == [("requeue_job", "deferred"), ("none", "ignored")]
-    assert "llama3-70b completed" in result.records[-1]["reason"]
+    assert "llama3-70b completed" in result.records[-1]["reason"] and result.records[-1]["fault"] == "completed"
     assert all(record["incident"] == INCIDENT for record in result.records)
     assert result.pages == []
 

@@ -73,8 +73,8 @@ def test_a_stalled_job_that_completed_is_ignored_its_restart_given_back_and_its_
     response, [record] = deliver(slurm, slurm.stream_event())
     # Then the job completed: ignored on the same incident, no page
     assert response == {"batchItemFailures": []}
-    assert (record["incident"], record["action"], record["outcome"], record["paged"]) == (
-        INCIDENT, "none", "ignored", False)
+    assert (record["incident"], record["fault"], record["action"], record["outcome"], record["paged"]) == (
+        INCIDENT, "completed", "none", "ignored", False)
     assert record["event_id"] == deferred["event_id"]
     assert f"{JOB} completed" in record["reason"] and "4211 COMPLETED" in record["reason"]
     assert slurm.medic.pages() == []

@@ -134,7 +134,7 @@ def _completed(result: AgentResult, context: CommandContext, cluster: str, strea
     about = About(incident=context.incident, trigger=context.trigger or Trigger.RECONCILE,
                   event_id=context.event_id or stream_event_id, mode=context.mode, cluster=cluster, job=job)
     said = quoted_agent(result.message) if result.message else "no output"
-    return emit(about.record(fault=context.fault or Fault.UNKNOWN, action=Action.NONE, outcome=Outcome.IGNORED,
+    return emit(about.record(fault=Fault.COMPLETED, action=Action.NONE, outcome=Outcome.IGNORED,
                              attempt=context.attempt or 0,
                              reason=short(f"{job} completed: no job of that name is pending or running in Slurm, "
                                           f"and the newest ended COMPLETED; nothing to requeue (the agent on "
