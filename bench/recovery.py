@@ -671,8 +671,10 @@ def block(result: dict) -> str:
     return "\n".join([
         "Fault → training resumed, per failure class (minutes from the fault). **With Medic** is a replay through "
         "`sim` with the latencies below (the node event's delivery, the emulated reboot and replacement, the "
-        "alarms, the Slurm agent's requeue, the job's restart), read off the records; **without Medic** is "
-        "HyperPod's or SageMaker's documented path with the same latencies. Detect · act · repaired: Medic's first "
+        "alarms, the emulated slurmctld's requeue and scheduling, the Slurm agent, the job's restart), read off the "
+        "records; **without Medic** is the documented path of HyperPod, Slurm (its own requeue of a job whose node "
+        "goes down: the baseline for node faults) or SageMaker with the same latencies. Detect · act · repaired: "
+        "Medic's first "
         "record, its action, the node `Running` again (or the job requeued, the clone created).", "",
         render(result), "",
         "Reproduce: `python -m bench.recovery` (about a minute), or `--<latency> <seconds>` to replay with another "
