@@ -78,8 +78,9 @@ def test_zo_a_job_submitted_no_requeue_ends_node_fail_and_pages_once_without_a_r
         "node_repair", "job_not_requeueable", "none", "deferred", True)
     assert "submitted with --no-requeue" in job["reason"]
     [page] = result.pages
-    assert page["subject"] == (f"[Medic] {CLUSTER} job 4211 (llama3-70b): Slurm cannot requeue it, resubmit it")
-    assert "Resubmit it with sbatch" in page["message"] and "NODE_FAIL" in page["message"]
+    assert page["subject"] == f"[Medic] {CLUSTER} job 4211: Slurm cannot requeue it, resubmit it"
+    assert "Resubmit it with sbatch" in page["message"]
+    assert 'Slurm job:      4211 (named "llama3-70b"), NODE_FAIL' in page["message"]
     # And after the repair the node is resumed, nothing more is asked or recorded about the job
     assert argvs(result)[-1][-1] == "State=RESUME"
 

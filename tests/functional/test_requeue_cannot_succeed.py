@@ -151,7 +151,7 @@ def test_after_a_repair_a_no_requeue_job_is_paged_once_and_never_requeued(slurm,
     assert "--no-requeue" in job["reason"] and NAME in job["reason"]
     [page] = slurm.medic.pages()
     assert "Slurm cannot requeue it, resubmit it" in page["Subject"]
-    assert "4211 (llama3-70b), NODE_FAIL" in page["Message"]
+    assert '4211 (named "llama3-70b"), NODE_FAIL' in page["Message"]
     assert [c for c in slurm.queued() if c["kind"] == "requeue_job"] == []
     assert restarts(slurm, f"lineage#slurm:{CLUSTER}:llama3-70b") == 0
     assert asked["job_ids"] == "4211"

@@ -318,12 +318,13 @@ def jobs_unknown_page(record: Mapping[str, Any], node_name: str | None, region: 
 
 def not_requeueable_page(record: Mapping[str, Any], job_name: str, state: str, why: str,
                          node_name: str | None, region: str) -> PageText:
-    """The one page for a job a node repair ended that Slurm will not requeue: a human resubmits it."""
+    """The one page for a job a node repair ended that Slurm will not requeue: a human resubmits it. The job's name
+    is what the agent listed (squeue's word): shown quoted."""
     node = node_name or "(its Slurm name unknown)"
-    subject = f"[Medic] {record['cluster']} job {record['job']} ({job_name}): Slurm cannot requeue it, resubmit it"
-    body = "\n".join([
+    subject = f"[Medic] {record['cluster']} job {record['job']}: Slurm cannot requeue it, resubmit it"
+    lines = [
         f"Cluster:        {record['cluster']}",
-        f"Slurm job:      {record['job']} ({job_name}), {state}",
+        f"Slurm job:      {record['job']} (named {quoted(job_name, 128, ascii_only=True)}), {state}",
         f"Node:           {node}",
         "",
         f"What Medic did: nothing: {record['outcome']} (a requeue cannot succeed, so no restart was spent)",
@@ -334,8 +335,8 @@ def not_requeueable_page(record: Mapping[str, Any], job_name: str, state: str, w
         "Slurm requeues a batch job by itself when its node fails.",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(subject[:100], body)
+    ]
+    return PageText(subject[:100], lines)
 
 
 def heartbeat_is_fresh(seen_at: datetime | None, now: datetime) -> bool:
