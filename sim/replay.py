@@ -307,6 +307,10 @@ class Replay:
     def _directive_slurm_job(self, value: Any) -> None:
         if not isinstance(value, dict):
             raise ValueError("expected {\"cluster\": ..., \"id\": <job id>, \"name\": ..., \"state\": ...}")
+        unknown = sorted(set(value) - {"cluster", "id", "name", "state", "nodes", "auto_resume", "requeue"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, id, name, state, nodes, "
+                             "auto_resume, requeue")
         cluster = self._slurm_cluster(value)
         job_id, name, state = value.get("id"), value.get("name", ""), value.get("state", "RUNNING")
         if isinstance(job_id, int) and not isinstance(job_id, bool) and 0 < job_id < 10**10:
@@ -318,15 +322,20 @@ class Replay:
         if state not in SLURM_STATES:
             raise ValueError(f"'state' must be one of {', '.join(SLURM_STATES)} (got {state!r})")
         nodes, auto_resume = value.get("nodes", []), value.get("auto_resume", False)
+        requeue = value.get("requeue", True)
         if not isinstance(nodes, list) or not all(isinstance(node, str) and INSTANCE_ID.match(node) for node in nodes):
             raise ValueError(f"'nodes' must be a list of the cluster's instance ids (got {nodes!r})")
         if not isinstance(auto_resume, bool):
             raise ValueError(f"'auto_resume' must be true or false (got {auto_resume!r})")
+        if not isinstance(requeue, bool):
+            raise ValueError(f"'requeue' must be true (sbatch --requeue, Slurm's default JobRequeue=1) or false "
+                             f"(sbatch --no-requeue) (got {requeue!r})")
         for node in nodes:  # placed on nodes the cluster has (an undeclared one joins its first unprotected group)
             self.world.ensure_cluster(cluster)
             if self.world.hyperpod.node(cluster, node) is None:
                 self._directive_node({"cluster": cluster, "id": node})
-        self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state, nodes=nodes, auto_resume=auto_resume)
+        self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state, nodes=nodes, auto_resume=auto_resume,
+                                 requeue=requeue, now=self.now)
 
     def _directive_k8s_job(self, value: Any) -> None:
         """A Kubernetes job on an EKS cluster: {"cluster", "namespace", "name", "kind", "replicas", "watched",
@@ -428,9 +437,15 @@ class Replay:
         if not isinstance(value, dict):
             raise ValueError("expected {\"cluster\": ..., \"controllers\": 2, \"primary\": 1}")
         cluster = self._slurm_cluster(value)
-        unknown = sorted(set(value) - {"cluster", "controllers", "primary"})
+        unknown = sorted(set(value) - {"cluster", "controllers", "primary", "accounting"})
         if unknown:
-            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, controllers, primary")
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, controllers, primary, "
+                             "accounting")
+        if "accounting" in value:
+            if not isinstance(value["accounting"], bool):
+                raise ValueError(f"'accounting' must be true (slurmdbd keeps the job accounting sacct reads) or "
+                                 f"false (got {value['accounting']!r})")
+            self.world.slurm.set_accounting(cluster, value["accounting"])
         numbers = {}
         for key, low, high in (("controllers", 1, SLURM_MAX_CONTROLLERS), ("primary", 0, SLURM_MAX_CONTROLLERS)):
             number = value.get(key)
@@ -477,7 +492,7 @@ class Replay:
             raise ValueError(f"the clock cannot go back (it is {self.now.isoformat()}; asked for {when.isoformat()})")
         self.move_clock(when)
         with time_machine.travel(when, tick=False) as clock:
-            self.world.hyperpod.finish_repairs(when)
+            self.world.catch_up(when)
             self.settle(when, clock, lag=timedelta(0))  # running agents report in, as they do every minute
 
     def _time_of(self, value: Any) -> datetime:
@@ -527,7 +542,7 @@ class Replay:
     def deliver_event(self, event: dict, when: datetime) -> None:
         """The event through the stack's rules to their functions, at ``when``."""
         with time_machine.travel(when, tick=False) as clock:  # the world moves with the event's time
-            self.world.hyperpod.finish_repairs(when)
+            self.world.catch_up(when)
             functions = self.world.route(event)
             if not functions:
                 return
@@ -576,7 +591,7 @@ class Replay:
         self.result.schedule_runs[schedule.logical_id] += 1
         with time_machine.travel(when, tick=False) as clock:
             self.world.ensure_configured_clusters()
-            self.world.hyperpod.finish_repairs(when)
+            self.world.catch_up(when)
             self.settle(when, clock, lag=timedelta(0))
             for function, constant in schedule.targets:
                 self.invoke(function, event if constant is None else constant, when, clock)

@@ -380,12 +380,22 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
                              new_process=True)]
     return {
         "zh-node-repair-requeues-the-job.jsonl": ([
-            "title: (zh) Slurm: a GPU fault on the node job 4211 (llama3-70b) runs on, launched without auto-resume",
-            "expect: replace_node executed (the drain queued first); the drain's record lists job 4211; the job ends "
-            "NODE_FAIL when the node goes down; the reconciler's 08:19 sweep asks its state: one requeue_job "
-            "(trigger node_repair) deferred then executed; it runs again elsewhere at 08:22: recovered through the "
-            "probe; at 08:44 the replacement is Running: the node resumed in Slurm; no page",
+            "title: (zh) Slurm: a GPU fault on the node job 4211 (llama3-70b) runs on, a batch job with Slurm's "
+            "default requeue flag (JobRequeue=1), launched without auto-resume",
+            "expect: replace_node executed (the drain queued first); the drain's record lists job 4211; when the node "
+            "goes down (08:15:05) slurmctld requeues the job itself: PENDING, held until 08:17:06 (cred_expire + 1 s), "
+            "RUNNING on a free node at the 08:18 scheduling pass; the sweeps' job_states see it running (restarts 1): "
+            "Medic requeues nothing; at 08:44 the replacement is Running: the node resumed in Slurm and the job "
+            "recorded ignored (Slurm requeued it); no page",
         ], [{"sim": {"slurm_job": on_node}}, agent_up, sample, *resumed]),
+        "zo-node-repair-job-not-requeueable.jsonl": ([
+            "title: (zo) Slurm: the same fault, job 4211 submitted with sbatch --no-requeue",
+            "expect: replace_node executed; the drain's record lists job 4211; it ends NODE_FAIL when the node goes "
+            "down; the 08:19 sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page "
+            "naming the job and saying to resubmit it; no scontrol requeue, no restart spent; at 08:44 the node is "
+            "resumed and nothing more is asked or paged",
+        ], [{"sim": {"slurm_job": {**on_node, "requeue": False}}}, agent_up, sample,
+            {"sim": {"advance": "2026-11-20T08:50:00Z"}}]),
         "zi-node-repair-auto-resume.jsonl": ([
             "title: (zi) Slurm: the same fault, the job launched with srun --auto-resume=1",
             "expect: replace_node executed; the drain's record lists job 4211; HyperPod's auto-resume runs it again "
@@ -499,6 +509,15 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "then duplicate twice; no command; the evaluated stall alarm itself stays OK",
         ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,
             {**AWS_SAMPLE_ALARM, "id": "0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c"}]),
+        "zn-stall-job-completed.jsonl": ([
+            "title: (zn) Stall: the job finished (COMPLETED in Slurm at 03:05:30, its probe not closed) on a cluster "
+            "that keeps accounting (slurmdbd)",
+            "expect: stall ALARM at 03:18; requeue_job deferred; the agent finds no llama3-70b pending or running, "
+            "slurmctld has forgotten it (MinJobAge, 300 s), sacct says 4211 COMPLETED: the requeue is ignored (the "
+            "job completed), the restart given back, the recovery watch ended; no page, then or later",
+        ], [*healthy, {"sim": {"slurm": {"cluster": "pretrain-slurm", "accounting": True}}},
+            clock(T_ALARM + minutes(5) + timedelta(seconds=30)),
+            {"sim": {"slurm_job": {**SLURM_JOB, "state": "COMPLETED"}}}, clock(T_ALARM + minutes(45))]),
     }
 
 
