@@ -287,6 +287,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
         **completion_scenarios(),
+        **flood_scenarios(),
     }
 
 
@@ -585,6 +586,35 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
             "title: (z) A node health event whose ClusterArn names another account",
             "expect: rejected, no call, no page",
         ], [foreign]),
+    }
+
+
+def capacity_error(index: int, at: datetime) -> dict:
+    """HyperPod's cluster event for a replacement that found no capacity (events/hyperpod-cluster-event-error.json),
+    for the index-th node of the storm."""
+    sample = json.loads((HERE.parent.parent / "tests" / "fixtures" / "events" /
+                         "hyperpod-cluster-event-error.json").read_text())
+    digest = hashlib.sha256(f"capacity-{index}".encode()).hexdigest()
+    details = sample["detail"]["EventDetails"]
+    details.update(EventId=str(uuid.UUID(digest[:32])), InstanceId=node_id(index),
+                   EventTime=int(at.timestamp() * 1000))
+    details["EventDetails"]["EventMetadata"]["Instance"]["NodeLogicalId"] = str(uuid.UUID(digest[32:64]))
+    sample["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/capacity/{index}"))
+    sample["time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return sample
+
+
+def flood_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """No source of pages floods the on-call (issue 28, item 9): one summary page per source per cluster per hour."""
+    return {
+        "zp-capacity-errors-one-summary.jsonl": ([
+            "title: (zp) HyperPod reports 15 replacements that found no capacity within 7 minutes, and one more "
+            "after the hour",
+            "expect: 16 records (deferred, a human decides); the first event pages, the second pages as the window's "
+            "summary (held until 09:32), the next 13 are recorded without a page; at 09:40 the next window's first "
+            "page says 13 were held",
+        ], [*(capacity_error(i, T0 + timedelta(minutes=18, seconds=30 * i)) for i in range(15)),
+            capacity_error(15, T0 + timedelta(hours=1, minutes=26))]),
     }
 
 

@@ -21,7 +21,7 @@ from medic.adapters.aws import error_code
 from medic.config import Cluster, Job
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
-from medic.core.pages import PageText, console_link
+from medic.core.pages import PageSource, PageText, PageWindow, console_link
 from medic.core.progress import RecoveryWatch
 from medic.core.record import About, Record
 from medic.core.text import short
@@ -100,7 +100,8 @@ def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: Mode, deps:
                           reason=short(notice.reason, 500))
     if not notice.in_repair and notice.jobs:
         record = record.paged_if(page_incident(deps, deps.table.for_mode(mode), record,
-                                               _node_page(record, notice, deps)))
+                                               _node_page(record, notice, deps),
+                                               window=PageWindow.cluster(PageSource.AGENT_NODES, cluster.name)))
     return emit(record)
 
 

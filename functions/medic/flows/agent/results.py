@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About, Record
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
@@ -107,7 +108,8 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
     final = _final_record(result, context, cluster, record.eventID)
     if final.outcome is Outcome.FAILED:
         text = slurm_job_page(final, context.details or "", deps.region, situation="failed")
-        final = final.paged_if(page_incident(deps, table, final, text))
+        final = final.paged_if(page_incident(deps, table, final, text,
+                                             window=PageWindow.cluster(PageSource.AGENT, cluster)))
     elif final.outcome is Outcome.EXECUTED:
         # Done: the job's next failure is a new incident that may page again.
         PageStore(table).close_incident(final.about.incident)
@@ -129,7 +131,8 @@ def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, sai
     # behaving as Medic's agent does. One page per cluster (until it expires, 7 days), not per forged id: a
     # compromised controller cannot flood the on-call with pages; every rejection is still recorded.
     record = record.paged_if(page_incident(deps, deps.table, record, forged_result_page(record, deps.region),
-                                           claim=rejected_page_claim(cluster)))
+                                           claim=rejected_page_claim(cluster),
+                                           window=PageWindow.cluster(PageSource.AGENT_REJECTED, cluster)))
     return emit(record)
 
 
