@@ -18,6 +18,7 @@ from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.stall.response import respond_to_alarm
 from medic.handlers import agent_results
 from medic.ledger.incidents import IncidentStore
+from medic.ledger.pages import PageStore
 from tests.functional.conftest import CONFIG, REGION, medic_world
 from tests.functional.slurm_world import SlurmWorld
 from tests.functional.test_agent_results import LambdaContext
@@ -179,10 +180,53 @@ def test_a_node_kubernetes_shows_not_ready_is_recorded_once_with_the_watched_pod
     assert sweep(eks) == []
     # Then one record names the node's instance and the job's pod, and one page asks a human to look
     assert (record["incident"], record["node_id"], record["fault"], record["outcome"]) == (
-        f"node:{EKS}:i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60718", "k8s_node_unhealthy", "ignored")
+        f"agent:{EKS}:node:hyperpod-i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60718", "k8s_node_unhealthy", "ignored")
     assert "bert-xl (pods bert-xl-worker-1)" in record["reason"] and record["paged"] is True
     assert len(eks.medic.pages()) == 1
     assert eks.depth() == 0  # nothing restarted, no node action on the agent's word
+
+
+def test_a_report_naming_a_real_instance_never_takes_that_nodes_own_incident_page(eks):
+    # Given the agent reports a real instance NotReady with a watched pod on it (true or forged: the agent's word)
+    eks.heartbeat()
+    report_nodes(eks, [node()])
+    [record] = sweep(eks)
+    assert record["paged"] is True
+    # Then its page is claimed in the agent's own namespace: the node's own incident (HyperPod's events, Medic's
+    # repairs) still has its one page to give
+    store = PageStore(eks.medic.deps.table)
+    assert not store.incident_paged(f"node:{EKS}:i-0a1b2c3d4e5f60718")
+    assert store.incident_paged(f"agent:{EKS}:node:hyperpod-i-0a1b2c3d4e5f60718")
+
+
+def nodes_in_trouble(count: int, ready: bool = False, first: int = 0) -> list[dict]:
+    return [node(name=f"hyperpod-i-0{index:016x}", ready=ready) for index in range(first, first + count)]
+
+
+def test_a_compromised_agent_reporting_hundreds_of_nodes_pages_once_and_writes_eleven_records_a_sweep(eks):
+    # Given a compromised agent writing a report of 200 nodes NotReady, each with a watched pod on it
+    eks.heartbeat()
+    report_nodes(eks, nodes_in_trouble(200))
+    first = sweep(eks)
+    # Then one sweep writes ten node records and one summary of the other 190, and one page goes out
+    assert len(first) == 11
+    assert [record["incident"] for record in first[:10]] == [
+        f"agent:{EKS}:node:hyperpod-i-0{index:016x}" for index in range(10)]
+    summary = first[-1]
+    assert (summary["incident"], summary["outcome"], summary["paged"]) == (f"agent:{EKS}:nodes", "ignored", False)
+    assert "190 more nodes in trouble" in summary["reason"] and "bert-xl" in summary["reason"]
+    [page] = eks.medic.pages()
+    assert page["Subject"] == f"[Medic] {EKS} node hyperpod-i-0{0:016x}: Schedulable/NotReady"
+    assert page["Message"].startswith("Paging held:    further agent nodes pages about cluster finetune-eks")
+    # When it writes a second report of 200 other nodes ten minutes later
+    later(eks, 10)
+    report_nodes(eks, nodes_in_trouble(200, first=200))
+    second = sweep(eks)
+    # Then again at most eleven records, and no page: the agent's word pages once per cluster per hour
+    assert len([r for r in second if r["fault"] == "k8s_node_unhealthy" and r["trigger"] == "reconcile"]) == 11
+    assert not any(record["paged"] for record in second)
+    assert eks.medic.pages() == []
+    assert eks.depth() == 0  # nothing restarted on the agent's word alone
 
 
 def test_a_node_hyperpod_is_repairing_is_recorded_as_deferred_without_a_page(eks):

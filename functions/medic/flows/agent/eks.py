@@ -146,6 +146,41 @@ class StuckJob:
     since: datetime
 
 
+def agent_node_incident(cluster: str, node: str) -> str:
+    """The incident of a node as an EKS agent reports it: the agent's word, in a namespace of its own, so a report
+    naming a real instance never takes the page of that node's own incident (`node:<cluster>:<instance id>`, which
+    HyperPod's events and Medic's repairs own)."""
+    return f"agent:{cluster}:node:{node}"
+
+
+def agent_nodes_incident(cluster: str) -> str:
+    """The one record of a sweep for the reported nodes past MAX_NOTICE_RECORDS."""
+    return f"agent:{cluster}:nodes"
+
+
+MAX_NOTICE_RECORDS = 10  # node notices recorded one by one per cluster per sweep; the rest in one summary record
+
+
+def notices_to_record(notices: list[NodeNotice]) -> tuple[list[NodeNotice], list[NodeNotice]]:
+    """The notices recorded one by one (at most MAX_NOTICE_RECORDS) and the rest, summarized in one record: those a
+    human must look at first (watched jobs there and no repair under way), then those with watched jobs, then the
+    others, each group by node name. A report of 500 nodes is 11 records, not 500."""
+    ordered = sorted(notices, key=lambda notice: (not (notice.jobs and not notice.in_repair), not notice.jobs,
+                                                  notice.node.name))
+    return ordered[:MAX_NOTICE_RECORDS], ordered[MAX_NOTICE_RECORDS:]
+
+
+def overflow_reason(overflow: list[NodeNotice], shown: int = 12) -> str:
+    names = ", ".join(f"{notice.node.name} ({notice.node.state})" for notice in overflow[:shown])
+    jobs = sorted({affected.job.name for notice in overflow for affected in notice.jobs})
+    more = f", and {len(overflow) - shown} more" if len(overflow) > shown else ""
+    with_jobs = (f" Watched jobs with pods on them: {', '.join(jobs)} (each watched: restarted if it has not trained "
+                 "again within its recovery_minutes).") if jobs else " No watched job has pods on them."
+    return (f"The EKS agent reports {len(overflow)} more nodes in trouble than Medic records one by one in a sweep "
+            f"({MAX_NOTICE_RECORDS}): {names}{more}.{with_jobs} A report this large is a cluster-wide failure or a "
+            "compromised agent: check the nodes (kubectl get nodes) and the agent.")
+
+
 def read_node_report(nodes_json: str) -> NodeReport:
     """The report item's `nodes` attribute → typed; ValueError (pydantic's) naming what is wrong."""
     return NodeReport.model_validate({"nodes": json.loads(nodes_json)})

@@ -3,7 +3,9 @@
 An EKS agent writes, with each heartbeat, the nodes Kubernetes shows in trouble (NotReady, or labelled unhealthy
 by HyperPod) with the training pods on them (`agent#<cluster>/nodes`). Per EKS cluster whose agent is alive:
   read the report → validate it (the agent's word) → per node in trouble, once per episode, a record naming the
-  watched jobs whose pods are on it (a page when HyperPod will not repair the node by itself) → per watched job
+  watched jobs whose pods are on it (at most ten a sweep, the rest in one summary record; a page when HyperPod will
+  not repair the node by itself, one per cluster per hour, under an incident of the agent's own namespace, never the
+  node's) → per watched job
   with pods stuck Terminating on such a node for longer than the guardrail, a restart through the agent, under
   the job's restart budget (the agent force-deletes the stuck pods; never a pod of a job Medic does not watch).
 Medic never reboots or replaces a node on an agent's word: node actions come from HyperPod's own events.
@@ -27,7 +29,17 @@ from medic.core.record import About, Record
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.agent.commands import heartbeat_is_fresh
-from medic.flows.agent.eks import NodeNotice, StuckJob, assess_node_report, eks_job_incident, read_node_report
+from medic.flows.agent.eks import (
+    NodeNotice,
+    StuckJob,
+    agent_node_incident,
+    agent_nodes_incident,
+    assess_node_report,
+    eks_job_incident,
+    notices_to_record,
+    overflow_reason,
+    read_node_report,
+)
 from medic.flows.agent.restart import RestartRequest, restart_through_agent
 from medic.flows.recovery.policy import made_progress, recovery_deadline
 from medic.ledger.agents import AgentStore, NodeReportStore
@@ -76,13 +88,19 @@ def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
     medic_actions = {action.node_id: action.action for action in actions if now - action.at <= window}
     notices, stuck = assess_node_report(report, jobs, now, stuck_after, automatic, medic_actions)
     table = deps.table.for_mode(mode)
-    records = []
-    for notice in notices:
-        if NodeReportStore(table).note_state(cluster.name, notice.node.name, notice.node.state, now):
-            records.append(_notice(notice, cluster, run_id, mode, deps))
-            for affected in notice.jobs:
-                NodeReportStore(table).watch_job(cluster.name, affected.job.name, notice.node.name, now,
-                                                 now + timedelta(minutes=affected.job.recovery_minutes))
+    news = [notice for notice in notices
+            if NodeReportStore(table).note_state(cluster.name, notice.node.name, notice.node.state, now)]
+    for notice in news:
+        for affected in notice.jobs:
+            NodeReportStore(table).watch_job(cluster.name, affected.job.name, notice.node.name, now,
+                                             now + timedelta(minutes=affected.job.recovery_minutes))
+    one_by_one, overflow = notices_to_record(news)
+    records = [_notice(notice, cluster, run_id, mode, deps) for notice in one_by_one]
+    if overflow:
+        about = About(incident=agent_nodes_incident(cluster.name), trigger=Trigger.RECONCILE, event_id=run_id,
+                      mode=mode, cluster=cluster.name)
+        records.append(emit(about.record(fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE, outcome=Outcome.IGNORED,
+                                         reason=short(overflow_reason(overflow), 1000))))
     records.extend(_follow_job_watches(cluster, run_id, mode, deps))
     for job in stuck:
         record = _restart_stuck(job, cluster, mode, deps)
@@ -93,12 +111,12 @@ def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
 
 def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -> dict:
     node_id = notice.node.instance_id
-    about = About(incident=f"node:{cluster.name}:{node_id or notice.node.name}", trigger=Trigger.RECONCILE,
+    about = About(incident=agent_node_incident(cluster.name, notice.node.name), trigger=Trigger.RECONCILE,
                   event_id=run_id, mode=mode, cluster=cluster.name, node_id=node_id)
     record = about.record(fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE,
                           outcome=Outcome.DEFERRED if notice.in_repair else Outcome.IGNORED,
                           reason=short(notice.reason, 500))
-    if not notice.in_repair and notice.jobs:
+    if not notice.in_repair and notice.jobs:  # the agent's word: one page per cluster per window (its own window)
         record = record.paged_if(page_incident(deps, deps.table.for_mode(mode), record,
                                                _node_page(record, notice, deps),
                                                window=PageWindow.cluster(PageSource.AGENT_NODES, cluster.name)))
