@@ -511,7 +511,7 @@ def health_alarm_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "title: (u) A Slurm node left in Failure past repair_minutes: the failed-node alarm pages",
             "expect: the reconciler pages the unexplained failed node once; its FailedNodes gauge keeps the "
             "failed-node alarm breaching; after 30 minutes of sweeps the alarm fires and Medic pages (no Medic repair "
-            "in flight)",
+            "in flight), as the cluster's node pages' summary for the hour",
         ], [clock(T0 - minutes(4)),
             {"sim": {"node": {"cluster": "pretrain-slurm", "id": failed_node, "group": "workers",
                               "status": "Failure"}}},
