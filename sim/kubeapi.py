@@ -580,6 +580,20 @@ class KubeApiServer:
         return [pod for pod in self.pods(job["metadata"]["namespace"])
                 if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])]
 
+    def add_pod(self, namespace: str, name: str, node: str, owner_references: list[dict] | None = None) -> dict:
+        """A pod someone with `create pods` in the namespace made (a tenant's, no controller of Medic's world), bound
+        to `node`, running, with whatever ownerReferences it wrote: the API server checks their form, not that the
+        owner exists or that the uid is the owner's (Kubernetes docs, "Owners and Dependents": a dependent names its
+        owner by uid; the garbage collector, not the API server, acts on a reference that resolves to nothing)."""
+        with self.lock:
+            self.add_namespace(namespace)
+            if self.node(node) is None:
+                raise ValueError(f"node {node} does not exist")
+            return self.create(("", "v1", "pods"), namespace, {
+                "metadata": {"name": name, "labels": {}, "ownerReferences": list(owner_references or [])},
+                "spec": {"containers": [CONTAINER], "restartPolicy": "Always", "nodeName": node},
+                "status": {"phase": "Running"}})
+
     def mark_terminating(self, namespace: str, name: str, since: datetime) -> None:
         """As the node lifecycle controller's taint-based eviction does for a pod on a node gone NotReady: the
         pod gets a deletionTimestamp (`since`) that no kubelet ever confirms."""

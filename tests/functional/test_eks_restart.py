@@ -280,9 +280,10 @@ def test_a_node_hyperpod_is_repairing_is_recorded_as_deferred_without_a_page(eks
 
 
 def test_pods_stuck_terminating_past_the_guardrail_restart_the_job_once_under_its_budget(eks):
-    # Given a bert-xl pod Terminating for 45 minutes on a NotReady node (guardrail: 30 minutes)
-    eks.heartbeat()
-    since = (eks.medic.clock[0] - timedelta(minutes=45)).isoformat()
+    # Given bert-xl's last step at 02:50, and a bert-xl pod Terminating since 02:55 on a NotReady node, 45 minutes
+    # later (guardrail: 30 minutes): the job's probe shows no progress since the pod got stuck
+    since = (eks.medic.clock[0] - timedelta(minutes=15)).isoformat()
+    later(eks, 30)
     report_nodes(eks, [node(terminating_since=since)])
     # When the reconciler's schedule runs twice
     records = sweep(eks) + sweep(eks)
@@ -293,6 +294,41 @@ def test_pods_stuck_terminating_past_the_guardrail_restart_the_job_once_under_it
         "pods_stuck_terminating", "deferred", INCIDENT, 1)
     [body] = eks.queued()
     assert (body["kind"], body["job_name"]) == ("restart_job", JOB)
+
+
+def test_a_job_stepping_since_its_pods_got_stuck_is_not_restarted_whoever_wrote_their_owner(eks):
+    # Given bert-xl stepping normally, and the agent reporting a pod of bert-xl stuck Terminating on a NotReady node
+    # for 45 minutes (a namespace tenant's pod, whose ownerReference carries the job's real uid: the agent cannot tell)
+    eks.heartbeat()
+    since = eks.medic.clock[0] - timedelta(minutes=45)
+    for minute in range(45):
+        probe_reports("Heartbeat", 40, since + timedelta(minutes=minute), job=JOB)
+        probe_reports("Step", 1240 + 40 * minute, since + timedelta(minutes=minute), job=JOB)
+    report_nodes(eks, [node(terminating_since=since.isoformat())])
+    # When the reconciler's schedule runs twice
+    records = sweep(eks) + sweep(eks)
+    # Then nothing is restarted: one record says the job is training, naming the pods; no page
+    assert [r for r in records if r["action"] == "restart_job"] == [] and eks.depth() == 0
+    [ignored] = [r for r in records if r["incident"] == INCIDENT]
+    assert (ignored["fault"], ignored["action"], ignored["outcome"], ignored["paged"]) == (
+        "pods_stuck_terminating", "none", "ignored", False)
+    assert "the probe counted 1820 steps since 02:25 UTC" in ignored["reason"]
+    assert "bert-xl-worker-1" in ignored["reason"]
+
+
+def test_a_job_that_finished_is_not_restarted_for_pods_left_on_a_dead_node(eks):
+    # Given bert-xl's probe closed cleanly at 02:50 (its completion marker), and a pod of it stuck Terminating since
+    eks.heartbeat()
+    probe_reports("Completed", 1, eks.medic.clock[0] - timedelta(minutes=20), job=JOB)
+    since = eks.medic.clock[0] - timedelta(minutes=15)
+    later(eks, 30)
+    report_nodes(eks, [node(terminating_since=since.isoformat())])
+    # Then no restart: the job finished
+    records = sweep(eks)
+    assert eks.depth() == 0
+    [ignored] = [r for r in records if r["incident"] == INCIDENT]
+    assert (ignored["fault"], ignored["outcome"]) == ("completed", "ignored")
+    assert "completion marker" in ignored["reason"]
 
 
 def test_pods_stuck_terminating_on_a_ready_node_are_left_to_its_kubelet(eks):

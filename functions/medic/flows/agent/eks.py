@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from medic.config import K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN, Job, KubernetesJob, MedicConfig
 from medic.core.agent_command import AgentCommand, command_id_for
+from medic.core.models import Fault
+from medic.core.progress import Progress
+from medic.flows.recovery.policy import made_progress
 
 
 class NotWatched(LookupError):
@@ -179,6 +182,27 @@ def overflow_reason(overflow: list[NodeNotice], shown: int = 12) -> str:
     return (f"The EKS agent reports {len(overflow)} more nodes in trouble than Medic records one by one in a sweep "
             f"({MAX_NOTICE_RECORDS}): {names}{more}.{with_jobs} A report this large is a cluster-wide failure or a "
             "compromised agent: check the nodes (kubectl get nodes) and the agent.")
+
+
+def stuck_but_not_stalled(stuck: StuckJob, progress: Progress) -> tuple[Fault, str] | None:
+    """Why a job with pods reported stuck Terminating is not restarted (its fault and the reason), or None to
+    restart it. A pod's ownerReference is its creator's word (a namespace tenant may write one naming a watched job,
+    even with the job's uid, which anyone who may read the job can copy), so pods alone never restart a job: only
+    when its probe shows no progress since the first stuck pod's deletion (and no completion marker)."""
+    since = f"since {stuck.since:%H:%M} UTC"
+    pods = f"{len(stuck.pods)} pod(s) of {stuck.job.name} reported stuck Terminating on a NotReady node {since} " \
+           f"({', '.join(stuck.pods[:8])}{', ...' if len(stuck.pods) > 8 else ''})"
+    finished = progress.finished_at
+    if finished is not None:
+        return Fault.COMPLETED, (f"{pods}, but the probe of {stuck.job.name} published its completion marker (a clean "
+                                 f"close) at {finished:%Y-%m-%d %H:%M} UTC and has reported nothing since: the job "
+                                 "finished; no restart.")
+    if made_progress(progress):
+        return Fault.PODS_STUCK_TERMINATING, (
+            f"{pods}, but the probe counted {progress.steps:.0f} steps {since} (now at step {progress.last_step:.0f}): "
+            "the job is training, so those pods are not what it runs on; no restart. A human may look at them "
+            "(kubectl describe pod): a pod can name any job as its owner.")
+    return None
 
 
 def read_node_report(nodes_json: str) -> NodeReport:

@@ -24,7 +24,7 @@ from medic.config import Cluster, Job
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import PageSource, PageText, PageWindow, console_link
-from medic.core.progress import RecoveryWatch
+from medic.core.progress import PROBE_HISTORY, RecoveryWatch
 from medic.core.record import About, Record
 from medic.core.text import short
 from medic.deps import Deps
@@ -39,6 +39,7 @@ from medic.flows.agent.eks import (
     notices_to_record,
     overflow_reason,
     read_node_report,
+    stuck_but_not_stalled,
 )
 from medic.flows.agent.restart import RestartRequest, restart_through_agent
 from medic.flows.recovery.policy import made_progress, recovery_deadline
@@ -148,7 +149,21 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: Mode, deps: Deps) ->
     table = deps.table.for_mode(mode)
     if table.exists(RequestStore(table).claim_key(Trigger.RECONCILE, episode)):
         return None
-    minutes = int((deps.now() - stuck.since).total_seconds() // 60)
+    now = deps.now()
+    try:  # pods are a pod creator's word: the job's own probe decides (no progress since they got stuck)
+        progress = deps.metrics.progress(stuck.job.name, stuck.since, now, history=PROBE_HISTORY)
+    except (ClientError, BotoCoreError) as error:  # the next sweep asks again
+        logger.warning("progress unavailable", extra={"job": stuck.job.name, "error_code": error_code(error)})
+        return None
+    not_stalled = stuck_but_not_stalled(stuck, progress)
+    if not_stalled is not None:
+        if not RequestStore(table).claim_request(Trigger.RECONCILE, episode, now):
+            return None  # a racing sweep recorded it
+        fault, reason = not_stalled
+        about = About(incident=eks_job_incident(cluster.name, target), trigger=Trigger.RECONCILE, event_id=episode,
+                      mode=mode, cluster=cluster.name, job=stuck.job.name)
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED, reason=short(reason, 500)))
+    minutes = int((now - stuck.since).total_seconds() // 60)
     return restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster.name, incident=eks_job_incident(cluster.name, target), trigger=Trigger.RECONCILE,
         event_id=episode, fault=Fault.PODS_STUCK_TERMINATING.value,
@@ -177,11 +192,21 @@ def _follow_job_watches(cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -
         if now - since < timedelta(minutes=1):  # started by this sweep: nothing to read yet
             continue
         try:
-            progress = deps.metrics.progress(job.name, since, now)
+            progress = deps.metrics.progress(job.name, since, now, history=PROBE_HISTORY)
         except (ClientError, BotoCoreError) as error:  # the next sweep asks again
             logger.warning("progress unavailable", extra={"job": job.name, "error_code": error_code(error)})
             continue
-        if made_progress(progress):
+        finished = progress.finished_at
+        if finished is not None and not made_progress(progress):  # its latest report is the completion marker
+            store.end_job_watch(cluster.name, name)
+            about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
+                          cluster=cluster.name, job=job.name)
+            records.append(emit(about.record(
+                fault=Fault.COMPLETED, action=Action.NONE, outcome=Outcome.IGNORED,
+                reason=short(f"{job.name} had pods on node {node}, which failed at {since:%H:%M} UTC, but its probe "
+                             f"published its completion marker at {finished:%Y-%m-%d %H:%M} UTC and has reported "
+                             "nothing since: the job finished; no restart.", 500))))
+        elif made_progress(progress):
             store.end_job_watch(cluster.name, name)
             about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
                           cluster=cluster.name, job=job.name)
