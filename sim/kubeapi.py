@@ -582,9 +582,12 @@ class KubeApiServer:
 
     def add_pod(self, namespace: str, name: str, node: str, owner_references: list[dict] | None = None) -> dict:
         """A pod someone with `create pods` in the namespace made (a tenant's, no controller of Medic's world), bound
-        to `node`, running, with whatever ownerReferences it wrote: the API server checks their form, not that the
-        owner exists or that the uid is the owner's (Kubernetes docs, "Owners and Dependents": a dependent names its
-        owner by uid; the garbage collector, not the API server, acts on a reference that resolves to nothing)."""
+        to `node`, running, with whatever ownerReferences it wrote. Kubernetes restricts only `blockOwnerDeletion`
+        ("To set this field, a user needs "delete" permission of the owner": API reference, OwnerReference v1 meta,
+        kubernetes.io/docs/reference/kubernetes-api/definitions/owner-reference-v1-meta/); a reference whose owner
+        does not exist "is treated as absent, and the dependent is subject to deletion" by the garbage collector
+        (Kubernetes docs, "Garbage Collection", Owners and dependents), which sets a deletionTimestamp that a NotReady
+        node's kubelet never confirms. The garbage collector is not emulated: `mark_terminating` stands for it."""
         with self.lock:
             self.add_namespace(namespace)
             if self.node(node) is None:

@@ -288,6 +288,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **node_repair_scenarios(sample),
         **completion_scenarios(),
         **flood_scenarios(),
+        **tenant_pod_scenarios(),
         **replay_scenarios(),
     }
 
@@ -639,6 +640,42 @@ def flood_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "page says 13 were held",
         ], [*(capacity_error(i, T0 + timedelta(minutes=18, seconds=30 * i)) for i in range(15)),
             capacity_error(15, T0 + timedelta(hours=1, minutes=26))]),
+    }
+
+
+def tenant_pod_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """An EKS namespace tenant cannot make Medic restart a healthy job (issue 28, item 5)."""
+    start = datetime(2026, 11, 21, 1, 20, tzinfo=UTC)
+    failed = "i-0e1f2a3b4c5d6e7f8"
+    eks = "finetune-eks"
+
+    def tenant_pod(name: str, uid: str) -> dict:
+        return {"sim": {"k8s_pod": {"cluster": eks, "namespace": "kubeflow", "name": name, "node": failed,
+                                    "owner": {"kind": "PyTorchJob", "name": "bert-xl", "uid": uid},
+                                    "terminating_since": (start + minutes(1)).strftime("%Y-%m-%dT%H:%M:%SZ")}}}
+
+    stepping = every_minute(start, start + minutes(48), job="bert-xl", steps=40, step=1240, loss=1.87,
+                            tokens_per_sec=41000.0, checkpoint=1200)
+    fails_at = stepping.index(clock(start + minutes(40))) + 1  # after the 02:00 clock line
+    return {
+        "zz-eks-tenant-pod-cannot-restart-a-healthy-job.jsonl": ([
+            "title: (zz) EKS: a namespace tenant binds two pods claiming to be bert-xl's to a node and deletes them "
+            "(a finalizer keeps them Terminating); the node fails at 02:00, while bert-xl steps normally",
+            "expect: at 02:05 the node's notice (deferred: HyperPod replaces it) names only the pod whose "
+            "ownerReference carries bert-xl's real uid (the forged uid's pod is not the job's); that pod has been "
+            "Terminating for 44 minutes on a NotReady node, but the probe counted steps since: ignored, no restart, "
+            "no pod of bert-xl deleted, no page",
+        ], [clock(start),
+            {"sim": {"k8s_job": {"cluster": eks, "namespace": "kubeflow", "name": "bert-xl", "kind": "PyTorchJob",
+                                 "replicas": 4}}},
+            {"sim": {"agent": {"cluster": eks, "heartbeat": True}}},
+            {"sim": {"node": {"cluster": eks, "id": failed, "group": "workers", "status": "Running"}}},
+            tenant_pod("bert-xl-worker-9", "7c0d9e8f-1a2b-4c3d-8e4f-5a6b7c8d9e0f"),
+            tenant_pod("bert-xl-worker-8", "job"),
+            *stepping[:fails_at],
+            {"sim": {"node": {"cluster": eks, "id": failed, "group": "workers", "status": "Failure"}}},
+            *stepping[fails_at:],
+            clock(start + minutes(49))]),
     }
 
 
