@@ -238,7 +238,24 @@ def test_a_report_naming_a_real_instance_never_takes_that_nodes_own_incident_pag
     # repairs) still has its one page to give
     store = PageStore(eks.medic.deps.table)
     assert not store.incident_paged(f"node:{EKS}:i-0a1b2c3d4e5f60718")
-    assert store.incident_paged(f"agent:{EKS}:node:hyperpod-i-0a1b2c3d4e5f60718")
+    assert store.incident_paged(f"agent:{EKS}:node:hyperpod-i-0a1b2c3d4e5f60718@20261121T031000")
+
+
+def test_a_node_failing_again_another_day_pages_again(eks):
+    # Given a notice that paged, and the node gone from the reports (recovered)
+    eks.heartbeat()
+    report_nodes(eks, [node()])
+    assert sweep(eks)[0]["paged"] is True
+    later(eks, 40)
+    report_nodes(eks, [])
+    sweep(eks)  # (the job watch restarts bert-xl meanwhile: it has not stepped since)
+    eks.medic.pages()
+    # When it is reported in trouble again the next day
+    later(eks, 24 * 60)
+    report_nodes(eks, [node()])
+    [again] = [record for record in sweep(eks) if record["incident"].startswith(f"agent:{EKS}:node:")]
+    # Then its new episode pages again: nothing closes an agent's node incident, so its page is claimed per episode
+    assert again["paged"] is True and len(eks.medic.pages()) == 1
 
 
 def nodes_in_trouble(count: int, ready: bool = False, first: int = 0) -> list[dict]:

@@ -118,8 +118,11 @@ def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: Mode, deps:
                           outcome=Outcome.DEFERRED if notice.in_repair else Outcome.IGNORED,
                           reason=short(notice.reason, 500))
     if not notice.in_repair and notice.jobs:  # the agent's word: one page per cluster per window (its own window)
+        # Claimed per episode (a notice is written once per episode: NodeReportStore.note_state), since nothing
+        # closes an agent's node incident: the node failing again another day may page again, within the window.
         record = record.paged_if(page_incident(deps, deps.table.for_mode(mode), record,
                                                _node_page(record, notice, deps),
+                                               claim=f"{about.incident}@{deps.now():%Y%m%dT%H%M%S}",
                                                window=PageWindow.cluster(PageSource.AGENT_NODES, cluster.name)))
     return emit(record)
 
