@@ -24,7 +24,7 @@ from medic.core.pages import (
 
 MEDIC = Path(__file__).resolve().parents[2] / "functions" / "medic"
 OPENED = datetime(2026, 11, 20, 8, 32, 5, tzinfo=UTC)
-TEXT = PageText("[Medic] pretrain-slurm i-0a1b2c3d4e5f60718: capacity_shortfall", "Cluster:        pretrain-slurm")
+TEXT = PageText("[Medic] pretrain-slurm i-0a1b2c3d4e5f60718: capacity_shortfall", ("Cluster:        pretrain-slurm",))
 
 
 def test_a_trusted_source_pages_once_then_once_as_the_summary_then_holds():

@@ -7,12 +7,28 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from medic.core.models import Action, Outcome
+from medic.core.text import single_line
 
 
 @dataclass(frozen=True)
 class PageText:
+    """A page: its subject and its lines. Each line is kept to one line (`single_line`): a value a builder puts
+    into a line (a reason, a name, someone else's words) can never add a line of its own, such as a fake
+    "What to do:" above Medic's. Untrusted words inside a line are shown `quoted` by the builder."""
+
     subject: str
-    body: str
+    lines: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lines, str):
+            raise TypeError("PageText takes the page's lines, not a body: a line break inside a value must not "
+                            "start a new line")
+        object.__setattr__(self, "subject", single_line(self.subject))
+        object.__setattr__(self, "lines", tuple(single_line(line) for line in self.lines))
+
+    @property
+    def body(self) -> str:
+        return "\n".join(self.lines)
 
 
 def console_link(region: str, cluster: str) -> str:
@@ -118,9 +134,9 @@ def summary_page(text: PageText, window: PageWindow, nth: int, opened_at: dateti
     hold = (f"Paging held:    further {source} pages about {window.scope} are recorded without a page until "
             f"{until} UTC. {what} Read them: {read}")
     if window.before_summary == 0:  # the one page of the window: its subject is the news
-        return PageText(text.subject, f"{hold}\n\n{text.body}")
+        return PageText(text.subject, (hold, "", *text.lines))
     subject = f"[Medic] [held until {until} UTC] {text.subject.removeprefix('[Medic] ')}"
-    return PageText(subject, f"{hold}\n\n{text.body}")
+    return PageText(subject, (hold, "", *text.lines))
 
 
 def with_held_note(text: PageText, window: PageWindow, held: int, previous: datetime | None) -> PageText:
@@ -131,7 +147,7 @@ def with_held_note(text: PageText, window: PageWindow, held: int, previous: date
     read = " ".join(part for part in ("medic history", _history_filter(window)) if part)
     note = (f"Held before:    {held} more {source} page(s) about {window.scope} were recorded without a page in "
             f"the window from {_moment(previous, window)} UTC ({read}).")
-    return PageText(text.subject, f"{note}\n\n{text.body}")
+    return PageText(text.subject, (note, "", *text.lines))
 
 
 def _moment(moment: datetime, window: PageWindow) -> str:
