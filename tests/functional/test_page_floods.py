@@ -142,7 +142,7 @@ def test_a_flapping_divergence_alarm_pages_its_first_episode_and_one_summary_not
 def test_a_shortage_failing_many_training_jobs_of_one_prefix_pages_twice(medic):
     # Given eight jobs under the prefix ft- failing for a reason Medic does not retry
     medic.deps.account = "123456789012"
-    training = Training()
+    training = Training(medic.clock)
     sample = load_event("training-job-failed")
     records = []
     for index in range(8):
