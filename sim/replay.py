@@ -379,6 +379,40 @@ class Replay:
                                backoff_limit=DEFAULT_BACKOFF_LIMIT if limit is None else limit, status=status,
                                sigterm_exit_code=exit_code)
 
+    def _directive_k8s_pod(self, value: Any) -> None:
+        """A pod someone with `create pods` in a namespace made on an EKS cluster (a tenant's, not a job
+        controller's): {"cluster", "namespace", "name", "node" (instance id), "owner": {"kind", "name", "uid"},
+        "terminating_since"}; `uid` "job" is the named job's real uid (which anyone who may read the job can copy),
+        any other text a uid that is not its."""
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"namespace\": ..., \"name\": ..., \"node\": \"i-...\", "
+                             "\"owner\": {\"kind\": ..., \"name\": ..., \"uid\": \"job\" | \"<uid>\"}, "
+                             "\"terminating_since\": \"<ISO time>\"}")
+        unknown = sorted(set(value) - {"cluster", "namespace", "name", "node", "owner", "terminating_since"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+        cluster = value.get("cluster")
+        if not isinstance(cluster, str) or not CLUSTER_NAME.match(cluster) or not self.world.is_eks(cluster):
+            raise ValueError(f"'cluster' must be an EKS cluster of the config (got {cluster!r})")
+        namespace, name, node = value.get("namespace", "default"), value.get("name"), value.get("node")
+        if not isinstance(namespace, str) or not K8S_LABEL.fullmatch(namespace):
+            raise ValueError(f"'namespace' must be a DNS-1123 label (got {namespace!r})")
+        if not isinstance(name, str) or len(name) > 253 or not K8S_SUBDOMAIN.fullmatch(name):
+            raise ValueError(f"'name' must be a DNS-1123 subdomain (got {name!r})")
+        if not isinstance(node, str) or not INSTANCE_ID.fullmatch(node):
+            raise ValueError(f"'node' must be an instance id of the cluster (got {node!r})")
+        owner = value.get("owner")
+        if owner is not None and (not isinstance(owner, dict) or set(owner) - {"kind", "name", "uid"}
+                                  or not all(isinstance(owner.get(key), str) and owner.get(key)
+                                             for key in ("kind", "name", "uid"))):
+            raise ValueError(f"'owner' must be {{\"kind\", \"name\", \"uid\"}}, each a string (got {owner!r})")
+        since = value.get("terminating_since")
+        terminating = _parse_time(since) if since is not None else None
+        if since is not None and terminating is None:
+            raise ValueError(f"'terminating_since' must be an ISO 8601 time (got {since!r})")
+        self.world.ensure_cluster(cluster)
+        self.world.eks.put_pod(cluster, namespace, name, node, owner, terminating)
+
     def _eks_agent(self, cluster: str, value: dict) -> None:
         """The `agent` directive on an EKS cluster: replica `replica` (default 1) of its agent Deployment."""
         unknown = sorted(set(value) - {"cluster", "heartbeat", "replica"})

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About, Record
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
@@ -119,7 +120,8 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
             _give_back_restart(context, deps)
         situation = result.refusal if restart and result.refusal in EKS_REFUSALS else found or "failed"
         text = slurm_job_page(final, context.details or "", deps.region, situation=situation)
-        final = final.paged_if(page_incident(deps, table, final, text))
+        final = final.paged_if(page_incident(deps, table, final, text,
+                                             window=PageWindow.cluster(PageSource.AGENT, cluster)))
         if restart and not result.pods and not result.force_deleted:
             # Nothing deleted, nothing restarted: no recovery to prove, and this page is the incident's one page.
             IncidentStore(table).end_recovery_of(context.incident, context.attempt or 0)
@@ -173,7 +175,8 @@ def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, sai
     # behaving as Medic's agent does. One page per cluster (until it expires, 7 days), not per forged id: a
     # compromised controller cannot flood the on-call with pages; every rejection is still recorded.
     record = record.paged_if(page_incident(deps, deps.table, record, forged_result_page(record, deps.region),
-                                           claim=rejected_page_claim(cluster)))
+                                           claim=rejected_page_claim(cluster),
+                                           window=PageWindow.cluster(PageSource.AGENT_REJECTED, cluster)))
     return emit(record)
 
 

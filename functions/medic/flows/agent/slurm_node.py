@@ -31,6 +31,7 @@ from medic.config import Cluster
 from medic.core.agent_command import EARLY, CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import DrainNote
 from medic.core.text import MedicText
@@ -131,7 +132,8 @@ def after_the_call(drain: DrainNote, outcome: Outcome, table: Table, cluster: st
 
 def page_jobs_unknown(deps: Deps, table: Table, record: Record, node_name: str | None) -> bool:
     return page_incident(deps, table, record, jobs_unknown_page(record, node_name, deps.region),
-                         claim=jobs_claim(record["incident"]))
+                         claim=jobs_claim(record["incident"]),
+                         window=PageWindow.cluster(PageSource.NODE, record["cluster"]))
 
 
 # --- the agent's results
@@ -158,7 +160,8 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
                                      f"{said}. Resume it by hand (scontrol update NodeName={name} State=RESUME).")
         record = record.paged_if(page_incident(deps, deps.table, record,
                                                node_page(record, MedicText("Slurm resume after a repair"), deps.region),
-                                               claim=f"{about.incident}:resume"))
+                                               claim=f"{about.incident}:resume",
+                                               window=PageWindow.cluster(PageSource.NODE, cluster)))
         return emit(record)
     # drain_node
     jobs = _jobs(result) if result.status == "executed" else None
@@ -287,7 +290,8 @@ def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, conte
                                      f"Medic cannot tell whether it runs again: {why}. It needs a look.")
         # The page names the node the job ran on; the record is the job's.
         on_node = jobs_unknown_page({**record, "node_id": context.node_id}, node_name, deps.region)
-        record = record.paged_if(page_incident(deps, deps.table, record, on_node))
+        record = record.paged_if(page_incident(deps, deps.table, record, on_node,
+                                               window=PageWindow.cluster(PageSource.NODE, cluster)))
         return emit(record)
     reason = f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it; Slurm says {state}."
     record = restart_through_agent(RestartRequest(
