@@ -26,7 +26,7 @@ from datetime import timedelta
 
 from medic.config import Cluster
 from medic.core.models import Action, NodeInfo, Outcome, Trigger
-from medic.core.pages import Page
+from medic.core.pages import Page, PageSource, PageWindow
 from medic.core.record import About, JobsHit
 from medic.core.repairs import AwaitedCall, DrainNote
 from medic.core.text import MedicText
@@ -142,7 +142,8 @@ def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: Drai
                           attempt=call.attempt, jobs=jobs)
     if decision.page is Page.INCIDENT:
         text = node_page(record, call.health_reason or MedicText("(see the decision's record)"), deps.region)
-        record = record.paged_if(page_incident(deps, deps.table, record, text))
+        record = record.paged_if(page_incident(deps, deps.table, record, text,
+                                               window=PageWindow.cluster(PageSource.NODE, cluster.name)))
     if page_jobs:
         record = record.paged_if(deps.jobs_on(cluster).page_jobs_unknown(deps, deps.table, cluster, record,
                                                                          call.node_name))
