@@ -286,6 +286,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **health_alarm_scenarios(sample),
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
+        **control_scenarios(sample),
     }
 
 
@@ -564,6 +565,21 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
             "title: (z) A node health event whose ClusterArn names another account",
             "expect: rejected, no call, no page",
         ], [foreign]),
+    }
+
+
+def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
+    """Who controls Medic's decisions (issue 28, items 6-8): training metrics, operator requests, the mode switch."""
+    return {
+        "zy-mode-switch.jsonl": ([
+            "title: (zy) Someone sets the mode parameter to dry_run, then to paused; SSM then fails the node "
+            "function's first read of it",
+            "fault: ssm:GetParameter=InternalServerError:4",  # botocore: max_attempts 3 retries = 4 attempts
+            "expect: each change pages once, straight to the topic (the dry_run one too), naming the old and new mode "
+            "and who changed it; the node function's read fails every attempt and keeps the last mode known "
+            "(paused), not the deployed act: the GPU fault is suppressed and paged, no node call",
+        ], [clock(T0 - minutes(1) - timedelta(seconds=5)), {"sim": {"mode": "dry_run"}},
+            clock(T0 - timedelta(seconds=5)), {"sim": {"mode": "paused"}}, sample]),
     }
 
 

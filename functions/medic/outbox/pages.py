@@ -1,5 +1,6 @@
 """Sending pages under the ledger's at-most-once rules, shared by every flow, and the one place that decides
-whether a record's mode may page at all (a dry run pages nobody: core.mode.Mode.pages)."""
+whether a record's mode may page at all (a dry run pages nobody: core.mode.Mode.pages; the one exception, a
+change of the mode itself, pages through page_whatever_the_mode)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ def page_resolution(deps: Deps, record: Record, text: PageText) -> bool:
     if not record.about.mode.pages:
         return False
     return _publish(deps, record, text, release=lambda: None)
+
+
+def page_whatever_the_mode(deps: Deps, record: Record, text: PageText, release: Callable[[], None]) -> bool:
+    """The one page no mode silences: a change of the run-time mode itself (flows/mode), which must reach the on-call
+    even when the new mode is a dry run. The caller claimed it (at most once per change); ``release`` gives the
+    claim back when SNS refuses the page."""
+    return _publish(deps, record, text, release=release)
 
 
 def _publish(deps: Deps, record: Record, text: PageText, release: Callable[[], None]) -> bool:

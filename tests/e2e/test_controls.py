@@ -1,0 +1,22 @@
+"""Specification, end to end: who controls Medic's decisions (issue 28, items 6-8) — the training metrics, the
+operator's requests, the mode switch — replayed through the synthesized stack and the real handlers."""
+
+from __future__ import annotations
+
+from sim.scenario import SCENARIOS
+from tests.e2e.conftest import node_action_calls, outcomes
+
+
+def test_zy_every_mode_change_pages_and_a_failed_read_keeps_paused(replay):
+    # Given the mode set to dry_run, then to paused, and SSM failing the node function's first read of it
+    result = replay(SCENARIOS / "zy-mode-switch.jsonl")
+    # Then each change is one record and one page (the dry_run one too), and the GPU fault is held back, paged
+    assert [(r["trigger"], r["outcome"], r["mode"], r["paged"]) for r in result.records] == [
+        ("mode_change", "ignored", "dry_run", True), ("mode_change", "ignored", "paused", True),
+        ("node_health", "suppressed", "paused", True)]
+    assert [page["subject"] for page in result.pages[:2]] == [
+        "[Medic] mode changed: act -> dry_run", "[Medic] mode changed: dry_run -> paused"]
+    assert node_action_calls(result) == {}
+    assert result.injected["ssm:GetParameter"] == 4  # every attempt of the node function's read failed
+    assert result.metrics["ModeReadFailures"] == 1
+    assert outcomes(result)[-1] == ("replace_node", "suppressed")
