@@ -4,8 +4,8 @@ controller, against the emulated command queue and ledger, with a fake Slurm beh
 The agent runs exactly as on a controller node — parse and validate the message, claim it in the
 ledger, run ``scontrol``/``squeue`` as an argv through its own ``Slurm`` class, write the result and
 its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``: a small model of
-the cluster's jobs that answers ``scontrol requeue <id>`` and ``squeue --noheader --format=%i
---name=<name>``, and around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``,
+the cluster's jobs that answers ``scontrol requeue <id>``, ``squeue --states=RUNNING --name=<name>`` (the running
+jobs of a name) and ``squeue --states=all --format=%i|%T|%j -j <id>`` (a job's name), and around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``,
 ``squeue -w <node>`` and ``squeue --states=all -j <ids>`` (nothing is executed; the stub programs in a
 temporary directory exist only so the agent finds its binaries). Jobs placed on nodes (by instance id) end
 NODE_FAIL when Medic's repair takes their node down, unless launched with auto-resume (sim/README.md).
@@ -137,11 +137,18 @@ class FakeSlurm:
                 return 1, "", f"Job is pending execution for job {args[1]}"
             job.state, job.requeues = "PENDING", job.requeues + 1
             return 0, "", ""
-        if program == "squeue" and args[:2] == ["--noheader", "--format=%i"] and len(args) == 3 \
-                and args[2].startswith("--name="):
-            name = args[2].removeprefix("--name=")
-            ids = [job.job_id for job in jobs.values() if job.name == name and job.state in ACTIVE]
-            return 0, "".join(f"{job_id}\n" for job_id in ids), ""
+        if program == "squeue" and args[:3] == ["--noheader", "--states=RUNNING", "--format=%i|%j"] \
+                and len(args) == 4 and args[3].startswith("--name="):
+            # squeue(1): --states filters on the job state (a held job is PENDING), --name on the exact job name
+            name = args[3].removeprefix("--name=")
+            running = [job for job in jobs.values() if job.name == name and job.state == "RUNNING"]
+            return 0, "".join(f"{job.job_id}|{job.name}\n" for job in running), ""
+        if program == "squeue" and args[:4] == ["--noheader", "--states=all", "--format=%i|%T|%j", "-j"] \
+                and len(args) == 5:
+            job = jobs.get(args[4])
+            if job is None:  # slurmctld's error for a job id it does not know (as for `-j` below)
+                return 1, "", "slurm_load_jobs error: Invalid job id specified"
+            return 0, f"{job.job_id}|{job.state}|{job.name}\n", ""
         node_update = self._node_update(program, args)
         if node_update is not None:
             return node_update

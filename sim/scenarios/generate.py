@@ -570,7 +570,22 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
 
 def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
     """Who controls Medic's decisions (issue 28, items 6-8): training metrics, operator requests, the mode switch."""
+    team_b = [{"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 5001 + n, "name": "eval-sweep-team-b"}}}
+              for n in range(3)]
+    held = [{"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 6000 + n, "name": LLAMA, "state": "PENDING"}}}
+            for n in range(9)]
     return {
+        "zw-operator-reach.jsonl": ([
+            "title: (zw) Operator requests beyond Medic's watched jobs: three requests by id for another team's "
+            "running jobs, then one by name for llama3-70b while nine held jobs share its name",
+            "expect: each request by id is queued, the agent asks squeue for the job's name and refuses (not a job "
+            "Medic watches): rejected, nothing requeued, one page for the cluster; the request by name requeues the "
+            "one running llama3-70b (4211), never a held namesake: executed",
+        ], [{"sim": {"slurm_job": SLURM_JOB}}, *team_b, *held,
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *(requeue_request(T0 + minutes(n), job_id=str(5001 + n), reason="please requeue my eval job")
+              for n in range(3)),
+            requeue_request(T0 + minutes(3), job_name=LLAMA, reason="llama3-70b looks stuck")]),
         "zy-mode-switch.jsonl": ([
             "title: (zy) Someone sets the mode parameter to dry_run, then to paused; SSM then fails the node "
             "function's first read of it",

@@ -20,7 +20,8 @@ from tests.e2e.conftest import outcomes
 SEND = "sqs:SendMessage"
 INCIDENT = "job:slurm:pretrain-slurm:llama3-70b"
 REQUEUED = [("requeue_job", "deferred"), ("requeue_job", "executed")]
-AGENT_RAN = [["squeue", "--noheader", "--format=%i", "--name=llama3-70b"], ["scontrol", "requeue", "4211"]]
+AGENT_RAN = [["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", "--name=llama3-70b"],
+             ["scontrol", "requeue", "4211"]]
 STALL = "medic-stall-llama3-70b"
 
 

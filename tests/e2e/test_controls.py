@@ -20,3 +20,18 @@ def test_zy_every_mode_change_pages_and_a_failed_read_keeps_paused(replay):
     assert result.injected["ssm:GetParameter"] == 4  # every attempt of the node function's read failed
     assert result.metrics["ModeReadFailures"] == 1
     assert outcomes(result)[-1] == ("replace_node", "suppressed")
+
+
+def test_zw_operator_requests_reach_only_watched_jobs_and_never_a_held_namesake(replay):
+    # Given three requests by id for another team's running jobs, then one by name for llama3-70b while nine held
+    # jobs share its name
+    result = replay(SCENARIOS / "zw-operator-reach.jsonl")
+    # Then the agent asks squeue for each job's name and refuses the other team's: rejected, one page for the cluster
+    assert [(r["job"], r["outcome"]) for r in result.records] == [
+        ("5001", "deferred"), ("5001", "rejected"), ("5002", "deferred"), ("5002", "rejected"),
+        ("5003", "deferred"), ("5003", "rejected"), ("llama3-70b", "deferred"), ("llama3-70b", "executed")]
+    assert [page["subject"] for page in result.pages] == ["[Medic] pretrain-slurm job 5001: requeue refused"]
+    # And only the running llama3-70b is requeued: no job of the other team, no held namesake
+    assert [run["argv"] for run in result.slurm_commands if run["argv"][0] == "scontrol"] == [
+        ["scontrol", "requeue", "4211"]]
+    assert "not one of the jobs Medic watches on this cluster (llama3-70b)" in result.records[1]["reason"]

@@ -33,7 +33,9 @@ from medic.flows.agent.commands import (
     slurm_job_page,
 )
 from medic.ledger.agents import AgentStore
+from medic.ledger.jobs import JobStore
 from medic.ledger.pages import PageStore
+from medic.ledger.requests import operator_hour
 from medic.obs import logger
 from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
@@ -108,10 +110,30 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
     if final.outcome is Outcome.FAILED:
         text = slurm_job_page(final, context.details or "", deps.region, situation="failed")
         final = final.paged_if(page_incident(deps, table, final, text))
+    elif final.outcome is Outcome.REJECTED:  # the job is not one Medic may requeue: a request beyond its reach
+        text = slurm_job_page(final, context.details or "", deps.region, situation="refused")
+        final = final.paged_if(page_incident(deps, table, final, text,
+                                             claim=f"agent:{cluster}:refused:{operator_hour(deps.now())}"))
     elif final.outcome is Outcome.EXECUTED:
         # Done: the job's next failure is a new incident that may page again.
         PageStore(table).close_incident(final.about.incident)
+        _remember_running(result, context, cluster, deps)
     return emit(final)
+
+
+def _remember_running(result: AgentResult, context: CommandContext, cluster: str, deps: Deps) -> None:
+    """A requeue by name (or by id, checked against watched names) tells which Slurm job ran under a watched name:
+    the next requeue by that name prefers it while it still runs under it (agent: RequeueJob.last_seen_id)."""
+    if context.kind != "requeue_job" or not result.jobs:
+        return
+    target = context.target or ""
+    allowed = ({target.removeprefix("name:").split("@")[0]} if target.startswith("name:") else
+               set(target.split("@", 1)[1].split(",")) if "@" in target else set())
+    watched = set(deps.config.watched_names(cluster)) & allowed
+    for job in result.jobs:
+        job_id, name = job.get("id", ""), job.get("name", "")
+        if name in watched and matches(SQUEUE_JOB_ID, job_id):
+            JobStore(deps.table.for_mode(context.mode)).saw_running(cluster, name, job_id, deps.now())
 
 
 def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, said: str, deps: Deps) -> dict | None:
@@ -140,14 +162,20 @@ def _final_record(result: AgentResult, context: CommandContext, cluster: str, st
     if result.status == "executed":
         outcome = Outcome.EXECUTED
         reason = f"The agent on {cluster} {_what_ran(result, job, restart)} (command {result.command_id}): {said}"
+    elif result.status == "refused":
+        # The agent would not act (a job by id that is not one of the jobs Medic watches): nothing changed, and a
+        # refusal cannot be a way to make Medic act, so its word is enough for `rejected`.
+        outcome = Outcome.REJECTED
+        reason = (f"The agent on {cluster} refused the {'restart' if restart else 'requeue'} of {job} "
+                  f"(command {result.command_id}): {said}")
     else:
         outcome = Outcome.FAILED
-        did = "refused" if result.status == "refused" else "could not run"
-        reason = (f"The agent on {cluster} {did} the {'restart' if restart else 'requeue'} of {job} "
+        reason = (f"The agent on {cluster} could not run the {'restart' if restart else 'requeue'} of {job} "
                   f"(command {result.command_id}): {said}")
     about = About(incident=context.incident, trigger=context.trigger or Trigger.RECONCILE,
                   event_id=context.event_id or stream_event_id, mode=context.mode, cluster=cluster, job=job)
-    return about.record(fault=context.fault or Fault.UNKNOWN, action=context.action or Action.REQUEUE_JOB,
+    action = Action.NONE if outcome is Outcome.REJECTED else context.action or Action.REQUEUE_JOB
+    return about.record(fault=context.fault or Fault.UNKNOWN, action=action,
                         outcome=outcome, reason=short(reason, 500), attempt=context.attempt or 0)
 
 
