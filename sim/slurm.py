@@ -4,11 +4,12 @@ controller, against the emulated command queue and ledger, with a fake Slurm beh
 The agent runs exactly as on a controller node — parse and validate the message, claim it in the
 ledger, run ``scontrol``/``squeue`` as an argv through its own ``Slurm`` class, write the result and
 its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``: a small model of
-the cluster's jobs that answers ``scontrol requeue <id>``, ``squeue --states=RUNNING --name=<name>`` (the running
-jobs of a name) and ``squeue --states=all --format=%i|%T|%j -j <id>`` (a job's name), and around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``,
-``squeue -w <node>`` and ``squeue --states=all -j <ids>`` (nothing is executed; the stub programs in a
-temporary directory exist only so the agent finds its binaries). Jobs placed on nodes (by instance id) end
-NODE_FAIL when Medic's repair takes their node down, unless launched with auto-resume (sim/README.md).
+the cluster's jobs that answers ``scontrol requeue <id>``, ``squeue --states=RUNNING --name=<name>``
+(the running jobs of a name) and ``squeue --states=all --format=%i|%T|%j -j <id>`` (a job's name), and
+around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``, ``squeue -w <node>`` and
+``squeue --states=all -j <ids>`` (nothing is executed; the stub programs in a temporary directory exist
+only so the agent finds its binaries). Jobs placed on nodes (by instance id) end NODE_FAIL when Medic's
+repair takes their node down, unless launched with auto-resume (sim/README.md).
 
 A cluster has one head node by default; the `slurm` directive gives it several (`controllers`), one agent on
 each, and says which slurmctld is in charge (`primary`, 1-based: the ones before it are DOWN, the rest UP,
