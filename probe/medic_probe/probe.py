@@ -16,6 +16,7 @@ import logging
 import math
 import operator
 import os
+import secrets
 import socket
 import sys
 import threading
@@ -45,6 +46,12 @@ NON_FINITE_LOSS = "NonFiniteLoss"
 # about BASELINE_MINUTES. Medic's slowdown alarm compares TokensPerSecond against it.
 TOKENS_PER_SECOND_BASELINE = "TokensPerSecondBaseline"
 BASELINE_MINUTES = 30
+# This process's probe session: a random number drawn when the probe starts, published with every flush of the
+# job's metrics. Medic counts a minute's heartbeat only when exactly one session published in it, and proves a
+# recovery only with steps from a session that started after its restart: a heartbeat without it (written by anyone
+# allowed PutMetricData), or the stalled process's old one, never counts.
+SESSION = "Session"
+_SESSION_BITS = 31  # 1 .. 2**31: exact in a double, far below CloudWatch's 2**360
 
 _UNITS = {
     HEARTBEAT: "Count",
@@ -54,6 +61,7 @@ _UNITS = {
     LAST_CHECKPOINT_STEP: "None",
     NON_FINITE_LOSS: "Count",
     TOKENS_PER_SECOND_BASELINE: "Count/Second",
+    SESSION: "None",
 }
 
 _NOT_NUMBERS = (str, bytes, bytearray, bool)
@@ -180,6 +188,8 @@ class Probe:
         """Successful publishes."""
         self.bad_inputs = 0
         """Arguments step()/checkpoint() ignored: None as a step, strings, bools, objects that are not numbers."""
+        self.session = secrets.randbits(_SESSION_BITS) + 1
+        """This process's probe session (published as `Session`): new for every process, so for every restart."""
 
         self._client = client
         self._disabled_reason: str | None = None
@@ -432,6 +442,7 @@ class Probe:
         if self.publishes_job_metrics:
             job = self._job_dimensions()
             scalar(HEARTBEAT, job, p.steps)
+            scalar(SESSION, job, self.session)
             scalar(STEP, job, last_step)
             scalar(NON_FINITE_LOSS, job, p.non_finite)
             statistic(LOSS, job, p.loss_n, p.loss_sum, p.loss_min, p.loss_max)
@@ -458,6 +469,7 @@ class Probe:
         tps = p.tps_sum / p.tps_n if p.tps_n else None
         if self.publishes_job_metrics:
             put(HEARTBEAT, p.steps, job_metrics)
+            put(SESSION, self.session, job_metrics)
             put(STEP, last_step, job_metrics)
             put(NON_FINITE_LOSS, p.non_finite, job_metrics)
             put(LOSS, p.loss_sum / p.loss_n if p.loss_n else None, job_metrics)

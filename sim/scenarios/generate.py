@@ -574,7 +574,35 @@ def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]
               for n in range(3)]
     held = [{"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 6000 + n, "name": LLAMA, "state": "PENDING"}}}
             for n in range(9)]
+    slurm = [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}]
+
+    def forged(name: str, value: float, at: datetime) -> dict:
+        """A datapoint anyone allowed PutMetricData on Medic/Training writes: no probe session with it."""
+        return {"sim": {"metric": {"job": LLAMA, "name": name, "value": value,
+                                   "timestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ")}}}
+
     return {
+        "zu-forged-heartbeats-before-the-first-step.jsonl": ([
+            "title: (zu) llama3-70b runs but has not stepped yet (its probe sends nothing before the first step); "
+            "someone writes three datapoints: a heartbeat back-dated two hours, a step and a heartbeat now",
+            "expect: the stall alarm goes OK on the forged heartbeat, then ALARM when it stops; the read-back finds "
+            "only heartbeats no probe session vouches for: no requeue (the job is not touched), one page",
+        ], [clock(T_ALARM), *slurm, forged("Heartbeat", 5, T_ALARM - timedelta(hours=2)),
+            forged("Step", 5, T_ALARM), forged("Heartbeat", 1, T_ALARM), clock(T_ALARM + minutes(20))]),
+        "zv-forged-recovery.jsonl": ([
+            "title: (zv) Stall, requeue; the restarted process never steps, and someone writes heartbeats and steps "
+            "for the job after the requeue",
+            "expect: stall ALARM at 03:18, requeue_job deferred then executed; the forged heartbeats carry no probe "
+            "session: the alarm's OK at 03:23 is no proof of recovery, its ALARM again at 03:38 restarts nothing (the "
+            "recovery check owns the incident); no_progress failed with one page at 03:40 saying the reported steps "
+            "did not count",
+        ], [clock(T_ALARM), *slurm,
+            *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
+                          checkpoint=1200),
+            *(line for minute in range(22, 26) for line in (
+                clock(T_ALARM + minutes(minute)), forged("Heartbeat", 30, T_ALARM + minutes(minute)),
+                forged("Step", 1240 + 30 * (minute - 21), T_ALARM + minutes(minute)))),
+            clock(T_ALARM + minutes(45))]),
         "zw-operator-reach.jsonl": ([
             "title: (zw) Operator requests beyond Medic's watched jobs: three requests by id for another team's "
             "running jobs, then one by name for llama3-70b while nine held jobs share its name",

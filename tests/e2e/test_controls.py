@@ -35,3 +35,26 @@ def test_zw_operator_requests_reach_only_watched_jobs_and_never_a_held_namesake(
     assert [run["argv"] for run in result.slurm_commands if run["argv"][0] == "scontrol"] == [
         ["scontrol", "requeue", "4211"]]
     assert "not one of the jobs Medic watches on this cluster (llama3-70b)" in result.records[1]["reason"]
+
+
+def test_zu_back_dated_heartbeats_do_not_make_medic_requeue_a_job_that_never_stepped(replay):
+    # Given a running job that has not stepped, and three datapoints someone wrote (one back-dated two hours)
+    result = replay(SCENARIOS / "zu-forged-heartbeats-before-the-first-step.jsonl")
+    # Then the stall alarm's read-back finds only heartbeats no probe session vouches for: nothing requeued, one page
+    assert [(r["action"], r["outcome"], r["paged"]) for r in result.records] == [("none", "deferred", True)]
+    assert "without exactly one probe session" in result.records[0]["reason"]
+    assert result.slurm_commands == [] and len(result.pages) == 1
+
+
+def test_zv_forged_heartbeats_after_a_requeue_are_no_proof_of_recovery(replay):
+    # Given a stall, Medic's requeue, a restarted process that never steps, and heartbeats someone wrote since
+    result = replay(SCENARIOS / "zv-forged-recovery.jsonl")
+    # Then no recovery is recorded; the alarm's OK and its next ALARM change nothing; one no_progress page
+    assert [(r["fault"], r["outcome"]) for r in result.records] == [
+        ("stalled", "deferred"), ("stalled", "executed"), ("stalled", "ignored"), ("stalled", "ignored"),
+        ("no_progress", "failed")]
+    assert "waits for proof of recovery" in result.records[3]["reason"]
+    assert "120 in minutes without exactly one probe session" in result.records[-1]["reason"]
+    assert [page["subject"] for page in result.pages] == ["[Medic] job llama3-70b: no_progress"]
+    assert [run["argv"] for run in result.slurm_commands if run["argv"][0] == "scontrol"] == [
+        ["scontrol", "requeue", "4211"]]
