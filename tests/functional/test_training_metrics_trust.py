@@ -15,17 +15,9 @@ import boto3
 from medic.flows.recovery.check import check_recoveries
 from medic.flows.stall.response import respond_to_alarm
 from medic.ledger.incidents import IncidentStore
-from tests.functional.test_alarm_handler import (  # noqa: F401 - the fixtures
-    ALARM_AT,
-    BEFORE,
-    JOB,
-    REGION,
-    RESTARTED,
-    alarm,
-    medic,
-    probe_reports,
-    slurm,
-)
+from tests.functional.test_alarm_handler import ALARM_AT, BEFORE, JOB, REGION, RESTARTED, alarm, probe_reports
+from tests.functional.test_alarm_handler import medic as watched_jobs_medic  # noqa: F401 - the `medic` fixture
+from tests.functional.test_alarm_handler import slurm as trained_slurm  # noqa: F401 - the `slurm` fixture
 
 FORGER = 3_000_003  # a session value no probe of the job drew
 
