@@ -35,6 +35,10 @@ def medic(aws):
 
 @pytest.fixture
 def slurm(medic, tmp_path) -> SlurmWorld:
+    return trained_world(medic, tmp_path)
+
+
+def trained_world(medic, tmp_path) -> SlurmWorld:
     """A Slurm cluster whose watched job trained (the probe counted steps) until 02:50, then went silent."""
     medic.at(ALARM_AT)
     medic.deps.metrics = TrainingMetrics(boto3.client("cloudwatch", region_name=REGION))

@@ -11,15 +11,38 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import boto3
+import pytest
 
+from medic.config import parse_config
 from medic.flows.recovery.check import check_recoveries
 from medic.flows.stall.response import respond_to_alarm
 from medic.ledger.incidents import IncidentStore
-from tests.functional.test_alarm_handler import ALARM_AT, BEFORE, JOB, REGION, RESTARTED, alarm, probe_reports
-from tests.functional.test_alarm_handler import medic as watched_jobs_medic  # noqa: F401 - the `medic` fixture
-from tests.functional.test_alarm_handler import slurm as trained_slurm  # noqa: F401 - the `slurm` fixture
+from tests.functional.conftest import medic_world
+from tests.functional.slurm_world import SlurmWorld
+from tests.functional.test_alarm_handler import (
+    ALARM_AT,
+    BEFORE,
+    JOB,
+    JOBS_CONFIG,
+    REGION,
+    RESTARTED,
+    alarm,
+    probe_reports,
+    trained_world,
+)
 
 FORGER = 3_000_003  # a session value no probe of the job drew
+
+
+@pytest.fixture
+def medic(aws):
+    yield from medic_world(parse_config(JOBS_CONFIG), aws)
+
+
+@pytest.fixture
+def slurm(medic, tmp_path) -> SlurmWorld:
+    """The watched job trained (its own probe session) until 02:50, then went silent."""
+    return trained_world(medic, tmp_path)
 
 
 def requeued_at_0310(slurm) -> datetime:
@@ -96,8 +119,6 @@ def test_an_ok_alarm_after_forged_heartbeats_is_no_proof_either(slurm):
 def test_back_dated_heartbeats_without_a_session_do_not_make_a_job_that_never_stepped_look_stalled(medic, tmp_path):
     # Given a watched job that has not stepped yet (its probe publishes nothing until the first step), and three
     # datapoints someone wrote: a heartbeat back-dated two hours, a step, and an empty heartbeat in the window
-    from tests.functional.slurm_world import SlurmWorld
-
     world = SlurmWorld(medic, tmp_path)
     medic.at(ALARM_AT)
     alarm_at = datetime.fromisoformat(ALARM_AT)
