@@ -187,7 +187,7 @@ def _short_id(logical_id: str) -> str:
 
 def _probe_lines(published: list[dict]) -> list[str]:
     """What the training job reported (its job-level probe metrics), one line per publish."""
-    shown = ("Heartbeat", "Step", "NonFiniteLoss", "LastCheckpointStep")
+    shown = ("Heartbeat", "Step", "NonFiniteLoss", "LastCheckpointStep", "Completed")
     rows: dict[tuple[Any, str], dict[str, float]] = {}
     for point in published:
         dimensions = {d["Name"]: d["Value"] for d in point.get("Dimensions", [])}

@@ -4,7 +4,10 @@
 namespace) for the whole replay, as one long-running training process; each directive records its
 steps through ``Probe.step`` and publishes with ``Probe.flush`` at the replay clock, so PutMetricData
 carries exactly what the probe would send (Heartbeat, Step, NonFiniteLoss, Loss and TokensPerSecond
-statistic sets, TokensPerSecondBaseline, LastCheckpointStep, the per-node TokensPerSecond).
+statistic sets, TokensPerSecondBaseline, LastCheckpointStep, the per-node TokensPerSecond). ``"close"`` ends that
+process through the probe's own lifecycle: ``"clean"`` is the script's ``probe.close()`` with no exception in flight
+(the final flush carries the completion marker, ``Completed``), ``"exception"`` a ``with Probe(...)`` block left by
+an exception (the final flush, no marker); a crash that kills the process is no directive at all: silence.
 ``{"sim": {"metric": {...}}}`` puts one datapoint of any metric. Both publish through the harness's own
 CloudWatch client: they are the training job's calls, not Medic's (not counted, never faulted).
 """
@@ -26,6 +29,7 @@ from sim.synth import ROOT
 PROBE_NAMESPACE = "Medic/Training"
 PROBE_NODE = "ip-10-1-0-11"  # rank 0's node, unless the directive names one
 MAX_STEPS = 1_000_000  # per directive: the probe aggregates them in memory, one call each
+CLOSES = ("clean", "exception")  # how a `probe` directive's "close" ends the training process
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
                "infinity": math.inf, "-infinity": -math.inf}
 
@@ -52,12 +56,14 @@ class ProbeSpec:
     node: str = PROBE_NODE
     namespace: str = PROBE_NAMESPACE
     new_process: bool = False  # the job was restarted: a fresh probe (no last step, checkpoint or baseline)
+    close: str | None = None  # the process ends: "clean" (close(), the completion marker) or "exception"
 
     @classmethod
     def parse(cls, value: Any) -> ProbeSpec:
         if not isinstance(value, dict):
             raise ValueError("expected {\"job\": ..., \"steps\": <steps since the last publish>, "
-                             "\"step\": <last step>, \"loss\": ..., \"tokens_per_sec\": ..., \"checkpoint\": <step>}")
+                             "\"step\": <last step>, \"loss\": ..., \"tokens_per_sec\": ..., \"checkpoint\": <step>, "
+                             "\"close\": \"clean\" | \"exception\"}")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(value) - known)
         if unknown:
@@ -80,6 +86,9 @@ class ProbeSpec:
         if not isinstance(value.get("new_process", False), bool):
             raise ValueError(f"'new_process' must be true or false (got {value['new_process']!r})")
         spec.new_process = value.get("new_process", False)
+        if value.get("close") not in (None, *CLOSES):
+            raise ValueError(f"'close' must be one of {', '.join(CLOSES)} (got {value['close']!r})")
+        spec.close = value.get("close")
         for name in ("cluster", "node", "namespace"):
             if name in value:
                 text = value[name]
@@ -112,7 +121,7 @@ class Metrics:
 
     def close(self) -> None:
         for probe in self.probes.values():
-            atexit.unregister(probe.close)
+            atexit.unregister(probe._close_at_exit)
             probe._active = False  # nothing left to publish, and nowhere to publish it once moto stops
         self.probes.clear()
 
@@ -122,9 +131,12 @@ class Metrics:
         key = (spec.namespace, spec.job, spec.cluster, spec.node)
         probe = self.probes.get(key)
         if probe is not None and spec.new_process:
-            atexit.unregister(probe.close)
+            atexit.unregister(probe._close_at_exit)
             probe._active = False
             probe = None
+        if probe is not None and probe._closed:
+            raise ValueError(f"the training process of {spec.job!r} was closed: a later run is a new process "
+                             "(give \"new_process\": true)")
         if probe is None:
             module = import_probe()
             probe = module.Probe(spec.job, cluster=spec.cluster, node=spec.node, namespace=spec.namespace,
@@ -138,7 +150,13 @@ class Metrics:
         if spec.checkpoint is not None:
             probe.checkpoint(spec.checkpoint)
         before, failures = len(self.published), probe.publish_failures
-        probe.flush()
+        if spec.close == "clean":
+            probe.close()  # the script's own close() at the end of training: no exception in flight
+        elif spec.close == "exception":
+            error = RuntimeError("the training script raised (emulated)")
+            probe.__exit__(RuntimeError, error, None)  # a `with Probe(...)` block left by the exception
+        else:
+            probe.flush()
         if probe.publish_failures != failures:
             raise ValueError("the probe's PutMetricData failed (its warning is on stderr)")
         return self.published[before:]

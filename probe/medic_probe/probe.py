@@ -52,6 +52,10 @@ BASELINE_MINUTES = 30
 # allowed PutMetricData), or the stalled process's old one, never counts.
 SESSION = "Session"
 _SESSION_BITS = 31  # 1 .. 2**31: exact in a double, far below CloudWatch's 2**360
+# The completion marker: 1, published once by rank 0 when the probe is closed cleanly (close() with no exception in
+# flight, or a `with` block left without one). A finished job stops publishing Heartbeat, so its stall alarm (missing
+# data = breaching) fires; Medic reads this marker back and stands down instead of restarting a finished job.
+COMPLETED = "Completed"
 
 _UNITS = {
     HEARTBEAT: "Count",
@@ -62,6 +66,7 @@ _UNITS = {
     NON_FINITE_LOSS: "Count",
     TOKENS_PER_SECOND_BASELINE: "Count/Second",
     SESSION: "None",
+    COMPLETED: "Count",
 }
 
 _NOT_NUMBERS = (str, bytes, bytearray, bool)
@@ -90,6 +95,11 @@ def _to_step(value: Any) -> int | None:
         return operator.index(value)
     except Exception:
         return None
+
+
+def _clean_exit(error: BaseException | None) -> bool:
+    """No exception in flight, or ``sys.exit()`` with status 0: the training script ended as it meant to."""
+    return error is None or (isinstance(error, SystemExit) and error.code in (None, 0))
 
 
 def _env_rank() -> int:
@@ -190,6 +200,8 @@ class Probe:
         """Arguments step()/checkpoint() ignored: None as a step, strings, bools, objects that are not numbers."""
         self.session = secrets.randbits(_SESSION_BITS) + 1
         """This process's probe session (published as `Session`): new for every process, so for every restart."""
+        self.completed = False
+        """True once a clean close() published the completion marker (`Completed`)."""
 
         self._client = client
         self._disabled_reason: str | None = None
@@ -206,7 +218,7 @@ class Probe:
         # The hot-path switch: False on ranks that do not publish, after close(), and once disabled.
         self._active = self.all_ranks or self.rank == 0
         if self._active:
-            atexit.register(self.close)
+            atexit.register(self._close_at_exit)
             if start:
                 self._thread = threading.Thread(target=self._run, name="medic-probe", daemon=True)
                 self._thread.start()
@@ -300,14 +312,14 @@ class Probe:
         """
         return self._flush(final=False)
 
-    def _flush(self, final: bool, timeout: float = -1) -> bool:
+    def _flush(self, final: bool, timeout: float = -1, completed: bool = False) -> bool:
         if not self._active:
             return False
         if not self._flush_lock.acquire(timeout=timeout):
             log.warning("medic_probe: a publish is still running; skipping the final flush")
             return False
         try:
-            return self._flush_locked(final)
+            return self._flush_locked(final, completed)
         except Exception:  # a bug here must not kill the thread or the caller
             self.publish_failures += 1
             log.exception("medic_probe: flush failed")
@@ -315,21 +327,32 @@ class Probe:
         finally:
             self._flush_lock.release()
 
-    def _flush_locked(self, final: bool) -> bool:
+    def _flush_locked(self, final: bool, completed: bool) -> bool:
         if not self._ensure_sink():
             return False
         with self._lock:
             period, self._period = self._period, _Period()
             last_step, last_checkpoint, started = self._last_step, self._last_checkpoint, self._started
-        if not started:
-            return False  # nothing recorded yet (model still loading): publish nothing, not zeros
-        if final and period.steps == 0 and not period.checkpointed:
-            return False  # close() right after a flush: nothing new to say
-        self._update_baseline(period)
+        completing = completed and self.publishes_job_metrics  # the marker is a job metric: rank 0's
+        # Nothing recorded yet (model still loading): publish nothing, not zeros. close() right after a flush: nothing
+        # new to say. A clean close still says it finished (even before any step: a restart with nothing left to do).
+        progress: _Period | None = period
+        if not started or (final and period.steps == 0 and not period.checkpointed):
+            progress = None
+        if progress is None and not completing:
+            return False
+        if progress is not None:
+            self._update_baseline(progress)
         now = time.time()
         if self.emf:
-            return self._write_emf(period, last_step, last_checkpoint, now)
-        data = self._metric_data(period, last_step, last_checkpoint, now)
+            published = self._write_emf(progress, last_step, last_checkpoint, now, completing)
+        else:
+            published = self._put(self._metric_data(progress, last_step, last_checkpoint, now, completing))
+        if published and completing:
+            self.completed = True
+        return published
+
+    def _put(self, data: list) -> bool:
         if not data:
             return False
         try:
@@ -406,10 +429,11 @@ class Probe:
     def _node_dimensions(self) -> list:
         return [("Job", self.job), ("Node", self.node)]
 
-    def _metric_data(self, p: _Period, last_step: int | None, last_checkpoint: int | None,
-                     now: float) -> list:
-        """PutMetricData entries. Loss and TokensPerSecond go as statistic sets: Average is the period's
-        mean, Minimum/Maximum keep a dip or a spike visible."""
+    def _metric_data(self, p: _Period | None, last_step: int | None, last_checkpoint: int | None,
+                     now: float, completed: bool = False) -> list:
+        """PutMetricData entries: the period's progress (none when ``p`` is None), and the completion marker when
+        ``completed``. Loss and TokensPerSecond go as statistic sets: Average is the period's mean, Minimum/Maximum
+        keep a dip or a spike visible."""
         timestamp = datetime.fromtimestamp(now, tz=timezone.utc)
         data: list = []
 
@@ -439,10 +463,16 @@ class Probe:
             for dims in dims_list:
                 add(name, dims, stats=stats)
 
+        if completed:  # with the session of the process that finished: Medic trusts a marker only with one
+            scalar(COMPLETED, self._job_dimensions(), 1)
+            scalar(SESSION, self._job_dimensions(), self.session)
+        if p is None:
+            return data
         if self.publishes_job_metrics:
             job = self._job_dimensions()
             scalar(HEARTBEAT, job, p.steps)
-            scalar(SESSION, job, self.session)
+            if not completed:  # (sent with the marker already)
+                scalar(SESSION, job, self.session)
             scalar(STEP, job, last_step)
             scalar(NON_FINITE_LOSS, job, p.non_finite)
             statistic(LOSS, job, p.loss_n, p.loss_sum, p.loss_min, p.loss_max)
@@ -453,9 +483,10 @@ class Probe:
         statistic(TOKENS_PER_SECOND, [self._node_dimensions()], p.tps_n, p.tps_sum, p.tps_min, p.tps_max)
         return data
 
-    def _emf_document(self, p: _Period, last_step: int | None, last_checkpoint: int | None,
-                      now: float) -> dict | None:
-        """One CloudWatch Embedded Metric Format document. EMF has no statistic sets: means are sent."""
+    def _emf_document(self, p: _Period | None, last_step: int | None, last_checkpoint: int | None,
+                      now: float, completed: bool = False) -> dict | None:
+        """One CloudWatch Embedded Metric Format document (the period's progress unless ``p`` is None, the completion
+        marker when ``completed``). EMF has no statistic sets: means are sent."""
         values: dict = {}
         job_metrics: list = []
         node_metrics: list = []
@@ -466,17 +497,22 @@ class Probe:
                 values[name] = safe
                 into.append({"Name": name, "Unit": _UNITS[name]})
 
-        tps = p.tps_sum / p.tps_n if p.tps_n else None
-        if self.publishes_job_metrics:
-            put(HEARTBEAT, p.steps, job_metrics)
+        if completed:
+            put(COMPLETED, 1, job_metrics)
             put(SESSION, self.session, job_metrics)
+        tps = p.tps_sum / p.tps_n if p is not None and p.tps_n else None
+        if p is not None and self.publishes_job_metrics:
+            put(HEARTBEAT, p.steps, job_metrics)
+            if not completed:
+                put(SESSION, self.session, job_metrics)
             put(STEP, last_step, job_metrics)
             put(NON_FINITE_LOSS, p.non_finite, job_metrics)
             put(LOSS, p.loss_sum / p.loss_n if p.loss_n else None, job_metrics)
             put(TOKENS_PER_SECOND, tps, job_metrics)
             put(TOKENS_PER_SECOND_BASELINE, self._tps_baseline if tps is not None else None, job_metrics)
             put(LAST_CHECKPOINT_STEP, last_checkpoint, job_metrics)
-        put(TOKENS_PER_SECOND, tps, node_metrics)  # the same root value, also under [Job, Node]
+        if p is not None:
+            put(TOKENS_PER_SECOND, tps, node_metrics)  # the same root value, also under [Job, Node]
         directives = []
         if job_metrics:
             directives.append({"Namespace": self.namespace,
@@ -494,8 +530,9 @@ class Probe:
         doc.update(values)
         return doc
 
-    def _write_emf(self, p: _Period, last_step: int | None, last_checkpoint: int | None, now: float) -> bool:
-        doc = self._emf_document(p, last_step, last_checkpoint, now)
+    def _write_emf(self, p: _Period | None, last_step: int | None, last_checkpoint: int | None, now: float,
+                   completed: bool = False) -> bool:
+        doc = self._emf_document(p, last_step, last_checkpoint, now, completed)
         if doc is None:
             return False
         try:
@@ -531,8 +568,22 @@ class Probe:
         while self._active and not self._stop.wait(self._delay()):
             self.flush()
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop the thread and publish what is left. Idempotent; registered with atexit. Never raises."""
+    def close(self, timeout: float = 5.0, *, completed: bool | None = None) -> None:
+        """Stop the thread and publish what is left. Idempotent; never raises.
+
+        A clean close also publishes the completion marker (`Completed` = 1, once): by default when no exception
+        is in flight, so a close() in an ``except`` or ``finally`` block while an exception propagates publishes
+        none (``sys.exit(0)`` counts as clean). ``completed=False`` never publishes it (a script stopping early on
+        a signal it handled, to be restarted); ``completed=True`` always does. At interpreter exit (atexit) the
+        probe closes without it: an interpreter also runs atexit after an unhandled exception or ``sys.exit(1)``.
+        """
+        self._close(_clean_exit(sys.exc_info()[1]) if completed is None else bool(completed), timeout)
+
+    def _close_at_exit(self) -> None:
+        """atexit's close: what is left is published, never the completion marker (see close())."""
+        self._close(False, 5.0)
+
+    def _close(self, completed: bool, timeout: float) -> None:
         if self._closed:
             return
         self._closed = True
@@ -541,21 +592,22 @@ class Probe:
             thread = self._thread
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
-            self._flush(final=True, timeout=timeout)
+            self._flush(final=True, timeout=timeout, completed=completed)
         except Exception:
             log.exception("medic_probe: close failed")
         finally:
             self._active = False
             try:
-                atexit.unregister(self.close)
+                atexit.unregister(self._close_at_exit)
             except Exception:  # interpreter shutting down
                 log.debug("medic_probe: atexit.unregister failed", exc_info=True)
 
     def __enter__(self) -> Probe:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        """Leaving the block closes the probe; cleanly (with the completion marker) only without an exception."""
+        self._close(_clean_exit(exc), 5.0)
 
     def __repr__(self) -> str:
         return (f"Probe(job={self.job!r}, cluster={self.cluster!r}, node={self.node!r}, rank={self.rank}, "

@@ -287,6 +287,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
         **control_scenarios(sample),
+        **completion_scenarios(),
     }
 
 
@@ -473,6 +474,26 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "then duplicate twice; no command; the evaluated stall alarm itself stays OK",
         ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,
             {**AWS_SAMPLE_ALARM, "id": "0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c"}]),
+    }
+
+
+def completion_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """A watched job that finishes cleanly (issue 27): its probe's completion marker, then the stall alarm its silence
+    trips, and Medic standing down."""
+    slurm = [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}]
+    return {
+        "zm-finished-job-stall-ignored.jsonl": ([
+            "title: (zm) A watched job finishes cleanly: its probe's close() publishes the completion marker, its "
+            "silence trips the stall alarm",
+            "expect: the last steps and Completed at 03:05:40, Slurm job 4211 COMPLETED; stall ALARM at 03:18; "
+            "ignored (fault completed, the marker's time and step 1450); no command to the agent, no page",
+        ], [clock(T_ALARM), *slurm,
+            *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
+                          checkpoint=1200),
+            clock(T_ALARM + minutes(5) + timedelta(seconds=40)),
+            probe(steps=10, loss=1.86, tokens_per_sec=41000.0, checkpoint=1450, close="clean"),
+            {"sim": {"slurm_job": {**SLURM_JOB, "state": "COMPLETED"}}},
+            clock(T_ALARM + minutes(30))]),
     }
 
 

@@ -41,12 +41,14 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 42
+    assert out.count("   summary: ") == len(bundled()) == 43
     assert ("   timeline: stall llama3-70b stalled at 03:05:00: detect +780s -> act +780s -> repair - -> resume +1140s "
             "-> resolved +1200s; lost 240 steps (6 min)") in out
     assert "time      node/job" in out
     assert "job started: ft-mistral-7b-0042-r1 from checkpoint s3://" in out
     assert "   probe: 03:02:00 llama3-70b: Heartbeat 60, Step 1340, NonFiniteLoss 60, LastCheckpointStep 1200" in out
+    assert ("   probe: 03:05:40 llama3-70b: Heartbeat 10, Step 1450, NonFiniteLoss 0, LastCheckpointStep 1450, "
+            "Completed 1") in out  # (zm): the clean close's last publish
     assert "   alarm: 03:03:00 medic-divergence-llama3-70b OK -> ALARM" in out
     assert ("   alarm: 08:19:00 Medic-OperationsDeadLettersNodeRemediationHandler3BB7951E OK -> ALARM -> page via "
             in out)

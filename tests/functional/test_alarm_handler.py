@@ -66,11 +66,11 @@ BEFORE, RESTARTED = 1_000_001, 2_000_002
 
 def probe_reports(name: str, value: float, at: datetime, job: str = JOB, session: int | None = None,
                   **dimensions: str) -> None:
-    """One datapoint as the probe publishes it; a Heartbeat goes with its process's `Session`, as every flush of the
-    probe does (by default the process before the alarm until ALARM_AT, the restarted one after)."""
+    """One datapoint as the probe publishes it; a Heartbeat or a completion marker goes with its process's `Session`, as
+    the probe sends it (by default the process before the alarm until ALARM_AT, the restarted one after)."""
     dims = [{"Name": "Job", "Value": job}, *({"Name": k, "Value": v} for k, v in dimensions.items())]
     data = [{"MetricName": name, "Dimensions": dims, "Value": value, "Timestamp": at}]
-    if name == "Heartbeat":
+    if name in ("Heartbeat", "Completed"):
         process = session or (BEFORE if at < datetime.fromisoformat(ALARM_AT) else RESTARTED)
         data.append({"MetricName": "Session", "Dimensions": dims, "Value": process, "Timestamp": at})
     boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=data)

@@ -170,3 +170,16 @@ def test_a_stall_soon_after_a_restart_is_held_back_and_paged(slurm):
         steps(datetime.fromisoformat("2026-11-21T03:00:00+00:00") + timedelta(minutes=minute + 40),
               session=RESTARTED)
     assert respond_to_alarm(alarm(at="2026-11-21T04:20:00.000+0000"), slurm.medic.deps)["outcome"] == "deferred"
+
+
+def test_a_forged_completion_marker_does_not_make_medic_stand_down_on_a_stall(slurm):
+    # Given the job trained until 02:50 (its own session), then someone wrote a completion marker at 02:55 with no
+    # probe session (a marker makes Medic take the silence for a finished job)
+    boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
+        {"MetricName": "Completed", "Dimensions": [{"Name": "Job", "Value": JOB}], "Value": 1,
+         "Timestamp": datetime.fromisoformat(ALARM_AT) - timedelta(minutes=15)}])
+    slurm.heartbeat()
+    # When the stall alarm fires
+    record = respond_to_alarm(alarm(), slurm.medic.deps)
+    # Then the marker does not count: the stall is requeued
+    assert (record["fault"], record["outcome"]) == ("stalled", "deferred")

@@ -165,7 +165,8 @@ class TestLifecycle:
         assert by_metric(fake.calls[0])[("Heartbeat", JOB)]["Value"] == 1
         assert probe.enabled is False
 
-    def test_given_nothing_new_since_the_last_flush_when_closed_then_no_extra_call(self, make_probe, fake):
+    def test_given_nothing_new_since_the_last_flush_when_closed_then_only_the_completion_marker_is_sent(
+            self, make_probe, fake):
         probe = make_probe(client=fake)
         probe.step(5)
         probe.flush()
@@ -173,17 +174,29 @@ class TestLifecycle:
         probe.close()
         probe.close()
 
+        assert len(fake.calls) == 2
+        assert set(by_metric(fake.calls[1])) == {("Completed", JOB), ("Session", JOB)}  # the marker, and whose
+
+    def test_given_nothing_new_since_the_last_flush_when_closed_as_not_completed_then_no_extra_call(
+            self, make_probe, fake):
+        probe = make_probe(client=fake)
+        probe.step(5)
+        probe.flush()
+
+        probe.close(completed=False)
+
         assert len(fake.calls) == 1
 
     def test_given_a_closed_probe_when_stepping_then_nothing_is_recorded_or_raised(self, make_probe, fake):
         probe = make_probe(client=fake)
         probe.close()
+        closing_calls = fake.attempts  # the completion marker (test_probe_completion.py)
 
         probe.step(1, loss=1.0)
         probe.checkpoint(1)
 
         assert probe.flush() is False
-        assert fake.attempts == 0
+        assert fake.attempts == closing_calls == 1
 
     def test_given_a_with_block_when_it_exits_then_the_probe_flushes_and_closes(self, fake):
         with Probe(job="llama3-70b", client=fake, start=False) as probe:

@@ -108,4 +108,5 @@ class TestEmf:
         (doc,) = emf_lines(result.stdout)
         assert doc["Job"] == "exit-job"
         assert doc["Heartbeat"] == 5
+        assert "Completed" not in doc  # atexit is no clean close: the script never said it finished
         assert result.stdout.index("training done") < result.stdout.index('"_aws"')

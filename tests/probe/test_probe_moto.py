@@ -56,7 +56,9 @@ class TestAgainstMoto:
         expected = {(name, d) for name in ("Heartbeat", "Step", "Loss", "TokensPerSecond", "TokensPerSecondBaseline",
                                            "LastCheckpointStep", "NonFiniteLoss", "Session")
                     for d in (job, job_cluster)}
-        assert listed(cloudwatch) == expected | {("TokensPerSecond", job_node)}
+        # the block ended without an exception: the probe's clean close adds the completion marker
+        completed = {("Completed", job), ("Completed", job_cluster)}
+        assert listed(cloudwatch) == expected | completed | {("TokensPerSecond", job_node)}
         assert metric_value(cloudwatch, "Heartbeat", {"Job": "llama3-70b"}, "Sum") == [101.0]
         assert metric_value(cloudwatch, "Step", {"Job": "llama3-70b", "Cluster": "ml-cluster"}, "Maximum") == [101.0]
         assert metric_value(cloudwatch, "NonFiniteLoss", {"Job": "llama3-70b"}, "Sum") == [1.0]
@@ -65,6 +67,7 @@ class TestAgainstMoto:
         assert metric_value(cloudwatch, "TokensPerSecond", {"Job": "llama3-70b", "Node": "ip-10-1-2-3"},
                             "Average") == [2000.0]
         assert metric_value(cloudwatch, "LastCheckpointStep", {"Job": "llama3-70b"}, "Maximum") == [100.0]
+        assert metric_value(cloudwatch, "Completed", {"Job": "llama3-70b", "Cluster": "ml-cluster"}, "Maximum") == [1.0]
 
     def test_given_credentials_in_the_environment_when_no_client_is_injected_then_the_probe_makes_its_own(
             self, cloudwatch, monkeypatch):

@@ -89,7 +89,7 @@ class TestNonFiniteLoss:
             probe.step(step, loss=loss, tokens_per_sec=loss)
 
         probe.flush()
-        probe.close()
+        probe.close(completed=False)
 
         if not losses:
             assert fake.attempts == 0

@@ -8,7 +8,7 @@ import pytest
 
 from medic.config import alarm_name, parse_config
 from medic.core.mode import Mode
-from medic.core.models import Action, Outcome
+from medic.core.models import Action, Fault, Outcome
 from medic.core.progress import Progress, RecoveryWatch
 from medic.flows.recovery.policy import Verdict, judge_recovery
 from medic.flows.stall.policy import AlarmContext, AlarmKind, Plan, alarm_subject, decide_alarm
@@ -194,3 +194,79 @@ def test_a_stall_after_steps_or_with_an_unreadable_history_is_requeued(before):
     # Then the job is requeued as a stall
     assert (decision.plan, decision.action) == (Plan.REQUEUE, Action.REQUEUE_JOB)
 
+
+
+# A finished job stops publishing Heartbeat, so its stall alarm fires too: the completion marker tells them apart.
+FINISHED_AT = NOW - timedelta(minutes=13)
+
+
+@pytest.mark.parametrize("job", ["llama3-70b", "mistral-ft"], ids=["slurm", "eks"])
+def test_a_stall_alarm_after_the_probes_completion_marker_is_ignored_naming_the_time_and_step(job):
+    # Given the probe's completion marker at 02:57 is its latest report (the final flush carried step 1450)
+    progress = Progress(steps=0, last_step=None, steps_before=400, last_step_before=1450,
+                        completed_at=FINISHED_AT, last_report_at=FINISHED_AT)
+    # When the stall alarm fires
+    decision = decide_alarm(context(f"medic-stall-{job}", recent_progress=progress, stall_minutes=10))
+    # Then Medic records the job as finished: no requeue or restart, no page
+    assert (decision.plan, decision.action, decision.outcome, decision.page) == (
+        Plan.RECORD, Action.NONE, Outcome.IGNORED, False)
+    assert decision.fault is Fault.COMPLETED
+    assert "completion marker (a clean close) at 2026-11-21 02:57 UTC at step 1450" in decision.reason
+
+
+def test_a_job_that_finished_within_the_stall_window_is_finished_not_making_progress():
+    progress = Progress(steps=50, last_step=1450, steps_before=400, completed_at=FINISHED_AT,
+                        last_report_at=FINISHED_AT)
+    decision = decide_alarm(context(recent_progress=progress, stall_minutes=15))
+    assert (decision.outcome, decision.fault) == (Outcome.IGNORED, Fault.COMPLETED)
+
+
+def test_a_later_run_under_the_same_name_is_not_masked_by_an_earlier_runs_marker():
+    # Given the first run finished at 02:57, and a second run under the same Job name reported until 03:02, then
+    # went silent (the stall is the second run's)
+    progress = Progress(steps=0, last_step=None, steps_before=120, completed_at=FINISHED_AT,
+                        last_report_at=NOW - timedelta(minutes=8))
+    # Then the stall is requeued as any other
+    decision = decide_alarm(context(recent_progress=progress, stall_minutes=5))
+    assert (decision.plan, decision.action, decision.fault) == (Plan.REQUEUE, Action.REQUEUE_JOB, None)
+
+
+def test_a_later_run_that_reports_without_stepping_is_not_masked_either():
+    # Heartbeat 0 is a report: a live process that has stalled, after the last run's marker
+    progress = Progress(steps=0, last_step=1500, steps_before=0, completed_at=FINISHED_AT,
+                        last_report_at=NOW - timedelta(minutes=1))
+    assert progress.finished_at is None
+
+
+def test_the_marker_and_the_final_flush_in_the_same_minute_read_as_finished():
+    assert Progress(steps=0, last_step=None, completed_at=FINISHED_AT,
+                    last_report_at=FINISHED_AT).finished_at == FINISHED_AT
+    assert Progress(steps=0, last_step=None, completed_at=FINISHED_AT).finished_at == FINISHED_AT  # marker alone
+
+
+def test_a_completed_job_restarted_by_medic_concludes_at_once_when_the_marker_came_after_the_restart():
+    # Given Medic restarted the job at 03:10; the restarted run had nothing left to train and closed cleanly at 03:14
+    progress = Progress(steps=0, last_step=None, completed_at=NOW + timedelta(minutes=4),
+                        last_report_at=NOW + timedelta(minutes=4))
+    # Then the recovery check concludes at its next run, long before the deadline: no no_progress page
+    assert judge_recovery(WATCH, progress, NOW + timedelta(minutes=5)) is Verdict.COMPLETED
+
+
+def test_a_marker_in_the_restarts_own_minute_counts_as_after_it():
+    restarted_midminute = RecoveryWatch(**{**WATCH.__dict__, "restarted_at": NOW + timedelta(seconds=40)})
+    progress = Progress(steps=0, last_step=None, completed_at=NOW, last_report_at=NOW)  # the 03:10 minute
+    assert judge_recovery(restarted_midminute, progress, NOW + timedelta(minutes=5)) is Verdict.COMPLETED
+
+
+def test_a_marker_from_before_the_restart_waits_for_the_deadline_then_concludes_without_a_page():
+    # Given the job had finished at 02:57, before Medic's restart (the alarm handler could not read the metrics)
+    progress = Progress(steps=0, last_step=None, completed_at=FINISHED_AT, last_report_at=FINISHED_AT)
+    # Then a restarted run still has until the deadline to report; at the deadline the job counts as finished
+    assert judge_recovery(WATCH, progress, NOW + timedelta(minutes=19)) is Verdict.WAITING
+    assert judge_recovery(WATCH, progress, NOW + timedelta(minutes=20)) is Verdict.COMPLETED
+
+
+def test_steps_after_the_restart_prove_recovery_even_when_the_run_then_finished():
+    progress = Progress(steps=40, last_step=1450, completed_at=NOW + timedelta(minutes=3),
+                        last_report_at=NOW + timedelta(minutes=3))
+    assert judge_recovery(WATCH, progress, NOW + timedelta(minutes=5)) is Verdict.RESUMED

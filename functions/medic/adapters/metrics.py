@@ -28,13 +28,13 @@ class TrainingMetrics:
     def progress(self, job: str, since: datetime, until: datetime, history: timedelta | None = None,
                  new_session: bool = False) -> Progress:
         """Steps counted (Heartbeat Sum) and the highest step reported since ``since``; with ``history``, also the
-        steps counted in that span before ``since``: one GetMetricData call of one-minute datapoints over both,
-        split by their timestamps.
+        steps counted in that span before ``since``, and the probe's latest completion marker (``Completed``) against
+        its latest report: one GetMetricData call of one-minute datapoints over both, split by their timestamps.
 
-        With ``history``, a minute's datapoints count only when exactly one probe session published in it (the
-        probe's `Session`: Minimum = Maximum), and with ``new_session`` (proof of recovery), a minute since ``since``
-        only when its session was not seen before ``since``: the restarted process's own. What does not count is
-        reported apart (``unsessioned_steps``, ``stale_session_steps``)."""
+        With ``history``, a minute's datapoints (the marker's too) count only when exactly one probe session
+        published in it (the probe's `Session`: Minimum = Maximum), and with ``new_session`` (proof of recovery), a
+        minute since ``since`` only when its session was not seen before ``since``: the restarted process's own. What
+        does not count is reported apart (``unsessioned_steps``, ``stale_session_steps``)."""
         if history is None:
             values = self._query(since, until, [
                 ("steps", self._stat(job, "Heartbeat", "Sum", since, until)),
@@ -48,6 +48,7 @@ class TrainingMetrics:
             ("step", self._minutely(job, "Step", "Maximum")),
             ("first", self._minutely(job, "Step", "Minimum")),
             ("ckpt", self._minutely(job, "LastCheckpointStep", "Maximum")),
+            ("done", self._minutely(job, "Completed", "Maximum")),
             ("session_low", self._minutely(job, SESSION, "Minimum")),
             ("session_high", self._minutely(job, SESSION, "Maximum")),
         ])
@@ -69,6 +70,12 @@ class TrainingMetrics:
         active = sorted((at, value) for at, value in stamped.get("steps", []) if at < since and value > 0)
         recent = active[-RATE_MINUTES:]
         steps_before = [value for at, value in stamped.get("step", []) if at < since]
+        # The completion marker against the latest report. GetMetricData pairs Timestamps[x] with Values[x] (API
+        # reference, MetricDataResult), one pair per minute that holds a datapoint (a Heartbeat of 0 is one: a live
+        # process reported) and none for a minute without, as the window and history reads above rely on too. Were
+        # an empty minute ever returned, it would count as a report after the marker: Medic would act as on a stall.
+        completions = [at for at, value in stamped.get("done", []) if value >= 1]
+        reports = [at for at, _ in stamped.get("steps", [])]
         return Progress(steps=sum(window), last_step=max(last) if last else None, steps_before=sum(before),
                         unsessioned_steps=unsessioned, stale_session_steps=stale,
                         first_step=resumed_from,
@@ -76,7 +83,8 @@ class TrainingMetrics:
                         first_step_at=first[0] if first else None,
                         last_heartbeat_at=active[-1][0] if active else None,
                         last_step_before=max(steps_before) if steps_before else None,
-                        steps_per_minute_before=sum(v for _, v in recent) / len(recent) if recent else None)
+                        steps_per_minute_before=sum(v for _, v in recent) / len(recent) if recent else None,
+                        completed_at=max(completions, default=None), last_report_at=max(reports, default=None))
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:
         values = self._query(now - lookback, now, [

@@ -89,6 +89,7 @@ class Fault(StrEnum):
     NO_PROGRESS = "no_progress"  # proof of recovery failed: no training progress after the restart
     # proof of recovery failed: training resumed, but below the last checkpoint (from scratch, an older checkpoint)
     RESUMED_BEHIND = "resumed_behind"
+    COMPLETED = "completed"  # the job finished: its probe published the completion marker (a clean close) last
     CAPACITY_SHORTFALL = "capacity_shortfall"  # HyperPod could not get an instance (replacement, scaling)
     LIFECYCLE_SCRIPT_FAILED = "lifecycle_script_failed"  # a node's lifecycle script failed
     REPAIR_FAILED = "repair_failed"  # a reboot or replacement did not complete

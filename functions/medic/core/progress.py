@@ -56,6 +56,25 @@ class Progress:
     # (the stalled process's own).
     unsessioned_steps: float = 0.0
     stale_session_steps: float = 0.0
+    # The probe's completion marker, read with the history too: the minute of its latest `Completed` (a clean
+    # close()), and the minute of its latest Heartbeat datapoint of any value (a process reporting, stepping or not).
+    completed_at: datetime | None = None
+    last_report_at: datetime | None = None
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When the job finished, if its latest run did: the minute of the probe's completion marker, with no report
+        after it. A later run under the same Job name reports after it (its first flush), and its stalls are its own:
+        an old marker never hides them. A new run in the very minute the last one finished reads as finished until its
+        next report, a minute later."""
+        if self.completed_at is None or (self.last_report_at is not None and self.last_report_at > self.completed_at):
+            return None
+        return self.completed_at
+
+    @property
+    def latest_step(self) -> float | None:
+        """The highest step the probe reported in all that was read (the window, else the history before it)."""
+        return self.last_step if self.last_step is not None else self.last_step_before
 
     @property
     def resumed_behind(self) -> bool:

@@ -1,6 +1,7 @@
 """Proof of recovery: after Medic restarts a job, did training really resume? Run on a schedule over
-the open recovery watches; each ends in one record: resumed (quietly) or no progress (one page, and
-no further automatic restart until the stall alarm has been OK)."""
+the open recovery watches; each ends in one record: resumed (quietly), completed (the probe's completion marker:
+the job finished, quietly) or no progress (one page, and no further automatic restart until the stall alarm has been
+OK)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from medic.core.record import About
 from medic.core.timeline import Timeline, incident_line
 from medic.deps import Deps
 from medic.flows.recovery.pages import alarm_page
-from medic.flows.recovery.policy import Verdict, judge_recovery, made_progress
+from medic.flows.recovery.policy import Verdict, finished_since_restart, judge_recovery, made_progress
 from medic.ledger.incidents import IncidentStore
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident
@@ -73,6 +74,8 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
         return emit(record)
     if verdict is Verdict.RESUMED_BEHIND:
         return _resumed_behind(watch, progress, about, deps)
+    if verdict is Verdict.COMPLETED and progress.finished_at is not None:
+        return _completed(watch, progress.finished_at, progress, about, deps)
     record = about.record(
         fault=Fault.NO_PROGRESS, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
         reason=f"No training progress {minutes:.0f} min after Medic's restart at {watch.restarted_at:%H:%M} UTC"
@@ -116,6 +119,26 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
                       "the latest checkpoint on start (path, resume flag) before the next failure.", details,
                       deps.region)
     record = record.paged_if(page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery"))
+    IncidentStore(deps.table).end_recovery(watch.incident)
+    emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
+    return emit(record)
+
+
+def _completed(watch: RecoveryWatch, finished: datetime, progress: Progress, about: About, deps: Deps) -> dict:
+    """The job finished: its probe's completion marker is its latest report. Nothing to prove and nobody to page; the
+    watch ends and the incident is resolved."""
+    step = progress.latest_step
+    at_step = f" at step {step:.0f}" if step is not None else ""
+    if finished_since_restart(watch, finished):
+        reason = (f"Training finished after Medic's restart at {watch.restarted_at:%H:%M} UTC: the probe published its "
+                  f"completion marker (a clean close) at {finished:%H:%M} UTC{at_step} and has reported nothing "
+                  "since; no page.")
+    else:
+        reason = (f"The job had finished before Medic's restart at {watch.restarted_at:%H:%M} UTC: the probe published "
+                  f"its completion marker (a clean close) at {finished:%Y-%m-%d %H:%M} UTC{at_step} and has reported "
+                  f"nothing since, through the recovery deadline {watch.deadline:%H:%M} UTC; no page.")
+    record = about.record(fault=Fault.COMPLETED, action=Action.NONE, outcome=Outcome.IGNORED, attempt=watch.attempt,
+                          reason=reason)
     IncidentStore(deps.table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
     return emit(record)

@@ -14,6 +14,7 @@ class Verdict(StrEnum):
     RESUMED_BEHIND = "resumed_behind"  # stepping again, but from below the last checkpoint
     WAITING = "waiting"
     NO_PROGRESS = "no_progress"
+    COMPLETED = "completed"  # the job finished: the probe's completion marker is its latest report
 
 
 def made_progress(progress: Progress | None) -> bool:
@@ -23,10 +24,21 @@ def made_progress(progress: Progress | None) -> bool:
 
 def judge_recovery(watch: RecoveryWatch, progress: Progress, now: datetime) -> Verdict:
     """Training resumed when steps were counted after the restart (from the last checkpoint, or it resumed
-    behind it); past the deadline without: escalate."""
+    behind it); it finished when the probe's completion marker is its latest report (at once when the marker came
+    after the restart; a marker from before it only at the deadline, so a restarted run reporting late is still
+    judged); past the deadline without either: escalate."""
     if made_progress(progress):
         return Verdict.RESUMED_BEHIND if progress.resumed_behind else Verdict.RESUMED
+    finished = progress.finished_at
+    if finished is not None and (finished_since_restart(watch, finished) or now >= watch.deadline):
+        return Verdict.COMPLETED
     return Verdict.NO_PROGRESS if now >= watch.deadline else Verdict.WAITING
+
+
+def finished_since_restart(watch: RecoveryWatch, finished: datetime) -> bool:
+    """The completion marker came in the restart's minute or later (the probe's datapoints are read back per
+    minute, stamped with the minute's start)."""
+    return finished >= watch.restarted_at.replace(second=0, microsecond=0)
 
 
 def recovery_deadline(job: Job, restarted_at: datetime) -> datetime:

@@ -124,6 +124,7 @@ class AlarmDecision:
     reason: str
     page: bool = False
     close_incident: bool = False
+    fault: Fault | None = None  # what Medic found, when it is not what the alarm says (None: the alarm's kind)
 
 
 def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
@@ -178,6 +179,17 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
 def _stalled(ctx: AlarmContext) -> AlarmDecision:
     cluster = ctx.subject.cluster
     progress = ctx.recent_progress
+    finished = progress.finished_at if progress is not None else None
+    if finished is not None:
+        # A finished job stops publishing Heartbeat and its stall alarm treats the silence as breaching: the probe's
+        # completion marker, with nothing reported after it, tells a job that ended cleanly from one that died.
+        step = progress.latest_step
+        at_step = f" at step {step:.0f}" if step is not None else ""
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {ctx.subject.name} is in ALARM, but the probe of {ctx.subject.job.name} published "
+                             f"its completion marker (a clean close) at {finished:%Y-%m-%d %H:%M} UTC{at_step} and "
+                             "has reported nothing since: the job finished; no requeue. A later run under the same "
+                             "job name is watched again from its first report.", fault=Fault.COMPLETED)
     if made_progress(progress):
         # The heartbeat read back says the job is stepping (a late datapoint, a brief gap): a requeue would
         # throw away the work since the last checkpoint for nothing.
