@@ -21,13 +21,13 @@ def main() -> None:
     app = cdk.App()
     config_path = app.node.try_get_context("config") or "medic.yaml"
     stack_name = app.node.try_get_context("stack_name") or "Medic"
+    env = cdk.Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION"))
     try:
         config = load_config(ROOT / config_path if not Path(config_path).is_absolute() else config_path)
+        MedicStack(app, stack_name, config=config, env=env)  # a config AWS would refuse (a pattern quota) stops here
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-    env = cdk.Environment(account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION"))
-    MedicStack(app, stack_name, config=config, env=env)
     app.synth()
 
 

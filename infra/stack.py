@@ -11,7 +11,7 @@ from infra.components.boto3_layer import Boto3Layer
 from infra.components.cluster_events import ClusterEvents
 from infra.components.encryption import MedicKey
 from infra.components.event_archive import EventArchive
-from infra.components.function import DeadLetterQueue, MedicFunction
+from infra.components.function import REDRIVE_RUNBOOK, DeadLetterQueue, MedicFunction
 from infra.components.ledger import LedgerTable
 from infra.components.mode import ModeParameter, ModeWatch
 from infra.components.node_remediation import NodeRemediation
@@ -22,6 +22,7 @@ from infra.components.reconciler import Reconciler
 from infra.components.shared import Shared
 from infra.components.training_alarms import AlarmResponse, TrainingAlarms
 from infra.components.training_job_restarts import TrainingJobRestarts
+from infra.event_patterns import check_event_patterns
 from medic.config import MedicConfig
 
 
@@ -59,7 +60,7 @@ class MedicStack(Stack):
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 
-        self.event_archive = EventArchive(self, "EventArchive", shared=shared)  # the union of the rules above
+        self.event_archive = EventArchive(self, "EventArchive", shared=shared)  # every kind of event the rules take
         # After the archive: a change of the mode is paged, not a remediation event a backtest would replay.
         self.mode_watch = ModeWatch(self, "ModeWatch", shared=shared)
 
@@ -69,7 +70,9 @@ class MedicStack(Stack):
             functions=[c for c in self.node.find_all() if isinstance(c, MedicFunction)],
             dead_letter_queues={_short_path(c): c.queue for c in self.node.find_all()
                                 if isinstance(c, DeadLetterQueue)},
-            jobs=[job.name for job in config.jobs])
+            jobs=[job.name for job in config.jobs],
+            runbooks={_short_path(c): c.runbook for c in self.node.find_all()
+                      if isinstance(c, DeadLetterQueue) and c.runbook != REDRIVE_RUNBOOK})
 
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
@@ -82,6 +85,9 @@ class MedicStack(Stack):
                 CfnOutput(self, f"{name}LogGroup", value=construct.handler.log_group.log_group_name)
                 CfnOutput(self, f"{name}DeadLetterQueueUrl", value=construct.handler.dead_letters.queue_url)
                 CfnOutput(self, f"{name}FunctionName", value=construct.handler.function.function_name)
+
+        # No deploy that EventBridge would refuse: every rule's and the archive's pattern within its quota.
+        check_event_patterns(self)
 
 
 def _short_path(construct: DeadLetterQueue) -> str:

@@ -16,7 +16,7 @@ import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.events.models import EventPattern
@@ -33,6 +33,8 @@ class StreamMapping:
     bisect: bool = False
     report_item_failures: bool = False
     starting_position: str = "TRIM_HORIZON"
+    on_failure: str = ""  # the SQS queue URL of DestinationConfig.OnFailure ("": none)
+    shard_id: str = ""  # the shard it reads (moto's table streams have one)
     _iterator: str | None = None
     _polled_at_write: int = -1  # the table-write count when this mapping last read its stream
 
@@ -92,9 +94,9 @@ class Streams:
             if not shards:
                 return []
             position = "LATEST" if mapping.starting_position == "LATEST" else "TRIM_HORIZON"
+            mapping.shard_id = shards[0]["ShardId"]
             mapping._iterator = streams.get_shard_iterator(
-                StreamArn=mapping.stream_arn, ShardId=shards[0]["ShardId"],
-                ShardIteratorType=position)["ShardIterator"]
+                StreamArn=mapping.stream_arn, ShardId=mapping.shard_id, ShardIteratorType=position)["ShardIterator"]
         records: list[dict] = []
         while True:
             response = streams.get_records(ShardIterator=mapping._iterator, Limit=1000)
@@ -104,6 +106,38 @@ class Streams:
             if len(batch) < 1000:
                 break
         return [record for record in records if mapping.matches(record)]
+
+
+def failure_record(mapping: StreamMapping, batch: list[dict], attempts: int, raised: bool, request_id: str,
+                   now: datetime) -> dict:
+    """What Lambda sends a stream mapping's on-failure destination for a batch it gave up on: an invocation record
+    that says where the batch was, not the records ("The actual records aren't included, so you must process this
+    record and retrieve them from the stream before they expire and are lost": Lambda developer guide, "Using AWS
+    Lambda with Amazon DynamoDB", Error handling, whose example record this follows field by field)."""
+    arrivals = [record.get("dynamodb", {}).get("ApproximateCreationDateTime", 0) for record in batch]
+    response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+    if raised:
+        response["functionError"] = "Unhandled"
+    return {
+        "requestContext": {"requestId": request_id, "functionArn": mapping.function.arn,
+                           "condition": "RetryAttemptsExhausted", "approximateInvokeCount": attempts},
+        "responseContext": response,
+        "version": "1.0",
+        "timestamp": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
+        "DDBStreamBatchInfo": {
+            "shardId": mapping.shard_id,
+            "startSequenceNumber": batch[0]["dynamodb"]["SequenceNumber"],
+            "endSequenceNumber": batch[-1]["dynamodb"]["SequenceNumber"],
+            "approximateArrivalOfFirstRecord": _iso(min(arrivals)),
+            "approximateArrivalOfLastRecord": _iso(max(arrivals)),
+            "batchSize": len(batch),
+            "streamArn": mapping.stream_arn,
+        },
+    }
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_filters(criteria: Any) -> list[EventPattern]:

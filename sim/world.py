@@ -17,6 +17,7 @@ import boto3
 import botocore.loaders
 import botocore.session
 from moto import mock_aws
+from moto.events.models import EventPattern
 
 from sim.cfn import Physical, SimError, Template
 from sim.eks import EksWorld
@@ -35,6 +36,13 @@ TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
 RATE = re.compile(r"^rate\(\s*([1-9][0-9]*)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _NODE_RECOVERY = {"automatic": "Automatic", "none": "None"}  # config's words -> DescribeCluster NodeRecovery
 RATE_UNIT = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+# EventBridge's quota "Event pattern size": "Maximum size, in characters, of an event pattern", 2,048 by default
+# (Amazon EventBridge quotas, docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html; adjustable up to the
+# API's 4,096, botocore's events model, shape EventPattern). A longer rule or archive pattern fails its PutRule or
+# CreateArchive with a 400 (the error code AWS gives is not documented), so the deploy fails: the replay refuses
+# the template. Counted on the pattern as CloudFormation sends it: compact JSON, every intrinsic resolved
+# (aws/serverless-application-model issue 1455 quotes the string EventBridge received).
+EVENT_PATTERN_QUOTA = 2048
 
 
 @functools.cache
@@ -75,6 +83,7 @@ class Rule:
     bus: str
     probe_queue_url: str
     functions: list[Function]
+    pattern: EventPattern | None = None  # moto's matcher on the rule's pattern: how a replayed event is routed
 
 
 @dataclass
@@ -243,6 +252,11 @@ class World:
             t.physical[lid] = Physical(name, {"Arn": arn, "Name": name})
         for lid, _ in t.of_type("AWS::Events::Rule"):
             self._rule(lid)
+        for lid, _ in t.of_type("AWS::Events::Archive"):
+            # Checked as CreateArchive checks it; the replay archives nothing (medic backtest reads a real archive)
+            pattern = t.resolve(t.properties(lid).get("EventPattern"))
+            if pattern is not None:
+                _check_pattern_size(f"archive {lid}", pattern)
         self._capture_pages()
 
     def _queue(self, lid: str) -> None:
@@ -321,10 +335,11 @@ class World:
         bus = t.resolve(props.get("EventBusName")) or "default"
         events, sqs = self.client("events"), self.client("sqs")
         pattern = t.resolve(props["EventPattern"])
-        if isinstance(pattern, dict) and "replay-name" in pattern:
-            return  # it takes only EventBridge replays (backtest read-back); the replay puts none
-        events.put_rule(Name=name, EventBusName=bus, State="ENABLED",
-                        EventPattern=pattern if isinstance(pattern, str) else json.dumps(pattern))
+        _check_pattern_size(f"rule {lid}", pattern)
+        text = pattern if isinstance(pattern, str) else json.dumps(pattern)
+        if isinstance(pattern, dict) and pattern.get("replay-name") not in (None, [{"exists": False}]):
+            return  # it takes only replays (backtest read-back), into a queue: no function of the replay's to run
+        events.put_rule(Name=name, EventBusName=bus, State="ENABLED", EventPattern=text)
         # Which rule matched is learned from moto's own routing: one probe queue per rule.
         probe = sqs.create_queue(QueueName=f"medic-sim-probe-{lid}"[:80])["QueueUrl"]
         probe_arn = sqs.get_queue_attributes(QueueUrl=probe, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -336,7 +351,7 @@ class World:
                                "cannot invoke (only the stack's Lambda functions)")
             functions.extend(matched)
         events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "sim-probe", "Arn": probe_arn}])
-        self.rules.append(Rule(lid, name, bus, probe, functions))
+        self.rules.append(Rule(lid, name, bus, probe, functions, EventPattern.load(text)))
 
     def _schedule(self, lid: str, name: str, props: dict) -> None:
         t = self.template
@@ -385,13 +400,19 @@ class World:
                                     "DynamoDB streams are delivered by the replay")
             return
         retries = props.get("MaximumRetryAttempts")
+        on_failure = str(((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination", ""))
+        queue = next((physical.ref for physical in t.physical.values() if physical.attrs.get("Arn") == on_failure
+                      and physical.attrs.get("QueueUrl")), "")
+        if on_failure and not queue:
+            self.unsupported.append(f"event source mapping {lid}: on-failure destination {on_failure} is not one of "
+                                    "the stack's queues; a batch Lambda gives up on is only reported")
         self.streams.add(StreamMapping(
             lid, function, source, parse_filters(props.get("FilterCriteria")),
             batch_size=int(props.get("BatchSize", 100)),
             max_retries=int(retries) if retries is not None else -1,
             bisect=props.get("BisectBatchOnFunctionError") in (True, "true"),
             report_item_failures="ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or []),
-            starting_position=str(props.get("StartingPosition", "TRIM_HORIZON"))))
+            starting_position=str(props.get("StartingPosition", "TRIM_HORIZON")), on_failure=queue))
 
     def _slurm_agents(self) -> None:
         """Where the stack's functions send agent commands (AGENT_QUEUES), and the ledger they share."""
@@ -429,8 +450,10 @@ class World:
         spec = self.config.cluster(cluster) if self.config is not None else None
         if spec is None or spec.orchestrator != "eks":
             return []
-        return [{"namespace": target.namespace, "kind": target.kind, "name": target.name}
-                for target in (job.kubernetes_object() for job in self.config.jobs if job.cluster == cluster)]
+        return [{"namespace": job.kubernetes_object().namespace, "kind": job.kubernetes_object().kind,
+                 "name": job.kubernetes_object().name,
+                 "launcher_exits_128_or_more_on_sigterm": job.launcher_exits_128_or_more_on_sigterm}
+                for job in self.config.jobs if job.cluster == cluster]
 
     def _hyperpod_nodes(self, cluster: str) -> dict[str, str]:
         if not self.hyperpod.has_cluster(cluster):
@@ -460,6 +483,8 @@ class World:
 
     def route(self, event: dict) -> list[Function]:
         """The functions the stack's rules deliver this event to, as moto's EventBridge matches it."""
+        if "replay-name" in event:
+            return self._route_replayed(event)
         entry: dict[str, Any] = {"Source": str(event.get("source", "")),
                                  "DetailType": str(event.get("detail-type", "")),
                                  "Detail": json.dumps(event.get("detail", {})),
@@ -484,6 +509,15 @@ class World:
             if delivered:
                 targets.extend(rule.functions)
         return targets
+
+    def _route_replayed(self, event: dict) -> list[Function]:
+        """An event EventBridge replays from an archive. PutEvents cannot set replay-name (EventBridge adds it, at
+        the top level, to each event it replays: EventBridge user guide, "Archiving and replaying events"), so the
+        event is matched here, whole, against each rule's pattern with moto's matcher, which is what moto's own
+        replay does (moto.events.models.Replay.replay_events: the archived event plus replay-name, to each rule's
+        send_to_targets). A replay without Destination.FilterArns reaches every rule on the bus: so here."""
+        return [function for rule in self.rules if rule.pattern is not None and rule.pattern.matches_event(event)
+                for function in rule.functions]
 
     def drain_pages(self) -> list[dict]:
         published = self.router.calls["sns:Publish"] + self.harness_publishes
@@ -573,3 +607,12 @@ class World:
         # Lambda sets the region; X-Ray is not emulated.
         return {**function.environment, "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
                 "POWERTOOLS_TRACE_DISABLED": "true"}
+
+
+def _check_pattern_size(what: str, pattern: Any) -> None:
+    """EventBridge refuses a pattern over its quota (EVENT_PATTERN_QUOTA): so does the replay, naming it."""
+    text = pattern if isinstance(pattern, str) else json.dumps(pattern, separators=(",", ":"), ensure_ascii=False)
+    if len(text) > EVENT_PATTERN_QUOTA:
+        raise SimError(f"template: {what}: its EventPattern is {len(text):,} characters, over EventBridge's \"Event "
+                       f"pattern size\" quota of {EVENT_PATTERN_QUOTA:,} (Amazon EventBridge quotas): AWS refuses it "
+                       "and the deploy fails")

@@ -25,6 +25,7 @@ from medic_agent.commands import (
 from medic_agent.slurm import OUTPUT_LIMIT, Slurm
 
 EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
+NOT_WATCHED = "not_watched"  # the refusal code Medic records as `rejected` (functions/medic/flows/agent/commands.py)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Result:
     jobs: tuple[tuple[str, str], ...] | None = None
     # job_states: (id, state) of each job Slurm still knows; None when they could not be read
     job_states: tuple[tuple[str, str], ...] | None = None
+    # refused: why (NOT_WATCHED: a job by id that is not one of the jobs Medic watches)
+    refusal: str = ""
 
 
 def execute(command: Command, slurm: Slurm) -> Result:
@@ -75,7 +78,7 @@ def _requeue_if_named(job_id: str, names: tuple[str, ...], slurm: Slurm) -> Resu
     name = listed[0][1]
     if any(listed_name not in names for _, listed_name in listed):
         return Result(REFUSED, f"job {job_id} is named {name!r}, not one of the jobs Medic watches on this cluster "
-                               f"({', '.join(names)}): not requeued")
+                               f"({', '.join(names)}): not requeued", refusal=NOT_WATCHED)
     run = slurm.run(requeue_argv(job_id))
     return Result(EXECUTED if run.ok else FAILED, f"job {job_id} is {name!r}; {run.describe()}",
                   (job_id,) if run.ok else (), jobs=((job_id, name),) if run.ok else None)

@@ -168,6 +168,8 @@ class Agent(CommandHandling):
             fields["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
         if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
             fields["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
+        if result.refusal:  # refused: why (Medic records not_watched as rejected)
+            fields["refusal"] = result.refusal
         return fields
 
     def started_fields(self) -> dict[str, Any]:

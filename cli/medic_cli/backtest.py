@@ -193,7 +193,9 @@ def run(args: argparse.Namespace, ctx: Context, err: TextIO, sleep: Callable[[fl
             print(f"medic backtest: events of the last {int(ARCHIVE_DELAY.total_seconds() // 60)} minutes may not "
                   "have reached the archive yet (AWS: archiving lags); their live decisions may show as not "
                   "replayed", file=err)
-    events = [event for event in events if _in_window(event, since, until)]
+    # An event read back from the archive carries the replay-name EventBridge added when it replayed it; the live
+    # Medic received it without, and its rules and handlers never act on a replay: replay it as it was received.
+    events = [as_received(event) for event in events if _in_window(event, since, until)]
     if args.cluster:
         events = [event for event in events if _cluster_of(event) in (None, args.cluster)]
     events.sort(key=lambda event: _event_time(event) or datetime.min.replace(tzinfo=UTC))
@@ -241,6 +243,11 @@ def parse_event(text: str, where: str) -> dict:
     if _event_time(event) is None:
         raise BacktestError(f"{where}: event time {event.get('time')!r} is not an ISO 8601 time")
     return event
+
+
+def as_received(event: dict) -> dict:
+    """The event as it reached the live rules: without the ``replay-name`` a replay from the archive adds."""
+    return {key: value for key, value in event.items() if key != "replay-name"}
 
 
 def read_directives(path: str) -> list[dict]:

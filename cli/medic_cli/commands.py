@@ -28,6 +28,10 @@ def run(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int
         from medic_cli import backtest  # imports the replay emulator: only for this command
 
         return backtest.command(args, ctx, out, err)
+    if args.command == "stream-failures":
+        from medic_cli import stream_failures
+
+        return stream_failures.command(args, ctx, out, err)
     handler = {"status": status, "history": history, "report": report_command, "pause": pause, "resume": resume,
                "mode": mode, "explain": explain_command}[args.command]
     return handler(args, ctx, out, err)

@@ -8,6 +8,7 @@
   medic mode [act|dry_run|paused]   show the mode and its last changes, or set it
   medic explain EVENT.json          what Medic would decide for this event now, and why; acts on nothing
   medic backtest --config C.yaml    what config C would have decided differently on the events Medic received
+  medic stream-failures [--redrive] the agent results' stream batches Lambda gave up on, read back (and recorded)
 """
 
 from __future__ import annotations
@@ -124,6 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "(cluster sizes, node groups and statuses)")
     backtest.add_argument("--json", action="store_true", help="one JSON object")
     _common(backtest, top=False)
+
+    failures = commands.add_parser(
+        "stream-failures", help="the agent results' stream batches Lambda gave up on: read back from the stream "
+                                "(24 h) or the agents' ledger items, and with --redrive recorded",
+        description="Reads the stack's stream failures queue (output AgentResultsStreamFailuresQueueUrl): each message "
+                    "says where a batch of the ledger's stream was, not what it held. Reads the batch back from the "
+                    "stream (kept 24 hours), or when it is gone from the agents' result items in the ledger, and shows "
+                    "each agent result and whether Medic recorded it. Exit status: 0 nothing left unrecorded, 1 some "
+                    "results are (or an error).")
+    failures.add_argument("--redrive", action="store_true",
+                          help="hand each unrecorded result to the results function (stack output "
+                               "AgentResultsFunctionName), then delete each message whose batch is done")
+    failures.add_argument("--json", action="store_true", help="one JSON object")
+    _common(failures, top=False)
     return parser
 
 

@@ -15,6 +15,9 @@ from medic.config_training import DEFAULT_FAILURE_RULES, FailureRule, Strict, Tr
 
 # SageMaker HyperPod cluster names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+# An EKS cluster's OIDC issuer URL (Amazon EKS user guide, "Create an IAM OIDC provider for your cluster":
+# https://oidc.eks.<region>.amazonaws.com/id/<ID>; amazonaws.com.cn in the China regions).
+EKS_OIDC_ISSUER_PATTERN = r"^https://oidc\.eks\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/id/[A-Za-z0-9]{1,64}$"
 INSTANCE_GROUP_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 
@@ -111,6 +114,22 @@ class Cluster(Strict):
     # EKS clusters with Container Insights: the EKS cluster's name; its cluster_failed_node_count joins Medic's
     # own FailedNodes gauge (every cluster's failed-node alarm) as a second witness.
     eks_cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+    # EKS clusters whose agent gets AWS credentials through IRSA instead of EKS Pod Identity: the EKS cluster's OIDC
+    # issuer, as `aws eks describe-cluster --name <eks> --query cluster.identity.oidc.issuer` prints it. The agent
+    # role then also trusts that IAM OIDC provider (sts:AssumeRoleWithWebIdentity for the agent's ServiceAccount).
+    eks_oidc_issuer: str | None = Field(default=None, pattern=EKS_OIDC_ISSUER_PATTERN)
+
+    @model_validator(mode="after")
+    def _eks_only(self) -> Cluster:
+        if self.eks_oidc_issuer is not None and self.orchestrator != "eks":
+            raise ValueError(f"eks_oidc_issuer: only an EKS cluster's agent uses IRSA ({self.name!r} is "
+                             f"orchestrated by {self.orchestrator})")
+        return self
+
+    @property
+    def eks_oidc_provider(self) -> str | None:
+        """The IAM OIDC provider's name for the issuer (its ARN's resource part, and the condition keys' prefix)."""
+        return self.eks_oidc_issuer.removeprefix("https://") if self.eks_oidc_issuer else None
 
     @field_validator("protected_groups")
     @classmethod
@@ -154,6 +173,10 @@ class Job(Strict):
     namespace: str | None = Field(default=None, pattern=K8S_NAMESPACE_PATTERN)
     kind: K8sJobKind | None = None
     object_name: str | None = Field(default=None, max_length=253, pattern=K8S_OBJECT_NAME_PATTERN)
+    # EKS clusters, a PyTorchJob whose replica specs say restartPolicy: ExitCode: true when the job's launcher exits
+    # with 128 or more on SIGTERM (a deleted pod's signal), the only exit codes on which the training-operator
+    # recreates the pod (kubeflow/training-operator IsRetryableExitCode); false: the agent refuses to restart it.
+    launcher_exits_128_or_more_on_sigterm: bool = False
 
     def kubernetes_object(self) -> KubernetesJob:
         """The job's Kubernetes object on an EKS cluster (defaults: namespace `default`, kind PyTorchJob)."""
@@ -263,6 +286,12 @@ def _check_kubernetes_keys(index: int, job: Job, cluster: Cluster | None) -> Non
     if cluster is not None and cluster.orchestrator != "eks" and given:
         raise ValueError(f"jobs.{index}.{given[0]}: only a job on an EKS cluster names a Kubernetes object "
                          f"({job.cluster!r} is orchestrated by {cluster.orchestrator})")
+    if job.launcher_exits_128_or_more_on_sigterm and cluster is not None and (
+            cluster.orchestrator != "eks" or job.kubernetes_object().kind != "PyTorchJob"):
+        where = (f"{job.cluster!r} is orchestrated by {cluster.orchestrator}" if cluster.orchestrator != "eks"
+                 else f"this job's kind is {job.kubernetes_object().kind}")
+        raise ValueError(f"jobs.{index}.launcher_exits_128_or_more_on_sigterm: only a PyTorchJob on an EKS cluster "
+                         f"has restartPolicy ExitCode ({where})")
     if cluster is not None and cluster.orchestrator == "eks" and job.object_name is None \
             and not re.match(K8S_OBJECT_NAME_PATTERN, job.name):
         raise ValueError(f"jobs.{index}.name: {job.name!r} is not a Kubernetes object name (lowercase letters, "

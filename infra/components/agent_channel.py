@@ -86,29 +86,45 @@ class AgentQueue(Construct):
             self._pod_identity(cluster)
 
     def _pod_identity(self, cluster: Cluster) -> None:
-        """The EKS agent's role: assumed only by EKS Pod Identity, and (its session tags, Amazon EKS User Guide,
-        "Create IAM role with trust policy required by EKS Pod Identity") only for the agent's ServiceAccount in
-        its namespace; on the configured EKS cluster when eks_cluster_name is set, which also creates the Pod
-        Identity association (else `aws eks create-pod-identity-association`, agent/README.md)."""
+        """The EKS agent's role: assumed by EKS Pod Identity only for the agent's ServiceAccount in its namespace (its
+        session tags, Amazon EKS User Guide, "Create IAM role with trust policy required by EKS Pod Identity"); on
+        the configured EKS cluster when eks_cluster_name is set, which also creates the Pod Identity association
+        (else `aws eks create-pod-identity-association`, agent/README.md). With eks_oidc_issuer, IRSA too."""
         tags = {"aws:RequestTag/kubernetes-namespace": EKS_AGENT_NAMESPACE,
                 "aws:RequestTag/kubernetes-service-account": EKS_AGENT_SERVICE_ACCOUNT}
         if cluster.eks_cluster_name:
             tags["aws:RequestTag/eks-cluster-name"] = cluster.eks_cluster_name
         self.role = iam.Role(
             self, "AgentRole",
-            description=f"Medic agent on the {cluster.name} EKS cluster (EKS Pod Identity)",
+            description=f"Medic agent on the {cluster.name} EKS cluster (EKS Pod Identity"
+                        f"{' or IRSA' if cluster.eks_oidc_issuer else ''})",
             assumed_by=iam.PrincipalWithConditions(iam.ServicePrincipal("pods.eks.amazonaws.com"),
                                                    {"StringEquals": {**tags, "aws:SourceAccount": Aws.ACCOUNT_ID}}),
             managed_policies=[self.policy],
         )
-        # Pod Identity tags the session: sts:TagSession beside sts:AssumeRole (same guide).
+        # Pod Identity tags the session: sts:TagSession beside sts:AssumeRole (same guide). The conditions above read
+        # those tags (kubernetes-namespace, kubernetes-service-account, eks-cluster-name: "Enable or disable session
+        # tags", Amazon EKS user guide): an association created with disableSessionTags gets no credentials here.
         self.role.assume_role_policy.add_statements(iam.PolicyStatement(
             actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")],
             conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}))
+        provider = cluster.eks_oidc_provider
+        if provider:
+            # IRSA: the pod's projected ServiceAccount token, exchanged by AssumeRoleWithWebIdentity with the EKS
+            # cluster's IAM OIDC provider; only for the agent's ServiceAccount, only for STS as the audience (Amazon
+            # EKS user guide, "Assign IAM roles to Kubernetes service accounts": the trust policy's `:sub` and `:aud`
+            # conditions). The provider must exist in the account ("Create an IAM OIDC provider for your cluster").
+            self.role.assume_role_policy.add_statements(iam.PolicyStatement(
+                actions=["sts:AssumeRoleWithWebIdentity"],
+                principals=[iam.FederatedPrincipal(
+                    f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:oidc-provider/{provider}")],
+                conditions={"StringEquals": {
+                    f"{provider}:sub": f"system:serviceaccount:{EKS_AGENT_NAMESPACE}:{EKS_AGENT_SERVICE_ACCOUNT}",
+                    f"{provider}:aud": "sts.amazonaws.com"}}))
         if cluster.eks_cluster_name:
             eks.CfnPodIdentityAssociation(self, "PodIdentity", cluster_name=cluster.eks_cluster_name,
                                           namespace=EKS_AGENT_NAMESPACE, service_account=EKS_AGENT_SERVICE_ACCOUNT,
-                                          role_arn=self.role.role_arn)
+                                          role_arn=self.role.role_arn)  # session tags on: the default
         CfnOutput(self, "AgentRoleArn", value=self.role.role_arn,
                   description=f"the Pod Identity role of the medic agent on {cluster.name} (agent/kubernetes)")
 
@@ -171,6 +187,15 @@ class AgentChannel(Construct):
             actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
                      "dynamodb:ListStreams"],
             resources=[shared.table.table_stream_arn]))
+        # Where Lambda reports a batch of the ledger's stream it gave up on. It sends where the batch was (shard,
+        # sequence numbers, stream), not the records: "The actual records aren't included, so you must process this
+        # record and retrieve them from the stream before they expire" (Lambda developer guide, "Using AWS Lambda
+        # with Amazon DynamoDB", Error handling); a stream keeps a record 24 hours (DynamoDB developer guide, "Change
+        # data capture for DynamoDB Streams"). So a queue of its own, apart from the function's dead-letter queue
+        # (whose messages are events to redrive as they are), with its own runbook: `medic stream-failures`.
+        self.stream_failures = DeadLetterQueue(
+            Construct(self, "ResultsStream"), "DeadLetters", key=shared.key,
+            runbook="docs/runbooks/agent-results-stream.md ('medic stream-failures' within 24 hours)")
         self.results.function.add_event_source(sources.DynamoEventSource(
             shared.table,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
@@ -178,7 +203,7 @@ class AgentChannel(Construct):
             bisect_batch_on_error=True,
             retry_attempts=10,
             report_batch_item_failures=True,
-            on_failure=sources.SqsDlq(self.results.dead_letters),
+            on_failure=sources.SqsDlq(self.stream_failures.queue),
             filters=[lambda_.FilterCriteria.filter({
                 "eventName": lambda_.FilterRule.or_("INSERT", "MODIFY"),
                 # the agents' own items only: their results, and their heartbeats (timed here by DynamoDB)
@@ -189,6 +214,12 @@ class AgentChannel(Construct):
             Validations.of(self.results.role).acknowledge(Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Action::{action}]",
                 reason="CDK's grant for the stream's on-failure queue; the statement names Medic's own key only."))
+        stack = Stack.of(self)
+        CfnOutput(stack, "AgentResultsStreamFailuresQueueUrl", value=self.stream_failures.queue.queue_url,
+                  description="where Lambda reports the agent results' stream batches it gave up on (medic "
+                              "stream-failures)")
+        CfnOutput(stack, "AgentResultsFunctionName", value=self.results.function.function_name,
+                  description="the agent results function (medic stream-failures re-delivers to it)")
 
 
     def issue_node_commands(self, *functions: MedicFunction) -> None:

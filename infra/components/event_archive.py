@@ -1,8 +1,12 @@
 """Keep every event Medic's rules matched, and a way to read them back, for ``medic backtest``.
 
-An EventBridge archive on the default bus whose pattern is the union (``$or``) of every event pattern
-rule in the stack, kept ``event_archive_days``. AWS offers no API that reads archived events: StartReplay
-is the only way out, and it sends them back to the archive's own bus ("Cross event bus replay is not
+An EventBridge archive on the default bus, kept ``event_archive_days``, whose pattern takes every kind of event
+a Medic rule takes, coarsely: by source and detail-type, not by cluster, job or prefix (``ARCHIVED``). Its size
+does not grow with the config, so it stays within EventBridge's "Event pattern size" quota whatever the stack
+manages (the union of the rules' own patterns did not: 4 clusters, 8 watched jobs and 3 prefixes made it longer
+than 2,048 characters, and the deploy failed at the archive); and a backtest of a candidate config that adds a
+cluster or a prefix finds that cluster's or prefix's events in it. AWS offers no API that reads archived events:
+StartReplay is the only way out, and it sends them back to the archive's own bus ("Cross event bus replay is not
 permitted"), to the rules its ``Destination.FilterArns`` names. So the stack also has a read-back rule
 that takes only replays Medic's backtest starts (``replay-name`` prefix) into an encrypted queue that
 ``medic backtest`` drains; naming only that rule in ``FilterArns`` keeps the replay away from the live
@@ -18,12 +22,27 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.components.agent_channel import REQUEUE_DETAIL_TYPE, REQUEUE_SOURCE
+from infra.components.cluster_events import CLUSTER_EVENT
 from infra.components.function import DeadLetterQueue
+from infra.components.node_remediation import NODE_HEALTH_EVENT
 from infra.components.shared import Shared
+from infra.components.training_alarms import ALARM_EVENT
+from infra.components.training_job_restarts import TRAINING_JOB_EVENT
+from medic.config import ALARM_PREFIX
 
 # StartReplay's ReplayName: [\.\-_A-Za-z0-9]+, at most 64 characters; medic backtest names its replays so.
 REPLAY_PREFIX = "medic-backtest-"
 READBACK_RETENTION = Duration.days(1)  # a backtest drains its replay within minutes; leftovers go after a day
+# What the archive keeps: each kind of event a Medic rule takes, by source and detail-type, with only the filters
+# whose size does not depend on the config (a training job's Failed state, Medic's alarm name prefix). Every event
+# rule of the stack takes a subset of one branch (tests/infra/test_event_patterns.py checks each rule).
+ARCHIVED = [
+    {"source": ["aws.sagemaker"], "detail-type": [NODE_HEALTH_EVENT, CLUSTER_EVENT]},
+    {"source": ["aws.sagemaker"], "detail-type": [TRAINING_JOB_EVENT], "detail": {"TrainingJobStatus": ["Failed"]}},
+    {"source": ["aws.cloudwatch"], "detail-type": [ALARM_EVENT], "detail": {"alarmName": [{"prefix": ALARM_PREFIX}]}},
+    {"source": [REQUEUE_SOURCE], "detail-type": [REQUEUE_DETAIL_TYPE]},
+]
 
 
 class EventArchive(Construct):
@@ -58,17 +77,11 @@ class EventArchive(Construct):
                 principals=[iam.ServicePrincipal("events.amazonaws.com")], actions=["sqs:SendMessage"],
                 resources=[queue.queue_arn], conditions={"ArnEquals": {"aws:SourceArn": self.readback_rule.attr_arn}}))
 
-        # Compose this after the constructs whose rules it keeps (stack.py): the union of their event patterns
-        # (schedules have none), so the archive keeps exactly what some Medic rule takes.
-        patterns = [rule.node.default_child.event_pattern for rule in stack.node.find_all()
-                    if isinstance(rule, events.Rule) and rule.node.default_child.schedule_expression is None]
-        if not patterns:
-            raise ValueError("EventArchive: no event rule to keep events for; compose it after the rule constructs")
         self.archive = events.CfnArchive(
             self, "Archive",
             source_arn=f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}:event-bus/default",
-            description="Every event Medic's rules matched, for medic backtest",
-            event_pattern={"$or": patterns},
+            description="Every kind of event Medic's rules take, for medic backtest",
+            event_pattern={"account": [Aws.ACCOUNT_ID], "$or": ARCHIVED},
             retention_days=shared.config.event_archive_days)
         CfnOutput(stack, "EventArchiveArn", value=self.archive.attr_arn)
         CfnOutput(stack, "BacktestRuleArn", value=self.readback_rule.attr_arn)

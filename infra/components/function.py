@@ -12,6 +12,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.event_patterns import exclude_replays
+
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
 # Every Medic function: the Powertools layer is resolved for exactly this runtime and architecture.
@@ -19,11 +21,17 @@ RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
 
+# What to do when a dead-letter queue holds messages (its alarm's description says it): for most, the README's
+# runbook entry, which redrives the events as they are.
+REDRIVE_RUNBOOK = "README 'A dead-letter queue has messages'"
+
+
 class DeadLetterQueue(Construct):
     """Where events that could not be handled wait for an operator (14 days, encrypted, TLS only)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, key: kms.IKey, runbook: str = REDRIVE_RUNBOOK) -> None:
         super().__init__(scope, construct_id)
+        self.runbook = runbook
         self.queue = sqs.Queue(
             self, "Queue",
             encryption=sqs.QueueEncryption.KMS,
@@ -84,9 +92,16 @@ class MedicFunction(Construct):
         self._ack_runtime()
 
     def route(self, rule: events.Rule, *, scheduled: bool = False) -> None:
-        """Deliver the rule's events here. An event is retried for a day (EventBridge's maximum), then kept
-        in the dead-letter queue; a scheduled run is not worth delivering late: the next one comes soon."""
+        """Deliver the rule's events here, live events only (a replay from the archive never reaches a handler:
+        exclude_replays). A delivery EventBridge cannot make (the invoke itself refused: throttled, no
+        permission) is retried for a day (EventBridge's maximum: EventBridge user guide, "Event retry policy and
+        using dead-letter queues", 24 hours and 185 attempts by default), then kept in the dead-letter queue; a
+        scheduled run is not worth delivering late: the next one comes soon. Once Lambda accepted the event,
+        retrying a failed handler is Lambda's (retry_attempts above: Lambda developer guide, "Asynchronous
+        invocation")."""
         retries, age = (2, Duration.minutes(10)) if scheduled else (185, Duration.hours(24))
+        if not scheduled:
+            exclude_replays(rule)
         rule.add_target(targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters,
                                                retry_attempts=retries, max_event_age=age))
 

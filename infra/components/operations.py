@@ -11,7 +11,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.components.function import MedicFunction
+from infra.components.function import REDRIVE_RUNBOOK, MedicFunction
 
 FIVE_MINUTES = Duration.minutes(5)
 # Alarms on sparse metrics (a datapoint only when something happens) use one-minute periods: CloudWatch
@@ -43,9 +43,10 @@ class Operations(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, topic: sns.ITopic, mode_parameter: str,
                  functions: list[MedicFunction], dead_letter_queues: dict[str, sqs.IQueue],
-                 jobs: Sequence[str] = ()) -> None:
+                 jobs: Sequence[str] = (), runbooks: dict[str, str] | None = None) -> None:
         super().__init__(scope, construct_id)
         page = actions.SnsAction(topic)
+        runbooks = runbooks or {}  # a dead-letter queue's own runbook, by name, where it is not the redrive
         self.health_alarms: list[cw.Alarm] = []
         for function in functions:
             self._function_alarms(function, page)
@@ -54,7 +55,7 @@ class Operations(Construct):
                 period=FIVE_MINUTES, statistic="Maximum").create_alarm(
                 self, f"DeadLetters-{name}",
                 alarm_description=(f"Medic: events wait in the dead-letter queue {name}. They failed every retry: "
-                                   "see README 'A dead-letter queue has messages'."),
+                                   f"see {runbooks.get(name, REDRIVE_RUNBOOK)}."),
                 threshold=0, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 evaluation_periods=1, treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
             alarm.add_alarm_action(page)

@@ -12,14 +12,14 @@ from constructs import Construct
 from infra.components.function import MedicFunction
 from infra.components.reconciler import RECONCILE_EVERY
 from infra.components.shared import Shared
-from medic.config import Cluster, Guardrails, Job, alarm_name
+from infra.event_patterns import fits, rule_pattern, set_rule_pattern
+from medic.config import ALARM_PREFIX, Cluster, Guardrails, Job, alarm_name
 
 PROBE_NAMESPACE = "Medic/Training"
 CLUSTER_NAMESPACE = "Medic/Cluster"  # the reconciler's gauges (medic.obs.cluster_gauges)
 SERVICE = "medic"  # Powertools adds the service dimension (POWERTOOLS_SERVICE_NAME) to every EMF metric
 SWEEP = RECONCILE_EVERY  # one gauge datapoint per sweep
 ALARM_EVENT = "CloudWatch Alarm State Change"
-MAX_NAMES_IN_PATTERN = 1500  # characters of alarm names listed in the rule; beyond, match the prefix
 MINUTE = Duration.minutes(1)
 METRICS_UNSCOPED = ("CloudWatch GetMetricData/ListMetrics support no resource-level permissions; "
                     "Medic reads the probe's and HyperPod's metrics with them, never writes.")
@@ -164,16 +164,18 @@ class AlarmResponse(Construct):
             self.handler.role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
                                                                 resources=agent_queue_arns))
 
-        names = alarms.names
-        matched = names if sum(len(name) for name in names) <= MAX_NAMES_IN_PATTERN else [{"prefix": "medic-"}]
         self.rule = events.Rule(
             self, "Rule",
             description="State changes of Medic's own alarms",
             event_pattern=events.EventPattern(
                 source=["aws.cloudwatch"], detail_type=[ALARM_EVENT], account=[Aws.ACCOUNT_ID],
-                detail={"alarmName": matched, "state": {"value": ["ALARM", "OK"]}}),
+                detail={"alarmName": alarms.names, "state": {"value": ["ALARM", "OK"]}}),
         )
         self.handler.route(self.rule)
+        pattern = rule_pattern(self.rule)
+        if not fits(self, pattern):  # too many names for EventBridge's pattern quota: every Medic alarm's name
+            pattern["detail"]["alarmName"] = [{"prefix": ALARM_PREFIX}]
+            set_rule_pattern(self.rule, pattern)
         self.schedule = events.Rule(
             self, "RecoverySchedule",
             description="Medic: proof-of-recovery check after restarts",

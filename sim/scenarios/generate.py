@@ -288,6 +288,30 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **node_repair_scenarios(sample),
         **control_scenarios(sample),
         **completion_scenarios(),
+        **replay_scenarios(),
+    }
+
+
+def replayed(live: dict, replay: str) -> dict:
+    """``live`` as an EventBridge replay from the archive sends it again: its time and detail unchanged, the
+    replay's name added at the top level (EventBridge user guide, "Archiving and replaying events"), and a new id
+    (assumption: AWS does not say a replay keeps the id; moto's replay gives a new one)."""
+    return {**live, "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/replay/{replay}/{live['id']}")),
+            "replay-name": replay}
+
+
+def replay_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """An archive replayed to every rule on the bus (StartReplay without FilterArns) never makes Medic act."""
+    replay = "ops-investigation-20261120"
+    request = requeue_request(reason="llama3-70b stuck since 07:52, requeue from the last checkpoint")
+    reboot = event(at=T0 + minutes(1), fault="NvidiaErrorReboot")
+    return {
+        "zx-archive-replay-never-acts.jsonl": ([
+            "title: (zx) Someone replays the morning's events from the archive to every rule, two hours later",
+            "expect: the live requeue request and reboot act once; their replays (replay-name, new ids, the old "
+            "times) reach no handler: no second requeue, no replace, no record, no page",
+        ], [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            request, reboot, {"sim": {"advance": "+2h"}}, replayed(request, replay), replayed(reboot, replay)]),
     }
 
 

@@ -65,5 +65,8 @@ def with_stream_mapping(stack: dict, handler: str = "tests.e2e.standin_stream.ha
         "FunctionName": {"Ref": "StreamFnABC"},
         "FilterCriteria": {"Filters": [{"Pattern": RESULT_FILTER}]},
         "BatchSize": 2, "MaximumRetryAttempts": max_retries, "BisectBatchOnFunctionError": True,
-        "FunctionResponseTypes": ["ReportBatchItemFailures"], "StartingPosition": "TRIM_HORIZON"}}
+        "FunctionResponseTypes": ["ReportBatchItemFailures"], "StartingPosition": "TRIM_HORIZON",
+        "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["StreamFailuresABC", "Arn"]}}}}}
+    resources["StreamFailuresABC"] = {"Type": "AWS::SQS::Queue", "Properties": {
+        "KmsMasterKeyId": {"Ref": "KeyABC"}, "MessageRetentionPeriod": 1209600}}
     return stack

@@ -347,3 +347,35 @@ def test_a_raising_handler_has_its_batch_bisected_then_dropped_after_the_retries
     dropped = [error for error in replay.result.errors if "on-failure destination" in error]
     assert len(dropped) == 2  # each half, after MaximumRetryAttempts (2)
     assert sizes == [2, 1, 1, 1, 1, 1]
+
+
+
+def test_a_batch_lambda_gives_up_on_is_reported_to_the_on_failure_queue_by_where_it_was(stream_world):
+    # Lambda developer guide, "Using AWS Lambda with Amazon DynamoDB", Error handling: the on-failure destination gets
+    # an invocation record with DDBStreamBatchInfo (shard, first and last sequence number, stream), not the records
+    world, stand_in = stream_world
+    for index in (1, 2):
+        _put(world, f"command#{index}", "result", status="executed")
+    stand_in.script[:] = [RuntimeError("stand-in failure")] * 10
+    _settle(world)
+    mapping = world.streams.mappings[0]
+    with time_machine.travel(T_STREAM + timedelta(minutes=1), tick=False):  # (SQS expires messages by their age)
+        sent = [json.loads(m["Body"]) for m in world.client("sqs").receive_message(
+            QueueUrl=mapping.on_failure, MaxNumberOfMessages=10)["Messages"]]
+    delivered = [batch[0] for batch in stand_in.batches if len(batch) == 1]
+    assert len(sent) == 2  # one per half the bisection left, each after MaximumRetryAttempts
+    for report in sent:
+        assert set(report) == {"requestContext", "responseContext", "version", "timestamp", "DDBStreamBatchInfo"}
+        assert report["requestContext"]["condition"] == "RetryAttemptsExhausted"
+        assert report["responseContext"]["functionError"] == "Unhandled"
+        info = report["DDBStreamBatchInfo"]
+        assert (info["batchSize"], info["streamArn"], info["shardId"]) == (1, mapping.stream_arn, mapping.shard_id)
+        assert info["startSequenceNumber"] == info["endSequenceNumber"] in {
+            record["dynamodb"]["SequenceNumber"] for record in delivered}
+    # and what it says is enough to read the records back from the stream (medic stream-failures does)
+    from medic_cli.stream_failures import stream_records
+
+    info = sent[0]["DDBStreamBatchInfo"]
+    [record] = stream_records(world.client("dynamodbstreams"), info["streamArn"], info["shardId"],
+                              info["startSequenceNumber"], info["endSequenceNumber"])
+    assert record["dynamodb"]["Keys"]["sk"] == {"S": "result"}

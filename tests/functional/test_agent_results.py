@@ -110,15 +110,25 @@ def test_a_refused_requeue_is_rejected_and_pages_once_per_cluster_an_hour(slurm)
     requeue(slurm, event_id="4a2b8c1d-6e4a-4b9f-a7d2-1c5e8f0b9a35", job_id="5000")
     for body in slurm.queued():
         slurm.put_result(body["command_id"], "refused", "job is named 'eval', not one of the jobs Medic watches",
-                         target=f"{body['job_id']}@llama3-70b", incident=body["incident"])
+                         target=f"{body['job_id']}@llama3-70b", incident=body["incident"], refusal="not_watched")
     # When the results arrive
     _, records = deliver(slurm, slurm.stream_event())
     # Then each is rejected (nothing was done, nothing to retry), and the cluster's on-call is told once
     assert [(r["outcome"], r["action"]) for r in records] == [("rejected", "none")] * 2
     assert [r["paged"] for r in records] == [True, False]
-    assert "refused" in records[0]["reason"]
+    assert "refused the requeue of 4211: not a job Medic watches" in records[0]["reason"]
     [page] = slurm.medic.pages()
     assert page["Subject"].endswith("requeue refused") and "only the jobs it watches" in page["Message"]
+
+
+def test_a_refusal_for_another_reason_fails_and_pages_as_before(slurm):
+    # Given a queued requeue whose result the agent wrote as refused without the not-watched code
+    requeue(slurm)
+    [body] = slurm.queued()
+    slurm.put_result(body["command_id"], "refused", "command is for cluster 'other', this agent serves 'x'")
+    # When the result arrives / Then it is failed, and paged
+    _, [record] = deliver(slurm, slurm.stream_event())
+    assert (record["outcome"], record["paged"]) == ("failed", True) and "refused" in record["reason"]
 
 
 def test_a_result_delivered_twice_is_recorded_and_paged_once(slurm):

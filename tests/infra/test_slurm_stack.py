@@ -174,3 +174,44 @@ def test_with_the_eks_cluster_named_the_stack_associates_the_role_with_the_agent
     role = one(raw, "AWS::IAM::Role", "SlurmJobRequeueAgentfinetuneeksAgentRole")["Properties"]
     assume = next(s for s in role["AssumeRolePolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole")
     assert assume["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-name"] == "finetune"
+
+
+ISSUER = "https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+
+
+@pytest.fixture(scope="module")
+def irsa_raw(tmp_path_factory) -> dict:
+    """The stack for a config giving the EKS cluster's OIDC issuer (the agent gets credentials through IRSA)."""
+    from tests.infra.conftest import ROOT, synthesize
+
+    tmp_path = tmp_path_factory.mktemp("irsa")
+    config = tmp_path / "medic.yaml"
+    config.write_text((ROOT / "medic.yaml").read_text().replace(
+        "    orchestrator: eks\n", f"    orchestrator: eks\n    eks_oidc_issuer: {ISSUER}\n"))
+    _, path = synthesize(config, tmp_path / "cdk.out")
+    return json.loads(path.read_text())
+
+
+def test_with_the_oidc_issuer_the_agent_role_also_trusts_irsa_for_the_agents_service_account_only(irsa_raw):
+    role = one(irsa_raw, "AWS::IAM::Role", "SlurmJobRequeueAgentfinetuneeksAgentRole")["Properties"]
+    statements = role["AssumeRolePolicyDocument"]["Statement"]
+    # Then besides Pod Identity's two statements, one for the cluster's IAM OIDC provider in this account ...
+    [web] = [s for s in statements if s["Action"] == "sts:AssumeRoleWithWebIdentity"]
+    provider = "oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+    assert web["Principal"]["Federated"]["Fn::Join"][1] == [
+        "arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, f":oidc-provider/{provider}"]
+    # ... for the token of the agent's ServiceAccount only, with STS as its audience (EKS: the `sub` and `aud`)
+    assert web["Condition"] == {"StringEquals": {f"{provider}:sub": "system:serviceaccount:medic-agent:medic-agent",
+                                                 f"{provider}:aud": "sts.amazonaws.com"}}
+    assert {s["Action"] for s in statements} == {"sts:AssumeRole", "sts:TagSession", "sts:AssumeRoleWithWebIdentity"}
+
+
+def test_without_the_oidc_issuer_nothing_but_pod_identity_assumes_the_agent_role(raw):
+    role = one(raw, "AWS::IAM::Role", "SlurmJobRequeueAgentfinetuneeksAgentRole")["Properties"]
+    assert "sts:AssumeRoleWithWebIdentity" not in json.dumps(role["AssumeRolePolicyDocument"])
+
+
+def test_the_pod_identity_association_keeps_its_session_tags(eks_raw):
+    # The role's conditions read the session tags EKS Pod Identity adds: an association without them gets nothing
+    (association,) = resources(eks_raw, "AWS::EKS::PodIdentityAssociation").values()
+    assert association["Properties"].get("DisableSessionTags", False) is False

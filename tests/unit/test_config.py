@@ -84,13 +84,37 @@ def test_an_eks_job_names_its_kubernetes_object_with_documented_defaults():
     ({"object_name": "x" * 254}, "jobs.0.object_name"),
     ({"name": "Bert_XL"}, "jobs.0.name"),  # the object's name by default: it must be a Kubernetes name
     ({"cluster": "pretrain-slurm", "namespace": "kubeflow"}, "jobs.0.namespace: only a job on an EKS cluster"),
+    ({"launcher_exits_128_or_more_on_sigterm": "sometimes"}, "jobs.0.launcher_exits_128_or_more_on_sigterm"),
+    ({"cluster": "pretrain-slurm", "launcher_exits_128_or_more_on_sigterm": True},
+     "jobs.0.launcher_exits_128_or_more_on_sigterm: only a PyTorchJob on an EKS cluster"),
+    ({"kind": "Job", "launcher_exits_128_or_more_on_sigterm": True},
+     "jobs.0.launcher_exits_128_or_more_on_sigterm: only a PyTorchJob on an EKS cluster has restartPolicy ExitCode"),
 ])
 def test_a_bad_kubernetes_key_names_the_key(job, named):
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         parse_config({**EKS, "jobs": [{"name": "bert-xl", "cluster": "finetune-eks", **job}]})
 
 
+def test_a_pytorchjob_whose_launcher_exits_128_or_more_on_sigterm_says_so_default_false():
+    config = parse_config({**EKS, "jobs": [{"name": "bert-xl", "cluster": "finetune-eks"},
+                                           {"name": "bert-xs", "cluster": "finetune-eks",
+                                            "launcher_exits_128_or_more_on_sigterm": True}]})
+    assert [job.launcher_exits_128_or_more_on_sigterm for job in config.jobs] == [False, True]
+
+
 def test_two_jobs_naming_one_kubernetes_object_are_refused():
     with pytest.raises(ConfigError, match="more than one job names the same Kubernetes object"):
         parse_config({**EKS, "jobs": [{"name": "a", "cluster": "finetune-eks", "object_name": "bert"},
                                       {"name": "bert", "cluster": "finetune-eks"}]})
+
+
+def test_the_oidc_issuer_is_an_eks_clusters_and_named_when_wrong():
+    issuer = "https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+    eks = {"name": "finetune-eks", "id": "p7r2m4x9c1qa", "orchestrator": "eks", "eks_oidc_issuer": issuer}
+    [cluster] = parse_config({"clusters": [eks]}).clusters
+    assert cluster.eks_oidc_provider == issuer.removeprefix("https://")
+    with pytest.raises(ConfigError, match="eks_oidc_issuer: only an EKS cluster's agent uses IRSA"):
+        parse_config({"clusters": [{**eks, "orchestrator": "slurm"}]})
+    for wrong in ("oidc.eks.us-west-2.amazonaws.com/id/EXAMPLE", "https://example.com/id/EXAMPLE"):
+        with pytest.raises(ConfigError, match="eks_oidc_issuer"):
+            parse_config({"clusters": [{**eks, "eks_oidc_issuer": wrong}]})

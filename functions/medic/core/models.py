@@ -11,9 +11,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from medic.config import CLUSTER_NAME_PATTERN
+from medic.core.text import quoted
 
 # EC2 instance ids as HyperPod reports them: i- followed by 8 or 17 lowercase hex digits.
 INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8}(?:[0-9a-f]{9})?$"
@@ -97,7 +98,7 @@ class Fault(StrEnum):
     CONFIG_MISMATCH = "config_mismatch"  # medic.yaml says one thing, DescribeCluster another
     # EKS: the cluster's agent reports a node NotReady, or labelled unhealthy by HyperPod (node-health-status)
     K8S_NODE_UNHEALTHY = "k8s_node_unhealthy"
-    # EKS: a watched job's pods stuck Terminating on a failed node (they never go away by themselves)
+    # EKS: a watched job's pods stuck Terminating on a NotReady node (they never go away by themselves)
     PODS_STUCK_TERMINATING = "pods_stuck_terminating"
     MODE_CHANGED = "mode_changed"  # the run-time mode parameter changed: paged whoever made it
     INVALID = "invalid"  # the event itself could not be used
@@ -121,7 +122,7 @@ class NodeHealthDetail(BaseModel):
     HealthSummary: HealthSummary
 
 
-class MedicEvent(BaseModel):
+class EventBridgeEnvelope(BaseModel):
     """An EventBridge event (the envelope Powertools' EventBridgeModel describes, without importing its
     hundred sibling models at cold start). The id is what EventBridge sends (a UUID): it ends up in
     ledger keys and records."""
@@ -137,15 +138,32 @@ class MedicEvent(BaseModel):
     resources: list[str]
     detail_type: str = Field(alias="detail-type")
     detail: Any
+    # EventBridge adds replay-name, the replay's name, to each event it replays from an archive (EventBridge user
+    # guide, "Archiving and replaying events": every archive's managed rule excludes replays by it; Powertools'
+    # EventBridgeModel: optional top-level `replay-name`). A live event has none.
     replay_name: str | None = Field(default=None, alias="replay-name")
+
+
+class MedicEvent(EventBridgeEnvelope):
+    """An event Medic may act on: a live one. A replay is an old event sent again (a new id, the old time); Medic's
+    rules exclude replays (infra/event_patterns.py), and an event that reaches a handler all the same (a rule
+    changed by hand, a replayed event redriven from a queue) is rejected, with its record, never acted on."""
+
+    @field_validator("replay_name")
+    @classmethod
+    def _live(cls, replay: str | None) -> str | None:
+        if replay is not None:
+            raise ValueError(f"a replayed event (EventBridge archive replay {quoted(replay, 64)}); Medic acts only "
+                             "on live events, never on a replay")
+        return replay
 
 
 class NodeHealthEvent(MedicEvent):
     detail: NodeHealthDetail
 
 
-class EventEnvelope(MedicEvent):
-    """The EventBridge envelope alone, so a bad detail can still be recorded against its event id."""
+class EventEnvelope(EventBridgeEnvelope):
+    """The EventBridge envelope alone, so a bad detail (or a replay) can still be recorded against its event id."""
 
     detail: dict
 

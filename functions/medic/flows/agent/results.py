@@ -22,8 +22,10 @@ from medic.core.record import About, Record
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
 from medic.flows.agent.commands import (
+    EKS_REFUSALS,
     K8S_OBJECT_NAME,
     NODE_KINDS,
+    NOT_WATCHED,
     SQUEUE_JOB_ID,
     AgentResult,
     forged_result_page,
@@ -33,6 +35,7 @@ from medic.flows.agent.commands import (
     slurm_job_page,
 )
 from medic.ledger.agents import AgentStore
+from medic.ledger.incidents import IncidentStore
 from medic.ledger.jobs import JobStore
 from medic.ledger.pages import PageStore
 from medic.ledger.requests import operator_hour
@@ -108,8 +111,13 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         return record_node_result(result, context, cluster, record.eventID, deps)
     final = _final_record(result, context, cluster, record.eventID)
     if final.outcome is Outcome.FAILED:
-        text = slurm_job_page(final, context.details or "", deps.region, situation="failed")
+        restart = context.kind == "restart_job"
+        situation = result.refusal if restart and result.refusal in EKS_REFUSALS else "failed"
+        text = slurm_job_page(final, context.details or "", deps.region, situation=situation)
         final = final.paged_if(page_incident(deps, table, final, text))
+        if restart and not result.pods and not result.force_deleted:
+            # Nothing deleted, nothing restarted: no recovery to prove, and this page is the incident's one page.
+            IncidentStore(table).end_recovery_of(context.incident, context.attempt or 0)
     elif final.outcome is Outcome.REJECTED:  # the job is not one Medic may requeue: a request beyond its reach
         text = slurm_job_page(final, context.details or "", deps.region, situation="refused")
         final = final.paged_if(page_incident(deps, table, final, text,
@@ -162,15 +170,16 @@ def _final_record(result: AgentResult, context: CommandContext, cluster: str, st
     if result.status == "executed":
         outcome = Outcome.EXECUTED
         reason = f"The agent on {cluster} {_what_ran(result, job, restart)} (command {result.command_id}): {said}"
-    elif result.status == "refused":
-        # The agent would not act (a job by id that is not one of the jobs Medic watches): nothing changed, and a
-        # refusal cannot be a way to make Medic act, so its word is enough for `rejected`.
+    elif result.status == "refused" and result.refusal == NOT_WATCHED:
+        # A job by id that is not one of the jobs Medic watches: a request beyond Medic's reach; nothing changed, and
+        # a refusal cannot be a way to make Medic act, so the agent's word is enough for `rejected`.
         outcome = Outcome.REJECTED
-        reason = (f"The agent on {cluster} refused the {'restart' if restart else 'requeue'} of {job} "
+        reason = (f"The agent on {cluster} refused the requeue of {job}: not a job Medic watches "
                   f"(command {result.command_id}): {said}")
     else:
         outcome = Outcome.FAILED
-        reason = (f"The agent on {cluster} could not run the {'restart' if restart else 'requeue'} of {job} "
+        did = "refused" if result.status == "refused" else "could not run"
+        reason = (f"The agent on {cluster} {did} the {'restart' if restart else 'requeue'} of {job} "
                   f"(command {result.command_id}): {said}")
     about = About(incident=context.incident, trigger=context.trigger or Trigger.RECONCILE,
                   event_id=context.event_id or stream_event_id, mode=context.mode, cluster=cluster, job=job)
@@ -187,7 +196,7 @@ def _what_ran(result: AgentResult, job: str | None, restart: bool) -> str:
         deleted = f"deleted {len(pods)} pod(s) of {job} for its controller to recreate" if pods else \
             f"restarted {job}"
         shown_pods = f" ({', '.join(pods[:8])}{', ...' if len(pods) > 8 else ''})" if pods else ""
-        force = f"; force-deleted {len(forced)} stuck Terminating on a failed node" if forced else ""
+        force = f"; force-deleted {len(forced)} stuck Terminating on a NotReady node" if forced else ""
         return f"{deleted}{shown_pods}{force}"
     ids = ", ".join([job_id for job_id in result.job_ids if matches(SQUEUE_JOB_ID, job_id)][:20])
     return f"requeued Slurm job {ids}" if ids else f"requeued {job}"
