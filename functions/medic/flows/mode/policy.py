@@ -110,12 +110,12 @@ def mode_change_page(view: ModeChangeView, record: dict, region: str) -> PageTex
         f"{view.parameter.lstrip('/')}/description?region={region}",
         f"Incident:       {record['incident']} (event {record['event_id']})",
     ]
-    return PageText(subject[:100], "\n".join(lines))
+    return PageText(subject[:100], tuple(lines))
 
 
 def mode_deleted_page(parameter: str, last_known: tuple[Mode, int] | None, record: dict, region: str) -> PageText:
     kept = f"{last_known[0]} (version {last_known[1]})" if last_known else "the deployed mode (none was kept)"
-    body = "\n".join([
+    lines = (
         f"Mode parameter: {parameter}",
         "Changed:        deleted",
         "",
@@ -124,8 +124,8 @@ def mode_deleted_page(parameter: str, last_known: tuple[Mode, int] | None, recor
         "What to do:     Recreate it (cdk deploy, or medic mode <act|dry_run|paused>) and find who deleted it: "
         f"CloudTrail, DeleteParameter on {parameter}.",
         f"Incident:       {record['incident']} (event {record['event_id']})",
-    ])
-    return PageText("[Medic] mode parameter deleted", body)
+    )
+    return PageText("[Medic] mode parameter deleted", lines)
 
 
 def _mode_of(version: ModeVersion | None) -> str:

@@ -139,14 +139,14 @@ def _unreadable(event: ParameterStoreChangeEvent, parameter: str, code: str, dep
                           reason=f"The run-time mode parameter {parameter} changed ({event.detail.operation} at "
                                  f"{event.time:%H:%M:%S} UTC); Medic could not read its history ({code}), so which "
                                  "mode it is now, and who changed it, is unknown here.")
-    text = PageText("[Medic] mode changed", "\n".join([
+    text = PageText("[Medic] mode changed", (
         f"Mode parameter: {parameter}",
         f"Changed:        {event.detail.operation} at {event.time:%Y-%m-%d %H:%M:%S} UTC",
         "",
         f"What Medic did: {record['reason']}",
         f"What to do:     medic status (the mode now and its last changes); CloudTrail, PutParameter on {parameter}.",
         f"Incident:       {record['incident']} (event {record['event_id']})",
-    ]))
+    ))
     return emit(record.paged_if(page_whatever_the_mode(deps, record, text,
                                                        release=lambda: pages.release_page(claim))))
 
