@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from re import Pattern
 
 from medic_agent.commands import (
     MAX_JOBS_LISTED,
+    SACCT_STATE_LINE,
+    SQUEUE_STATE_LINE,
     Command,
     DrainNode,
+    JobState,
     JobStates,
     RequeueJob,
     ResumeNode,
+    accounted_jobs_argv,
     drain_argv,
     job_name_argv,
     job_states_argv,
     jobs_on_node_argv,
+    named_jobs_argv,
+    parse_job_name_lines,
     parse_job_states,
     parse_jobs_on_node,
     parse_named_jobs,
@@ -22,7 +29,7 @@ from medic_agent.commands import (
     resume_argv,
     running_jobs_argv,
 )
-from medic_agent.slurm import OUTPUT_LIMIT, Slurm
+from medic_agent.slurm import OUTPUT_LIMIT, Run, Slurm
 
 EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
 NOT_WATCHED = "not_watched"  # the refusal code Medic records as `rejected` (functions/medic/flows/agent/commands.py)
@@ -35,8 +42,9 @@ class Result:
     job_ids: tuple[str, ...] = field(default=())
     # drain_node: the jobs on the node after the drain, (id, name); None when they could not be listed
     jobs: tuple[tuple[str, str], ...] | None = None
-    # job_states: (id, state) of each job Slurm still knows; None when they could not be read
-    job_states: tuple[tuple[str, str], ...] | None = None
+    # job_states: each job Slurm still knows; None when they could not be read. requeue_job by name that found
+    # nothing to requeue: what Slurm (or its accounting) says became of the jobs of that name; None: unknown
+    job_states: tuple[JobState, ...] | None = None
     # refused: why (NOT_WATCHED: a job by id that is not one of the jobs Medic watches)
     refusal: str = ""
 
@@ -69,7 +77,7 @@ def _requeue_if_named(job_id: str, names: tuple[str, ...], slurm: Slurm) -> Resu
             return Result(FAILED, f"Slurm does not know job {job_id}: not requeued")
         return Result(FAILED, found.describe())
     try:
-        listed = [(listed_id, name) for listed_id, _, name in parse_named_jobs(found.output)
+        listed = [(listed_id, name) for listed_id, _, name in parse_job_name_lines(found.output)
                   if listed_id == job_id or listed_id.startswith(f"{job_id}_")]  # an array job: its tasks
     except ValueError as error:
         return Result(FAILED, f"job {job_id} unreadable in squeue ({error}): not requeued")
@@ -101,9 +109,8 @@ def _requeue_running(job_name: str, last_seen_id: str | None, slurm: Slurm) -> R
         job_id, why = last_seen_id, "the job Medic last saw running under that name"
     elif len(running) == 1:
         job_id, why = running[0], "the only job running under that name"
-    elif not running:
-        return Result(FAILED, f"no job named {job_name!r} is running in squeue (a held or pending job of that name is "
-                              "never requeued): not requeued")
+    elif not running:  # nothing to requeue: what became of the jobs of that name (completed, or not)
+        return _nothing_to_requeue(job_name, slurm, [])
     else:
         seen = f", none of them job {last_seen_id} Medic last saw running" if last_seen_id else ""
         return Result(FAILED, f"{len(running)} jobs named {job_name!r} are running ({', '.join(running[:8])}"
@@ -111,6 +118,38 @@ def _requeue_running(job_name: str, last_seen_id: str | None, slurm: Slurm) -> R
     run = slurm.run(requeue_argv(job_id))
     return Result(EXECUTED if run.ok else FAILED, f"job {job_id} ({why}); {run.describe()}",
                   (job_id,) if run.ok else (), jobs=((job_id, job_name),) if run.ok else None)
+
+
+def _nothing_to_requeue(job_name: str, slurm: Slurm, notes: list[str]) -> Result:
+    """No job of that name is running: say what became of the jobs of that name, so that Medic can tell a job that
+    completed (nothing to requeue: none pending or running, the newest COMPLETED) from one that failed or vanished.
+    First what slurmctld still remembers (finished jobs, until MinJobAge after they ended: 300 s by default), then the
+    cluster's accounting (sacct, where slurmdbd keeps it). Still `failed`: nothing was requeued."""
+    said = [f"no job named {job_name!r} is running in squeue (a held or pending job of that name is never requeued)",
+            *notes]
+    unknown = []
+    for where, argv, line in (("slurmctld still lists", named_jobs_argv(job_name), SQUEUE_STATE_LINE),
+                              ("sacct lists", accounted_jobs_argv(job_name), SACCT_STATE_LINE)):
+        states, why = _named_jobs(slurm.run(argv), line)
+        if states:
+            listing = ", ".join(f"{job.job_id} {job.state}" for job in states)
+            return Result(FAILED, "; ".join([*said, f"{where} {listing}"]), job_states=states)
+        unknown.append(why)
+    return Result(FAILED, "; ".join([*said, f"what became of it is unknown: {'; '.join(unknown)}"]))
+
+
+def _named_jobs(run: Run, line: Pattern[str]) -> tuple[tuple[JobState, ...], str]:
+    """The jobs a squeue/sacct run listed, or none and why."""
+    if not run.ok:  # in short (the program, not its whole argv): the result's message is read in a page
+        status = "did not finish" if run.returncode is None else f"exit {run.returncode}"
+        return (), f"{run.argv[0]}: {status}: {run.output}" if run.output else f"{run.argv[0]}: {status}"
+    if len(run.output) >= OUTPUT_LIMIT:
+        return (), f"{run.argv[0]}'s output is longer than {OUTPUT_LIMIT} characters"
+    try:
+        states = tuple(parse_named_jobs(run.output, line))
+    except ValueError as error:
+        return (), f"{run.argv[0]}: {error}"
+    return states, f"{run.argv[0]} lists none"
 
 
 def _drain(node: str, slurm: Slurm) -> Result:
@@ -154,5 +193,5 @@ def _job_states(job_ids: str, slurm: Slurm) -> Result:
         states = parse_job_states(listed.output)
     except ValueError as error:
         return Result(FAILED, str(error))
-    shown = ", ".join(f"{job_id} {state}" for job_id, state in states) or "none listed"
+    shown = ", ".join(f"{job.job_id} {job.state}" for job in states) or "none listed"
     return Result(EXECUTED, f"job states: {shown}", job_states=tuple(states))

@@ -37,9 +37,9 @@ def test_zw_operator_requests_reach_only_watched_jobs_and_never_a_held_namesake(
     assert "not one of the jobs Medic watches on this cluster (llama3-70b)" in result.records[1]["reason"]
 
 
-def test_zz_back_dated_heartbeats_do_not_make_medic_requeue_a_job_that_never_stepped(replay):
+def test_zzh_back_dated_heartbeats_do_not_make_medic_requeue_a_job_that_never_stepped(replay):
     # Given a running job that has not stepped, and three datapoints someone wrote (one back-dated two hours)
-    result = replay(SCENARIOS / "zz-forged-heartbeats-before-the-first-step.jsonl")
+    result = replay(SCENARIOS / "zzh-forged-heartbeats-before-the-first-step.jsonl")
     # Then the stall alarm's read-back finds only heartbeats no probe session vouches for: nothing requeued, one page
     assert [(r["action"], r["outcome"], r["paged"]) for r in result.records] == [("none", "deferred", True)]
     assert "without exactly one probe session" in result.records[0]["reason"]

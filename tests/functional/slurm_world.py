@@ -54,7 +54,11 @@ class FakeSlurm:
         if argv == ["scontrol", "ping"]:  # the agent's role check: its host runs the slurmctld in charge
             return subprocess.CompletedProcess(argv, 0, f"Slurmctld(primary) at {CONTROLLER} is UP\n", "")
         self.argvs.append(argv)
-        answer = self.answers.get(" ".join(argv[:2])) or self._listed(argv) or (0, "", "")
+        # the answer for the longest leading part of the command line given (`squeue --noheader --states=all`
+        # before `squeue --noheader`); else squeue lists `jobs` as the agent's name checks ask for them
+        given = next((" ".join(argv[:n]) for n in range(len(argv), 1, -1) if " ".join(argv[:n]) in self.answers),
+                     None)
+        answer = self.answers[given] if given else self._listed(argv) or (0, "", "")
         return subprocess.CompletedProcess(argv, *answer)
 
     def _listed(self, argv: list[str]) -> tuple[int, str, str] | None:
@@ -91,7 +95,7 @@ class SlurmWorld:
         self.slurm = FakeSlurm()
         self.bin_dir = tmp_path / "slurm-bin"
         self.bin_dir.mkdir()
-        for program in ("scontrol", "squeue"):  # resolvable, never run (FakeSlurm answers instead)
+        for program in ("scontrol", "squeue", "sacct"):  # resolvable, never run (FakeSlurm answers instead)
             (self.bin_dir / program).write_text("#!/bin/sh\nexit 99\n")
             (self.bin_dir / program).chmod(0o755)
         self.state_file = tmp_path / "agent-state.json"

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.core.mode import Mode, ModeVersion
 from medic.core.models import Action, Fault, Outcome, Trigger
-from medic.core.pages import PageText
+from medic.core.pages import PageSource, PageText, PageWindow
 from medic.core.record import About
 from medic.core.text import quoted, short
 from medic.deps import Deps
@@ -41,6 +41,7 @@ from medic.outbox.pages import page_whatever_the_mode
 from medic.outbox.records import emit, rejected
 
 CLI_NOTE_WITHIN = timedelta(minutes=2)  # the `medic` CLI records who and why right after its PutParameter
+MODE_PAGES_BEFORE_SUMMARY = 5  # changes of the mode paged as they are per window, before its summary
 
 
 def record_mode_change(raw: Any, deps: Deps) -> dict:
@@ -87,7 +88,8 @@ def record_mode_change(raw: Any, deps: Deps) -> dict:
         for found in claimed:
             pages.release_page(_claim(found))
 
-    return emit(record.paged_if(page_whatever_the_mode(deps, record, text, release=release)))
+    return emit(record.paged_if(page_whatever_the_mode(deps, record, text, release=release,
+                                                       window=mode_window(parameter))))
 
 
 def _keep(parameter: str, version: ModeVersion, deps: Deps) -> None:
@@ -96,6 +98,13 @@ def _keep(parameter: str, version: ModeVersion, deps: Deps) -> None:
         SeenModes(deps.table, parameter).remember(version.mode, version.version, deps.now())
     except (ClientError, BotoCoreError) as error:
         logger.warning("mode not remembered", extra={"error_code": error_code(error)})
+
+
+def mode_window(parameter: str) -> PageWindow:
+    """The mode's changes page in a window of their own: each change pages (MODE_PAGES_BEFORE_SUMMARY an hour), then
+    one summary, and a switch flipped over and over is held until the window ends (the next window's first page
+    says how many were held)."""
+    return PageWindow(PageSource.MODE, f"mode {parameter}", before_summary=MODE_PAGES_BEFORE_SUMMARY)
 
 
 def _claim(version: ModeVersion) -> str:
@@ -123,8 +132,8 @@ def _deleted(event: ParameterStoreChangeEvent, parameter: str, deps: Deps) -> di
                           reason=f"The run-time mode parameter {parameter} was deleted: every function keeps the "
                                  f"last mode known ({kept[0] if kept else 'none kept: the deployed mode'}).")
     text = mode_deleted_page(parameter, kept, record, deps.region)
-    return emit(record.paged_if(page_whatever_the_mode(deps, record, text,
-                                                       release=lambda: pages.release_page(claim))))
+    return emit(record.paged_if(page_whatever_the_mode(deps, record, text, release=lambda: pages.release_page(claim),
+                                                       window=mode_window(parameter))))
 
 
 def _unreadable(event: ParameterStoreChangeEvent, parameter: str, code: str, deps: Deps) -> dict:
@@ -147,8 +156,8 @@ def _unreadable(event: ParameterStoreChangeEvent, parameter: str, code: str, dep
         f"What to do:     medic status (the mode now and its last changes); CloudTrail, PutParameter on {parameter}.",
         f"Incident:       {record['incident']} (event {record['event_id']})",
     ))
-    return emit(record.paged_if(page_whatever_the_mode(deps, record, text,
-                                                       release=lambda: pages.release_page(claim))))
+    return emit(record.paged_if(page_whatever_the_mode(deps, record, text, release=lambda: pages.release_page(claim),
+                                                       window=mode_window(parameter))))
 
 
 def _cli_note(parameter: str, version: ModeVersion, deps: Deps) -> str | None:
