@@ -125,8 +125,7 @@ def _nothing_to_requeue(job_name: str, slurm: Slurm, notes: list[str]) -> Result
     completed (nothing to requeue: none pending or running, the newest COMPLETED) from one that failed or vanished.
     First what slurmctld still remembers (finished jobs, until MinJobAge after they ended: 300 s by default), then the
     cluster's accounting (sacct, where slurmdbd keeps it). Still `failed`: nothing was requeued."""
-    said = [f"no job named {job_name!r} is running in squeue (a held or pending job of that name is never requeued)",
-            *notes]
+    said = [f"no job named {job_name!r} running in squeue", *notes]  # (held or pending ones are never requeued)
     unknown = []
     for where, argv, line in (("slurmctld still lists", named_jobs_argv(job_name), SQUEUE_STATE_LINE),
                               ("sacct lists", accounted_jobs_argv(job_name), SACCT_STATE_LINE)):

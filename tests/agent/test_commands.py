@@ -11,7 +11,7 @@ from medic_agent.commands import (
     RequeueJob,
     job_name_argv,
     parse,
-    parse_named_jobs,
+    parse_job_name_lines,
     requeue_argv,
     running_jobs_argv,
 )
@@ -158,6 +158,6 @@ class TestArgv:
 
     def test_named_jobs_are_parsed_strictly_with_the_name_last(self):
         output = "4211|RUNNING|llama3-70b\n4212_3|PENDING|a|b name\n\n4211|RUNNING|again\n"
-        assert parse_named_jobs(output) == [("4211", "RUNNING", "llama3-70b"), ("4212_3", "PENDING", "a|b name")]
+        assert parse_job_name_lines(output) == [("4211", "RUNNING", "llama3-70b"), ("4212_3", "PENDING", "a|b name")]
         with pytest.raises(ValueError):
-            parse_named_jobs("4211|running|x\n")
+            parse_job_name_lines("4211|running|x\n")

@@ -66,7 +66,7 @@ def test_no_running_job_of_the_name_requeues_nothing(slurm):
     runner.answers["squeue --noheader"] = (0, "", "")
     result = execute(requeue(job_name="llama3-70b"), agent_slurm)
     assert requeued(runner) == [] and result.status == FAILED
-    assert "no job named 'llama3-70b' is running" in result.message
+    assert "no job named 'llama3-70b' running in squeue" in result.message
 
 
 def test_a_squeue_line_that_is_not_a_job_requeues_nothing(slurm):

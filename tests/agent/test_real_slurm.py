@@ -569,7 +569,7 @@ def test_a_requeue_by_name_of_a_job_that_completed_reports_it_completed(cluster)
     # Then nothing is requeued (a COMPLETED job *can* be requeued by id: Slurm would run it again), and the result
     # says what slurmctld still lists of that name
     calls = cluster.slurm_calls()
-    assert calls[:2] == ["squeue --noheader --format=%i --name=finished",
+    assert calls[:2] == ["squeue --noheader --states=RUNNING --format=%i|%j --name=finished",
                          "squeue --noheader --states=all --format=%i|%T --name=finished"]
     assert not any(call.startswith("scontrol requeue") for call in calls)
     result = cluster.result(body)
