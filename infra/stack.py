@@ -13,7 +13,7 @@ from infra.components.encryption import MedicKey
 from infra.components.event_archive import EventArchive
 from infra.components.function import REDRIVE_RUNBOOK, DeadLetterQueue, MedicFunction
 from infra.components.ledger import LedgerTable
-from infra.components.mode import ModeParameter
+from infra.components.mode import ModeParameter, ModeWatch
 from infra.components.node_remediation import NodeRemediation
 from infra.components.operations import Operations
 from infra.components.paging import PagingTopic
@@ -61,6 +61,8 @@ class MedicStack(Stack):
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
 
         self.event_archive = EventArchive(self, "EventArchive", shared=shared)  # every kind of event the rules take
+        # After the archive: a change of the mode is paged, not a remediation event a backtest would replay.
+        self.mode_watch = ModeWatch(self, "ModeWatch", shared=shared)
 
         # Last: it looks after every function and dead-letter queue the constructs above created.
         self.operations = Operations(
@@ -78,7 +80,7 @@ class MedicStack(Stack):
         for name, construct in (("NodeRemediation", self.node_remediation), ("ClusterEvents", self.cluster_events),
                                 ("Reconciler", self.reconciler),
                                 ("TrainingJobRestarts", self.training_job_restarts),
-                                ("AlarmResponse", self.alarm_response)):
+                                ("AlarmResponse", self.alarm_response), ("ModeWatch", self.mode_watch)):
             if construct is not None:
                 CfnOutput(self, f"{name}LogGroup", value=construct.handler.log_group.log_group_name)
                 CfnOutput(self, f"{name}DeadLetterQueueUrl", value=construct.handler.dead_letters.queue_url)

@@ -293,13 +293,25 @@ class Replay:
         s3.put_object(Bucket=bucket, Key=key, Body=str(body).encode())
 
     def _directive_mode(self, value: Any) -> None:
-        if value not in ("act", "dry_run", "paused"):
-            raise ValueError(f"mode must be act, dry_run or paused (got {value!r})")
+        """Someone sets the run-time mode parameter; SSM then sends "Parameter Store Change" (operation Update) to
+        EventBridge (AWS Systems Manager User Guide, "Setting up notifications or trigger actions based on Parameter
+        Store events": created, updated or deleted parameters, best effort; its event examples give the shape).
+        ``{"value": ..., "event": false}`` sets it without the event (the backtest's world: the live records already
+        say what the change did)."""
+        spec = value if isinstance(value, dict) else {"value": value}
+        mode, notify = spec.get("value"), spec.get("event", True)
+        if mode not in ("act", "dry_run", "paused") or not isinstance(notify, bool) or set(spec) - {"value", "event"}:
+            raise ValueError(f"mode must be act, dry_run or paused, or {{\"value\": <mode>, \"event\": false}} "
+                             f"(got {value!r})")
         names = {f.environment.get("MODE_PARAMETER") for f in self.world.functions.values()} - {None}
         if not names:
             raise ValueError("the stack's functions name no MODE_PARAMETER")
-        for name in names:
-            self.world.client("ssm").put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+        now = self.now or datetime.now(UTC).replace(microsecond=0)
+        for name in sorted(names):
+            version = self.world.client("ssm").put_parameter(Name=name, Value=mode, Type="String",
+                                                               Overwrite=True)["Version"]
+            if notify:
+                self.deliver_event(self.world.parameter_change(name, "Update", version, now), now)
 
     def _directive_training_job(self, value: Any) -> None:
         self.world.training.put(value)

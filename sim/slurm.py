@@ -4,10 +4,12 @@ controller, against the emulated command queue and ledger, with a fake Slurm beh
 The agent runs exactly as on a controller node — parse and validate the message, claim it in the
 ledger, run ``scontrol``/``squeue`` as an argv through its own ``Slurm`` class, write the result and
 its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``: a small model of
-the cluster's jobs that answers ``scontrol requeue <id>`` and ``squeue --noheader --format=%i
---name=<name>``, and around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``,
-``squeue -w <node>`` and ``squeue --states=all -j <ids>`` (nothing is executed; the stub programs in a
-temporary directory exist only so the agent finds its binaries).
+the cluster's jobs that answers ``scontrol requeue <id>``, ``squeue --states=RUNNING --name=<name>``
+(the running jobs of a name), ``squeue --states=all --format=%i|%T|%j -j <id>`` (a job's name),
+``squeue --states=all --format=%i|%T --name=<name>`` and ``sacct`` (what became of the jobs of a name), and
+around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``, ``squeue -w <node>`` and
+``squeue --states=all -j <ids>`` (nothing is executed; the stub programs in a temporary directory exist only so the
+agent finds its binaries).
 
 Jobs follow slurmctld (SchedMD slurm, src/slurmctld/job_mgr.c, 22.05 to current; checked against slurm-wlm
 22.05.8 in tests/agent/test_real_slurm.py): a batch job with the requeue flag (JobRequeue=1, Slurm's default, or
@@ -253,11 +255,18 @@ class FakeSlurm:
         jobs = self.cluster.jobs
         if program == "scontrol" and len(args) == 2 and args[0] == "requeue":
             return self._requeue(args[1])
-        if program == "squeue" and args[:2] == ["--noheader", "--format=%i"] and len(args) == 3 \
-                and args[2].startswith("--name="):
-            name = args[2].removeprefix("--name=")
-            ids = [job.job_id for job in jobs.values() if job.name == name and job.state in ACTIVE]
-            return 0, "".join(f"{job_id}\n" for job_id in ids), ""
+        if program == "squeue" and args[:3] == ["--noheader", "--states=RUNNING", "--format=%i|%j"] \
+                and len(args) == 4 and args[3].startswith("--name="):
+            # squeue(1): --states filters on the job state (a held job is PENDING), --name on the exact job name
+            name = args[3].removeprefix("--name=")
+            running = [job for job in jobs.values() if job.name == name and job.state == "RUNNING"]
+            return 0, "".join(f"{job.job_id}|{job.name}\n" for job in running), ""
+        if program == "squeue" and args[:4] == ["--noheader", "--states=all", "--format=%i|%T|%j", "-j"] \
+                and len(args) == 5:
+            job = jobs.get(args[4])
+            if job is None:  # slurmctld's error for a job id it does not know, or forgot (as for `-j` below)
+                return 1, "", f"slurm_load_jobs error: {INVALID_JOB}"
+            return 0, f"{job.job_id}|{job.state}|{job.name}\n", ""
         if program == "squeue" and args[:3] == ["--noheader", "--states=all", "--format=%i|%T"] and len(args) == 4 \
                 and args[3].startswith("--name="):  # every job slurmctld still remembers by that name (MinJobAge)
             name = args[3].removeprefix("--name=")

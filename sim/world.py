@@ -9,7 +9,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest import mock
 
@@ -485,6 +485,16 @@ class World:
             sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
 
     # routing
+    def parameter_change(self, name: str, operation: str, version: int, when: datetime) -> dict:
+        """SSM's "Parameter Store Change" event for a parameter (its shape: AWS Systems Manager User Guide, EventBridge
+        event examples for Parameter Store: no value, no version in it)."""
+        stamp = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"version": "0", "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"ssm:{name}:{version}:{operation}")),
+                "detail-type": "Parameter Store Change", "source": "aws.ssm", "account": self.account,
+                "time": stamp, "region": self.region,
+                "resources": [f"arn:aws:ssm:{self.region}:{self.account}:parameter/{name.lstrip('/')}"],
+                "detail": {"name": name, "type": "String", "operation": operation}}
+
     def route(self, event: dict) -> list[Function]:
         """The functions the stack's rules deliver this event to, as moto's EventBridge matches it."""
         if "replay-name" in event:

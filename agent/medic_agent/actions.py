@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from re import Pattern
 
 from medic_agent.commands import (
-    MAX_JOBS_PER_NAME,
+    MAX_JOBS_LISTED,
     SACCT_STATE_LINE,
     SQUEUE_STATE_LINE,
     Command,
@@ -18,11 +18,11 @@ from medic_agent.commands import (
     accounted_jobs_argv,
     drain_argv,
     drained_by_medic,
-    find_jobs_argv,
+    job_name_argv,
     job_states_argv,
     jobs_on_node_argv,
     named_jobs_argv,
-    parse_job_ids,
+    parse_job_name_lines,
     parse_job_states,
     parse_jobs_on_node,
     parse_named_jobs,
@@ -30,10 +30,12 @@ from medic_agent.commands import (
     requeue_argv,
     resume_argv,
     show_node_argv,
+    running_jobs_argv,
 )
 from medic_agent.slurm import OUTPUT_LIMIT, Run, Slurm
 
 EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
+NOT_WATCHED = "not_watched"  # the refusal code Medic records as `rejected` (functions/medic/flows/agent/commands.py)
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,19 @@ class Result:
     node_state: str | None = None
     node_reason: str | None = None
     resumed: bool | None = None
+    # refused: why (NOT_WATCHED: a job by id that is not one of the jobs Medic watches)
+    refusal: str = ""
 
 
 def execute(command: Command, slurm: Slurm) -> Result:
     action = command.action
     if isinstance(action, RequeueJob):
+        if action.job_id is not None and action.job_names:
+            return _requeue_if_named(action.job_id, action.job_names, slurm)
         if action.job_id is not None:
             run = slurm.run(requeue_argv(action.job_id))
             return Result(EXECUTED if run.ok else FAILED, run.describe(), (action.job_id,) if run.ok else ())
-        return _requeue_by_name(action.job_name or "", slurm, action.max_jobs)
+        return _requeue_running(action.job_name or "", action.last_seen_id, slurm)
     if isinstance(action, DrainNode):
         return _drain(action.node, slurm)
     if isinstance(action, ResumeNode):
@@ -68,28 +74,64 @@ def execute(command: Command, slurm: Slurm) -> Result:
     raise TypeError(f"unknown action {action!r}")
 
 
-def _requeue_by_name(job_name: str, slurm: Slurm, max_jobs: int = MAX_JOBS_PER_NAME) -> Result:
-    found = slurm.run(find_jobs_argv(job_name))
+def _requeue_if_named(job_id: str, names: tuple[str, ...], slurm: Slurm) -> Result:
+    """Requeue a job by id only when Slurm names it one of ``names`` (Medic's watched jobs on this cluster): an
+    operator's request by id never reaches another team's job."""
+    found = slurm.run(job_name_argv(job_id))
+    if not found.ok:
+        if FORGOTTEN_JOB in found.output:
+            return Result(FAILED, f"Slurm does not know job {job_id}: not requeued")
+        return Result(FAILED, found.describe())
+    try:
+        listed = [(listed_id, name) for listed_id, _, name in parse_job_name_lines(found.output)
+                  if listed_id == job_id or listed_id.startswith(f"{job_id}_")]  # an array job: its tasks
+    except ValueError as error:
+        return Result(FAILED, f"job {job_id} unreadable in squeue ({error}): not requeued")
+    if not listed:
+        return Result(FAILED, f"squeue lists no job {job_id}: not requeued")
+    name = listed[0][1]
+    if any(listed_name not in names for _, listed_name in listed):
+        return Result(REFUSED, f"job {job_id} is named {name!r}, not one of the jobs Medic watches on this cluster "
+                               f"({', '.join(names)}): not requeued", refusal=NOT_WATCHED)
+    run = slurm.run(requeue_argv(job_id))
+    return Result(EXECUTED if run.ok else FAILED, f"job {job_id} is {name!r}; {run.describe()}",
+                  (job_id,) if run.ok else (), jobs=((job_id, name),) if run.ok else None)
+
+
+def _requeue_running(job_name: str, last_seen_id: str | None, slurm: Slurm) -> Result:
+    """Requeue the one job running under a name: the one Medic last saw running under it when it still does, else
+    the only running one. A held or pending job of that name is never requeued; several running ones (and none of
+    them the one Medic saw) requeue none."""
+    found = slurm.run(running_jobs_argv(job_name))
     if not found.ok:
         return Result(FAILED, found.describe())
-    job_ids, skipped = parse_job_ids(found.output)
-    notes = [f"skipped squeue output {', '.join(skipped)}"] if skipped else []
-    if not job_ids:
-        return _nothing_to_requeue(job_name, slurm, notes)
-    if len(job_ids) > max_jobs:
-        return Result(FAILED, f"{len(job_ids)} jobs named {job_name!r}, more than {max_jobs}: not requeued")
-    runs = [slurm.run(requeue_argv(job_id)) for job_id in job_ids]
-    requeued = tuple(job_id for job_id, run in zip(job_ids, runs) if run.ok)
-    status = EXECUTED if len(requeued) == len(runs) else FAILED
-    return Result(status, "; ".join([run.describe() for run in runs] + notes), requeued)
+    if len(found.output) >= OUTPUT_LIMIT:
+        return Result(FAILED, f"squeue's output is longer than {OUTPUT_LIMIT} characters: not requeued")
+    try:
+        running = [job_id for job_id, name in parse_jobs_on_node(found.output) if name == job_name]
+    except ValueError as error:
+        return Result(FAILED, f"running jobs named {job_name!r} unreadable ({error}): not requeued")
+    if last_seen_id is not None and last_seen_id in running:
+        job_id, why = last_seen_id, "the job Medic last saw running under that name"
+    elif len(running) == 1:
+        job_id, why = running[0], "the only job running under that name"
+    elif not running:  # nothing to requeue: what became of the jobs of that name (completed, or not)
+        return _nothing_to_requeue(job_name, slurm, [])
+    else:
+        seen = f", none of them job {last_seen_id} Medic last saw running" if last_seen_id else ""
+        return Result(FAILED, f"{len(running)} jobs named {job_name!r} are running ({', '.join(running[:8])}"
+                              f"{', ...' if len(running) > 8 else ''}){seen}: none requeued; requeue one by job_id")
+    run = slurm.run(requeue_argv(job_id))
+    return Result(EXECUTED if run.ok else FAILED, f"job {job_id} ({why}); {run.describe()}",
+                  (job_id,) if run.ok else (), jobs=((job_id, job_name),) if run.ok else None)
 
 
 def _nothing_to_requeue(job_name: str, slurm: Slurm, notes: list[str]) -> Result:
-    """No job of that name is pending or running: say what became of them, so that Medic can tell a job that
-    completed (nothing to requeue) from one that failed or vanished. First what slurmctld still remembers (finished
-    jobs, until MinJobAge after they ended: 300 s by default), then the cluster's accounting (sacct, where slurmdbd
-    keeps it). Still `failed`: nothing was requeued."""
-    said = [f"no job named {job_name!r} in squeue", *notes]
+    """No job of that name is running: say what became of the jobs of that name, so that Medic can tell a job that
+    completed (nothing to requeue: none pending or running, the newest COMPLETED) from one that failed or vanished.
+    First what slurmctld still remembers (finished jobs, until MinJobAge after they ended: 300 s by default), then the
+    cluster's accounting (sacct, where slurmdbd keeps it). Still `failed`: nothing was requeued."""
+    said = [f"no job named {job_name!r} running in squeue", *notes]  # (held or pending ones are never requeued)
     unknown = []
     for where, argv, line in (("slurmctld still lists", named_jobs_argv(job_name), SQUEUE_STATE_LINE),
                               ("sacct lists", accounted_jobs_argv(job_name), SACCT_STATE_LINE)):
@@ -131,9 +173,9 @@ def _drain(node: str, slurm: Slurm) -> Result:
         jobs = parse_jobs_on_node(listed.output)
     except ValueError as error:
         return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {error}")
-    if len(jobs) > MAX_JOBS_PER_NAME:
+    if len(jobs) > MAX_JOBS_LISTED:
         return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {len(jobs)} listed, more than "
-                                f"{MAX_JOBS_PER_NAME}")
+                                f"{MAX_JOBS_LISTED}")
     listing = ", ".join(f"{job_id} ({name})" for job_id, name in jobs) or "none"
     return Result(EXECUTED, f"{drained.describe()}; jobs on {node}: {listing}", jobs=tuple(jobs))
 

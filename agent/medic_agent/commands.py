@@ -35,26 +35,34 @@ SQUEUE_JOB_STATE_LINE = re.compile(r"([0-9]{1,10})\|([A-Z_]{1,32})\|([01])\|([01
 # What `sacct --parsable2 --format=JobIDRaw,State` prints per job: the id, a bar, the state; a cancelled job's
 # state carries who cancelled it (`CANCELLED by 1000`, sacct(1)).
 SACCT_STATE_LINE = re.compile(r"([0-9]{1,10})\|([A-Z_]{1,32})(?: by [0-9]{1,10})?", re.ASCII)
-# job_states: one or more job ids, comma-separated (squeue -j's list), at most MAX_JOBS_PER_NAME of them.
+# job_states: one or more job ids, comma-separated (squeue -j's list), at most MAX_JOBS_LISTED of them.
 JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)
+# What `squeue --format=%i|%T|%j` prints per job: the id, its state, its name (last: a name may hold a bar).
+SQUEUE_NAMED_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})\|([\x20-\x7e]{0,200})", re.ASCII)
 KINDS = ("requeue_job", "drain_node", "resume_node", "job_states")  # what Medic issues; nothing else runs
-# A job name matching more jobs than this is a mistake, not a requeue; Medic's command may say fewer.
-MAX_JOBS_PER_NAME = 50
+# The most jobs a listing may name (a node's jobs, job_states' ids) and the most names a requeue by id may allow.
+MAX_JOBS_LISTED = 50
 MAX_BODY_CHARS = 16_384
 MAX_TEXT_CHARS = 512
 
 
 @dataclass(frozen=True)
 class RequeueJob:
-    """Requeue one job by id, or every job with a name (resolved through squeue)."""
+    """Requeue one job: by id (only when squeue names it one of ``job_names``, when Medic gave them: its watched
+    jobs), or the one job running under a name (``last_seen_id``, the job Medic last saw running under it, when it
+    still does; else the only running job of that name). Never every job of a name: a held or pending job of that
+    name is never requeued, and several running ones requeue none."""
 
     job_id: str | None = None
     job_name: str | None = None
-    max_jobs: int = MAX_JOBS_PER_NAME  # by name: more jobs than this and none is requeued
+    job_names: tuple[str, ...] = ()  # by id: the names the job must have
+    last_seen_id: str | None = None  # by name: the job Medic last saw running under it
 
     @property
     def target(self) -> str:
-        return self.job_id if self.job_id is not None else f"name:{self.job_name}"
+        if self.job_id is not None:
+            return f"{self.job_id}@{','.join(self.job_names)}" if self.job_names else self.job_id
+        return f"name:{self.job_name}@{self.last_seen_id}" if self.last_seen_id else f"name:{self.job_name}"
 
 
 @dataclass(frozen=True)
@@ -184,16 +192,24 @@ def _requeue(data: dict, envelope: dict) -> RequeueJob:
     if has_id == has_name:
         raise Refused("requeue_job needs exactly one of job_id or job_name", **envelope)
     if has_id:
+        if "last_seen_id" in data:
+            raise Refused("last_seen_id goes with job_name, not job_id", **envelope)
         if not matches(JOB_ID, data["job_id"]):
             raise Refused(f"job_id must be 1-10 digits: {shown(data['job_id'])}", **envelope)
-        return RequeueJob(job_id=data["job_id"])
+        names = data.get("job_names", [])
+        if not isinstance(names, list) or len(names) > MAX_JOBS_LISTED or len(set(map(str, names))) != len(names) \
+                or not all(matches(JOB_NAME, name) for name in names):
+            raise Refused(f"job_names must be a list of at most {MAX_JOBS_LISTED} distinct job names "
+                          f"({JOB_NAME.pattern}): {shown(names)}", **envelope)
+        return RequeueJob(job_id=data["job_id"], job_names=tuple(names))
+    if "job_names" in data:
+        raise Refused("job_names goes with job_id, not job_name", **envelope)
     if not matches(JOB_NAME, data["job_name"]):
         raise Refused(f"job_name must match {JOB_NAME.pattern}: {shown(data['job_name'])}", **envelope)
-    max_jobs = data.get("max_jobs", MAX_JOBS_PER_NAME)
-    # bool is an int in Python: refuse it like any other non-integer.
-    if isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or not 1 <= max_jobs <= MAX_JOBS_PER_NAME:
-        raise Refused(f"max_jobs must be an integer from 1 to {MAX_JOBS_PER_NAME}: {shown(max_jobs)}", **envelope)
-    return RequeueJob(job_name=data["job_name"], max_jobs=max_jobs)
+    seen = data.get("last_seen_id")
+    if seen is not None and not matches(SQUEUE_JOB_ID, seen):
+        raise Refused(f"last_seen_id must be a job id: {shown(seen)}", **envelope)
+    return RequeueJob(job_name=data["job_name"], last_seen_id=seen)
 
 
 def _job_states(data: dict, envelope: dict) -> JobStates:
@@ -222,26 +238,34 @@ def requeue_argv(job_id: str) -> list[str]:
     return ["scontrol", "requeue", job_id]
 
 
-def find_jobs_argv(job_name: str) -> list[str]:
+def running_jobs_argv(job_name: str) -> list[str]:
+    """The running jobs of a name (`--states=RUNNING`: a held or pending job of that name is not one), `<id>|<name>`
+    per line (squeue(1): `--name` filters on the exact job name, `%i` the job id, `%j` its name)."""
     if not matches(JOB_NAME, job_name):
         raise ValueError(f"not a job name: {shown(job_name)}")
-    return ["squeue", "--noheader", "--format=%i", f"--name={job_name}"]
+    return ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", f"--name={job_name}"]
 
 
-def parse_job_ids(squeue_output: str) -> tuple[list[str], list[str]]:
-    """squeue's `%i` lines → (job ids to requeue, lines skipped because they are not a single job id)."""
-    ids: list[str] = []
-    skipped: list[str] = []
+def job_name_argv(job_id: str) -> list[str]:
+    """One job's id, state and name, whatever its state (squeue(1) `--states=all`, `-j`; an array job's tasks each
+    get a line), `<id>|<state>|<name>`: the name last, since a name may hold a bar."""
+    if not matches(JOB_ID, job_id):
+        raise ValueError(f"not a job id: {shown(job_id)}")
+    return ["squeue", "--noheader", "--states=all", "--format=%i|%T|%j", "-j", job_id]
+
+
+def parse_job_name_lines(squeue_output: str) -> list[tuple[str, str, str]]:
+    """squeue's `%i|%T|%j` lines → [(job id, state, name)], each id once. Strict, like parse_jobs_on_node."""
+    jobs: list[tuple[str, str, str]] = []
     for line in squeue_output.splitlines():
-        value = line.strip()
-        if not value:
+        if not line.strip():
             continue
-        if matches(SQUEUE_JOB_ID, value):
-            if value not in ids:
-                ids.append(value)
-        else:
-            skipped.append(value[:64])
-    return ids, skipped
+        found = SQUEUE_NAMED_LINE.fullmatch(line.rstrip())
+        if found is None:
+            raise ValueError(f"unexpected squeue line: {shown(line, 120)}")
+        if found.group(1) not in [job_id for job_id, _, _ in jobs]:
+            jobs.append((found.group(1), found.group(2), found.group(3)))
+    return jobs
 
 
 def drain_argv(node: str) -> list[str]:

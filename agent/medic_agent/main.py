@@ -171,6 +171,8 @@ class Agent(CommandHandling):
         if result.node_state is not None:  # resume_node: what the node was, and whether it was resumed
             fields.update(node_state=result.node_state, node_reason=result.node_reason or "",
                           resumed="true" if result.resumed else "false")
+        if result.refusal:  # refused: why (Medic records not_watched as rejected)
+            fields["refusal"] = result.refusal
         return fields
 
     def started_fields(self) -> dict[str, Any]:

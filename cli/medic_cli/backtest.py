@@ -373,14 +373,16 @@ def rebuild_world(events: list[dict], live: list[dict], config: Any) -> tuple[li
 
 
 def _with_live_mode(events: list[dict], live: list[dict]) -> Iterable[dict]:
-    """The events, each after a mode directive when the live run-time mode changed (paused, dry_run periods)."""
+    """The events, each after a mode directive when the live run-time mode changed (paused, dry_run periods). The
+    directive sets the mode without SSM's change event: the live change paged already, the backtest compares
+    decisions."""
     modes = {record.get("event_id"): record.get("mode") for record in live
              if record.get("mode") in ("act", "dry_run", "paused")}
     current = None
     for event in events:
         mode = modes.get(event.get("id"))
         if mode and mode != current:
-            yield {"sim": {"mode": mode}}
+            yield {"sim": {"mode": {"value": mode, "event": False}}}
             current = mode
         yield event
 

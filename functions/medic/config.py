@@ -78,6 +78,11 @@ class Guardrails(Strict):
     # drain (AWS's HyperPod Slurm guide: avoid changing a node's state during the operation); without a drain
     # result within this, it calls without draining and says so (the repair matters more).
     drain_deadline_seconds: int = Field(default=120, ge=30, le=900)
+    # Operator requests ("Medic Requeue Job") acted on per cluster per clock hour; beyond: suppressed, one page.
+    max_operator_requests_per_hour: int = Field(default=10, ge=0, le=1000)
+    # A watched job's stall alarm restarts it at most once per this many minutes (after any restart of the job):
+    # a stall that comes back sooner (or a fake recovery between) is held back and paged.
+    stall_restart_interval_minutes: int = Field(default=60, ge=0, le=7 * 24 * 60)
 
 
 class GuardrailOverrides(Strict):
@@ -91,6 +96,8 @@ class GuardrailOverrides(Strict):
     reboot_escalation_hours: int | None = Field(default=None, ge=1, le=24 * 7)
     stuck_terminating_minutes: int | None = Field(default=None, ge=5, le=24 * 60)
     drain_deadline_seconds: int | None = Field(default=None, ge=30, le=900)
+    max_operator_requests_per_hour: int | None = Field(default=None, ge=0, le=1000)
+    stall_restart_interval_minutes: int | None = Field(default=None, ge=0, le=7 * 24 * 60)
 
 
 class Cluster(Strict):
@@ -247,6 +254,11 @@ class MedicConfig(Strict):
 
     def job(self, name: str) -> Job | None:
         return next((job for job in self.jobs if job.name == name), None)
+
+    def watched_names(self, cluster: str) -> tuple[str, ...]:
+        """The names of the jobs watched on a cluster (`jobs:` entries): on Slurm, the job names operator requests
+        and stall restarts may requeue."""
+        return tuple(sorted(job.name for job in self.jobs if job.cluster == cluster))
 
     def guardrails_for(self, cluster: Cluster) -> Guardrails:
         overrides = cluster.guardrails.model_dump(exclude_none=True)

@@ -13,6 +13,7 @@ from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.config import MedicConfig
 from medic.deps import Deps, JobsOnNode
+from medic.ledger.modes import SeenModes
 from medic.ledger.table import Table
 
 
@@ -50,12 +51,14 @@ def account_of(arn: str) -> str:
 @functools.cache
 def dependencies() -> Deps:
     config = MedicConfig.from_env(os.environ["MEDIC_CONFIG"])
+    table, parameter = Table(os.environ["LEDGER_TABLE"]), os.environ["MODE_PARAMETER"]
     return Deps(
         config=config,
         hyperpod=HyperPod(),
-        table=Table(os.environ["LEDGER_TABLE"]),
+        table=table,
         pager=Pager(os.environ["PAGE_TOPIC_ARN"]),
-        mode=ModeSwitch(os.environ["MODE_PARAMETER"], default=config.mode),
+        # a failed read keeps the last mode any function read (the ledger's), never the deployed one: fail closed
+        mode=ModeSwitch(parameter, default=config.mode, memory=SeenModes(table, parameter)),
         jobs_on_node=JOBS_ON_NODE,
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         account=account_of(os.environ["PAGE_TOPIC_ARN"]),

@@ -69,6 +69,15 @@ class Operations(Construct):
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
         page_failures.add_alarm_action(page)  # SNS may be back by then; the alarm shows in the console either way
         self.health_alarms.append(page_failures)
+        mode_unreadable = _medic_metric("ModeReadFailures", period=SPARSE_PERIOD).create_alarm(
+            self, "ModeReadFailures",
+            alarm_description=(f"Medic could not read its mode parameter {mode_parameter}; each function keeps the "
+                               "last mode known (fail closed). Check the parameter exists and the functions may read "
+                               "it (ssm:GetParameter); medic status shows the mode."),
+            threshold=0, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
+        mode_unreadable.add_alarm_action(page)
+        self.health_alarms.append(mode_unreadable)
         self._let_alarms_publish(topic)
 
         log_groups = [function.log_group for function in functions]

@@ -16,6 +16,7 @@ import logging
 import math
 import operator
 import os
+import secrets
 import socket
 import sys
 import threading
@@ -45,6 +46,12 @@ NON_FINITE_LOSS = "NonFiniteLoss"
 # about BASELINE_MINUTES. Medic's slowdown alarm compares TokensPerSecond against it.
 TOKENS_PER_SECOND_BASELINE = "TokensPerSecondBaseline"
 BASELINE_MINUTES = 30
+# This process's probe session: a random number drawn when the probe starts, published with every flush of the
+# job's metrics. Medic counts a minute's heartbeat only when exactly one session published in it, and proves a
+# recovery only with steps from a session that started after its restart: a heartbeat without it (written by anyone
+# allowed PutMetricData), or the stalled process's old one, never counts.
+SESSION = "Session"
+_SESSION_BITS = 31  # 1 .. 2**31: exact in a double, far below CloudWatch's 2**360
 # The completion marker: 1, published once by rank 0 when the probe is closed cleanly (close() with no exception in
 # flight, or a `with` block left without one). A finished job stops publishing Heartbeat, so its stall alarm (missing
 # data = breaching) fires; Medic reads this marker back and stands down instead of restarting a finished job.
@@ -58,6 +65,7 @@ _UNITS = {
     LAST_CHECKPOINT_STEP: "None",
     NON_FINITE_LOSS: "Count",
     TOKENS_PER_SECOND_BASELINE: "Count/Second",
+    SESSION: "None",
     COMPLETED: "Count",
 }
 
@@ -190,6 +198,8 @@ class Probe:
         """Successful publishes."""
         self.bad_inputs = 0
         """Arguments step()/checkpoint() ignored: None as a step, strings, bools, objects that are not numbers."""
+        self.session = secrets.randbits(_SESSION_BITS) + 1
+        """This process's probe session (published as `Session`): new for every process, so for every restart."""
         self.completed = False
         """True once a clean close() published the completion marker (`Completed`)."""
 
@@ -453,13 +463,16 @@ class Probe:
             for dims in dims_list:
                 add(name, dims, stats=stats)
 
-        if completed:
+        if completed:  # with the session of the process that finished: Medic trusts a marker only with one
             scalar(COMPLETED, self._job_dimensions(), 1)
+            scalar(SESSION, self._job_dimensions(), self.session)
         if p is None:
             return data
         if self.publishes_job_metrics:
             job = self._job_dimensions()
             scalar(HEARTBEAT, job, p.steps)
+            if not completed:  # (sent with the marker already)
+                scalar(SESSION, job, self.session)
             scalar(STEP, job, last_step)
             scalar(NON_FINITE_LOSS, job, p.non_finite)
             statistic(LOSS, job, p.loss_n, p.loss_sum, p.loss_min, p.loss_max)
@@ -486,9 +499,12 @@ class Probe:
 
         if completed:
             put(COMPLETED, 1, job_metrics)
+            put(SESSION, self.session, job_metrics)
         tps = p.tps_sum / p.tps_n if p is not None and p.tps_n else None
         if p is not None and self.publishes_job_metrics:
             put(HEARTBEAT, p.steps, job_metrics)
+            if not completed:
+                put(SESSION, self.session, job_metrics)
             put(STEP, last_step, job_metrics)
             put(NON_FINITE_LOSS, p.non_finite, job_metrics)
             put(LOSS, p.loss_sum / p.loss_n if p.loss_n else None, job_metrics)

@@ -289,6 +289,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **health_alarm_scenarios(sample),
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
+        **control_scenarios(sample),
         **completion_scenarios(),
         **flood_scenarios(),
         **tenant_pod_scenarios(),
@@ -677,6 +678,64 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
             "title: (z) A node health event whose ClusterArn names another account",
             "expect: rejected, no call, no page",
         ], [foreign]),
+    }
+
+
+def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
+    """Who controls Medic's decisions (issue 28, items 6-8): training metrics, operator requests, the mode switch."""
+    team_b = [{"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 5001 + n, "name": "eval-sweep-team-b"}}}
+              for n in range(3)]
+    held = [{"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 6000 + n, "name": LLAMA, "state": "PENDING"}}}
+            for n in range(9)]
+    slurm = [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}]
+
+    def forged(name: str, value: float, at: datetime) -> dict:
+        """A datapoint anyone allowed PutMetricData on Medic/Training writes: no probe session with it."""
+        return {"sim": {"metric": {"job": LLAMA, "name": name, "value": value,
+                                   "timestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ")}}}
+
+    return {
+        "zzh-forged-heartbeats-before-the-first-step.jsonl": ([
+            "title: (zzh) llama3-70b runs but has not stepped yet (its probe sends nothing before the first step); "
+            "someone writes three datapoints: a heartbeat back-dated two hours, a step and a heartbeat now",
+            "expect: the stall alarm goes OK on the forged heartbeat, then ALARM when it stops; the read-back finds "
+            "only heartbeats no probe session vouches for: no requeue (the job is not touched), one page",
+        ], [clock(T_ALARM), *slurm, forged("Heartbeat", 5, T_ALARM - timedelta(hours=2)),
+            forged("Step", 5, T_ALARM), forged("Heartbeat", 1, T_ALARM), clock(T_ALARM + minutes(20))]),
+        "zv-forged-recovery.jsonl": ([
+            "title: (zv) Stall, requeue; the restarted process never steps, and someone writes heartbeats and steps "
+            "for the job after the requeue",
+            "expect: stall ALARM at 03:18, requeue_job deferred then executed; the forged heartbeats carry no probe "
+            "session: the alarm's OK at 03:23 is no proof of recovery, its ALARM again at 03:38 restarts nothing (the "
+            "recovery check owns the incident); no_progress failed with one page at 03:40 saying the reported steps "
+            "did not count",
+        ], [clock(T_ALARM), *slurm,
+            *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
+                          checkpoint=1200),
+            *(line for minute in range(22, 26) for line in (
+                clock(T_ALARM + minutes(minute)), forged("Heartbeat", 30, T_ALARM + minutes(minute)),
+                forged("Step", 1240 + 30 * (minute - 21), T_ALARM + minutes(minute)))),
+            clock(T_ALARM + minutes(45))]),
+        "zw-operator-reach.jsonl": ([
+            "title: (zw) Operator requests beyond Medic's watched jobs: three requests by id for another team's "
+            "running jobs, then one by name for llama3-70b while nine held jobs share its name",
+            "expect: each request by id is queued, the agent asks squeue for the job's name and refuses (not a job "
+            "Medic watches): rejected, nothing requeued, one page for the cluster; the request by name requeues the "
+            "one running llama3-70b (4211), never a held namesake: executed",
+        ], [{"sim": {"slurm_job": SLURM_JOB}}, *team_b, *held,
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *(requeue_request(T0 + minutes(n), job_id=str(5001 + n), reason="please requeue my eval job")
+              for n in range(3)),
+            requeue_request(T0 + minutes(3), job_name=LLAMA, reason="llama3-70b looks stuck")]),
+        "zy-mode-switch.jsonl": ([
+            "title: (zy) Someone sets the mode parameter to dry_run, then to paused; SSM then fails the node "
+            "function's first read of it",
+            "fault: ssm:GetParameter=InternalServerError:4",  # botocore: max_attempts 3 retries = 4 attempts
+            "expect: each change pages once, straight to the topic (the dry_run one too), naming the old and new mode "
+            "and who changed it; the node function's read fails every attempt and keeps the last mode known "
+            "(paused), not the deployed act: the GPU fault is suppressed and paged, no node call",
+        ], [clock(T0 - minutes(1) - timedelta(seconds=5)), {"sim": {"mode": "dry_run"}},
+            clock(T0 - timedelta(seconds=5)), {"sim": {"mode": "paused"}}, sample]),
     }
 
 

@@ -30,8 +30,12 @@ def command_body(cluster: str, kind: str = "requeue_job", command_id: str | None
 def issue(dynamodb: Any, table: str, body: dict, **changes: str) -> None:
     """Medic's own record of issuing the command (what restart_through_agent writes before it queues it): the
     agent runs a command only when this item names the same cluster, kind, target and incident."""
-    target = body["job_id"] if "job_id" in body else f"node:{body['node']}" if "node" in body \
-        else f"jobs:{body['job_ids']}" if "job_ids" in body else f"name:{body.get('job_name')}"
+    if "job_id" in body:
+        target = body["job_id"] + ("@" + ",".join(body["job_names"]) if body.get("job_names") else "")
+    elif "node" in body or "job_ids" in body:
+        target = f"node:{body['node']}" if "node" in body else f"jobs:{body['job_ids']}"
+    else:
+        target = f"name:{body.get('job_name')}" + (f"@{body['last_seen_id']}" if body.get("last_seen_id") else "")
     fields = {"cluster": body["cluster"], "kind": body["kind"], "target": target, "incident": body["incident"],
               **changes}
     dynamodb.put_item(TableName=table, Item={

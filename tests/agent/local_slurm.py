@@ -198,9 +198,10 @@ class LocalSlurm:
         match = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?\s*$", line)
         return match.group(1) if match else ""
 
-    def submit(self, name: str, seconds: int = 300) -> str:
-        out = self.run("sbatch", "--parsable", "--requeue", f"--job-name={name}", "--output=/dev/null",
-                       f"--chdir={self.root / 'jobs'}", "--ntasks=1", "--cpus-per-task=1",
+    def submit(self, name: str, seconds: int = 300, hold: bool = False) -> str:
+        """sbatch a batch job; ``hold``: submitted held (sbatch --hold: PENDING until released)."""
+        out = self.run("sbatch", "--parsable", "--requeue", *(["--hold"] if hold else []), f"--job-name={name}",
+                       "--output=/dev/null", f"--chdir={self.root / 'jobs'}", "--ntasks=1", "--cpus-per-task=1",
                        f"--wrap=sleep {seconds}").stdout
         return out.strip().split(";")[0]
 

@@ -135,15 +135,17 @@ class TestRuns:
         world.agent().poll()
         assert len(world.result(body)["message"]) == 1000
 
-    def test_requeue_by_name_requeues_every_matching_job(self, world):
-        world.runner.answers["squeue --noheader"] = (0, "4211\n4212\n", "")
+    def test_requeue_by_name_requeues_the_one_running_job(self, world):
+        world.runner.answers["squeue --noheader"] = (0, "4211|llama3-70b\n", "")
         body = world.send(job_name="llama3-70b")
         world.agent().poll()
-        assert world.runner.argvs == [["squeue", "--noheader", "--format=%i", "--name=llama3-70b"],
-                                      ["scontrol", "requeue", "4211"], ["scontrol", "requeue", "4212"]]
+        assert world.runner.argvs == [
+            ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", "--name=llama3-70b"],
+            ["scontrol", "requeue", "4211"]]
         result = world.result(body)
         assert result["status"] == "executed" and result["target"] == "name:llama3-70b"
-        assert result["job_ids"] == [{"S": "4211"}, {"S": "4212"}]
+        assert result["job_ids"] == [{"S": "4211"}]
+        assert result["jobs"] == [{"M": {"id": {"S": "4211"}, "name": {"S": "llama3-70b"}}}]
 
     def test_requeue_by_name_with_no_job_fails_saying_what_became_of_it(self, world):
         # Given no job of that name pending or running, none in slurmctld's memory, and no accounting
@@ -153,7 +155,7 @@ class TestRuns:
         world.agent().poll()
         # Then it looked in squeue, in slurmctld's memory of finished jobs, then in sacct, and requeued nothing
         assert world.runner.argvs == [
-            ["squeue", "--noheader", "--format=%i", "--name=llama3-70b"],
+            ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", "--name=llama3-70b"],
             ["squeue", "--noheader", "--states=all", "--format=%i|%T", "--name=llama3-70b"],
             ["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,State", "--name=llama3-70b",
              "--starttime=now-2days"]]

@@ -9,10 +9,11 @@ from medic_agent.commands import (
     Command,
     Refused,
     RequeueJob,
-    find_jobs_argv,
+    job_name_argv,
     parse,
-    parse_job_ids,
+    parse_job_name_lines,
     requeue_argv,
+    running_jobs_argv,
 )
 
 CLUSTER = "pretrain-slurm"
@@ -62,6 +63,26 @@ class TestParseRequeue:
     def test_hostile_job_name_is_refused(self, name):
         with pytest.raises(Refused, match="job_name"):
             parse(body(kind="requeue_job", job_name=name), cluster=CLUSTER)
+
+    def test_requeue_by_id_limited_to_named_jobs(self):
+        command = parse(body(kind="requeue_job", job_id="4211", job_names=["bert-xl", "llama3-70b"]), cluster=CLUSTER)
+        assert command.action == RequeueJob(job_id="4211", job_names=("bert-xl", "llama3-70b"))
+        assert command.target == "4211@bert-xl,llama3-70b"
+
+    def test_requeue_by_name_preferring_the_job_medic_saw(self):
+        command = parse(body(kind="requeue_job", job_name="llama3-70b", last_seen_id="4211"), cluster=CLUSTER)
+        assert command.action == RequeueJob(job_name="llama3-70b", last_seen_id="4211")
+        assert command.target == "name:llama3-70b@4211"
+
+    @pytest.mark.parametrize("fields", [
+        {"job_id": "1", "job_names": "llama3-70b"}, {"job_id": "1", "job_names": ["a b"]},
+        {"job_id": "1", "job_names": ["a", "a"]}, {"job_id": "1", "job_names": [f"j{n}" for n in range(51)]},
+        {"job_id": "1", "job_names": [4211]}, {"job_id": "1", "last_seen_id": "2"},
+        {"job_name": "x", "job_names": ["x"]}, {"job_name": "x", "last_seen_id": "2;reboot"},
+        {"job_name": "x", "last_seen_id": 2}], ids=repr)
+    def test_a_forged_or_mixed_restriction_is_refused(self, fields):
+        with pytest.raises(Refused):
+            parse(body(kind="requeue_job", **fields), cluster=CLUSTER)
 
     def test_needs_exactly_one_of_id_or_name(self):
         with pytest.raises(Refused, match="exactly one"):
@@ -113,8 +134,12 @@ class TestArgv:
         assert requeue_argv("4211") == ["scontrol", "requeue", "4211"]
         assert requeue_argv("4211_7") == ["scontrol", "requeue", "4211_7"]  # an array task, as squeue prints it
 
-    def test_find_jobs_argv(self):
-        assert find_jobs_argv("llama3-70b") == ["squeue", "--noheader", "--format=%i", "--name=llama3-70b"]
+    def test_running_jobs_argv(self):
+        assert running_jobs_argv("llama3-70b") == ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j",
+                                                   "--name=llama3-70b"]
+
+    def test_job_name_argv(self):
+        assert job_name_argv("4211") == ["squeue", "--noheader", "--states=all", "--format=%i|%T|%j", "-j", "4211"]
 
     @pytest.mark.parametrize("job_id", [j for j in HOSTILE_JOB_IDS if j != "42_1"])  # array tasks come from squeue
     def test_builders_recheck_their_input(self, job_id):
@@ -122,10 +147,17 @@ class TestArgv:
             requeue_argv(job_id)
 
     @pytest.mark.parametrize("name", HOSTILE_NAMES)
-    def test_find_jobs_argv_rechecks(self, name):
+    def test_running_jobs_argv_rechecks(self, name):
         with pytest.raises(ValueError):
-            find_jobs_argv(name)
+            running_jobs_argv(name)
 
-    def test_parse_job_ids_keeps_only_plain_ids(self):
-        output = "4211\n4212\n\n4213_[1-3]\n4211\n4214_2\n$(reboot)\n"
-        assert parse_job_ids(output) == (["4211", "4212", "4214_2"], ["4213_[1-3]", "$(reboot)"])
+    @pytest.mark.parametrize("job_id", HOSTILE_JOB_IDS)
+    def test_job_name_argv_rechecks(self, job_id):
+        with pytest.raises(ValueError):
+            job_name_argv(job_id)
+
+    def test_named_jobs_are_parsed_strictly_with_the_name_last(self):
+        output = "4211|RUNNING|llama3-70b\n4212_3|PENDING|a|b name\n\n4211|RUNNING|again\n"
+        assert parse_job_name_lines(output) == [("4211", "RUNNING", "llama3-70b"), ("4212_3", "PENDING", "a|b name")]
+        with pytest.raises(ValueError):
+            parse_job_name_lines("4211|running|x\n")

@@ -1,15 +1,15 @@
-"""Specification: a requeue by job name requeues at most the command's `max_jobs` (issue 12, item 6).
-
-Medic's command carries the cap (8); the agent parses it (an integer from 1 to its own ceiling, 50) and,
-when squeue lists more jobs with that name, requeues none of them."""
+"""Specification: a requeue reaches exactly one job Medic may requeue (issue 28, item 7; it replaces issue 12's cap on
+a requeue by name). By name, the agent requeues the one job running under the name: the one Medic last saw running
+there when it still is, else the only one running; held or pending namesakes never, several running ones none. By
+id with the names Medic watches, it asks squeue for the job's name first and refuses any other job."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from medic_agent.actions import EXECUTED, FAILED, execute
-from medic_agent.commands import MAX_JOBS_PER_NAME, Refused, RequeueJob, parse
+from medic_agent.actions import EXECUTED, FAILED, REFUSED, execute
+from medic_agent.commands import parse
 from medic_agent.slurm import Slurm
 
 from tests.agent.fakes import FakeRunner, canary_bin_dir
@@ -18,9 +18,9 @@ CLUSTER = "pretrain-slurm"
 COMMAND_ID = "0b6f7c5e-2f4d-4c43-9d8e-1a2b3c4d5e6f"
 
 
-def by_name(**fields) -> str:
-    return json.dumps({"command_id": COMMAND_ID, "cluster": CLUSTER, "kind": "requeue_job",
-                       "job_name": "llama3-70b", **fields})
+def requeue(**fields) -> object:
+    return parse(json.dumps({"command_id": COMMAND_ID, "cluster": CLUSTER, "kind": "requeue_job", **fields}),
+                 cluster=CLUSTER)
 
 
 @pytest.fixture
@@ -30,33 +30,85 @@ def slurm(tmp_path):
                          runner=runner)
 
 
-def test_a_command_without_max_jobs_keeps_the_agents_own_ceiling():
-    assert parse(by_name(), cluster=CLUSTER).action == RequeueJob(job_name="llama3-70b", max_jobs=MAX_JOBS_PER_NAME)
+def requeued(runner: FakeRunner) -> list[str]:
+    return [argv[2] for argv in runner.argvs if argv[:2] == ["scontrol", "requeue"]]
 
 
-@pytest.mark.parametrize("max_jobs", [0, -1, MAX_JOBS_PER_NAME + 1, "8", 8.0, True, None, [8]], ids=repr)
-def test_a_forged_max_jobs_is_refused(max_jobs):
-    # Given a queue message that tries to lift (or confuse) the cap / When parsed / Then it is refused
-    with pytest.raises(Refused, match="max_jobs must be an integer"):
-        parse(by_name(max_jobs=max_jobs), cluster=CLUSTER)
-
-
-def test_a_name_matching_more_jobs_than_the_cap_requeues_none(slurm):
+def test_held_namesakes_are_never_listed_and_the_running_job_is_requeued(slurm):
     runner, agent_slurm = slurm
-    # Given nine jobs named llama3-70b in squeue and a command capped at 8
-    runner.answers["squeue --noheader"] = (0, "".join(f"{4200 + n}\n" for n in range(9)), "")
-    command = parse(by_name(max_jobs=8), cluster=CLUSTER)
-    # When the agent carries it out
-    result = execute(command, agent_slurm)
-    # Then it looked the name up, requeued nothing, and says why
-    [lookup] = runner.calls
-    assert lookup["argv"][-1] == "--name=llama3-70b" and "requeue" not in lookup["argv"]
-    assert (result.status, result.job_ids) == (FAILED, ())
-    assert "9 jobs named 'llama3-70b', more than 8: not requeued" in result.message
+    # Given squeue lists the running jobs of the name only (the held ones are PENDING: not asked for)
+    runner.answers["squeue --noheader"] = (0, "4211|llama3-70b\n", "")
+    result = execute(requeue(job_name="llama3-70b"), agent_slurm)
+    [lookup, _] = runner.argvs
+    assert lookup == ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", "--name=llama3-70b"]
+    assert (result.status, result.job_ids, result.jobs) == (EXECUTED, ("4211",), (("4211", "llama3-70b"),))
+    assert "the only job running under that name" in result.message
 
 
-def test_a_name_within_the_cap_requeues_each_job(slurm):
+def test_the_job_medic_last_saw_wins_over_a_running_namesake(slurm):
     runner, agent_slurm = slurm
-    runner.answers["squeue --noheader"] = (0, "4211\n4212\n", "")
-    result = execute(parse(by_name(max_jobs=2), cluster=CLUSTER), agent_slurm)
-    assert (result.status, result.job_ids) == (EXECUTED, ("4211", "4212"))
+    runner.answers["squeue --noheader"] = (0, "7000|llama3-70b\n4211|llama3-70b\n", "")
+    result = execute(requeue(job_name="llama3-70b", last_seen_id="4211"), agent_slurm)
+    assert requeued(runner) == ["4211"] and result.status == EXECUTED
+    assert "the job Medic last saw running under that name" in result.message
+
+
+def test_several_running_namesakes_and_none_seen_requeue_none(slurm):
+    runner, agent_slurm = slurm
+    runner.answers["squeue --noheader"] = (0, "7000|llama3-70b\n4211|llama3-70b\n", "")
+    result = execute(requeue(job_name="llama3-70b", last_seen_id="4100"), agent_slurm)
+    assert requeued(runner) == [] and (result.status, result.job_ids) == (FAILED, ())
+    assert "2 jobs named 'llama3-70b' are running (7000, 4211), none of them job 4100" in result.message
+
+
+def test_no_running_job_of_the_name_requeues_nothing(slurm):
+    runner, agent_slurm = slurm
+    runner.answers["squeue --noheader"] = (0, "", "")
+    result = execute(requeue(job_name="llama3-70b"), agent_slurm)
+    assert requeued(runner) == [] and result.status == FAILED
+    assert "no job named 'llama3-70b' running in squeue" in result.message
+
+
+def test_a_squeue_line_that_is_not_a_job_requeues_nothing(slurm):
+    runner, agent_slurm = slurm
+    runner.answers["squeue --noheader"] = (0, "4211|llama3-70b\n$(reboot)\n", "")
+    result = execute(requeue(job_name="llama3-70b"), agent_slurm)
+    assert requeued(runner) == [] and result.status == FAILED
+
+
+def test_a_job_by_id_that_is_not_watched_is_refused(slurm):
+    runner, agent_slurm = slurm
+    runner.answers["squeue --noheader"] = (0, "5000|RUNNING|eval-sweep-team-b\n", "")
+    result = execute(requeue(job_id="5000", job_names=["llama3-70b"]), agent_slurm)
+    assert runner.argvs == [["squeue", "--noheader", "--states=all", "--format=%i|%T|%j", "-j", "5000"]]
+    assert (result.status, result.job_ids) == (REFUSED, ())
+    assert "job 5000 is named 'eval-sweep-team-b', not one of the jobs Medic watches" in result.message
+
+
+def test_a_watched_job_by_id_is_requeued_and_named(slurm):
+    runner, agent_slurm = slurm
+    runner.answers["squeue --noheader"] = (0, "4211|RUNNING|llama3-70b\n", "")
+    result = execute(requeue(job_id="4211", job_names=["bert-xl", "llama3-70b"]), agent_slurm)
+    assert requeued(runner) == ["4211"]
+    assert (result.status, result.jobs) == (EXECUTED, (("4211", "llama3-70b"),))
+
+
+def test_an_array_job_is_requeued_only_when_every_task_is_watched(slurm):
+    runner, agent_slurm = slurm
+    runner.answers["squeue --noheader"] = (0, "4211_1|RUNNING|llama3-70b\n4211_2|RUNNING|other\n", "")
+    assert execute(requeue(job_id="4211", job_names=["llama3-70b"]), agent_slurm).status == REFUSED
+
+
+def test_a_job_slurm_does_not_know_is_not_requeued(slurm):
+    runner, agent_slurm = slurm
+    runner.answers["squeue --noheader"] = (1, "", "slurm_load_jobs error: Invalid job id specified\n")
+    result = execute(requeue(job_id="4211", job_names=["llama3-70b"]), agent_slurm)
+    assert requeued(runner) == [] and result.status == FAILED
+    assert "Slurm does not know job 4211" in result.message
+
+
+def test_a_job_by_id_without_names_is_requeued_as_before(slurm):
+    # (the jobs a node repair hit: the agent listed them itself)
+    runner, agent_slurm = slurm
+    result = execute(requeue(job_id="4211"), agent_slurm)
+    assert runner.argvs == [["scontrol", "requeue", "4211"]] and result.status == EXECUTED

@@ -1,4 +1,4 @@
-"""Specification: a requeue by name that finds no job pending or running says what became of the jobs of that name
+"""Specification: a requeue by name that finds no job running says what became of the jobs of that name
 (issue 27 item 3, Slurm's half), so that Medic can tell a job that completed from one that failed or vanished.
 
 The agent looks, in order, at what slurmctld still remembers (`squeue --states=all`: finished jobs stay until
@@ -25,7 +25,7 @@ from medic_agent.slurm import Slurm
 from tests.agent.fakes import FakeRunner, canary_bin_dir
 
 CLUSTER = "pretrain-slurm"
-FIND = "squeue --noheader --format=%i"
+FIND = "squeue --noheader --states=RUNNING --format=%i|%j"  # (issue 28: the running jobs of the name)
 REMEMBERED = "squeue --noheader --states=all"
 ACCOUNTED = "sacct --noheader"
 

@@ -43,25 +43,45 @@ def test_requeues_a_running_job_by_id(cluster):
     assert executed and executed[0]["command_id"] == body["command_id"] and executed[0]["target"] == job_id
 
 
-def test_requeues_every_job_with_a_name(cluster):
-    # Given two running jobs named llama3-70b and one other job
+def test_a_requeue_by_name_requeues_the_running_job_medic_saw_and_no_namesake(cluster):
+    # Given two running jobs named llama3-70b (Medic last saw the second one), a held one, and another job
     named = [cluster.slurm.submit("llama3-70b"), cluster.slurm.submit("llama3-70b")]
+    held = cluster.slurm.submit("llama3-70b", hold=True)
     other = cluster.slurm.submit("eval")
     for job_id in [*named, other]:
         cluster.slurm.wait_for_job_state(job_id, "RUNNING")
-    # When Medic asks to requeue llama3-70b
-    body = cluster.command(job_name="llama3-70b")
+    assert cluster.slurm.job(held)["JobState"] == "PENDING"
+    # When Medic asks to requeue llama3-70b, naming the job it last saw running under it
+    body = cluster.command(job_name="llama3-70b", last_seen_id=named[1])
     cluster.send(body)
     cluster.run_agent()
-    # Then both llama3-70b jobs restarted, and the other did not
-    assert [cluster.slurm.job(job_id)["Restarts"] for job_id in named] == ["1", "1"]
-    assert cluster.slurm.job(other)["Restarts"] == "0"
+    # Then that job restarted, and neither its running namesake, the held one nor the other job
+    assert [cluster.slurm.job(job_id)["Restarts"] for job_id in [*named, held, other]] == ["0", "1", "0", "0"]
     calls = cluster.slurm_calls()
-    assert calls[0] == "squeue --noheader --format=%i --name=llama3-70b"
-    assert sorted(calls[1:]) == sorted(f"scontrol requeue {job_id}" for job_id in named)
+    assert calls == ["squeue --noheader --states=RUNNING --format=%i|%j --name=llama3-70b",
+                     f"scontrol requeue {named[1]}"]
     result = cluster.result(body)
-    assert result["status"] == "executed" and result["target"] == "name:llama3-70b"
-    assert sorted(item["S"] for item in result["job_ids"]) == sorted(named)
+    assert result["status"] == "executed" and result["target"] == f"name:llama3-70b@{named[1]}"
+    assert [item["S"] for item in result["job_ids"]] == [named[1]]
+
+
+def test_a_requeue_by_id_checks_with_squeue_that_the_job_is_watched(cluster):
+    # Given a running job of another team and a running watched job
+    other, watched = cluster.slurm.submit("eval-team-b"), cluster.slurm.submit("llama3-70b")
+    for job_id in (other, watched):
+        cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+    # When Medic asks to requeue each by id, limited to the jobs it watches
+    refused = cluster.command(job_id=other, job_names=["llama3-70b"])
+    taken = cluster.command(job_id=watched, job_names=["llama3-70b"])
+    cluster.send(refused)
+    cluster.send(taken)
+    cluster.run_agent()
+    # Then squeue's real answer names each job, and only the watched one restarted
+    assert [cluster.slurm.job(job_id)["Restarts"] for job_id in (other, watched)] == ["0", "1"]
+    assert cluster.result(refused)["status"] == "refused"
+    assert "is named 'eval-team-b', not one of the jobs Medic watches" in cluster.result(refused)["message"]
+    assert cluster.result(taken)["status"] == "executed"
+    assert f"squeue --noheader --states=all --format=%i|%T|%j -j {other}" in cluster.slurm_calls()
 
 
 def test_slurm_refusing_is_reported_as_failed(cluster):
@@ -556,7 +576,7 @@ def test_a_requeue_by_name_of_a_job_that_completed_reports_it_completed(cluster)
     # Then nothing is requeued (a COMPLETED job *can* be requeued by id: Slurm would run it again), and the result
     # says what slurmctld still lists of that name
     calls = cluster.slurm_calls()
-    assert calls[:2] == ["squeue --noheader --format=%i --name=finished",
+    assert calls[:2] == ["squeue --noheader --states=RUNNING --format=%i|%j --name=finished",
                          "squeue --noheader --states=all --format=%i|%T --name=finished"]
     assert not any(call.startswith("scontrol requeue") for call in calls)
     result = cluster.result(body)

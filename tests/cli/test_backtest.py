@@ -197,7 +197,8 @@ def test_the_live_run_time_mode_is_replayed_before_each_event_it_changed_for():
     first, second = json.loads(storm_events(2)[0]), json.loads(storm_events(2)[1])
     live = [{"event_id": first["id"], "mode": "act"}, {"event_id": second["id"], "mode": "paused"}]
     assert list(backtest._with_live_mode([first, second], live)) == [
-        {"sim": {"mode": "act"}}, first, {"sim": {"mode": "paused"}}, second]
+        {"sim": {"mode": {"value": "act", "event": False}}}, first,
+        {"sim": {"mode": {"value": "paused", "event": False}}}, second]
 
 
 # --- reading the archive back

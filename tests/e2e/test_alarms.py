@@ -20,7 +20,8 @@ from tests.e2e.conftest import outcomes
 SEND = "sqs:SendMessage"
 INCIDENT = "job:slurm:pretrain-slurm:llama3-70b"
 REQUEUED = [("requeue_job", "deferred"), ("requeue_job", "executed")]
-AGENT_RAN = [["squeue", "--noheader", "--format=%i", "--name=llama3-70b"], ["scontrol", "requeue", "4211"]]
+AGENT_RAN = [["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", "--name=llama3-70b"],
+             ["scontrol", "requeue", "4211"]]
 STALL = "medic-stall-llama3-70b"
 
 
@@ -111,10 +112,10 @@ def test_zn_a_stalled_job_slurm_says_completed_is_not_requeued_nor_paged(replay)
     # When the stall alarm fires at 03:18 and Medic queues a requeue by name
     assert [(line["to"], line["timestamp"][11:16]) for line in result.alarms if line["alarm"] == STALL] == [
         ("ALARM", "03:18")]
-    # Then the agent finds no such job pending or running; slurmctld forgot it (MinJobAge 300 s after it ended)
+    # Then the agent finds no such job running; slurmctld forgot it (MinJobAge 300 s after it ended)
     # and sacct says COMPLETED: nothing is requeued
     ran = [run["argv"] for run in result.slurm_commands]
-    assert ran == [["squeue", "--noheader", "--format=%i", "--name=llama3-70b"],
+    assert ran == [["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", "--name=llama3-70b"],
                    ["squeue", "--noheader", "--states=all", "--format=%i|%T", "--name=llama3-70b"],
                    ["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,State",
                     "--name=llama3-70b", "--starttime=now-2days"]]

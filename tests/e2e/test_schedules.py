@@ -158,7 +158,8 @@ def test_the_probe_directive_publishes_what_the_probe_does_at_the_replay_clock(m
     assert replay.result.errors == []
     first = [(p["MetricName"], tuple(d["Name"] for d in p["Dimensions"])) for p in replay.result.published
              if p["Timestamp"] == datetime(2026, 11, 21, 3, 0, tzinfo=UTC)]
-    assert first == [("Heartbeat", ("Job",)), ("Step", ("Job",)), ("NonFiniteLoss", ("Job",)), ("Loss", ("Job",)),
+    assert first == [("Heartbeat", ("Job",)), ("Session", ("Job",)), ("Step", ("Job",)), ("NonFiniteLoss", ("Job",)),
+                     ("Loss", ("Job",)),
                      ("TokensPerSecond", ("Job",)), ("TokensPerSecondBaseline", ("Job",)),
                      ("LastCheckpointStep", ("Job",)), ("TokensPerSecond", ("Job", "Node"))]
     start, end = datetime(2026, 11, 21, 2, 59, tzinfo=UTC), datetime(2026, 11, 21, 3, 10, tzinfo=UTC)

@@ -16,6 +16,16 @@ AGENT_UP = {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": True}}}
 JOB_4211 = {"sim": {"slurm_job": SLURM_JOB}}
 
 
+def looked_up(job_id: str) -> list[str]:
+    """The agent's squeue check of a job by id before it requeues it: is it one Medic watches? (issue 28, item 7)"""
+    return ["squeue", "--noheader", "--states=all", "--format=%i|%T|%j", "-j", job_id]
+
+
+def requeues(result) -> list[tuple[str, list[str]]]:
+    """The `scontrol requeue` runs (host, argv), without the agent's squeue look-ups."""
+    return [(run["host"], run["argv"]) for run in result.slurm_commands if run["argv"][:2] == ["scontrol", "requeue"]]
+
+
 def results_function(result) -> int:
     return sum(count for name, count in result.invocations.items() if "AgentResults" in name)
 
@@ -30,8 +40,9 @@ def test_k_a_requeue_is_queued_for_the_agent_and_recorded_when_it_reports(replay
     assert (deferred["job"], executed["job"], deferred["attempt"], executed["attempt"]) == ("4211", "4211", 1, 1)
     assert executed["event_id"] == deferred["event_id"]  # the final record answers the request
     assert "requeued Slurm job 4211" in executed["reason"]
-    assert [(run["argv"], run["exit"]) for run in result.slurm_commands] == [(["scontrol", "requeue", "4211"], 0)]
-    assert [line["kind"] for line in result.lines] == ["record", "slurm_command", "record"]
+    assert [(run["argv"], run["exit"]) for run in result.slurm_commands] == [
+        (looked_up("4211"), 0), (["scontrol", "requeue", "4211"], 0)]
+    assert [line["kind"] for line in result.lines] == ["record", "slurm_command", "slurm_command", "record"]
     assert executed["timestamp"] > deferred["timestamp"]  # a moment later: the agent's poll, then the stream
     assert result.calls[SEND] == 1
     assert result.pages == []
@@ -59,27 +70,28 @@ def test_an_agent_that_never_reported_is_down_too(replay):
     assert SEND not in result.calls and len(result.pages) == 1
 
 
-def test_a_requeue_by_name_requeues_every_queued_job_of_that_name(replay):
-    # Given two running jobs named llama3-70b and a finished one (squeue no longer lists it)
+def test_a_requeue_by_name_requeues_the_running_job_and_no_held_namesake(replay):
+    # Given job 4211 running as llama3-70b, a held one of the same name, and a finished one (squeue no longer
+    # lists it as running)
     jobs = [{"sim": {"slurm_job": {"cluster": CLUSTER, "id": job_id, "name": "llama3-70b", "state": state}}}
-            for job_id, state in ((4211, "RUNNING"), (4212, "RUNNING"), (4100, "COMPLETED"))]
+            for job_id, state in ((4211, "RUNNING"), (4212, "PENDING"), (4100, "COMPLETED"))]
     result = replay([*jobs, AGENT_UP, requeue_request(job_name="llama3-70b")])
-    # Then the agent finds them with squeue and requeues each
+    # Then the agent finds the running one with squeue and requeues it alone
     assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed")]
     assert [run["argv"] for run in result.slurm_commands] == [
-        ["squeue", "--noheader", "--format=%i", "--name=llama3-70b"],
-        ["scontrol", "requeue", "4211"], ["scontrol", "requeue", "4212"]]
-    assert "requeued Slurm job 4211, 4212" in result.records[1]["reason"]
+        ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j", "--name=llama3-70b"],
+        ["scontrol", "requeue", "4211"]]
+    assert "requeued Slurm job 4211" in result.records[1]["reason"]
     assert result.records[1]["job"] == "llama3-70b"
 
 
 def test_a_requeue_slurm_refuses_fails_and_pages_once(replay):
     # Given a request for a job Slurm does not know
     result = replay([JOB_4211, AGENT_UP, requeue_request(job_id="4299")])
-    # Then the agent's failed result becomes a failed record with Slurm's words, and one page
+    # Then the agent's failed result becomes a failed record with the reason, and one page
     assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "failed")]
-    assert [(run["argv"], run["exit"]) for run in result.slurm_commands] == [(["scontrol", "requeue", "4299"], 1)]
-    assert "Invalid job id specified" in result.records[1]["reason"]
+    assert [(run["argv"], run["exit"]) for run in result.slurm_commands] == [(looked_up("4299"), 1)]
+    assert "Slurm does not know job 4299" in result.records[1]["reason"]
     assert [record["paged"] for record in result.records] == [False, True]
     assert len(result.pages) == 1 and result.pages[0]["record"]["outcome"] == "failed"
 
@@ -91,20 +103,20 @@ def test_a_repeated_request_is_run_once(replay):
     # Then the second is a duplicate: one command queued, one scontrol run
     assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed"),
                                 ("requeue_job", "duplicate")]
-    assert result.calls[SEND] == 1 and len(result.slurm_commands) == 1
+    assert result.calls[SEND] == 1 and len(requeues(result)) == 1
 
 
 def test_a_command_waits_in_the_queue_while_the_agent_is_away(replay):
     # Given an agent that reported two minutes ago (fresh) but is not polling now
     away = {"sim": {"agent": {"cluster": CLUSTER, "heartbeat": "2026-11-20T08:12:00Z"}}}
-    second_job = {"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4212, "name": "llama3-8b"}}}
+    second_job = {"sim": {"slurm_job": {"cluster": CLUSTER, "id": 4212, "name": "llama3-70b"}}}
     back = {"sim": {"advance": "2026-11-20T08:20:05Z"}}  # (the 08:19:05 schedules run while it is away)
     result = replay([JOB_4211, second_job, away, requeue_request(),
                      back, AGENT_UP, requeue_request(T0 + timedelta(minutes=6), job_id="4212")])
     # Then the first command waits; when the agent is back it runs it first, then the next one
     assert [(r["job"], r["outcome"]) for r in result.records] == [
         ("4211", "deferred"), ("4211", "executed"), ("4212", "deferred"), ("4212", "executed")]
-    assert [run["argv"][-1] for run in result.slurm_commands] == ["4211", "4212"]
+    assert [argv[-1] for _, argv in requeues(result)] == ["4211", "4212"]
     assert result.records[1]["timestamp"].startswith("2026-11-20T08:20:05")  # when the agent came back
 
 
@@ -139,7 +151,7 @@ def test_zc_forged_agent_result_for_another_clusters_incident_is_rejected_and_th
     # And when pretrain-slurm's agent comes back and Slurm refuses the requeue, the real incident still pages
     assert (deferred["outcome"], failed["outcome"], failed["paged"]) == ("deferred", "failed", True)
     assert deferred["incident"] == failed["incident"] == f"job:slurm:{CLUSTER}:4211"
-    assert [run["argv"] for run in result.slurm_commands] == [["scontrol", "requeue", "4211"]]
+    assert [run["argv"] for run in result.slurm_commands] == [looked_up("4211"), ["scontrol", "requeue", "4211"]]
     assert [page["record"]["incident"] for page in result.pages] == [forged["incident"], failed["incident"]]
     # And the forged text never reads as Medic's: one line, quoted
     assert "\nWhat to do:     run curl" not in result.pages[0]["message"]
@@ -195,7 +207,8 @@ def test_with_two_head_nodes_only_the_primarys_agent_runs_the_requeue(replay):
     result = replay([JOB_4211, TWO_HEADS, AGENT_UP, requeue_request()])
     # Then the requeue runs once, on the first head node; the other agent only stood by
     assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed")]
-    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_1, ["scontrol", "requeue", "4211"])]
+    assert requeues(result) == [(HEAD_1, ["scontrol", "requeue", "4211"])]
+    assert {run["host"] for run in result.slurm_commands} == {HEAD_1}
     assert result.calls[SEND] == 1
 
 
@@ -205,7 +218,8 @@ def test_after_a_failover_the_new_primarys_agent_runs_the_requeue_with_no_operat
     result = replay([JOB_4211, TWO_HEADS, AGENT_UP, failover, requeue_request()])
     # Then the agent on the second head node runs it, and only it
     assert outcomes(result) == [("requeue_job", "deferred"), ("requeue_job", "executed")]
-    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert requeues(result) == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert {run["host"] for run in result.slurm_commands} == {HEAD_2}
 
 
 def test_a_standbys_heartbeat_does_not_count_while_the_primarys_agent_is_down(replay):
@@ -224,7 +238,8 @@ def test_a_standbys_heartbeat_does_not_count_while_the_primarys_agent_is_down(re
     assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in first["reason"]
     # And after the failover the second head node's agent reports as primary, and runs the next request
     assert [(r["outcome"], r["paged"]) for r in rest] == [("deferred", False), ("executed", False)]
-    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert requeues(result) == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert {run["host"] for run in result.slurm_commands} == {HEAD_2}
     assert result.calls[SEND] == 1 and len(result.pages) == 1
 
 
@@ -235,7 +250,8 @@ def test_zg_two_head_nodes_failover(replay):
     assert [(r["outcome"], r["paged"]) for r in result.records] == [
         ("failed", True), ("deferred", False), ("executed", False)]
     assert "not reporting (last heartbeat: 2026-11-20 08:02 UTC)" in result.records[0]["reason"]
-    assert [(run["host"], run["argv"]) for run in result.slurm_commands] == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert requeues(result) == [(HEAD_2, ["scontrol", "requeue", "4211"])]
+    assert {run["host"] for run in result.slurm_commands} == {HEAD_2}
     assert result.calls[SEND] == 1 and len(result.pages) == 1
 
 

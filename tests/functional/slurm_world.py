@@ -18,9 +18,10 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 
 from medic.adapters.agent_queue import AgentQueues
+from medic.config import parse_config
 from medic.flows.agent.heartbeats import heartbeat_cluster, record_heartbeat
 from medic.handlers import agent_results
-from tests.functional.conftest import CLUSTER, REGION, TABLE, Medic
+from tests.functional.conftest import CLUSTER, CONFIG, REGION, TABLE, Medic, medic_world
 from tests.helpers import load_event
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
@@ -41,10 +42,12 @@ STREAM_LABEL = "2026-11-20T08:00:00.000"
 
 @dataclass
 class FakeSlurm:
-    """Stands in for subprocess.run: answers `scontrol requeue` / `squeue` from a script, runs nothing."""
+    """Stands in for subprocess.run: answers `scontrol requeue` / `squeue` from a script, runs nothing. Without a
+    scripted answer, squeue lists ``jobs`` (id -> (name, state)) as the agent's name checks ask for them."""
 
     answers: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # "scontrol requeue" -> (rc, out, err)
     argvs: list[list[str]] = field(default_factory=list)
+    jobs: dict[str, tuple[str, str]] = field(default_factory=lambda: {"4211": ("llama3-70b", "RUNNING")})
 
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
         argv = [Path(argv[0]).name, *argv[1:]]
@@ -52,11 +55,24 @@ class FakeSlurm:
             return subprocess.CompletedProcess(argv, 0, f"Slurmctld(primary) at {CONTROLLER} is UP\n", "")
         self.argvs.append(argv)
         # the answer for the longest leading part of the command line given (`squeue --noheader --states=all`
-        # before `squeue --noheader`)
+        # before `squeue --noheader`); else squeue lists `jobs` as the agent's name checks ask for them
         given = next((" ".join(argv[:n]) for n in range(len(argv), 1, -1) if " ".join(argv[:n]) in self.answers),
-                     " ".join(argv[:2]))
-        returncode, stdout, stderr = self.answers.get(given, (0, "", ""))
-        return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
+                     None)
+        answer = self.answers[given] if given else self._listed(argv) or (0, "", "")
+        return subprocess.CompletedProcess(argv, *answer)
+
+    def _listed(self, argv: list[str]) -> tuple[int, str, str] | None:
+        """`squeue ... --format=%i|%T|%j -j <id>` and `squeue ... --states=RUNNING --format=%i|%j --name=<name>`."""
+        if argv[:4] == ["squeue", "--noheader", "--states=all", "--format=%i|%T|%j"] and argv[4:5] == ["-j"]:
+            job = self.jobs.get(argv[5])
+            if job is None:
+                return 1, "", "slurm_load_jobs error: Invalid job id specified\n"
+            return 0, f"{argv[5]}|{job[1]}|{job[0]}\n", ""
+        if argv[:4] == ["squeue", "--noheader", "--states=RUNNING", "--format=%i|%j"]:
+            name = argv[4].removeprefix("--name=")
+            return 0, "".join(f"{job_id}|{name}\n" for job_id, (job_name, state) in self.jobs.items()
+                              if job_name == name and state == "RUNNING"), ""
+        return None
 
 
 class SlurmWorld:
@@ -118,7 +134,7 @@ class SlurmWorld:
     def put_result(self, command_id: str, status: str, message: str, **fields: Any) -> None:
         """A result as the agent writes it, without running the agent."""
         self.agent_ledger.put_result({
-            "command_id": command_id, "cluster": self.cluster, "kind": "requeue_job", "target": "4211",
+            "command_id": command_id, "cluster": self.cluster, "kind": "requeue_job", "target": "4211@llama3-70b",
             "incident": f"job:slurm:{self.cluster}:4211", "host": CONTROLLER, "agent_version": "0.1.0",
             "status": status, "message": message, "finished_at": self.medic.clock[0].isoformat(), **fields,
         }, self.medic.clock[0])
@@ -176,6 +192,15 @@ class SlurmWorld:
         if event_id is not None:
             event["id"] = event_id
         return event
+
+
+# The job operator requests may requeue: Medic requeues only watched jobs (medic.yaml `jobs:`)
+WATCHED_CONFIG = {**CONFIG, "jobs": [{"name": "llama3-70b", "cluster": CLUSTER}]}
+
+
+def watched_medic(aws: Any) -> Any:
+    """Medic deployed with llama3-70b watched on the Slurm cluster (a module's `medic` fixture yields from it)."""
+    yield from medic_world(parse_config(WATCHED_CONFIG), aws)
 
 
 @pytest.fixture(name="slurm")

@@ -16,8 +16,14 @@ from medic.core.models import Action, Trigger
 from medic.handlers import agent_results
 from medic.ledger.agents import AgentStore
 from tests.functional.conftest import CLUSTER
-from tests.functional.slurm_world import SlurmWorld, streamed_slurm  # noqa: F401 - the `slurm` fixture
+from tests.functional.slurm_world import SlurmWorld, streamed_slurm, watched_medic  # noqa: F401 - the `slurm` fixture
 from tests.helpers import load_event
+
+
+@pytest.fixture
+def medic(aws):
+    """Requests by id are limited to watched jobs: llama3-70b is watched on the Slurm cluster."""
+    yield from watched_medic(aws)
 
 SAMPLE_COMMAND = "6f1c2a7e-9b3d-4c1a-8e5f-2d7b9a0c4e13"
 
@@ -50,7 +56,8 @@ def test_an_executed_requeue_is_recorded_as_executed_on_the_same_incident(slurm)
     deferred = requeue(slurm)
     slurm.stream_event()  # (Medic's own writes so far)
     slurm.run_agent()
-    assert slurm.slurm.argvs == [["scontrol", "requeue", "4211"]]
+    assert slurm.slurm.argvs == [["squeue", "--noheader", "--states=all", "--format=%i|%T|%j", "-j", "4211"],
+                                 ["scontrol", "requeue", "4211"]]
     # When the ledger's stream brings the agent's writes to the function
     response, records = deliver(slurm, slurm.stream_event())
     # Then the requeue's final record says executed, on the same incident, event and attempt
@@ -63,15 +70,22 @@ def test_an_executed_requeue_is_recorded_as_executed_on_the_same_incident(slurm)
     assert record["paged"] is False and slurm.medic.pages() == []
 
 
-def test_a_requeue_by_name_lists_the_jobs_slurm_requeued(slurm):
-    # Given a requeue by name, and Slurm finding two jobs with that name
+def test_a_requeue_by_name_requeues_the_one_running_job_and_medic_remembers_it(slurm):
+    # Given a requeue by name, and Slurm running one job with that name (another one held)
     requeue(slurm, job_id=None, job_name="llama3-70b")
-    slurm.slurm.answers["squeue --noheader"] = (0, "4211\n4212\n", "")
+    slurm.slurm.jobs.update({"4212": ("llama3-70b", "RUNNING"), "4213": ("llama3-70b", "PENDING")})
+    del slurm.slurm.jobs["4211"]
     slurm.run_agent()
     # When the result arrives
     _, [record] = deliver(slurm, slurm.stream_event())
-    # Then the record names both job ids
-    assert record["outcome"] == "executed" and "requeued Slurm job 4211, 4212" in record["reason"]
+    # Then the record names the job requeued, and the next requeue by that name prefers it
+    assert record["outcome"] == "executed" and "requeued Slurm job 4212" in record["reason"]
+    from medic.ledger.jobs import JobStore
+
+    assert JobStore(slurm.medic.deps.table).last_running(CLUSTER, "llama3-70b") == "4212"
+    requeue(slurm, event_id="1a2b3c4d-0000-4000-8000-000000000002", job_id=None, job_name="llama3-70b")
+    [body] = [body for body in slurm.queued() if body.get("last_seen_id")]
+    assert body["last_seen_id"] == "4212"
 
 
 def test_a_failed_requeue_is_recorded_with_slurms_message_and_pages_once(slurm):
@@ -90,16 +104,31 @@ def test_a_failed_requeue_is_recorded_with_slurms_message_and_pages_once(slurm):
     assert "Invalid job id specified" in page["Message"] and "NCCL all-reduce" in page["Message"]
 
 
-def test_a_refused_command_is_recorded_as_failed_and_pages(slurm):
-    # Given a queued requeue whose result the agent wrote as refused
+def test_a_refused_requeue_is_rejected_and_pages_once_per_cluster_an_hour(slurm):
+    # Given two queued requeues whose results the agent wrote as refused (the job is not one Medic watches)
+    requeue(slurm)
+    requeue(slurm, event_id="4a2b8c1d-6e4a-4b9f-a7d2-1c5e8f0b9a35", job_id="5000")
+    for body in slurm.queued():
+        slurm.put_result(body["command_id"], "refused", "job is named 'eval', not one of the jobs Medic watches",
+                         target=f"{body['job_id']}@llama3-70b", incident=body["incident"], refusal="not_watched")
+    # When the results arrive
+    _, records = deliver(slurm, slurm.stream_event())
+    # Then each is rejected (nothing was done, nothing to retry), and the cluster's on-call is told once
+    assert [(r["outcome"], r["action"]) for r in records] == [("rejected", "none")] * 2
+    assert [r["paged"] for r in records] == [True, False]
+    assert "refused the requeue of 4211: not a job Medic watches" in records[0]["reason"]
+    [page] = slurm.medic.pages()
+    assert page["Subject"].endswith("requeue refused") and "only the jobs it watches" in page["Message"]
+
+
+def test_a_refusal_for_another_reason_fails_and_pages_as_before(slurm):
+    # Given a queued requeue whose result the agent wrote as refused without the not-watched code
     requeue(slurm)
     [body] = slurm.queued()
     slurm.put_result(body["command_id"], "refused", "command is for cluster 'other', this agent serves 'x'")
-    # When the result arrives
+    # When the result arrives / Then it is failed, and paged
     _, [record] = deliver(slurm, slurm.stream_event())
-    # Then it is failed, and paged
-    assert (record["outcome"], record["paged"]) == ("failed", True)
-    assert "refused" in record["reason"]
+    assert (record["outcome"], record["paged"]) == ("failed", True) and "refused" in record["reason"]
 
 
 def test_a_result_delivered_twice_is_recorded_and_paged_once(slurm):

@@ -35,6 +35,10 @@ def medic(aws):
 
 @pytest.fixture
 def slurm(medic, tmp_path) -> SlurmWorld:
+    return trained_world(medic, tmp_path)
+
+
+def trained_world(medic, tmp_path) -> SlurmWorld:
     """A Slurm cluster whose watched job trained (the probe counted steps) until 02:50, then went silent."""
     medic.at(ALARM_AT)
     medic.deps.metrics = TrainingMetrics(boto3.client("cloudwatch", region_name=REGION))
@@ -56,10 +60,20 @@ def alarm(name: str = f"medic-stall-{JOB}", state: str = "ALARM", at: str = "202
     return event
 
 
-def probe_reports(name: str, value: float, at: datetime, job: str = JOB, **dimensions: str) -> None:
+# The probe's session (one per process): the job's process before the alarm, and the one Medic's restart started.
+BEFORE, RESTARTED = 1_000_001, 2_000_002
+
+
+def probe_reports(name: str, value: float, at: datetime, job: str = JOB, session: int | None = None,
+                  **dimensions: str) -> None:
+    """One datapoint as the probe publishes it; a Heartbeat or a completion marker goes with its process's `Session`, as
+    the probe sends it (by default the process before the alarm until ALARM_AT, the restarted one after)."""
     dims = [{"Name": "Job", "Value": job}, *({"Name": k, "Value": v} for k, v in dimensions.items())]
-    boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
-        {"MetricName": name, "Dimensions": dims, "Value": value, "Timestamp": at}])
+    data = [{"MetricName": name, "Dimensions": dims, "Value": value, "Timestamp": at}]
+    if name in ("Heartbeat", "Completed"):
+        process = session or (BEFORE if at < datetime.fromisoformat(ALARM_AT) else RESTARTED)
+        data.append({"MetricName": "Session", "Dimensions": dims, "Value": process, "Timestamp": at})
+    boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=data)
 
 
 def test_the_sample_stall_alarm_requeues_the_job_through_the_agent(slurm):
@@ -390,7 +404,7 @@ def test_training_resumes_at_the_first_minute_that_counts_steps_not_at_the_stall
     # Given the hung process's last flush after the restart at 03:10 (its step, no steps counted: Heartbeat 0)
     # at 03:11, and the restarted job stepping from 03:14 (25 steps, resumed from 1200)
     restart = datetime.fromisoformat(ALARM_AT)
-    probe_reports("Heartbeat", 0, restart + timedelta(minutes=1))
+    probe_reports("Heartbeat", 0, restart + timedelta(minutes=1), session=BEFORE)
     probe_reports("Step", 1240, restart + timedelta(minutes=1))
     probe_reports("Heartbeat", 25, restart + timedelta(minutes=4))
     probe_reports("Step", 1225, restart + timedelta(minutes=4))

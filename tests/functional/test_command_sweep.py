@@ -7,12 +7,20 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
+
 from medic.flows.agent.command_sweep import sweep_commands
 from medic.flows.agent.commands import COMMAND_DEADLINE
 from medic.flows.agent.results import record_agent_result
 from medic.handlers import agent_results
 from tests.functional.conftest import CLUSTER
-from tests.functional.slurm_world import SlurmWorld, agent_parse, streamed_slurm  # noqa: F401 - the `slurm` fixture
+from tests.functional.slurm_world import SlurmWorld, agent_parse, streamed_slurm, watched_medic  # noqa: F401 - the `slurm` fixture
+
+
+@pytest.fixture
+def medic(aws):
+    """Requests by id are limited to watched jobs: llama3-70b is watched on the Slurm cluster."""
+    yield from watched_medic(aws)
 
 SCHEDULE = {"id": "0d9f4c2e-reconcile", "detail-type": "Scheduled Event", "source": "aws.events"}
 LINEAGE = f"lineage#slurm:{CLUSTER}:4211"

@@ -43,6 +43,8 @@ from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.agent.results import record_agent_result
 from medic.flows.jobs.events import TrainingJobStateEvent
 from medic.flows.jobs.restart import restart_training_job
+from medic.flows.mode.policy import ParameterStoreChangeEvent
+from medic.flows.mode.watch import record_mode_change
 from medic.flows.node.cluster_event_policy import ClusterEvent
 from medic.flows.node.cluster_events import record_cluster_event
 from medic.flows.node.remediation import remediate_node
@@ -327,10 +329,14 @@ CLUSTER_EVENT_SPECS = [*envelope(), Spec(("detail", "EventDetails"), is_dict),
                        Spec(("detail", "EventDetails", "EventLevel"), full(r"Info|Warn|Error")),
                        Spec(("detail", "EventDetails", "Description"), text(0, 4096), optional=True)]
 SCHEDULE_SPECS = envelope(one_of("aws.events"), one_of("Scheduled Event"), full(r"[A-Za-z0-9._:-]+", 1, 128))
+# SSM's "Parameter Store Change" of the mode parameter (the mode watch, issue 28 item 8)
+PARAMETER_SPECS = [*envelope(one_of("aws.ssm"), one_of("Parameter Store Change")),
+                   Spec(("detail", "name"), text(1, 2048)), Spec(("detail", "operation"), full(r"[A-Za-z]+", 1, 64)),
+                   Spec(("detail", "type"), text(0, 64), optional=True)]
 KNOWN_NAMES = frozenset({"version", "id", "source", "account", "time", "region", "resources", "detail-type",
                          "detail_type", "detail", "replay-name", "replay_name"}
                         | {spec.path[-1] for specs in (NODE_SPECS, JOB_SPECS, ALARM_SPECS, REQUEUE_SPECS,
-                                                       CLUSTER_EVENT_SPECS) for spec in specs})
+                                                       CLUSTER_EVENT_SPECS, PARAMETER_SPECS) for spec in specs})
 DELETE = object()
 
 
@@ -388,6 +394,7 @@ ALARM_SAMPLE = load_event("cloudwatch-alarm-state-change")
 REQUEUE_SAMPLE = load_event("medic-requeue-job")
 STREAM_SAMPLE = load_event("ledger-stream-agent-result")
 CLUSTER_EVENT_SAMPLE = load_event("hyperpod-cluster-event-error")
+PARAMETER_SAMPLE = load_event("ssm-parameter-store-change")
 SCHEDULE_SAMPLE = {"version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa", "detail-type": "Scheduled Event",
                    "source": "aws.events", "account": "123456789012", "time": "2026-11-21T03:10:00Z",
                    "region": REGION, "resources": [f"arn:aws:events:{REGION}:123456789012:rule/medic-reconcile"],
@@ -401,6 +408,7 @@ def test_the_samples_are_valid_by_both_the_formats_here_and_medics_models():
                                  (AlarmStateChangeEvent, ALARM_SAMPLE, ALARM_SPECS),
                                  (RequeueJobEvent, REQUEUE_SAMPLE, REQUEUE_SPECS),
                                  (ClusterEvent, CLUSTER_EVENT_SAMPLE, CLUSTER_EVENT_SPECS),
+                                 (ParameterStoreChangeEvent, PARAMETER_SAMPLE, PARAMETER_SPECS),
                                  (ScheduleEvent, SCHEDULE_SAMPLE, SCHEDULE_SPECS)):
         model.model_validate(sample)
         for spec in specs:
@@ -456,7 +464,14 @@ def test_reconcile_refuses_broken_schedule_events_and_sweeps_nothing(world, even
     assert_refused(world, record, lines)
 
 
-ENTRIES = [remediate_node, restart_training_job, respond_to_alarm, handle_requeue_event, record_cluster_event]
+@EXAMPLES
+@given(event=broken(PARAMETER_SAMPLE, PARAMETER_SPECS))
+def test_mode_watch_refuses_broken_events(world, event):
+    assert_refused(world, *world.run(record_mode_change, event))
+
+
+ENTRIES = [remediate_node, restart_training_job, respond_to_alarm, handle_requeue_event, record_cluster_event,
+           record_mode_change]
 
 
 @EXAMPLES

@@ -243,10 +243,11 @@ def world(aws: Account) -> Iterator[RaceWorld]:
                     training=TrainingJobs(calls.watch(boto3.client("sagemaker", region_name=REGION))),
                     checkpoints=Checkpoints(boto3.client("s3", region_name=REGION)),
                     agents=AgentQueues({CLUSTER: queue_url}, sqs))
-        # The watched job trained until 20 minutes ago (a stall, not a job that never started)
+        # The watched job trained until 20 minutes ago (a stall, not a job that never started), its probe's heartbeat
+        # with the process's session, as the probe sends it
         boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="Medic/Training", MetricData=[
-            {"MetricName": "Heartbeat", "Dimensions": [{"Name": "Job", "Value": JOB}], "Value": 20,
-             "Timestamp": NOW - timedelta(minutes=20)}])
+            {"MetricName": name, "Dimensions": [{"Name": "Job", "Value": JOB}], "Value": value,
+             "Timestamp": NOW - timedelta(minutes=20)} for name, value in (("Heartbeat", 20), ("Session", 1_000_001))])
         yield RaceWorld(medic, deps, hyperpod, dynamodb, calls, queue_url)
 
 

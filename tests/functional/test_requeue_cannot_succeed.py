@@ -64,7 +64,7 @@ def test_a_stalled_job_that_completed_is_ignored_its_restart_given_back_and_its_
     # Given the stall alarm's requeue of llama3-70b, and Slurm with no such job pending or running: slurmctld forgot
     # it, its accounting says 4211 COMPLETED
     deferred = stall_requeue(slurm)
-    slurm.slurm.answers["squeue --noheader --format=%i"] = (0, "", "")
+    slurm.slurm.answers["squeue --noheader --states=RUNNING"] = (0, "", "")  # no job of that name running
     slurm.slurm.answers["squeue --noheader --states=all"] = (0, "", "")
     slurm.slurm.answers["sacct --noheader"] = (0, "4180|NODE_FAIL\n4211|COMPLETED\n", "")
     slurm.run_agent()
@@ -89,7 +89,7 @@ def test_a_stalled_job_that_completed_is_ignored_its_restart_given_back_and_its_
 def test_a_stalled_job_slurm_cannot_account_for_still_pages(slurm):
     # Given nothing pending or running, slurmctld forgot it and the cluster keeps no accounting
     stall_requeue(slurm)
-    slurm.slurm.answers["squeue --noheader --format=%i"] = (0, "", "")
+    slurm.slurm.answers["squeue --noheader --states=RUNNING"] = (0, "", "")  # no job of that name running
     slurm.slurm.answers["squeue --noheader --states=all"] = (0, "", "")
     slurm.slurm.answers["sacct --noheader"] = (1, "", "Slurm accounting storage is disabled")
     slurm.run_agent()
@@ -102,7 +102,7 @@ def test_a_stalled_job_slurm_cannot_account_for_still_pages(slurm):
 
 def test_a_stalled_job_whose_newest_run_failed_is_not_a_completion(slurm):
     stall_requeue(slurm)
-    slurm.slurm.answers["squeue --noheader --format=%i"] = (0, "", "")
+    slurm.slurm.answers["squeue --noheader --states=RUNNING"] = (0, "", "")  # no job of that name running
     slurm.slurm.answers["squeue --noheader --states=all"] = (0, "4100|COMPLETED\n4211|FAILED\n", "")
     slurm.run_agent()
     _, [record] = deliver(slurm, slurm.stream_event())

@@ -12,14 +12,19 @@ import pytest
 from medic.adapters.agent_queue import AgentQueues
 from medic.config import parse_config
 from medic.core import clock
-from medic.flows.agent.commands import MAX_JOBS_PER_NAME
 from medic.flows.agent.restart import handle_requeue_event
 from medic.handlers import requeue_request
 from medic.wiring import dependencies
-from tests.functional.conftest import CLUSTER, CONFIG, MODE_PARAMETER, TABLE, medic_world
-from tests.functional.slurm_world import RequeueJob, SlurmWorld, agent_parse
+from tests.functional.conftest import CLUSTER, MODE_PARAMETER, TABLE, medic_world
+from tests.functional.slurm_world import WATCHED_CONFIG, RequeueJob, SlurmWorld, agent_parse, watched_medic
 
 EVENT_ID = "3f2b8c1d-6e4a-4b9f-a7d2-1c5e8f0b9a34"
+
+
+@pytest.fixture
+def medic(aws):
+    """llama3-70b is watched on the Slurm cluster: requests reach only watched jobs."""
+    yield from watched_medic(aws)
 
 
 @pytest.fixture
@@ -39,9 +44,10 @@ def test_a_request_with_a_live_agent_queues_one_validated_command(slurm):
     # Then exactly one command is queued for the agent, and the agent itself accepts it
     [body] = slurm.queued()
     command = agent_parse(json.dumps(body), cluster=CLUSTER)
-    assert command.action == RequeueJob(job_id="4211")
+    # (by id: the agent requeues it only when squeue names it a job Medic watches there)
+    assert command.action == RequeueJob(job_id="4211", job_names=("llama3-70b",))
     assert (command.kind, command.incident) == ("requeue_job", f"job:slurm:{CLUSTER}:4211")
-    assert set(body) == {"command_id", "cluster", "kind", "incident", "issued_at", "job_id"}
+    assert set(body) == {"command_id", "cluster", "kind", "incident", "issued_at", "job_id", "job_names"}
     # And the decision is recorded as deferred to the agent, against the job's incident
     assert record["outcome"] == "deferred"
     assert (record["trigger"], record["action"], record["fault"]) == ("operator", "requeue_job", "operator_request")
@@ -59,10 +65,9 @@ def test_a_request_by_job_name_queues_the_name(slurm):
     slurm.heartbeat()
     # When the operator names the job instead of giving its id
     record = request(slurm, job_id=None, job_name="llama3-70b")
-    # Then the agent gets the name (it resolves the ids itself), capped at MAX_JOBS_PER_NAME jobs
+    # Then the agent gets the name: it requeues the one job running under it (none seen by Medic yet)
     [body] = slurm.queued()
-    assert agent_parse(json.dumps(body), cluster=CLUSTER).action == RequeueJob(job_name="llama3-70b",
-                                                                             max_jobs=MAX_JOBS_PER_NAME)
+    assert agent_parse(json.dumps(body), cluster=CLUSTER).action == RequeueJob(job_name="llama3-70b")
     assert (record["outcome"], record["job"], record["incident"]) == (
         "deferred", "llama3-70b", f"job:slurm:{CLUSTER}:llama3-70b")
 
@@ -238,7 +243,7 @@ def test_the_same_request_always_yields_the_same_command_id(slurm):
     from medic.flows.agent.commands import requeue_command
 
     again = requeue_command(CLUSTER, first["incident"], slurm.medic.clock[0], job_id="4211",
-                            request_id=f"operator:{EVENT_ID}")
+                            job_names=("llama3-70b",), request_id=f"operator:{EVENT_ID}")
     assert again.command_id == body["command_id"]
 
 
@@ -265,7 +270,7 @@ class LambdaContext:
 @pytest.fixture
 def deployed(aws, monkeypatch, tmp_path):
     """The environment the stack sets on the function, with AGENT_QUEUES."""
-    config = parse_config(CONFIG)
+    config = parse_config(WATCHED_CONFIG)
     for medic in medic_world(config, aws):
         slurm = SlurmWorld(medic, tmp_path)
         for name, value in {"MEDIC_CONFIG": config.to_env(), "LEDGER_TABLE": TABLE, "MODE_PARAMETER": MODE_PARAMETER,
@@ -359,11 +364,11 @@ def test_an_error_counting_the_names_budget_gives_the_ids_restart_back(slurm, mo
     slurm.heartbeat()
     real = JobStore.claim_job_restart
 
-    def flaky(self, lineage, max_restarts, now):
+    def flaky(self, lineage, max_restarts, now, min_interval=None):
         if lineage.endswith(":llama3-70b"):
             raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
                               "UpdateItem")
-        return real(self, lineage, max_restarts, now)
+        return real(self, lineage, max_restarts, now, min_interval)
 
     monkeypatch.setattr(JobStore, "claim_job_restart", flaky)
     # When a request by id naming its job comes in

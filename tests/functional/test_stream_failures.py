@@ -20,10 +20,16 @@ from medic_cli.main import main
 
 from medic.handlers import agent_results
 from tests.functional.conftest import REGION, TABLE
-from tests.functional.slurm_world import SlurmWorld, streamed_slurm  # noqa: F401 - the `slurm` fixture
+from tests.functional.slurm_world import SlurmWorld, streamed_slurm, watched_medic  # noqa: F401 - the `slurm` fixture
 from tests.functional.test_agent_results import LambdaContext, requeue
 
 FUNCTION = "Medic-SlurmJobRequeueAgentResultsHandlerFunction-0A1B2C3D4E5F"
+
+
+@pytest.fixture
+def medic(aws):
+    """Requests by id are limited to watched jobs: llama3-70b is watched on the Slurm cluster."""
+    yield from watched_medic(aws)
 
 
 @dataclass
@@ -105,7 +111,8 @@ def test_a_lost_result_is_read_back_from_the_stream_and_shown_unrecorded(slurm, 
     code, out, err = medic_cli(ctx)
     # Then the result is read back from the stream by its sequence numbers: the agent's words, quoted, not recorded
     assert code == 1, err
-    assert "requeue_job 4211 executed, the agent said \"scontrol requeue 4211: exit 0\"" in out
+    assert ("requeue_job 4211@llama3-70b executed, the agent said "
+            "\"job 4211 is 'llama3-70b'; scontrol requeue 4211: exit 0\"") in out
     assert "Medic has NOT recorded it" in out and "heartbeat(s) skipped: a later heartbeat is what counts" in out
     assert "medic stream-failures --redrive" in out
     # And nothing was done: no invoke, no record, the message still waits

@@ -41,9 +41,10 @@ class TestBatching:
         assert metrics[("TokensPerSecond", JOB)]["Unit"] == "Count/Second"
         assert metrics[("TokensPerSecond", JOB_NODE)]["StatisticValues"] == tps
         assert metrics[("TokensPerSecondBaseline", JOB)]["Value"] == pytest.approx(1500.5)  # first period
+        assert metrics[("Session", JOB)]["Value"] == probe.session
         assert set(metrics) == {("Heartbeat", JOB), ("Step", JOB), ("NonFiniteLoss", JOB), ("Loss", JOB),
                                 ("TokensPerSecond", JOB), ("TokensPerSecondBaseline", JOB),
-                                ("TokensPerSecond", JOB_NODE)}
+                                ("TokensPerSecond", JOB_NODE), ("Session", JOB)}
 
     def test_given_a_cluster_when_flushed_then_job_metrics_go_under_job_and_job_cluster_and_throughput_per_node(
             self, make_probe, fake):
@@ -59,7 +60,8 @@ class TestBatching:
             assert (name, JOB_CLUSTER) in metrics
         assert ("TokensPerSecond", JOB_NODE) in metrics
         assert ("TokensPerSecondBaseline", JOB_CLUSTER) in metrics
-        assert len(metrics) == 15
+        assert ("Session", JOB) in metrics and ("Session", JOB_CLUSTER) in metrics
+        assert len(metrics) == 17
 
     def test_given_two_periods_when_flushed_each_time_then_aggregates_reset_but_step_and_checkpoint_persist(
             self, make_probe, fake):
@@ -173,7 +175,7 @@ class TestLifecycle:
         probe.close()
 
         assert len(fake.calls) == 2
-        assert set(by_metric(fake.calls[1])) == {("Completed", JOB)}
+        assert set(by_metric(fake.calls[1])) == {("Completed", JOB), ("Session", JOB)}  # the marker, and whose
 
     def test_given_nothing_new_since_the_last_flush_when_closed_as_not_completed_then_no_extra_call(
             self, make_probe, fake):
@@ -296,3 +298,26 @@ class TestRankGating:
 
         with Probe(job="llama3-70b", client=fake, start=False) as probe:
             assert probe.node == "ip-10-0-0-1"
+
+
+class TestSession:
+    """Each process's probe has its own session, published with the job's metrics at every flush (issue 28, item 6):
+    Medic counts a heartbeat only with exactly one session in its minute, and a recovery only from a new one."""
+
+    def test_given_a_process_when_flushed_twice_then_both_flushes_carry_its_one_session(self, make_probe, fake):
+        probe = make_probe(client=fake)
+        probe.step(1)
+        probe.flush()
+        probe.flush()  # a period without steps: Heartbeat 0, and the same session
+        sessions = [by_metric(call)[("Session", JOB)]["Value"] for call in fake.calls]
+        assert sessions == [probe.session, probe.session] and 1 <= probe.session <= 2**31
+        assert by_metric(fake.calls[0])[("Session", JOB)]["Unit"] == "None"
+
+    def test_given_a_restarted_process_then_its_probe_has_a_new_session(self, make_probe):
+        assert len({make_probe().session for _ in range(20)}) == 20
+
+    def test_given_a_rank_that_publishes_only_its_node_then_it_sends_no_session(self, make_probe, fake):
+        probe = make_probe(client=fake, rank=3, all_ranks=True)
+        probe.step(1, tokens_per_sec=10.0)
+        probe.flush()
+        assert ("Session", JOB) not in by_metric(fake.calls[0])

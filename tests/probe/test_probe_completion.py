@@ -52,7 +52,8 @@ class TestACleanClose:
         probe.close()
 
         [call] = fake.calls
-        assert set(by_metric(call)) == {("Completed", JOB)}
+        assert set(by_metric(call)) == {("Completed", JOB), ("Session", JOB)}  # the marker, and whose
+        assert by_metric(call)[("Session", JOB)]["Value"] == probe.session
         assert probe.completed is True
 
     def test_given_a_closed_probe_when_closed_again_then_the_marker_is_not_sent_twice(self, make_probe, fake):
@@ -195,7 +196,8 @@ class TestEmf:
 
         (doc,) = emf_lines(capsys.readouterr().out)
         assert_valid_emf(doc)
-        assert [d["Metrics"] for d in doc["_aws"]["CloudWatchMetrics"]] == [[{"Name": "Completed", "Unit": "Count"}]]
+        assert [d["Metrics"] for d in doc["_aws"]["CloudWatchMetrics"]] == [
+            [{"Name": "Completed", "Unit": "Count"}, {"Name": "Session", "Unit": "None"}]]
 
 
 def run_script(body: str) -> list[dict]:

@@ -50,7 +50,7 @@ class TestEmf:
         assert job["Dimensions"] == [["Job"], ["Job", "Cluster"]]
         assert {m["Name"] for m in job["Metrics"]} == {
             "Heartbeat", "Step", "NonFiniteLoss", "Loss", "TokensPerSecond", "TokensPerSecondBaseline",
-            "LastCheckpointStep"}
+            "LastCheckpointStep", "Session"}
         assert node == {"Namespace": "Medic/Training", "Dimensions": [["Job", "Node"]],
                         "Metrics": [{"Name": "TokensPerSecond", "Unit": "Count/Second"}]}
         assert (doc["Job"], doc["Cluster"], doc["Node"], doc["Rank"]) == ("llama3-70b", "ml-cluster", "ip-10-1-2-3", 0)

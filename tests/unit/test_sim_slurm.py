@@ -148,8 +148,8 @@ class TestMinJobAge:
         named = ("squeue", "--noheader", "--states=all", "--format=%i|%T", "--name=llama3-70b")
         sacct = ("sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,State",
                  "--name=llama3-70b", "--starttime=now-2days")
-        # the default squeue lists pending and running jobs only
-        assert cluster.run(DOWN_AT + timedelta(seconds=1), "squeue", "--noheader", "--format=%i",
+        # the running jobs of the name: none
+        assert cluster.run(DOWN_AT + timedelta(seconds=1), "squeue", "--noheader", "--states=RUNNING", "--format=%i|%j",
                            "--name=llama3-70b") == (0, "")
         assert cluster.run(DOWN_AT + timedelta(seconds=299), *named) == (0, "4211|COMPLETED")
         assert cluster.run(DOWN_AT + timedelta(seconds=300), *named) == (0, "")

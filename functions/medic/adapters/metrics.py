@@ -9,6 +9,7 @@ from medic.adapters.aws import client as make_client
 from medic.core.progress import Progress
 
 PROBE_NAMESPACE = "Medic/Training"
+SESSION = "Session"  # the probe's session: one random number per process, published with every flush
 RATE_MINUTES = 30  # the job's recent step rate: its last 30 minutes with steps before the window
 MAX_NODES = 64  # a page lists the slowest nodes; more would not fit a page anyway
 
@@ -24,10 +25,16 @@ class TrainingMetrics:
             self._client = make_client("cloudwatch")
         return self._client
 
-    def progress(self, job: str, since: datetime, until: datetime, history: timedelta | None = None) -> Progress:
+    def progress(self, job: str, since: datetime, until: datetime, history: timedelta | None = None,
+                 new_session: bool = False) -> Progress:
         """Steps counted (Heartbeat Sum) and the highest step reported since ``since``; with ``history``, also the
         steps counted in that span before ``since``, and the probe's latest completion marker (``Completed``) against
-        its latest report: one GetMetricData call of one-minute datapoints over both, split by their timestamps."""
+        its latest report: one GetMetricData call of one-minute datapoints over both, split by their timestamps.
+
+        With ``history``, a minute's datapoints (the marker's too) count only when exactly one probe session
+        published in it (the probe's `Session`: Minimum = Maximum), and with ``new_session`` (proof of recovery), a
+        minute since ``since`` only when its session was not seen before ``since``: the restarted process's own. What
+        does not count is reported apart (``unsessioned_steps``, ``stale_session_steps``)."""
         if history is None:
             values = self._query(since, until, [
                 ("steps", self._stat(job, "Heartbeat", "Sum", since, until)),
@@ -36,13 +43,16 @@ class TrainingMetrics:
             steps, last = values.get("steps", []), values.get("step", [])
             return Progress(steps=sum(steps), last_step=max(last) if last else None)
         start = since - history
-        stamped = self._query_stamped(start, until, [
+        read = self._query_stamped(start, until, [
             ("steps", self._minutely(job, "Heartbeat", "Sum")),
             ("step", self._minutely(job, "Step", "Maximum")),
             ("first", self._minutely(job, "Step", "Minimum")),
             ("ckpt", self._minutely(job, "LastCheckpointStep", "Maximum")),
             ("done", self._minutely(job, "Completed", "Maximum")),
+            ("session_low", self._minutely(job, SESSION, "Minimum")),
+            ("session_high", self._minutely(job, SESSION, "Maximum")),
         ])
+        stamped, unsessioned, stale = _vouched(read, since, new_session)
         window = [value for at, value in stamped.get("steps", []) if at >= since]
         before = [value for at, value in stamped.get("steps", []) if at < since]
         last = [value for at, value in stamped.get("step", []) if at >= since]
@@ -67,6 +77,7 @@ class TrainingMetrics:
         completions = [at for at, value in stamped.get("done", []) if value >= 1]
         reports = [at for at, _ in stamped.get("steps", [])]
         return Progress(steps=sum(window), last_step=max(last) if last else None, steps_before=sum(before),
+                        unsessioned_steps=unsessioned, stale_session_steps=stale,
                         first_step=resumed_from,
                         checkpoint_before=max(checkpoints) if checkpoints else None,
                         first_step_at=first[0] if first else None,
@@ -135,3 +146,27 @@ class TrainingMetrics:
             for result in page.get("MetricDataResults", []):
                 values.setdefault(result["Id"], []).extend(result.get("Values", []))
         return values
+
+
+Stamped = dict[str, list[tuple[datetime, float]]]
+
+
+def _vouched(read: Stamped, since: datetime, new_session: bool) -> tuple[Stamped, float, float]:
+    """The probe's datapoints a probe session vouches for: those of minutes in which exactly one session published
+    (Minimum = Maximum of `Session`), and with ``new_session``, minutes since ``since`` only when that session was not
+    seen before ``since``. Also the steps left out: in minutes without exactly one session (a heartbeat anyone
+    allowed PutMetricData can write, a back-dated one, a probe too old to send sessions, two processes at once), and
+    (``new_session``) from a session older than ``since`` (the stalled process's own)."""
+    lows, highs = dict(read.get("session_low", [])), dict(read.get("session_high", []))
+    session = {at: low for at, low in lows.items() if highs.get(at) == low}
+    seen_before = {value for at, value in session.items() if at < since}
+
+    def counts(at: datetime) -> bool:
+        return at in session and (not new_session or at < since or session[at] not in seen_before)
+
+    kept = {name: [(at, value) for at, value in series if counts(at)] for name, series in read.items()
+            if not name.startswith("session_")}
+    steps = read.get("steps", [])
+    unsessioned = sum(value for at, value in steps if at not in session)
+    stale = sum(value for at, value in steps if at in session and not counts(at))
+    return kept, unsessioned, stale

@@ -1,24 +1,39 @@
-"""SSM Parameter Store: the run-time mode switch (act | dry_run | paused), read with a short cache."""
+"""SSM Parameter Store: the run-time mode switch (act | dry_run | paused), read with a short cache.
+
+A read that fails never silently falls back to the deployed mode: it keeps the last value known (this container's
+last read, or the newest any function kept in the ledger, whichever is the newer parameter version), so an
+operator's `paused` holds through an SSM outage or a throttled cold start (fail closed). With nothing known at all
+(nothing was ever read) the deployed mode is all there is; when the memory itself cannot be read, `paused`. Every
+failed read counts as `Medic/ModeReadFailures`, which pages (infra Operations).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from medic.adapters.aws import client as make_client
-from medic.core.mode import Mode
-from medic.obs import logger
+from medic.core import clock
+from medic.core.mode import Mode, ModeMemory, ModeVersion
+from medic.obs import count, logger
 
 VALID_MODES = tuple(mode.value for mode in Mode)
 CACHE_SECONDS = 30
+READ_FAILURES = "ModeReadFailures"  # the metric (namespace Medic) of failed reads of the switch
 
 
 class ModeSwitch:
-    def __init__(self, parameter: str, default: str, client: Any = None) -> None:
+    def __init__(self, parameter: str, default: str, client: Any = None, memory: ModeMemory | None = None,
+                 now: Callable[[], datetime] = clock.now) -> None:
         self.parameter = parameter
         self.default = default
+        self.memory = memory
+        self.now = now
         self._client = client
         self._cached: tuple[float, Mode] | None = None
+        self._known: tuple[Mode, int] | None = None  # this container's last good read: the mode and its version
 
     @property
     def client(self) -> Any:
@@ -30,12 +45,12 @@ class ModeSwitch:
         if self._cached and time.monotonic() - self._cached[0] < CACHE_SECONDS:
             return self._cached[1]
         try:
-            value = self.client.get_parameter(Name=self.parameter)["Parameter"]["Value"].strip()
-        except Exception:  # noqa: BLE001 - any failure to read falls back, never blocks remediation
-            fallback = self._cached[1] if self._cached else Mode.of(self.default)
-            logger.warning("mode parameter unreadable; using fallback", extra={
-                "parameter": self.parameter, "fallback_mode": fallback})
-            return fallback
+            parameter = self.client.get_parameter(Name=self.parameter)["Parameter"]
+            value, version = parameter["Value"].strip(), int(parameter.get("Version", 0))
+        except Exception as error:  # noqa: BLE001 - any failure to read keeps the last known mode, never blocks
+            mode = self._fallback(error)
+            self._cached = (time.monotonic(), mode)  # not every call of the next 30 s waits out SSM's retries
+            return mode
         if value not in VALID_MODES:
             # An operator typed something: the safe reading of an unclear switch is "do not act".
             logger.error("mode parameter has an invalid value; treating as paused", extra={
@@ -43,4 +58,50 @@ class ModeSwitch:
             value = Mode.PAUSED
         mode = Mode(value)
         self._cached = (time.monotonic(), mode)
+        if self._known != (mode, version):
+            self._known = (mode, version)
+            self._remember(mode, version)
+        return mode
+
+    def history(self) -> list[ModeVersion]:
+        """Every version SSM keeps of the parameter (GetParameterHistory, every page), oldest first. ClientError
+        (ParameterNotFound once deleted) and BotoCoreError propagate."""
+        versions = []
+        for page in self.client.get_paginator("get_parameter_history").paginate(Name=self.parameter):
+            for item in page.get("Parameters", []):
+                versions.append(ModeVersion(version=int(item["Version"]), value=str(item.get("Value", "")),
+                                            modified_at=item["LastModifiedDate"],
+                                            modified_by=str(item.get("LastModifiedUser", "unknown"))))
+        return sorted(versions, key=lambda found: found.version)
+
+    def _remember(self, mode: Mode, version: int) -> None:
+        """Keep what was read for the next container whose read fails (best effort: the read itself worked)."""
+        if self.memory is None:
+            return
+        try:
+            self.memory.remember(mode, version, self.now())
+        except Exception as error:  # noqa: BLE001 - the memory is a fallback's, never a reason to fail
+            logger.warning("mode not remembered", extra={"parameter": self.parameter, "mode": mode,
+                                                         "error": type(error).__name__})
+
+    def _fallback(self, error: Exception) -> Mode:
+        """The last mode known (the newer of this container's read and the ledger's), or why not."""
+        count(READ_FAILURES)
+        known, source = self._known, "this container's last read"
+        try:
+            kept = self.memory.last_known() if self.memory is not None else None
+        except Exception as memory_error:  # noqa: BLE001 - the ledger is down too
+            kept, source = None, f"the ledger is unreadable too ({type(memory_error).__name__})"
+            if known is None:
+                logger.error("mode parameter and its memory unreadable; treating as paused (fail closed)", extra={
+                    "parameter": self.parameter, "error": type(error).__name__, "memory": source})
+                return Mode.PAUSED
+        if kept is not None and (known is None or kept[1] > known[1]):
+            known, source = kept, "the ledger's last kept value"
+        if known is None:
+            mode, source = Mode.of(self.default), "nothing known: the deployed mode"
+        else:
+            mode = known[0]
+        logger.warning("mode parameter unreadable; keeping the last known mode", extra={
+            "parameter": self.parameter, "fallback_mode": mode, "from": source, "error": type(error).__name__})
         return mode

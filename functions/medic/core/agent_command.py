@@ -19,7 +19,10 @@ class AgentCommand:
     issued_at: datetime
     job_id: str | None = None
     job_name: str | None = None
-    max_jobs: int | None = None  # requeue by name: the most jobs the agent may requeue
+    # requeue_job by id: the names the job must have for the agent to requeue it (Medic's watched jobs; empty: any)
+    job_names: tuple[str, ...] = ()
+    # requeue_job by name: the job Medic last saw running under that name (the agent requeues it when it still is)
+    last_seen_id: str | None = None
     node: str | None = None  # drain_node, resume_node: one Slurm node name
     job_ids: str | None = None  # job_states: comma-separated job ids
     # restart_job: the Kubernetes object (namespace, kind; its name is job_name)
@@ -35,14 +38,17 @@ class AgentCommand:
             return f"node:{self.node}"
         if self.job_ids is not None:
             return f"jobs:{self.job_ids}"
-        return self.job_id if self.job_id is not None else f"name:{self.job_name}"
+        if self.job_id is not None:  # the agent's RequeueJob.target, exactly
+            return f"{self.job_id}@{','.join(self.job_names)}" if self.job_names else self.job_id
+        return f"name:{self.job_name}@{self.last_seen_id}" if self.last_seen_id else f"name:{self.job_name}"
 
     def body(self) -> dict:
         """The queue message, exactly as the agent parses it."""
         fields = {"command_id": self.command_id, "cluster": self.cluster, "kind": self.kind,
                   "incident": self.incident, "issued_at": self.issued_at.isoformat()}
-        optional = {"job_id": self.job_id, "job_name": self.job_name, "max_jobs": self.max_jobs, "node": self.node,
-                    "job_ids": self.job_ids, "namespace": self.namespace, "job_kind": self.job_kind}
+        optional = {"job_id": self.job_id, "job_name": self.job_name, "job_names": list(self.job_names) or None,
+                    "last_seen_id": self.last_seen_id, "node": self.node, "job_ids": self.job_ids,
+                    "namespace": self.namespace, "job_kind": self.job_kind}
         return {**fields, **{key: value for key, value in optional.items() if value is not None}}
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+from typing import Protocol
 
 
 class Mode(StrEnum):
@@ -27,3 +30,30 @@ class Mode(StrEnum):
     def pages(self) -> bool:
         """Medic may page a human. A dry run calls nothing, SNS included; a pause still tells people."""
         return self is not Mode.DRY_RUN
+
+
+class ModeMemory(Protocol):
+    """The last run-time mode any of Medic's functions read from the switch (its SSM parameter version), kept where
+    a fresh container finds it (the ledger: ledger/modes.py SeenModes). A read of the switch that fails keeps the
+    last known value instead of falling back to the deployed mode, so a `paused` holds (fail closed)."""
+
+    def remember(self, mode: Mode, version: int, at: datetime) -> None:
+        """Keep ``mode`` (the parameter's ``version``) unless a newer version is kept already."""
+
+    def last_known(self) -> tuple[Mode, int] | None:
+        """The mode last kept and its version; None when none was ever kept. Raises when it cannot be read."""
+
+
+@dataclass(frozen=True)
+class ModeVersion:
+    """One version of the mode parameter, as SSM's GetParameterHistory returns it: the value as written (not yet
+    read as a Mode: an invalid one reads as paused), when, and who (LastModifiedUser: the IAM ARN of the caller)."""
+
+    version: int
+    value: str
+    modified_at: datetime
+    modified_by: str
+
+    @property
+    def mode(self) -> Mode:
+        return Mode.of(self.value.strip())

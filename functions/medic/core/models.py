@@ -47,6 +47,7 @@ class Trigger(StrEnum):
     RECONCILE = "reconcile"
     OPERATOR = "operator"  # an explicit request from a person or a tool ("Medic Requeue Job")
     NODE_REPAIR = "node_repair"  # Slurm's side of a node action: drain, resume, the jobs the repair hit
+    MODE_CHANGE = "mode_change"  # the run-time mode parameter changed (SSM "Parameter Store Change")
 
 
 class Action(StrEnum):
@@ -103,6 +104,7 @@ class Fault(StrEnum):
     K8S_NODE_UNHEALTHY = "k8s_node_unhealthy"
     # EKS: a watched job's pods stuck Terminating on a NotReady node (they never go away by themselves)
     PODS_STUCK_TERMINATING = "pods_stuck_terminating"
+    MODE_CHANGED = "mode_changed"  # the run-time mode parameter changed: paged whoever made it
     INVALID = "invalid"  # the event itself could not be used
 
 

@@ -71,6 +71,7 @@ class PageSource(StrEnum):
     AGENT = "agent"  # restarts through an agent: refused, unanswered, failed
     AGENT_NODES = "agent_nodes"  # an EKS agent's node reports: the agent's word
     AGENT_REJECTED = "agent_rejected"  # results an agent wrote that Medic did not ask for: the agent's word
+    MODE = "mode"  # changes of the run-time mode parameter (flows/mode): every change pages, a flapping switch does not
 
 
 @dataclass(frozen=True)

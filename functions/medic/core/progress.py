@@ -59,6 +59,12 @@ class Progress:
     last_heartbeat_at: datetime | None = None
     last_step_before: float | None = None
     steps_per_minute_before: float | None = None
+    # Read with the history: steps no probe session vouches for (none counted above): reported in minutes without
+    # exactly one probe session (written by something other than one probe: forged, back-dated, two processes, a
+    # probe too old to send sessions), and, for a proof of recovery, since the restart from a session seen before it
+    # (the stalled process's own).
+    unsessioned_steps: float = 0.0
+    stale_session_steps: float = 0.0
     # The probe's completion marker, read with the history too: the minute of its latest `Completed` (a clean
     # close()), and the minute of its latest Heartbeat datapoint of any value (a process reporting, stepping or not).
     completed_at: datetime | None = None

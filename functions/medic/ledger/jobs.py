@@ -93,30 +93,42 @@ class JobStore:
         """The run failed with an error: let the retry of the same event handle it."""
         self.table.delete(self.failure_key(job_name))
 
-    def claim_job_restart(self, lineage: str, max_restarts: int, now: datetime) -> int | None:
-        """Count one more restart of a job lineage; None when the budget is spent. Atomic under races."""
+    def claim_job_restart(self, lineage: str, max_restarts: int, now: datetime,
+                          min_interval: timedelta | None = None) -> int | None:
+        """Count one more restart of a job lineage; None when the budget is spent, or (``min_interval``) when the
+        lineage's last restart is more recent than that. Atomic under races."""
+        condition, values = "attribute_not_exists(restarts) OR restarts < :max", {}
+        if min_interval is not None:
+            condition = ("attribute_not_exists(restarts) OR (restarts < :max AND (attribute_not_exists(last_restart_at)"
+                         " OR last_restart_at <= :cutoff))")
+            values = {":cutoff": {"S": (now - min_interval).isoformat()}}
         attributes = self.table.update_if(
-            self._restarts_key(lineage), "ADD restarts :one SET last_restart_at = :now, expires_at = :exp",
-            "attribute_not_exists(restarts) OR restarts < :max",
+            self._restarts_key(lineage), "ADD restarts :one SET last_restart_at = :now, expires_at = :exp", condition,
             {":one": {"N": "1"}, ":max": {"N": str(max_restarts)}, ":now": {"S": now.isoformat()},
-             ":exp": expires(now)},
+             ":exp": expires(now), **values},
             returns="UPDATED_NEW")
         return None if attributes is None else int(attributes["restarts"]["N"])
+
+    def restarts(self, lineage: str) -> LineageRestarts | None:
+        """A lineage's restarts so far (None: none counted, or expired)."""
+        item = self.table.get(self._restarts_key(lineage))
+        return readable(_lineage_restarts, lineage, item) if item else None
 
     def refund_job_restart(self, lineage: str) -> None:
         """Give back a restart whose command never reached the agent (never below zero)."""
         self.table.update_if(self._restarts_key(lineage), "ADD restarts :minus", "restarts > :zero",
                              {":minus": {"N": "-1"}, ":zero": {"N": "0"}})
 
-    def claim_job_restarts(self, lineages: Sequence[str], max_restarts: int, now: datetime) -> int | None:
+    def claim_job_restarts(self, lineages: Sequence[str], max_restarts: int, now: datetime,
+                           min_interval: timedelta | None = None) -> int | None:
         """One restart of a job counted in every budget it belongs to (its id's and its name's): the highest
-        count, or None when any budget is spent (the others given back). An AWS error gives back what was
-        counted (best effort) and propagates."""
+        count, or None when any budget is spent, or restarted within ``min_interval`` (the others given back). An
+        AWS error gives back what was counted (best effort) and propagates."""
         counted: list[str] = []
         highest = 0
         try:
             for lineage in lineages:
-                restarts = self.claim_job_restart(lineage, max_restarts, now)
+                restarts = self.claim_job_restart(lineage, max_restarts, now, min_interval)
                 if restarts is None:
                     self.refund_job_restarts(counted)
                     return None
@@ -130,6 +142,20 @@ class JobStore:
     def refund_job_restarts(self, lineages: Sequence[str]) -> None:
         for lineage in lineages:
             self.refund_job_restart(lineage)
+
+    def running_key(self, cluster: str, name: str) -> Key:
+        return self.table.key(f"slurmjob#{cluster}#{name}", "running")
+
+    def saw_running(self, cluster: str, name: str, job_id: str, now: datetime) -> None:
+        """Slurm job ``job_id`` ran under the (watched) name ``name`` (the agent found it so when it requeued it): a
+        requeue by that name prefers it while it still runs under the name."""
+        self.table.put({**self.running_key(cluster, name), "job_id": {"S": job_id}, "seen_at": {"S": now.isoformat()},
+                        "expires_at": expires(now)})
+
+    def last_running(self, cluster: str, name: str) -> str | None:
+        """The Slurm job Medic last saw running under the name (None: none seen in the last 7 days)."""
+        item = self.table.get(self.running_key(cluster, name))
+        return item["job_id"]["S"] if item and "job_id" in item else None
 
     def restart_key(self, job_name: str) -> Key:
         return self.table.key(f"jobrestart#{job_name}", "lineage")

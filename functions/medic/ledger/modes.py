@@ -1,7 +1,13 @@
-"""Mode memory: who changed the run-time mode (SSM ``/medic/<stack>/mode``), when, from what and why.
+"""Mode memory: who changed the run-time mode (SSM ``/medic/<stack>/mode``), when, from what and why; and the
+last mode Medic's functions read from the switch.
 
-Written by the ``medic`` CLI (pause, resume, mode), never by the functions; one item per change, kept as the
-audit trail (no TTL). Never prefixed: the mode is one for both namespaces, whichever table it is given.
+``modechange#<stack>`` / <time>: written by the ``medic`` CLI (pause, resume, mode), never by the functions; one
+item per change, kept as the audit trail (no TTL).
+``modeseen#<parameter>`` / ``latest``: the newest mode any function read (``mode``, the parameter's ``version``,
+``seen_at``), written by the functions whenever they read a version they did not know, and by the mode watch
+(flows/mode); read only when the switch cannot be: the value a failed read keeps (adapters/mode.py). One item, no
+TTL, only ever moved to a newer version.
+Never prefixed: the mode is one for both namespaces, whichever table it is given.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from medic.core.mode import Mode
+from medic.core.mode import Mode, ModeMemory
 from medic.ledger.table import Table
 
 
@@ -47,6 +53,30 @@ class ModeStore:
                 stack=stack, at=at, mode=_text(item, "mode") or "?", previous=_text(item, "previous"),
                 who=_text(item, "who") or "?", reason=_text(item, "reason") or ""))
         return changes
+
+
+class SeenModes(ModeMemory):
+    """The last mode read from one mode parameter (``modeseen#<parameter>``): the ModeSwitch's memory."""
+
+    def __init__(self, table: Table, parameter: str) -> None:
+        self.table = table.for_mode(Mode.ACT)  # the real namespace, unprefixed
+        self.parameter = parameter
+
+    def _key(self) -> dict:
+        return self.table.key(f"modeseen#{self.parameter}", "latest")
+
+    def remember(self, mode: Mode, version: int, at: datetime) -> None:
+        """Keep the mode unless a newer version (or this one) is kept already: containers racing with an older
+        read never move it back."""
+        self.table.put_if({**self._key(), "mode": {"S": str(mode)}, "version": {"N": str(version)},
+                           "seen_at": {"S": at.isoformat()}},
+                          "attribute_not_exists(pk) OR version < :version", {":version": {"N": str(version)}})
+
+    def last_known(self) -> tuple[Mode, int] | None:
+        item = self.table.get(self._key())
+        if item is None or "mode" not in item or "version" not in item:
+            return None
+        return Mode.of(item["mode"]["S"]), int(item["version"]["N"])
 
 
 def _partition(stack: str) -> str:

@@ -1,4 +1,5 @@
-"""Request memory: each delivered event id (node health, cluster event, operator request) acts once."""
+"""Request memory: each delivered event id (node health, cluster event, operator request) acts once; and each
+cluster's budget of operator requests per clock hour."""
 
 from __future__ import annotations
 
@@ -25,3 +26,19 @@ class RequestStore:
         """The same claim as one write of a transaction (the node path claims its event with the node)."""
         return {"Put": {"TableName": self.table.name, "Item": self._claim_item(trigger, event_id, now),
                         "ConditionExpression": "attribute_not_exists(pk)"}}
+
+    def budget_key(self, cluster: str, hour: str) -> Key:
+        return self.table.key(f"opbudget#{cluster}", hour)
+
+    def spend_operator_request(self, cluster: str, now: datetime, per_hour: int) -> bool:
+        """Count one operator request against the cluster's budget for this clock hour; False when it is spent.
+        Atomic under races (one conditional update)."""
+        return self.table.update_if(
+            self.budget_key(cluster, operator_hour(now)), "ADD requests :one SET expires_at = :exp",
+            "attribute_not_exists(requests) OR requests < :max",
+            {":one": {"N": "1"}, ":max": {"N": str(per_hour)}, ":exp": expires(now, days=1)}) is not None
+
+
+def operator_hour(now: datetime) -> str:
+    """The clock hour (UTC) a request budget counts in: `2026-11-20T08`."""
+    return now.strftime("%Y-%m-%dT%H")

@@ -1,5 +1,6 @@
 """Sending pages under the ledger's at-most-once rules, shared by every flow, and the one place that decides
-whether a record's mode may page at all (a dry run pages nobody: core.mode.Mode.pages).
+whether a record's mode may page at all (a dry run pages nobody: core.mode.Mode.pages; the one exception, a
+change of the mode itself, pages through page_whatever_the_mode).
 
 Every page counts in its source's window (core.pages.PageWindow: per source, per cluster or job): a few go out as
 they are, the next one as the window's summary (itself, headed by the hold), and the rest are recorded without a
@@ -91,6 +92,18 @@ def page_resolution(deps: Deps, table: Table, record: Record, text: PageText, *,
         count("PagesHeld")
         return False
     return _publish(deps, record, text, release=lambda: None)
+
+
+def page_whatever_the_mode(deps: Deps, record: Record, text: PageText, release: Callable[[], None], *,
+                          window: PageWindow) -> bool:
+    """The one page no mode silences: a change of the run-time mode itself (flows/mode), which must reach the on-call
+    even when the new mode is a dry run. The caller claimed it (at most once per change); ``release`` gives the
+    claim back when SNS refuses the page. Counted in its window like any page: a switch flipped over and over is a
+    few pages and a summary, not a flood."""
+    windowed = windowed_text(deps, deps.table, record, text, window)
+    if windowed is None:
+        return False
+    return _publish(deps, record, windowed, release=release)
 
 
 def _publish(deps: Deps, record: Record, text: PageText, release: Callable[[], None]) -> bool:

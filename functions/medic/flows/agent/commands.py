@@ -27,8 +27,6 @@ JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 K8S_OBJECT_NAME = re.compile(K8S_OBJECT_NAME_PATTERN.strip("^$"), re.ASCII)  # what an EKS agent may report
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
-# A request by job name requeues at most this many jobs: the command carries it and the agent refuses more.
-MAX_JOBS_PER_NAME = 8
 # Who the sender says asked (an IAM user or role session name, an e-mail): claimed, not verified.
 REQUESTED_BY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=,:/-]{0,127}", re.ASCII)
 HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
@@ -39,6 +37,9 @@ CLOCK_TOLERANCE = timedelta(minutes=1)
 COMMAND_DEADLINE = timedelta(minutes=10)
 # What the agent writes as a command's result status.
 RESULT_STATUSES = ("executed", "failed", "refused")
+# The Slurm agent's refusal code for a job by id that squeue does not name one of the command's job_names (Medic's
+# watched jobs): Medic records it `rejected` (agent/medic_agent/actions.py).
+NOT_WATCHED = "not_watched"
 
 
 class InvalidCommand(ValueError):
@@ -203,14 +204,20 @@ def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None
 
 
 def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str | None = None,
-                    job_name: str | None = None, request_id: str | None = None) -> AgentCommand:
-    """`scontrol requeue <job_id>`, or every job named job_name (at most MAX_JOBS_PER_NAME of them);
-    InvalidCommand unless exactly one is valid. The job id is canonical (`04211` → `4211`)."""
+                    job_name: str | None = None, job_names: tuple[str, ...] = (), last_seen_id: str | None = None,
+                    request_id: str | None = None) -> AgentCommand:
+    """`scontrol requeue <job_id>` (only when squeue names the job one of ``job_names``, when given), or of the one job
+    running under job_name (``last_seen_id`` when it still runs under it, else the only one running); InvalidCommand
+    unless exactly one of job_id and job_name is valid. The job id is canonical (`04211` → `4211`)."""
     validate_requeue_target(job_id=job_id, job_name=job_name)
     job_id = None if job_id is None else canonical_job_id(job_id)
+    if job_names and (job_id is None or not all(valid_job_name(name) for name in job_names)):
+        raise InvalidCommand(f"job_names go with a job id, each matching {JOB_NAME.pattern}: {shown(job_names)}")
+    if last_seen_id is not None and (job_name is None or not matches(SQUEUE_JOB_ID, last_seen_id)):
+        raise InvalidCommand(f"last_seen_id goes with a job name, and is a job id: {shown(last_seen_id)}")
     return AgentCommand(command_id=command_id_for(cluster, incident, request_id), cluster=cluster,
                         kind="requeue_job", incident=incident, issued_at=now, job_id=job_id, job_name=job_name,
-                        max_jobs=MAX_JOBS_PER_NAME if job_name is not None else None)
+                        job_names=tuple(sorted(set(job_names))), last_seen_id=last_seen_id)
 
 
 # The commands around a node action (issue 16): the agent's drain_node, resume_node and job_states.
@@ -365,6 +372,14 @@ SLURM_NEXT_STEP = {
     "no_result": "The agent did not report: check medic-agent on the controller node (systemctl status "
                  "medic-agent; journalctl -u medic-agent) and the job in Slurm (squeue, sacct); requeue it by hand "
                  "if it still needs it.",
+    "budget": "More operator requests reached Medic for this cluster this hour than max_operator_requests_per_hour "
+              "allows: find who sends them (CloudTrail, PutEvents with source medic.operator); requeue by hand if a "
+              "job still needs it. Later requests this hour are recorded, not paged.",
+    "too_soon": "The job stalled again soon after its last restart (or its recovery was not real): read its logs and "
+                "the probe's metrics before requeueing it by hand.",
+    "refused": "The agent refused: Medic requeues only the jobs it watches on this cluster (jobs: in medic.yaml). "
+               "Requeue any other job by hand, and find who asked if nobody meant to. Further refusals on this "
+               "cluster this hour are recorded, not paged.",
     "not_requeueable": "Slurm will not requeue this job: it was submitted with --no-requeue (or is not a batch "
                        "job). Cancel it if it still runs (scancel <id>) and resubmit it with sbatch (it resumes from "
                        "its last checkpoint), with --requeue so that Slurm and Medic can requeue it next time.",
@@ -380,6 +395,10 @@ EKS_NEXT_STEP = {
               "by hand if it still needs it.",
     "no_result": "The agent did not report: check the Medic agent (kubectl -n medic-agent logs deploy/medic-agent) "
                  "and the job's pods; restart it by hand if it still needs it.",
+    "budget": SLURM_NEXT_STEP["budget"].replace("requeue by hand", "restart by hand"),
+    "refused": SLURM_NEXT_STEP["refused"].replace("requeues", "restarts").replace("Requeue", "Restart"),
+    "too_soon": "The job stalled again soon after its last restart (or its recovery was not real): read its pods' logs "
+                "and the probe's metrics before restarting it by hand.",
     # the agent refused: deleting the pods would have ended the job (agent/medic_agent/eks/policy.py)
     "job_finished": "The job has finished (its Succeeded/Complete or Failed condition): Medic restarts no finished "
                     "job, and left its pods (they hold its logs). Read them (kubectl logs, kubectl describe) and, if "
@@ -409,7 +428,8 @@ def slurm_job_page(record: Mapping[str, Any], details: str, region: str, situati
     eks = str(record.get("incident", "")).startswith(EKS_INCIDENT_PREFIX)
     verb, steps = ("restart", EKS_NEXT_STEP) if eks else ("requeue", SLURM_NEXT_STEP)
     outcome = Outcome(record["outcome"])
-    what = {Outcome.FAILED: f"{verb} FAILED", Outcome.SUPPRESSED: f"{verb} held back"}.get(outcome, outcome.value)
+    what = {Outcome.FAILED: f"{verb} FAILED", Outcome.SUPPRESSED: f"{verb} held back",
+            Outcome.REJECTED: f"{verb} refused"}.get(outcome, outcome.value)
     subject = f"[Medic] {record['cluster']} job {record['job']}: {what}"
     lines = [
         f"Cluster:        {record['cluster']}",

@@ -13,6 +13,7 @@ Result (results.py, from the ledger's stream): the agent writes `agent#<cluster>
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -39,7 +40,7 @@ from medic.flows.agent.commands import (
 from medic.flows.agent.eks import NotWatched, eks_job_incident, restart_command, watched_job
 from medic.ledger.agents import AgentStore
 from medic.ledger.jobs import JobStore
-from medic.ledger.requests import RequestStore
+from medic.ledger.requests import RequestStore, operator_hour
 from medic.obs import logger
 from medic.outbox.pages import page_incident
 from medic.outbox.records import emit, rejected
@@ -59,8 +60,13 @@ class RestartRequest:
     requester: Requester | None = None  # operator requests: who sent it, as far as the event says
     # A request by id that also names the job: the name, whose restart budget is spent too.
     also_named: str | None = None
+    # A request by id: the names the job must have in Slurm for the agent to requeue it (Medic's watched jobs;
+    # empty: any, as for the jobs a node repair hit, which the agent itself listed)
+    job_names: tuple[str, ...] = ()
     # EKS clusters: the watched job's Kubernetes object (job_name is then the job's configured name)
     kubernetes: KubernetesJob | None = None
+    # A stall restart: not within this long of the job's last restart (stall_restart_interval_minutes)
+    min_interval: timedelta | None = None
 
     @property
     def job(self) -> str:
@@ -88,12 +94,29 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     cluster = deps.config.cluster(detail.cluster)
     if detail.namespace is not None or (cluster is not None and cluster.orchestrator == "eks"):
         return _restart_eks_job(event.id, detail, requester, mode, deps)
+    incident = slurm_job_incident(detail.cluster, detail.job)
+    watched = deps.config.watched_names(detail.cluster)
+    if cluster is not None and detail.job_name is not None and detail.job_name not in watched:
+        about = About(incident=incident, trigger=Trigger.OPERATOR, event_id=event.id, mode=mode,
+                      cluster=detail.cluster, job=detail.job, requester=requester)
+        return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=short(f"Refused: {detail.job_name} is not a job Medic watches on "
+                                              f"{detail.cluster} ({', '.join(watched) or 'none'}: jobs in medic.yaml); "
+                                              "Medic requeues only watched jobs.", 500)))
+    if cluster is not None and not watched:
+        about = About(incident=incident, trigger=Trigger.OPERATOR, event_id=event.id, mode=mode,
+                      cluster=detail.cluster, job=detail.job, requester=requester)
+        return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=f"Refused: Medic watches no job on {detail.cluster} (jobs in medic.yaml); "
+                                        "it requeues only watched jobs."))
     by_id_and_name = detail.job_id is not None and detail.job_name is not None
     return restart_through_agent(RestartRequest(
-        mode=mode, cluster=detail.cluster, incident=slurm_job_incident(detail.cluster, detail.job),
+        mode=mode, cluster=detail.cluster, incident=incident,
         trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value,
         context=detail.reason, job_name=None if by_id_and_name else detail.job_name, job_id=detail.job_id,
         also_named=detail.job_name if by_id_and_name else None, requester=requester,
+        # by id: the agent checks with squeue that the job is one Medic watches (the one named, else any watched)
+        job_names=((detail.job_name,) if detail.job_name else watched) if detail.job_id is not None else (),
     ), deps)
 
 
@@ -130,12 +153,13 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
                   cluster=request.cluster, job=request.job, requester=request.requester)
     now = deps.now()
 
-    def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0) -> dict:
+    def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0,
+               claim: str | None = None) -> dict:
         action = Action.NONE if outcome is Outcome.REJECTED else acting
         record = about.record(fault=request.fault, action=action, outcome=outcome, reason=reason, attempt=attempt)
         if page:
             text = slurm_job_page(record, request.context, deps.region, situation=page)
-            record = record.paged_if(page_incident(deps, table, record, text,
+            record = record.paged_if(page_incident(deps, table, record, text, claim=claim,
                                                    window=PageWindow.cluster(PageSource.AGENT, request.cluster)))
         return emit(record)
 
@@ -174,23 +198,50 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
     if request.mode is Mode.DRY_RUN:
         return finish(Outcome.DRY_RUN, f"Dry run: would {verb} {what} through the agent.")
 
+    if request.trigger is Trigger.OPERATOR:  # each cluster's budget of operator requests per clock hour
+        per_hour = deps.config.guardrails_for(cluster).max_operator_requests_per_hour
+        try:
+            within = RequestStore(table).spend_operator_request(cluster.name, now, per_hour)
+        except (ClientError, BotoCoreError) as error:
+            return finish(Outcome.FAILED, f"Could not count the cluster's operator requests ({error_code(error)}); "
+                                          "nothing was queued.", page="failed")
+        if not within:
+            return finish(Outcome.SUPPRESSED, f"Held back: {cluster.name} has had {per_hour} operator requests this "
+                                              f"hour (max_operator_requests_per_hour); would {verb} {what}.",
+                          page="budget", claim=f"operator:{cluster.name}:budget:{operator_hour(now)}")
+
     named = [slurm_job_incident(cluster.name, request.also_named)] if request.also_named else []
     lineages = [incident.removeprefix("job:") for incident in (request.incident, *named)]
+    jobs = JobStore(table)
     try:
-        restarts = JobStore(table).claim_job_restarts(lineages, max_restarts, now)
+        restarts = jobs.claim_job_restarts(lineages, max_restarts, now, request.min_interval)
+        spent = None if restarts is not None else [jobs.restarts(lineage) for lineage in lineages]
     except (ClientError, BotoCoreError) as error:
         return finish(Outcome.FAILED, f"Could not count the job's restarts ({error_code(error)}); nothing was "
                                       "queued.", page="failed")
     if restarts is None:
+        if spent and all(found is None or found.restarts < max_restarts for found in spent) and request.min_interval:
+            last = max(found.last_restart_at for found in spent if found is not None)
+            minutes = int(request.min_interval.total_seconds() // 60)
+            return finish(Outcome.SUPPRESSED, f"Held back: {request.job} was restarted at {last:%H:%M} UTC, less than "
+                                              f"{minutes} min ago (stall_restart_interval_minutes); a stall that comes "
+                                              "back this soon needs a human.", page="too_soon")
         of = f"{request.job}, or of jobs named {request.also_named}" if request.also_named else request.job
         return finish(Outcome.SUPPRESSED, f"Giving up: restart budget spent ({max_restarts} {verb}s of {of}).",
                       page="gave_up", attempt=max_restarts + 1)
+    last_seen = None
+    if request.job_name is not None and request.kubernetes is None:  # a Slurm requeue by name: which job runs it
+        try:
+            last_seen = jobs.last_running(cluster.name, request.job_name)
+        except (ClientError, BotoCoreError):
+            logger.warning("last running job unreadable", extra={"job": request.job_name})
     try:
         request_id = f"{request.trigger}:{request.event_id}"
         command = (restart_command(cluster.name, request.incident, now, request.kubernetes, request_id=request_id)
                    if request.kubernetes is not None else
                    requeue_command(cluster.name, request.incident, now, job_id=request.job_id,
-                                   job_name=request.job_name, request_id=request_id))
+                                   job_name=request.job_name, job_names=request.job_names, last_seen_id=last_seen,
+                                   request_id=request_id))
         AgentStore(table).record_command(command.command_id, CommandContext(
             cluster=request.cluster, kind=command.kind, target=command.target, incident=request.incident,
             trigger=request.trigger, event_id=request.event_id, mode=request.mode, fault=request.fault,

@@ -27,6 +27,7 @@ from medic.flows.agent.commands import (
     EKS_REFUSALS,
     K8S_OBJECT_NAME,
     NODE_KINDS,
+    NOT_WATCHED,
     SQUEUE_JOB_ID,
     AgentResult,
     forged_result_page,
@@ -40,6 +41,7 @@ from medic.ledger.agents import AgentStore
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.jobs import JobStore
 from medic.ledger.pages import PageStore
+from medic.ledger.requests import operator_hour
 from medic.obs import logger
 from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
@@ -127,10 +129,31 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
             # Nothing deleted or requeued, nothing restarted: no recovery to prove, and this page is the incident's
             # one page (a Slurm requeue Slurm refused, as an EKS restart the agent refused).
             IncidentStore(table).end_recovery_of(context.incident, context.attempt or 0)
+    elif final.outcome is Outcome.REJECTED:  # the job is not one Medic may requeue: a request beyond its reach
+        text = slurm_job_page(final, context.details or "", deps.region, situation="refused")
+        final = final.paged_if(page_incident(deps, table, final, text,
+                                             claim=f"agent:{cluster}:refused:{operator_hour(deps.now())}",
+                                             window=PageWindow.cluster(PageSource.AGENT, cluster)))
     elif final.outcome is Outcome.EXECUTED:
         # Done: the job's next failure is a new incident that may page again.
         PageStore(table).close_incident(final.about.incident)
+        _remember_running(result, context, cluster, deps)
     return emit(final)
+
+
+def _remember_running(result: AgentResult, context: CommandContext, cluster: str, deps: Deps) -> None:
+    """A requeue by name (or by id, checked against watched names) tells which Slurm job ran under a watched name:
+    the next requeue by that name prefers it while it still runs under it (agent: RequeueJob.last_seen_id)."""
+    if context.kind != "requeue_job" or not result.jobs:
+        return
+    target = context.target or ""
+    allowed = ({target.removeprefix("name:").split("@")[0]} if target.startswith("name:") else
+               set(target.split("@", 1)[1].split(",")) if "@" in target else set())
+    watched = set(deps.config.watched_names(cluster)) & allowed
+    for job in result.jobs:
+        job_id, name = job.get("id", ""), job.get("name", "")
+        if name in watched and matches(SQUEUE_JOB_ID, job_id):
+            JobStore(deps.table.for_mode(context.mode)).saw_running(cluster, name, job_id, deps.now())
 
 
 def _completed(result: AgentResult, context: CommandContext, cluster: str, stream_event_id: str, deps: Deps) -> dict:
@@ -189,6 +212,12 @@ def _final_record(result: AgentResult, context: CommandContext, cluster: str, st
     if result.status == "executed":
         outcome = Outcome.EXECUTED
         reason = f"The agent on {cluster} {_what_ran(result, job, restart)} (command {result.command_id}): {said}"
+    elif result.status == "refused" and result.refusal == NOT_WATCHED:
+        # A job by id that is not one of the jobs Medic watches: a request beyond Medic's reach; nothing changed, and
+        # a refusal cannot be a way to make Medic act, so the agent's word is enough for `rejected`.
+        outcome = Outcome.REJECTED
+        reason = (f"The agent on {cluster} refused the requeue of {job}: not a job Medic watches "
+                  f"(command {result.command_id}): {said}")
     else:
         outcome = Outcome.FAILED
         did = "refused" if result.status == "refused" else "could not run"
@@ -196,7 +225,8 @@ def _final_record(result: AgentResult, context: CommandContext, cluster: str, st
                   f"(command {result.command_id}): {said}")
     about = About(incident=context.incident, trigger=context.trigger or Trigger.RECONCILE,
                   event_id=context.event_id or stream_event_id, mode=context.mode, cluster=cluster, job=job)
-    return about.record(fault=context.fault or Fault.UNKNOWN, action=context.action or Action.REQUEUE_JOB,
+    action = Action.NONE if outcome is Outcome.REJECTED else context.action or Action.REQUEUE_JOB
+    return about.record(fault=context.fault or Fault.UNKNOWN, action=action,
                         outcome=outcome, reason=short(reason, 500), attempt=context.attempt or 0)
 
 

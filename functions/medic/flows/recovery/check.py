@@ -41,7 +41,9 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
             continue
         try:
             # with the day before the restart: the last checkpoint the resume point is checked against
-            progress = deps.metrics.progress(watch.job, progress_since(watch), now, history=PROBE_HISTORY)
+            # (new_session: only the restarted process's own probe session proves a recovery)
+            progress = deps.metrics.progress(watch.job, progress_since(watch), now, history=PROBE_HISTORY,
+                                             new_session=True)
         except (ClientError, BotoCoreError) as error:  # next run tries again; the watch stays
             logger.warning("progress unavailable", extra={"incident": watch.incident,
                                                           "error_code": error_code(error)})
@@ -86,9 +88,10 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
         return _completed(watch, progress.finished_at, progress, about, deps)
     if watch.held:
         reason = (f"No training progress, and the repair of its node ({watch.held_by}) that holds the job has not "
-                  f"ended by {watch.deadline:%H:%M} UTC; not restarting it blindly.")
+                  f"ended by {watch.deadline:%H:%M} UTC{unvouched_note(progress)}; not restarting it blindly.")
     else:
-        reason = f"No training progress {minutes:.0f} min after {since(watch)}; not restarting again blindly."
+        reason = (f"No training progress {minutes:.0f} min after {since(watch)}{unvouched_note(progress)}; not restarting "
+                  "again blindly.")
     record = about.record(fault=Fault.NO_PROGRESS, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
                           reason=reason)
     IncidentStore(table).escalate(watch.incident, deps.now())
@@ -100,6 +103,18 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
     IncidentStore(table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=None))  # gave up: a human owns it now
     return emit(record)
+
+
+def unvouched_note(progress: Progress) -> str:
+    """Why steps that were reported did not count (empty when none were left out)."""
+    parts = []
+    if progress.stale_session_steps:
+        parts.append(f"{progress.stale_session_steps:.0f} from the probe session of the process before the restart")
+    if progress.unsessioned_steps:
+        parts.append(f"{progress.unsessioned_steps:.0f} in minutes without exactly one probe session (not one probe's: "
+                     "forged, back-dated, two processes at once, or a probe too old to send its session)")
+    return f" from a probe session that started after it ({' and '.join(parts)} were reported, and do not count)" \
+        if parts else ""
 
 
 def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps: Deps) -> dict:

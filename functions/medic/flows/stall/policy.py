@@ -109,7 +109,8 @@ class AlarmContext:
     # (None: not read or unavailable; the alarm is then the only evidence).
     recent_progress: Progress | None = None
     stall_minutes: int = 0
-    # Stall OK while a restart is watched: progress since that restart (None: unavailable).
+    # A restart of the job waiting for its proof of recovery (stall ALARM and OK); on OK, the progress since that
+    # restart (None: unavailable).
     watch: RecoveryWatch | None = None
     progress_since_restart: Progress | None = None
     storm_held: bool = False  # the guardrails hold a storm back on the cluster and its summary page went out
@@ -203,6 +204,16 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
                              f"Alarm {ctx.subject.name} is in ALARM, but the probe counted {progress.steps:.0f} steps "
                              f"in the last {ctx.stall_minutes} min (now at step {progress.last_step:.0f}): the job is "
                              "making progress; no requeue.")
+    if progress is not None and progress.steps_before == 0 and progress.steps == 0 and progress.unsessioned_steps:
+        # Heartbeats no probe session vouches for (a probe writes its session with every flush): written by
+        # something else with PutMetricData on the namespace, or back-dated, or a probe too old to send its session.
+        # They neither prove the job ran nor that it stalled: a human looks.
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             f"Alarm {ctx.subject.name} is in ALARM, but the {progress.unsessioned_steps:.0f} steps "
+                             f"the probe's metrics show for {ctx.subject.job.name} in the {PROBE_HISTORY_HOURS} h "
+                             "before came in minutes without exactly one probe session: not one probe's (forged, "
+                             "back-dated, or a probe too old to send its session). Medic cannot tell whether the job "
+                             "runs; no requeue.", page=True)
     if progress is not None and progress.steps_before == 0 and progress.steps == 0:
         # A stall alarm treats missing data as breaching, so it also enters ALARM for a watched job that has not
         # started yet (a new deploy, a job configured before its launch): silence before any step is no stall.

@@ -82,16 +82,17 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
         recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
                            history=PROBE_HISTORY)
-    owner = in_repair = None
+    watch = since_restart = owner = in_repair = None
+    if stall and (detail.state.value == "ALARM" or open_incident is not None):
+        watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
     if stall and detail.state.value == "ALARM":  # a node repair, or Medic's own restart, may own the incident
-        owner = next((w for w in incidents.recoveries() if w.incident == incident), None)
+        owner = watch
         if owner is None and subject.cluster.orchestrator == "slurm" and not made_progress(recent):
             in_repair = _node_in_repair(subject, table, deps, now)
-    watch = since_restart = None
     if stall and detail.state.value == "OK" and open_incident is not None:
-        watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
         if watch is not None:  # OK alone is no proof: did the job step since the restart?
-            since_restart = _progress(subject, progress_since(watch), now, deps, history=PROBE_HISTORY)
+            since_restart = _progress(subject, progress_since(watch), now, deps, history=PROBE_HISTORY,
+                                      new_session=True)
     decision = decide_alarm(AlarmContext(
         subject=subject, state=detail.state.value, episode_seen=not first_delivery,
         incident_open=open_incident is not None,
@@ -107,10 +108,12 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         from medic.flows.agent.restart import RestartRequest, restart_through_agent  # the agent paths only
 
         eks = subject.cluster.orchestrator == "eks"
+        interval = deps.config.guardrails_for(subject.cluster).stall_restart_interval_minutes
         record = restart_through_agent(RestartRequest(
             mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
             event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
-            job_name=subject.job.name, kubernetes=subject.job.kubernetes_object() if eks else None), deps)
+            job_name=subject.job.name, kubernetes=subject.job.kubernetes_object() if eks else None,
+            min_interval=timedelta(minutes=interval) if interval else None), deps)
         if record["outcome"] == Outcome.DEFERRED and mode.acts:  # queued for the agent
             incidents.watch_recovery(RecoveryWatch(
                 incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
@@ -198,11 +201,11 @@ def _state_time(text: str | None) -> datetime | None:
 
 
 def _progress(subject: AlarmSubject, since: datetime, until: datetime, deps: Deps,
-              history: timedelta | None = None) -> Progress | None:
+              history: timedelta | None = None, new_session: bool = False) -> Progress | None:
     """The probe's heartbeat and step over the window (and the history before it); None when CloudWatch cannot
-    say (logged)."""
+    say (logged). ``new_session``: only steps of a probe session that started since ``since`` count."""
     try:
-        return deps.metrics.progress(subject.job.name, since, until, history=history)
+        return deps.metrics.progress(subject.job.name, since, until, history=history, new_session=new_session)
     except (ClientError, BotoCoreError) as error:
         logger.warning("progress unavailable", extra={"alarm": subject.name, "error_code": error_code(error)})
         return None

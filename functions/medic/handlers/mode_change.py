@@ -1,0 +1,19 @@
+"""Lambda entry point for "Parameter Store Change" (source aws.ssm) of Medic's run-time mode parameter: every change
+pages once, whoever made it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from medic.flows.mode.watch import record_mode_change
+from medic.obs import logger, note_event, tracer
+from medic.wiring import dependencies
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict:
+    note_event(event)
+    return record_mode_change(event, dependencies())
