@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
@@ -13,6 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.event_patterns import exclude_replays
+from medic.config import DEAD_LETTER_RETENTION, EVENTBRIDGE_MAX_EVENT_AGE, LAMBDA_MAX_EVENT_AGE
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
@@ -37,7 +39,7 @@ class DeadLetterQueue(Construct):
             encryption=sqs.QueueEncryption.KMS,
             encryption_master_key=key,
             enforce_ssl=True,
-            retention_period=Duration.days(14),
+            retention_period=_duration(DEAD_LETTER_RETENTION),
         )
         for rule in ("AwsSolutions::AwsSolutions-SQS3", "Serverless::Serverless-SQSRedrivePolicy"):
             Validations.of(self.queue).acknowledge(Acknowledgment(
@@ -79,7 +81,7 @@ class MedicFunction(Construct):
                          **environment},
             dead_letter_queue=self.dead_letters,
             retry_attempts=2,
-            max_event_age=Duration.hours(6),
+            max_event_age=_duration(LAMBDA_MAX_EVENT_AGE),  # the handlers' age bound counts it (medic.config)
         )
         # Exact actions (no ReEncrypt*, no GenerateDataKey*): the ledger, the topic and the DLQ use this key.
         self.role.add_to_policy(iam.PolicyStatement(
@@ -98,8 +100,9 @@ class MedicFunction(Construct):
         using dead-letter queues", 24 hours and 185 attempts by default), then kept in the dead-letter queue; a
         scheduled run is not worth delivering late: the next one comes soon. Once Lambda accepted the event,
         retrying a failed handler is Lambda's (retry_attempts above: Lambda developer guide, "Asynchronous
-        invocation")."""
-        retries, age = (2, Duration.minutes(10)) if scheduled else (185, Duration.hours(24))
+        invocation"). Both windows come from medic.config, which derives from them the oldest event a handler
+        accepts (EVENT_AGE_LIMIT): change them there, and the bound follows."""
+        retries, age = (2, Duration.minutes(10)) if scheduled else (185, _duration(EVENTBRIDGE_MAX_EVENT_AGE))
         if not scheduled:
             exclude_replays(rule)
         rule.add_target(targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters,
@@ -113,3 +116,7 @@ class MedicFunction(Construct):
             id="Serverless::Serverless-LambdaAsyncFailureDestination",
             reason="Failed async invocations go to the function's dead-letter queue (the event itself, redrivable "
                    "as is, next to the rule's undeliverable events); a destination would deliver them twice."))
+
+
+def _duration(delta: timedelta) -> Duration:
+    return Duration.seconds(int(delta.total_seconds()))

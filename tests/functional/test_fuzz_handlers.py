@@ -515,6 +515,7 @@ def unmanaged_alarm_events(draw: st.DrawFn) -> dict:
                       f"medic-failed-nodes-{CLUSTER}", "medic-failed-nodes-finetune-eks")))
     event["id"] = draw(event_ids)
     event["detail"]["alarmName"] = name
+    event["resources"] = [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{name}"]  # CloudWatch names the alarm
     event["detail"]["state"]["value"] = draw(st.sampled_from(["OK", "ALARM", "INSUFFICIENT_DATA"]))
     event["detail"]["state"]["reason"] = draw(free_text(4096))
     return event

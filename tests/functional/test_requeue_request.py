@@ -282,7 +282,9 @@ def test_the_deployed_handler_reads_its_queues_from_the_environment(deployed):
     deployed.medic.clock[0] = clock.now()
     deployed.heartbeat(age=timedelta(0))
     # When the request reaches the deployed handler
-    record = requeue_request.handler(deployed.request_event(), LambdaContext())
+    event = deployed.request_event()
+    event["time"] = deployed.medic.clock[0].strftime("%Y-%m-%dT%H:%M:%SZ")  # sent just now
+    record = requeue_request.handler(event, LambdaContext())
     # Then the command is on the cluster's queue
     assert record["outcome"] == "deferred"
     assert dependencies().agents.queue_urls == {CLUSTER: deployed.queue_url}

@@ -19,7 +19,9 @@ CHECKPOINTS = "s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/"
 
 @pytest.fixture
 def failed_event() -> dict:
-    return copy.deepcopy(load_event("training-job-failed"))
+    event = copy.deepcopy(load_event("training-job-failed"))
+    event["time"] = "2026-11-20T08:14:00Z"  # it failed just before Medic's clock (the fixture's 08:14:05)
+    return event
 
 
 def failure(event: dict, reason: str | None = None, name: str | None = None, status: str | None = None) -> dict:
@@ -72,7 +74,7 @@ def world(medic):
 
 
 def handle(medic, event):
-    return restart_training_job(event, medic.deps)
+    return restart_training_job(medic.arrives(event), medic.deps)
 
 
 def test_a_retryable_failure_restarts_the_job_from_its_checkpoint(world, failed_event):

@@ -79,7 +79,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     """A "Medic Requeue Job" event (source medic.operator) → one remediation record."""
     mode = deps.mode.current()
     try:
-        event = RequeueJobEvent.model_validate(raw)
+        event = RequeueJobEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.OPERATOR, "requeue request")
     detail = event.detail
