@@ -5,9 +5,11 @@ server (sim/kubeapi.py) per cluster, as sim/slurm.py runs the Slurm agent agains
 - Nodes: the API server's nodes follow the HyperPod cluster's nodes (`hyperpod-<instance id>`, the name HyperPod
   EKS gives a node: the SageMaker HyperPod developer guide's EKS examples list nodes as `hyperpod-i-...`); their
   Ready condition and `sagemaker.amazonaws.com/node-health-status` label follow the instance's status as
-  NODE_STATES below says (the labels' meanings are AWS's; the mapping is the emulator's). Synced before every
-  agent cycle.
-- Jobs: the `k8s_job` directive creates a running job with its pods (the emulated operator keeps them).
+  NODE_STATES below says (the labels' meanings are AWS's; the mapping is the emulator's). An instance being
+  provisioned (a replacement: Pending) has no Node until its kubelet registers; an instance that left the cluster
+  (replaced away) keeps its Node, NotReady: nothing emulated deletes it. Synced before every agent cycle.
+- Jobs: the `k8s_job` directive creates a job with its pods (its emulated controller keeps them, by its own rules:
+  restartPolicy, backoffLimit, a finished status).
 - Watched jobs (the agent's ConfigMap) and the RBAC the API server enforces come from the same list, rendered by
   agent/kubernetes/render.py: the config's `jobs:` entries on the cluster that name a `kind` (and `namespace`),
   plus every `k8s_job` unless it says `"watched": false`.
@@ -30,19 +32,32 @@ from sim.synth import ROOT
 
 LEASE_NAMESPACE = "medic-agent"
 MAX_REPLICAS = 512
-# HyperPod ClusterInstanceStatus → (Ready, node-health-status label). The label's meanings are AWS's (SageMaker
-# Developer Guide, "Resilience-related Kubernetes labels by SageMaker HyperPod"): Unschedulable while deep health
-# checks run; UnschedulablePendingReboot / UnschedulablePendingReplacement once the node failed them (or the
-# health-monitoring agent's checks) and needs that repair. Which label a status goes with is the emulator's choice:
-# AWS documents no mapping.
-NODE_STATES = {
+EXIT_CODE_KEY = "launcher_exits_128_or_more_on_sigterm"  # medic.yaml's job key (render.py, the agent's ConfigMap)
+# HyperPod ClusterInstanceStatus → (Ready, node-health-status label; None: the label stays as it was). The labels'
+# meanings are AWS's (SageMaker Developer Guide, "Resilience-related Kubernetes labels by SageMaker HyperPod",
+# https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html): Schedulable
+# passed basic checks; Unschedulable: deep health checks are running; UnschedulablePendingReplacement /
+# UnschedulablePendingReboot: the node failed deep health checks or the health-monitoring agent's checks and
+# *needs* that repair (done by HyperPod "if automatic node recovery is enabled"). None of them means "being
+# rebooted": while an instance reboots or shuts down its kubelet is gone, so its Node is NotReady, and the label is
+# left as it was (AWS documents no label for a repair in progress: the emulator's assumption). Which status goes
+# with Failure's label is the emulator's choice too: AWS documents no mapping.
+NODE_STATES: dict[str, tuple[bool, str | None]] = {
     "Running": (True, "Schedulable"),
     "DeepHealthCheckInProgress": (True, "Unschedulable"),
-    "SystemUpdating": (False, "UnschedulablePendingReboot"),
-    "Pending": (False, "UnschedulablePendingReplacement"),
-    "ShuttingDown": (False, "UnschedulablePendingReplacement"),
+    "SystemUpdating": (False, None),
+    "ShuttingDown": (False, None),
+    "Pending": (False, None),
     "Failure": (False, "UnschedulablePendingReplacement"),
 }
+# An instance still being provisioned has no kubelet yet, so no Node object: the kubelet creates it when it
+# registers (Kubernetes docs, Nodes, "Self-registration of Nodes", https://kubernetes.io/docs/concepts/architecture/
+# nodes/#self-registration-of-nodes), here once HyperPod reports the instance Running.
+NOT_REGISTERED = frozenset({"Pending"})
+
+
+def _ready_now(node: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in node["status"]["conditions"])
 
 
 def render_module() -> Any:
@@ -101,10 +116,16 @@ class EksWorld:
         return self.clusters[name]
 
     def watched(self, name: str) -> list[dict]:
+        """The agent's watched jobs (its ConfigMap): the config's on the cluster (with their
+        launcher_exits_128_or_more_on_sigterm) and every watched `k8s_job` (false unless the config says)."""
         cluster = self.cluster(name)
-        jobs = {(job["namespace"], job["kind"], job["name"]) for job in self.config_jobs(name)}
-        jobs |= {key for key, watched in cluster.jobs.items() if watched}
-        return [{"namespace": namespace, "kind": kind, "name": job} for namespace, kind, job in sorted(jobs)]
+        jobs = {(job["namespace"], job["kind"], job["name"]): bool(job.get(EXIT_CODE_KEY, False))
+                for job in self.config_jobs(name)}
+        for key, watched in cluster.jobs.items():
+            if watched:
+                jobs.setdefault(key, False)
+        return [{"namespace": namespace, "kind": kind, "name": job, EXIT_CODE_KEY: exits_128}
+                for (namespace, kind, job), exits_128 in sorted(jobs.items())]
 
     def _refresh(self, cluster: EksCluster) -> None:
         """The agent's ConfigMap and the API server's RBAC, from the same watched list (as render.py ships)."""
@@ -113,30 +134,40 @@ class EksWorld:
 
         watched = self.watched(cluster.name)
         cluster.server.set_documents(render_module().rbac(watched))
-        cluster.watched = tuple(WatchedJob(job["namespace"], job["kind"], job["name"]) for job in watched)
+        cluster.watched = tuple(WatchedJob(job["namespace"], job["kind"], job["name"], job[EXIT_CODE_KEY])
+                                for job in watched)
         for handle in cluster.agents:
             handle.agent.watched = cluster.watched
 
     def sync_nodes(self, name: str) -> None:
         server = self.cluster(name).server
-        for instance, status in sorted(self.hyperpod_nodes(name).items()):
+        instances = self.hyperpod_nodes(name)
+        for instance, status in sorted(instances.items()):
             ready, health = NODE_STATES.get(status, (True, "Schedulable"))
             node_name = f"hyperpod-{instance}"  # HyperPod EKS's node name (see the module's docstring)
             node = server.node(node_name)
             if node is None:
-                server.add_node(node_name, ready=ready, health=health)
-            elif (node["metadata"]["labels"].get("sagemaker.amazonaws.com/node-health-status") != health
-                  or any(c["status"] == "True" for c in node["status"]["conditions"]) != ready):
+                if status not in NOT_REGISTERED:  # its kubelet registers the Node
+                    server.add_node(node_name, ready=ready, health=health or "Schedulable")
+            elif _ready_now(node) != ready or (health is not None and node["metadata"]["labels"].get(
+                    "sagemaker.amazonaws.com/node-health-status") != health):
                 server.set_node(node_name, ready=ready, health=health)
+        for node in server.nodes():  # an instance no longer in the cluster (replaced away): its kubelet is gone
+            instance = node["metadata"]["name"].removeprefix("hyperpod-")
+            if instance not in instances and _ready_now(node):
+                server.set_node(node["metadata"]["name"], ready=False)
 
-    def put_job(self, cluster: str, namespace: str, name: str, kind: str, replicas: int, watched: bool = True) -> None:
+    def put_job(self, cluster: str, namespace: str, name: str, kind: str, replicas: int, watched: bool = True,
+                **rules: Any) -> None:
+        """The `k8s_job` directive; `rules`: restart_policy, backoff_limit, status, sigterm_exit_code (KubeApiServer
+        add_job)."""
         if kind not in JOB_RESOURCES:
             raise ValueError(f"'kind' must be one of {', '.join(JOB_RESOURCES)} (got {kind!r})")
         model = self.cluster(cluster)
         self.sync_nodes(cluster)
         if model.server.job(kind, namespace, name) is not None:
             raise ValueError(f"{kind} {namespace}/{name} already exists on {cluster}")
-        model.server.add_job(kind, namespace, name, replicas)
+        model.server.add_job(kind, namespace, name, replicas, **rules)
         model.jobs[(namespace, kind, name)] = watched
         self._refresh(model)
 

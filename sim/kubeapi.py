@@ -19,16 +19,20 @@ What it models, with the Kubernetes documentation it follows:
   object). A call the manifest does not grant is 403 with the API server's message.
 - Label selectors (Labels and Selectors: equality-based `k=v`, `k==v`, `k!=v`, existence `k`, `!k`) and the
   field selectors `spec.nodeName` and `metadata.name` on pods.
-- Pod deletion (Pod Lifecycle, "Termination of Pods" and "Forced Pod termination"): DELETE sets
-  metadata.deletionTimestamp (now + grace period) and deletionGracePeriodSeconds; the kubelet of a Ready node
-  then stops the pod and the object goes (here at once); on a NotReady node no kubelet confirms, so the pod stays
-  Terminating; gracePeriodSeconds=0 removes the object at once. A second DELETE may only shorten the grace.
-  A pod bound to no node goes at once.
-- Controllers (emulated, in-process, after each change): a Job's controller replaces terminating or deleted pods
-  at once (podReplacementPolicy TerminatingOrFailed, the default: Jobs, "Delayed creation of replacement pods"),
-  new random-suffix names; the Kubeflow training-operator and HyperPod's operator recreate a missing replica by
-  its fixed name (<job>-master-0/<job>-worker-<i>; <job>-pod-<i>) once the old pod object is gone — a pod stuck
-  Terminating on a dead node blocks that (kubeflow/trainer issues 2072, 2000).
+- Pod deletion (Pod Lifecycle, "Termination of Pods" and "Forced Pod termination",
+  https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/): DELETE sets metadata.deletionTimestamp (now +
+  grace period) and deletionGracePeriodSeconds; the kubelet of a Ready node then stops the containers (they exit
+  with the job's SIGTERM exit code), gives the pod its terminal phase from their exit codes (all 0: Succeeded, else
+  Failed: "Pod phase", since Kubernetes 1.27) and the object goes (here at once, the controllers seeing each step);
+  on a NotReady node no kubelet confirms, so the pod stays Terminating; gracePeriodSeconds=0 removes the object at
+  once. A second DELETE may only shorten the grace. A pod bound to no node goes at once.
+- Controllers (emulated, in-process, after each change; each method cites its source): the Kubeflow
+  training-operator for a PyTorchJob (`_training_operator`: restartPolicy, a deleted pod counted as failed, a
+  finished job left alone), the batch/v1 Job controller (`_job_controller`: every deleted pod counted against
+  backoffLimit, replacements at once under the default podReplacementPolicy TerminatingOrFailed: Jobs, "Delayed
+  creation of replacement pods"), and HyperPod's operator (`_hyperpod_operator`, an assumption: AWS documents none).
+  A replica recreated by its fixed name (<job>-master-0/<job>-worker-<i>; <job>-pod-<i>) waits until the old pod
+  object is gone: a pod stuck Terminating on a dead node blocks it (kubeflow/trainer issues 2072, 2000).
 Every request is recorded (`calls`: verb, path, status) for the replay's `kubernetes_call` lines.
 """
 
@@ -64,6 +68,15 @@ JOB_RESOURCES = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
 CONTAINER = {"name": "trainer", "image": "public.ecr.aws/docker/library/python:3.13-slim"}
 MICRO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}(?:Z|[+-][0-9]{2}:[0-9]{2})")
 DEFAULT_GRACE = 30  # PodSpec.terminationGracePeriodSeconds default
+# the container whose exit code the training-operator reads (pytorch_types.go PyTorchJobDefaultContainerName)
+PYTORCH_CONTAINER = "pytorch"
+RESTART_POLICIES = ("OnFailure", "Never", "ExitCode", "Always")  # kubeflow common_types.go RestartPolicy
+FINISHED = ("Succeeded", "Failed")
+DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 JobSpec.backoffLimit default (Job API reference)
+# What a job's containers exit with when their pod is deleted (SIGTERM): 128 + 15 for a process the signal ends, as
+# the container runtime reports it. An assumption of the emulator (a launcher that handles SIGTERM returns its own
+# code): the `k8s_job` directive's `sigterm_exit_code` sets it.
+SIGTERM_EXIT_CODE = 143
 
 
 def utcnow() -> datetime:
@@ -207,6 +220,8 @@ class KubeApiServer:
         self.calls: list[dict] = []
         self.lock = threading.RLock()
         self.random = random.Random(seed)  # noqa: S311 - pod name suffixes, not secrets
+        self.sigterm_exit: dict[str, int] = {}  # job uid -> its containers' exit code on SIGTERM
+        self.job_failures: dict[str, set[str]] = {}  # batch Job uid -> the pod uids counted in status.failed
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -414,6 +429,9 @@ class KubeApiServer:
     def node(self, name: str) -> dict | None:
         return self.objects.get((("", "v1", "nodes"), "", name))
 
+    def nodes(self) -> list[dict]:
+        return [obj for (key, _, _), obj in sorted(self.objects.items()) if key == ("", "v1", "nodes")]
+
     def _delete_pod(self, namespace: str, name: str, options: dict) -> dict:
         pod = self._get(("", "v1", "pods"), namespace, name)
         meta = pod["metadata"]
@@ -425,10 +443,10 @@ class KubeApiServer:
         if grace is None:
             grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE)
         node = self.node((pod.get("spec") or {}).get("nodeName") or "")
-        if grace == 0 or node is None or _ready(node):
-            # force deletion, an unbound pod, or a kubelet that confirms: the object goes
-            del self.objects[(("", "v1", "pods"), namespace, name)]
-            self._bump()
+        if grace == 0 or node is None:
+            # force deletion (the object goes at once: watchers see it gone, never terminating), or a pod no kubelet
+            # runs (unbound)
+            self._remove(pod)
             self.reconcile()
             return pod
         deadline = self.clock() + timedelta(seconds=grace)
@@ -436,8 +454,42 @@ class KubeApiServer:
             meta["deletionTimestamp"] = rfc3339(deadline)
             meta["deletionGracePeriodSeconds"] = grace
             meta["resourceVersion"] = self._bump()
-        self.reconcile()
+        self.reconcile()  # the controllers see the pod terminating (a Running pod with a deletionTimestamp)
+        if _ready(node) and self._same(pod):
+            # A live kubelet stops the containers (SIGTERM, then SIGKILL at the deadline: one moment here), sets
+            # the pod's terminal phase from their exit codes (Pod Lifecycle, "Pod phase": since Kubernetes 1.27 the
+            # kubelet moves a deleted pod to Failed or Succeeded before it is removed from the API), and then the
+            # object goes. The controllers see each step.
+            self._terminate(pod, self._sigterm_exit(pod))
+            self.reconcile()
+            if self._same(pod):
+                self._remove(pod)
+                self.reconcile()
         return pod
+
+    def _same(self, pod: dict) -> bool:
+        meta = pod["metadata"]
+        current = self.pod(meta.get("namespace", ""), meta["name"])
+        return current is not None and current["metadata"]["uid"] == meta["uid"]
+
+    def _remove(self, pod: dict) -> None:
+        meta = pod["metadata"]
+        del self.objects[(("", "v1", "pods"), meta.get("namespace", ""), meta["name"])]
+        self._bump()
+
+    def _terminate(self, pod: dict, exit_code: int) -> None:
+        """The pod's containers have exited with `exit_code`: its terminal phase (all exited 0: Succeeded)."""
+        containers = (pod.get("spec") or {}).get("containers") or []
+        pod["status"] = {**(pod.get("status") or {}), "phase": "Succeeded" if exit_code == 0 else "Failed",
+                         "containerStatuses": [{"name": container.get("name"), "image": container.get("image"),
+                                                "imageID": "", "ready": False, "restartCount": 0,
+                                                "state": {"terminated": {"exitCode": exit_code}}}
+                                               for container in containers]}
+        pod["metadata"]["resourceVersion"] = self._bump()
+
+    def _sigterm_exit(self, pod: dict) -> int:
+        ref = next((ref for ref in pod["metadata"].get("ownerReferences") or [] if ref.get("controller")), {})
+        return self.sigterm_exit.get(str(ref.get("uid")), SIGTERM_EXIT_CODE)
 
     # seeding (the test's or the replay's hand, never the agent's)
     def add_namespace(self, name: str) -> None:
@@ -464,23 +516,55 @@ class KubeApiServer:
             node["metadata"]["resourceVersion"] = self._bump()
             self.reconcile()
 
-    def add_job(self, kind: str, namespace: str, name: str, replicas: int = 2) -> dict:
-        """A running job of `kind` with `replicas` pods, which its emulated controller creates and keeps."""
+    def add_job(self, kind: str, namespace: str, name: str, replicas: int = 2, *, restart_policy: str = "OnFailure",
+                backoff_limit: int = DEFAULT_BACKOFF_LIMIT, status: str | None = None,
+                sigterm_exit_code: int = SIGTERM_EXIT_CODE) -> dict:
+        """A job of `kind` with `replicas` pods, which its emulated controller creates and keeps (running), or, with
+        `status` Succeeded | Failed, a job that has finished: its terminal condition, its pods left in their final
+        phase (PyTorchJob: cleanPodPolicy None, the training-operator's default; Job: the controller keeps finished
+        pods; HyperPodPyTorchJob: none, its operator's default cleanPodPolicy All per the HyperPod CLI's job
+        model). `restart_policy` is a PyTorchJob's replica specs' (OnFailure, the operator's default, Never,
+        ExitCode, Always); `backoff_limit` a batch Job's (default 6); `sigterm_exit_code` what the job's containers
+        exit with when their pod is deleted (default 143: a process SIGTERM ends, 128 + 15)."""
+        if restart_policy not in RESTART_POLICIES:
+            raise ValueError(f"restart_policy must be one of {', '.join(RESTART_POLICIES)} (got {restart_policy!r})")
+        if status not in (None, *FINISHED):
+            raise ValueError(f"status must be one of {', '.join(FINISHED)} (got {status!r})")
         group, version, plural = JOB_RESOURCES[kind]
+        now = rfc3339(self.clock())
         with self.lock:
             self.add_namespace(namespace)
-            template = {"spec": {"containers": [CONTAINER], "restartPolicy": "OnFailure"}}
             if kind == "PyTorchJob":
-                spec: dict = {"pytorchReplicaSpecs": {
-                    "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
-                    **({"Worker": {"replicas": replicas - 1, "restartPolicy": "OnFailure", "template": template}}
+                template = {"spec": {"containers": [{**CONTAINER, "name": PYTORCH_CONTAINER}]}}
+                spec: dict = {"runPolicy": {"cleanPodPolicy": "None"}, "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "restartPolicy": restart_policy, "template": template},
+                    **({"Worker": {"replicas": replicas - 1, "restartPolicy": restart_policy, "template": template}}
                        if replicas > 1 else {})}}
+                job_status: dict = {"startTime": now, "conditions": [_condition("Created", "True", now)]}
             elif kind == "HyperPodPyTorchJob":
+                template = {"spec": {"containers": [CONTAINER]}}
                 spec = {"replicaSpecs": [{"name": "pod", "replicas": replicas, "template": template}]}
+                job_status = {"conditions": []}
             else:
-                spec = {"parallelism": replicas, "completions": replicas, "backoffLimit": 6,
+                spec = {"parallelism": replicas, "completions": replicas, "backoffLimit": backoff_limit,
                         "template": {"spec": {"containers": [CONTAINER], "restartPolicy": "Never"}}}
-            job = self.create((group, version, plural), namespace, {"metadata": {"name": name}, "spec": spec})
+                job_status = {"startTime": now, "active": 0, "failed": 0, "succeeded": 0}
+            if status is not None:
+                job_status["completionTime"] = now
+                job_status["conditions"] = [*job_status.get("conditions", []), *_finished_conditions(kind, status, now)]
+                if kind == "Job":
+                    job_status.update({"succeeded": replicas} if status == "Succeeded" else
+                                      {"failed": backoff_limit + 1})
+            job = self.create((group, version, plural), namespace, {"metadata": {"name": name}, "spec": spec,
+                                                                      "status": job_status})
+            self.sigterm_exit[job["metadata"]["uid"]] = sigterm_exit_code
+            if status is not None and kind != "HyperPodPyTorchJob":
+                names = ([pod_name for pod_name, _ in _fixed_replicas(kind, job)] if kind == "PyTorchJob" else
+                         [f"{name}-{self._suffix()}" for _ in range(replicas)])
+                labels = dict(_fixed_replicas(kind, job)) if kind == "PyTorchJob" else {}
+                for pod_name in names:
+                    pod = self._create_pod(job, kind, pod_name, labels.get(pod_name, {}))
+                    self._terminate(pod, 0 if status == "Succeeded" else 1)
             self.reconcile()
             return job
 
@@ -489,8 +573,11 @@ class KubeApiServer:
 
     def job_pods(self, kind: str, namespace: str, name: str) -> list[dict]:
         job = self.job(kind, namespace, name)
-        uid = job["metadata"]["uid"] if job else None
-        return [pod for pod in self.pods(namespace)
+        return self._owned(job) if job else []
+
+    def _owned(self, job: dict) -> list[dict]:
+        uid = job["metadata"]["uid"]
+        return [pod for pod in self.pods(job["metadata"]["namespace"])
                 if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])]
 
     def mark_terminating(self, namespace: str, name: str, since: datetime) -> None:
@@ -504,35 +591,168 @@ class KubeApiServer:
             self.reconcile()
 
     def reconcile(self) -> None:
-        """Every job's controller, once: create the pods it is missing."""
-        for (key, namespace, _), job in list(self.objects.items()):
-            kind = RESOURCES[key][0]
-            if kind not in JOB_RESOURCES:
-                continue
-            owned = [pod for pod in self.pods(namespace)
-                     if any(ref.get("uid") == job["metadata"]["uid"] for ref in pod["metadata"].get("ownerReferences")
-                            or [])]
-            if kind == "Job":
-                active = [pod for pod in owned if not pod["metadata"].get("deletionTimestamp")]
-                for _ in range(int(job["spec"].get("parallelism", 1)) - len(active)):
-                    suffix = "".join(self.random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
-                    self._create_pod(job, kind, f"{job['metadata']['name']}-{suffix}", {})
-                continue
-            for pod_name, labels in _fixed_replicas(kind, job):
-                if self.pod(namespace, pod_name) is None:  # a same-named pod still Terminating blocks it
-                    self._create_pod(job, kind, pod_name, labels)
+        """Every job's controller on what the store holds now, again while a pass changes something (a controller
+        watches what it created too), at most a few passes."""
+        for _ in range(4):
+            revision = self.revision
+            for (key, _, _), job in list(self.objects.items()):
+                kind = RESOURCES[key][0]
+                if kind == "PyTorchJob":
+                    self._training_operator(job)
+                elif kind == "HyperPodPyTorchJob":
+                    self._hyperpod_operator(job)
+                elif kind == "Job":
+                    self._job_controller(job)
+            if self.revision == revision:
+                return
 
-    def _create_pod(self, job: dict, kind: str, name: str, labels: dict) -> None:
+    def _training_operator(self, job: dict) -> None:
+        """kubeflow/training-operator v1.7-v1.9 for a PyTorchJob, as it reconciles (pkg/controller.v1/common/job.go
+        ReconcileJobs, pod.go ReconcilePods, pytorch/pytorchjob_controller.go UpdateJobStatus):
+        - a finished job (Succeeded or Failed condition True: pkg/util/status.go IsFinished) is left alone;
+        - per replica type and index: a missing pod is created again by name ("Need to create new pod"); a pod in
+          phase Failed is deleted to be recreated under restartPolicy OnFailure or Always, or ExitCode with a
+          retryable exit code of its `pytorch` container (>= 128: pkg/util/train IsRetryableExitCode; none found:
+          0xbeef, retryable), and fails the job under ExitCode otherwise;
+        - replica statuses (pkg/core/status.go UpdateJobReplicaStatuses): Running and no deletionTimestamp is
+          active, Running with one is failed, Succeeded/Failed as such;
+        - the job's conditions: Master running → Running; every Master succeeded → Succeeded; failed > 0 and
+          replicas > succeeded + running → Restarting, or Failed for good under restartPolicy Never."""
+        status = job.setdefault("status", {})
+        if _has_true(status, ("Succeeded", "Failed")):
+            return
+        now, name = rfc3339(self.clock()), job["metadata"]["name"]
+        before = json.dumps(status, sort_keys=True)
+        specs = job["spec"].get("pytorchReplicaSpecs") or {}
+        replica_statuses = {}
+        for replica_type, spec in specs.items():
+            policy = spec.get("restartPolicy") or "OnFailure"
+            counts = {"active": 0, "succeeded": 0, "failed": 0}
+            for pod_name, labels in _fixed_replicas("PyTorchJob", job, only=replica_type):
+                pod = self.pod(job["metadata"]["namespace"], pod_name)  # any pod of that name blocks it (AlreadyExists)
+                if pod is None:
+                    self._create_pod(job, "PyTorchJob", pod_name, labels)
+                    continue
+                phase = (pod.get("status") or {}).get("phase")
+                if phase == "Failed":
+                    exit_code = _exit_code(pod, PYTORCH_CONTAINER)
+                    if policy in ("OnFailure", "Always") or (policy == "ExitCode" and exit_code >= 128):
+                        if not pod["metadata"].get("deletionTimestamp"):
+                            self._remove(pod)  # terminated already: its kubelet confirms at once
+                        _set_condition(status, "Restarting", f"PyTorchJob {name} is restarting because "
+                                                             f"{replica_type} replica(s) failed.", now)
+                    elif policy == "ExitCode":
+                        _set_condition(status, "Failed", f"PyTorchJob {name} is failing because {replica_type} "
+                                                         f"replica(s) failed (exit code {exit_code}).", now)
+                if phase == "Running":
+                    counts["failed" if pod["metadata"].get("deletionTimestamp") else "active"] += 1
+                elif phase == "Succeeded":
+                    counts["succeeded"] += 1
+                elif phase == "Failed":
+                    counts["failed"] += 1
+            replica_statuses[replica_type] = counts
+            replicas = int(spec.get("replicas", 1))
+            if replica_type == "Master" or "Master" not in specs:
+                if counts["active"] > 0:
+                    _set_condition(status, "Running", f"PyTorchJob {name} is running.", now)
+                if replicas - counts["succeeded"] == 0:
+                    _set_condition(status, "Succeeded", f"PyTorchJob {name} is successfully completed.", now)
+                    status.setdefault("completionTime", now)
+            if counts["failed"] > 0 and replicas > counts["succeeded"] + counts["active"]:
+                if policy == "Never":
+                    _set_condition(status, "Failed", f"PyTorchJob {name} is failed because {counts['failed']} "
+                                                     f"{replica_type} replica(s) failed.", now)
+                    status.setdefault("completionTime", now)
+                else:
+                    _set_condition(status, "Restarting", f"PyTorchJob {name} is restarting because "
+                                                         f"{counts['failed']} {replica_type} replica(s) failed.", now)
+        status["replicaStatuses"] = replica_statuses
+        if json.dumps(status, sort_keys=True) != before:
+            job["metadata"]["resourceVersion"] = self._bump()
+
+    def _hyperpod_operator(self, job: dict) -> None:
+        """HyperPod's training operator: AWS documents no reconcile rules; assumed, as the Kubeflow operator does, to
+        recreate a missing replica by its name (<job>-pod-<i>) and to leave a finished job (a Complete or Failed
+        condition: the HyperPodPyTorchJob CRD's terminal types) alone."""
+        if _has_true(job.get("status") or {}, ("Complete", "Completed", "Succeeded", "Failed")):
+            return
+        for pod_name, labels in _fixed_replicas("HyperPodPyTorchJob", job):
+            if self.pod(job["metadata"]["namespace"], pod_name) is None:  # a same-named pod still Terminating blocks it
+                self._create_pod(job, "HyperPodPyTorchJob", pod_name, labels)
+
+    def _job_controller(self, job: dict) -> None:
+        """The batch/v1 Job controller (kubernetes pkg/controller/job/job_controller.go), default
+        podReplacementPolicy TerminatingOrFailed and no podFailurePolicy:
+        - a finished Job (Complete or Failed condition True) is left alone;
+        - a pod is failed once it is Failed or has a deletionTimestamp without having Succeeded (isPodFailed),
+          counted once in status.failed (the pod's tracking finalizer, compressed to one step here);
+        - failed > backoffLimit fails the Job for good (exceedsBackoffLimit: FailureTarget, then Failed with reason
+          BackoffLimitExceeded, its running pods terminated: Jobs, "Termination of Job pods");
+        - otherwise replacements at once for terminating or failed pods (Jobs, "Delayed creation of replacement
+          pods"), new random-suffix names, up to parallelism and the completions still missing.
+        backoffLimitPerIndex and podFailurePolicy are not emulated."""
+        status = job.setdefault("status", {})
+        if _has_true(status, ("Complete", "Failed")):
+            return
+        before = json.dumps(status, sort_keys=True)
+        counted = self.job_failures.setdefault(job["metadata"]["uid"], set())
+        pods = self._owned(job)
+        for pod in pods:
+            phase = (pod.get("status") or {}).get("phase")
+            failed = phase == "Failed" or (pod["metadata"].get("deletionTimestamp") and phase != "Succeeded")
+            if failed and pod["metadata"]["uid"] not in counted:
+                counted.add(pod["metadata"]["uid"])
+                status["failed"] = int(status.get("failed", 0)) + 1
+        succeeded = sum(1 for pod in pods if (pod.get("status") or {}).get("phase") == "Succeeded")
+        status["succeeded"] = max(int(status.get("succeeded", 0)), succeeded)
+        active = [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")
+                  and (pod.get("status") or {}).get("phase") in ("Running", "Pending")]
+        now = rfc3339(self.clock())
+        limit = int(job["spec"].get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
+        completions = int(job["spec"].get("completions", job["spec"].get("parallelism", 1)))
+        if int(status.get("failed", 0)) > limit:
+            message = "Job has reached the specified backoff limit"
+            status["conditions"] = [*status.get("conditions", []),
+                                    _condition("FailureTarget", "True", now, "BackoffLimitExceeded", message),
+                                    _condition("Failed", "True", now, "BackoffLimitExceeded", message)]
+            for pod in active:  # terminated: on a Ready node its kubelet confirms at once
+                node = self.node((pod.get("spec") or {}).get("nodeName") or "")
+                if node is None or _ready(node):
+                    self._remove(pod)
+                else:
+                    pod["metadata"]["deletionTimestamp"] = now
+            active = []
+        elif status["succeeded"] >= completions:
+            status["conditions"] = [*status.get("conditions", []), _condition("SuccessCriteriaMet", "True", now),
+                                    _condition("Complete", "True", now)]
+            status.setdefault("completionTime", now)
+        else:
+            wanted = min(int(job["spec"].get("parallelism", 1)), completions - status["succeeded"])
+            for _ in range(wanted - len(active)):
+                active.append(self._create_pod(job, "Job", f"{job['metadata']['name']}-{self._suffix()}", {}))
+        status["active"] = len(active)
+        if json.dumps(status, sort_keys=True) != before:
+            job["metadata"]["resourceVersion"] = self._bump()
+
+    def _suffix(self) -> str:
+        return "".join(self.random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+
+    def _create_pod(self, job: dict, kind: str, name: str, labels: dict) -> dict:
         meta = job["metadata"]
         all_labels = dict(labels)
         if kind == "Job":
             all_labels.update({"batch.kubernetes.io/job-name": meta["name"], "job-name": meta["name"],
                                "batch.kubernetes.io/controller-uid": meta["uid"], "controller-uid": meta["uid"]})
         node = self._schedulable_node()
-        spec: dict = {"containers": [CONTAINER], "restartPolicy": "OnFailure" if kind != "Job" else "Never"}
+        if kind == "PyTorchJob":  # the operator writes the replica spec's policy into the pod (core SetRestartPolicy)
+            policy = next(iter((job["spec"].get("pytorchReplicaSpecs") or {}).values()), {}).get("restartPolicy")
+            spec: dict = {"containers": [{**CONTAINER, "name": PYTORCH_CONTAINER}],
+                          "restartPolicy": "Never" if policy == "ExitCode" else policy or "OnFailure"}
+        else:
+            spec = {"containers": [CONTAINER], "restartPolicy": "OnFailure" if kind != "Job" else "Never"}
         if node:
             spec["nodeName"] = node
-        self.create(("", "v1", "pods"), meta["namespace"], {
+        return self.create(("", "v1", "pods"), meta["namespace"], {
             "metadata": {"name": name, "labels": all_labels, "ownerReferences": [{
                 "apiVersion": job["apiVersion"], "kind": kind, "name": meta["name"], "uid": meta["uid"],
                 "controller": True, "blockOwnerDeletion": True}]},
@@ -557,12 +777,14 @@ class KubeApiServer:
             return list(self.calls[since:])
 
 
-def _fixed_replicas(kind: str, job: dict) -> list[tuple[str, dict]]:
+def _fixed_replicas(kind: str, job: dict, only: str | None = None) -> list[tuple[str, dict]]:
     name = job["metadata"]["name"]
     if kind == "PyTorchJob":
         # kubeflow/common constants.go: the training-operator's pod labels
         out = []
         for replica_type, spec in (job["spec"].get("pytorchReplicaSpecs") or {}).items():
+            if only is not None and replica_type != only:
+                continue
             for index in range(int(spec.get("replicas", 1))):
                 out.append((f"{name}-{replica_type.lower()}-{index}", {
                     "training.kubeflow.org/job-name": name,
@@ -572,6 +794,57 @@ def _fixed_replicas(kind: str, job: dict) -> list[tuple[str, dict]]:
         return out
     replicas = sum(int(spec.get("replicas", 1)) for spec in job["spec"].get("replicaSpecs") or [])
     return [(f"{name}-pod-{index}", {}) for index in range(replicas)]
+
+
+def _condition(kind: str, value: str, now: str, reason: str | None = None, message: str = "") -> dict:
+    return {"type": kind, "status": value, "reason": reason or kind, "message": message,
+            "lastUpdateTime": now, "lastTransitionTime": now}
+
+
+def _finished_conditions(kind: str, status: str, now: str) -> list[dict]:
+    """A finished job's terminal conditions, in each controller's own names."""
+    if kind == "Job":
+        return ([_condition("SuccessCriteriaMet", "True", now), _condition("Complete", "True", now)]
+                if status == "Succeeded" else
+                [_condition("FailureTarget", "True", now, "BackoffLimitExceeded"),
+                 _condition("Failed", "True", now, "BackoffLimitExceeded",
+                            "Job has reached the specified backoff limit")])
+    if kind == "HyperPodPyTorchJob":
+        return [_condition("Complete" if status == "Succeeded" else "Failed", "True", now)]
+    return [_condition("Running", "False", now), _condition(status, "True", now)]
+
+
+def _has_true(status: dict, kinds: tuple[str, ...]) -> bool:
+    return any(condition.get("type") in kinds and condition.get("status") == "True"
+               for condition in status.get("conditions") or [])
+
+
+def _set_condition(status: dict, kind: str, message: str, now: str) -> None:
+    """kubeflow/training-operator pkg/util/status.go setCondition: nothing changes once Failed; Running and
+    Restarting replace each other; Succeeded or Failed set Running False; the same type is replaced."""
+    conditions = status.get("conditions") or []
+    if _has_true(status, ("Failed",)):
+        return
+    current = next((c for c in conditions if c.get("type") == kind), None)
+    if current is not None and current.get("status") == "True":
+        return
+    kept = []
+    for condition in conditions:
+        if condition.get("type") == kind or (kind, condition.get("type")) in (("Restarting", "Running"),
+                                                                              ("Running", "Restarting")):
+            continue
+        if kind in ("Failed", "Succeeded") and condition.get("type") == "Running":
+            condition = {**condition, "status": "False"}
+        kept.append(condition)
+    status["conditions"] = [*kept, _condition(kind, "True", now, f"PyTorchJob{kind}", message)]
+
+
+def _exit_code(pod: dict, container: str) -> int:
+    for state in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (state.get("state") or {}).get("terminated")
+        if state.get("name") == container and terminated is not None:
+            return int(terminated.get("exitCode", 0))
+    return 0xBEEF  # the operator's "no exit code seen" value (common/pod.go ReconcilePods)
 
 
 def _api_version(key: tuple[str, str, str]) -> str:

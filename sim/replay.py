@@ -35,6 +35,9 @@ from sim.cfn import SimError
 from sim.cloudwatch import MAX_EVALUATIONS, EmulatedCloudWatch
 from sim.faults import Fault, parse_fault
 from sim.hyperpod import INSTANCE_ID, LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
+from sim.kubeapi import DEFAULT_BACKOFF_LIMIT, SIGTERM_EXIT_CODE
+from sim.kubeapi import FINISHED as K8S_FINISHED
+from sim.kubeapi import RESTART_POLICIES as K8S_RESTART_POLICIES
 from sim.slurm import JOB_NAME as SLURM_JOB_NAME
 from sim.slurm import MAX_CONTROLLERS as SLURM_MAX_CONTROLLERS
 from sim.slurm import STATES as SLURM_STATES
@@ -331,12 +334,14 @@ class Replay:
         self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state, nodes=nodes, auto_resume=auto_resume)
 
     def _directive_k8s_job(self, value: Any) -> None:
-        """A running Kubernetes job on an EKS cluster: {"cluster", "namespace", "name", "kind", "replicas",
-        "watched"}; its emulated operator creates its pods (and recreates them when they are deleted)."""
+        """A Kubernetes job on an EKS cluster: {"cluster", "namespace", "name", "kind", "replicas", "watched",
+        "restart_policy", "backoff_limit", "status", "sigterm_exit_code"}; its emulated controller creates its pods
+        and, by its own rules (sim/kubeapi.py), recreates them when they are deleted or fails the job."""
         if not isinstance(value, dict):
             raise ValueError("expected {\"cluster\": ..., \"namespace\": ..., \"name\": ..., \"kind\": "
                              "\"PyTorchJob\" | \"HyperPodPyTorchJob\" | \"Job\", \"replicas\": R}")
-        unknown = sorted(set(value) - {"cluster", "namespace", "name", "kind", "replicas", "watched"})
+        unknown = sorted(set(value) - {"cluster", "namespace", "name", "kind", "replicas", "watched", "restart_policy",
+                                       "backoff_limit", "status", "sigterm_exit_code"})
         if unknown:
             raise ValueError(f"unknown field(s) {', '.join(unknown)}")
         cluster = value.get("cluster")
@@ -347,13 +352,28 @@ class Replay:
             raise ValueError(f"'namespace' must be a DNS-1123 label (got {namespace!r})")
         if not isinstance(name, str) or len(name) > 253 or not K8S_SUBDOMAIN.fullmatch(name):
             raise ValueError(f"'name' must be a DNS-1123 subdomain (got {name!r})")
+        kind = value.get("kind", "PyTorchJob")
         replicas, watched = value.get("replicas", 2), value.get("watched", True)
         if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= EKS_MAX_REPLICAS:
             raise ValueError(f"'replicas' must be 1..{EKS_MAX_REPLICAS} (got {replicas!r})")
         if not isinstance(watched, bool):
             raise ValueError(f"'watched' must be true or false (got {watched!r})")
+        policy, limit = value.get("restart_policy"), value.get("backoff_limit")
+        if policy is not None and (kind != "PyTorchJob" or policy not in K8S_RESTART_POLICIES):
+            raise ValueError(f"'restart_policy' is a PyTorchJob's, one of {', '.join(K8S_RESTART_POLICIES)} "
+                             f"(got {policy!r} for a {kind})")
+        if limit is not None and (kind != "Job" or not isinstance(limit, int) or isinstance(limit, bool)
+                                  or not 0 <= limit <= 2_147_483_647):
+            raise ValueError(f"'backoff_limit' is a batch Job's, 0..2147483647 (got {limit!r} for a {kind})")
+        status, exit_code = value.get("status"), value.get("sigterm_exit_code", SIGTERM_EXIT_CODE)
+        if status is not None and status not in K8S_FINISHED:
+            raise ValueError(f"'status' must be one of {', '.join(K8S_FINISHED)} (got {status!r})")
+        if not isinstance(exit_code, int) or isinstance(exit_code, bool) or not 0 <= exit_code <= 255:
+            raise ValueError(f"'sigterm_exit_code' must be 0..255 (got {exit_code!r})")
         self.world.ensure_cluster(cluster)
-        self.world.eks.put_job(cluster, namespace, name, value.get("kind", "PyTorchJob"), replicas, watched)
+        self.world.eks.put_job(cluster, namespace, name, kind, replicas, watched, restart_policy=policy or "OnFailure",
+                               backoff_limit=DEFAULT_BACKOFF_LIMIT if limit is None else limit, status=status,
+                               sigterm_exit_code=exit_code)
 
     def _eks_agent(self, cluster: str, value: dict) -> None:
         """The `agent` directive on an EKS cluster: replica `replica` (default 1) of its agent Deployment."""

@@ -481,8 +481,10 @@ class World:
         spec = self.config.cluster(cluster) if self.config is not None else None
         if spec is None or spec.orchestrator != "eks":
             return []
-        return [{"namespace": target.namespace, "kind": target.kind, "name": target.name}
-                for target in (job.kubernetes_object() for job in self.config.jobs if job.cluster == cluster)]
+        return [{"namespace": job.kubernetes_object().namespace, "kind": job.kubernetes_object().kind,
+                 "name": job.kubernetes_object().name,
+                 "launcher_exits_128_or_more_on_sigterm": job.launcher_exits_128_or_more_on_sigterm}
+                for job in self.config.jobs if job.cluster == cluster]
 
     def _hyperpod_nodes(self, cluster: str) -> dict[str, str]:
         if not self.hyperpod.has_cluster(cluster):

@@ -11,7 +11,7 @@ manifest holds only what the agent needs (agent/README.md, "HyperPod EKS", lists
   Namespace medic-agent, ServiceAccount medic-agent (annotated with --role-arn for IRSA; with EKS Pod Identity
     make the association instead, see the README)
   ConfigMap medic-agent-config  watched-jobs.json: the cluster's jobs from medic.yaml `jobs:` [{namespace, kind,
-                                name}], the only jobs the agent may restart
+                                name, launcher_exits_128_or_more_on_sigterm}], the only jobs the agent may restart
   ConfigMap medic-agent-code    the agent's source and requirements-eks.txt (no image to build: the Deployment
                                 runs python:3.13-slim, an init container pip-installs the hash-pinned wheels)
   ClusterRole(+Binding)  medic-agent-nodes: list nodes (cluster-scoped: the only cluster-wide rule)
@@ -43,28 +43,36 @@ CODE_FILES = ("medic_agent/__init__.py", "medic_agent/commands.py", "medic_agent
               "medic_agent/logs.py", "medic_agent/queue.py", "medic_agent/role.py", "medic_agent/state.py",
               "medic_agent/eks/__init__.py", "medic_agent/eks/__main__.py", "medic_agent/eks/commands.py",
               "medic_agent/eks/kube.py", "medic_agent/eks/lease.py", "medic_agent/eks/main.py",
-              "medic_agent/eks/restart.py")
+              "medic_agent/eks/policy.py", "medic_agent/eks/restart.py")
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "medic"}
+EXIT_CODE_KEY = "launcher_exits_128_or_more_on_sigterm"  # medic.yaml's job key; agent/medic_agent/eks/commands.py
 
 
 def watched_jobs(config: dict, cluster: str) -> list[dict]:
-    """medic.yaml `jobs:` entries on `cluster` → [{namespace, kind, name}] (namespace default `default`, kind
-    default PyTorchJob, name: `object_name`, default the entry's `name`: Medic's own defaults, functions/medic/
-    config.py Job.kubernetes_object), sorted, duplicates removed."""
+    """medic.yaml `jobs:` entries on `cluster` → [{namespace, kind, name, launcher_exits_128_or_more_on_sigterm}]
+    (namespace default `default`, kind default PyTorchJob, name: `object_name`, default the entry's `name`: Medic's
+    own defaults, functions/medic/config.py Job.kubernetes_object; the flag default false), sorted, duplicates
+    removed. Two entries naming the same object must agree on the flag."""
     clusters = {entry.get("name"): entry for entry in config.get("clusters") or [] if isinstance(entry, dict)}
     if cluster not in clusters:
         raise ValueError(f"cluster {cluster!r} is not in the config's clusters")
     if (clusters[cluster].get("orchestrator") or "slurm") != "eks":
         raise ValueError(f"cluster {cluster!r} is not an EKS cluster (orchestrator: eks)")
-    jobs = set()
+    jobs: dict[tuple[str, str, str], bool] = {}
     for entry in config.get("jobs") or []:
         if not isinstance(entry, dict) or entry.get("cluster") != cluster:
             continue
         kind = entry.get("kind") or "PyTorchJob"
         if kind not in JOB_RESOURCES:
             raise ValueError(f"job {entry.get('name')!r}: kind must be one of {', '.join(JOB_RESOURCES)}")
-        jobs.add((str(entry.get("namespace") or "default"), kind, str(entry.get("object_name") or entry["name"])))
-    return [{"namespace": namespace, "kind": kind, "name": name} for namespace, kind, name in sorted(jobs)]
+        exits_128 = entry.get(EXIT_CODE_KEY, False)
+        if not isinstance(exits_128, bool):
+            raise ValueError(f"job {entry.get('name')!r}: {EXIT_CODE_KEY} must be true or false")
+        key = (str(entry.get("namespace") or "default"), kind, str(entry.get("object_name") or entry["name"]))
+        if jobs.setdefault(key, exits_128) != exits_128:
+            raise ValueError(f"jobs naming {key[1]} {key[0]}/{key[2]} disagree on {EXIT_CODE_KEY}")
+    return [{"namespace": namespace, "kind": kind, "name": name, EXIT_CODE_KEY: exits_128}
+            for (namespace, kind, name), exits_128 in sorted(jobs.items())]
 
 
 def rbac(watched: list[dict], namespace: str = NAMESPACE) -> list[dict]:

@@ -195,6 +195,10 @@ class Job(Strict):
     namespace: str | None = Field(default=None, pattern=K8S_NAMESPACE_PATTERN)
     kind: K8sJobKind | None = None
     object_name: str | None = Field(default=None, max_length=253, pattern=K8S_OBJECT_NAME_PATTERN)
+    # EKS clusters, a PyTorchJob whose replica specs say restartPolicy: ExitCode: true when the job's launcher exits
+    # with 128 or more on SIGTERM (a deleted pod's signal), the only exit codes on which the training-operator
+    # recreates the pod (kubeflow/training-operator IsRetryableExitCode); false: the agent refuses to restart it.
+    launcher_exits_128_or_more_on_sigterm: bool = False
 
     def kubernetes_object(self) -> KubernetesJob:
         """The job's Kubernetes object on an EKS cluster (defaults: namespace `default`, kind PyTorchJob)."""
@@ -299,6 +303,12 @@ def _check_kubernetes_keys(index: int, job: Job, cluster: Cluster | None) -> Non
     if cluster is not None and cluster.orchestrator != "eks" and given:
         raise ValueError(f"jobs.{index}.{given[0]}: only a job on an EKS cluster names a Kubernetes object "
                          f"({job.cluster!r} is orchestrated by {cluster.orchestrator})")
+    if job.launcher_exits_128_or_more_on_sigterm and cluster is not None and (
+            cluster.orchestrator != "eks" or job.kubernetes_object().kind != "PyTorchJob"):
+        where = (f"{job.cluster!r} is orchestrated by {cluster.orchestrator}" if cluster.orchestrator != "eks"
+                 else f"this job's kind is {job.kubernetes_object().kind}")
+        raise ValueError(f"jobs.{index}.launcher_exits_128_or_more_on_sigterm: only a PyTorchJob on an EKS cluster "
+                         f"has restartPolicy ExitCode ({where})")
     if cluster is not None and cluster.orchestrator == "eks" and job.object_name is None \
             and not re.match(K8S_OBJECT_NAME_PATTERN, job.name):
         raise ValueError(f"jobs.{index}.name: {job.name!r} is not a Kubernetes object name (lowercase letters, "

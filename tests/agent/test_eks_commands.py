@@ -73,7 +73,12 @@ def test_watched_jobs_file():
     jobs = load_watched(json.dumps([{"namespace": "kubeflow", "kind": "PyTorchJob", "name": "bert-xl"},
                                     {"kind": "Job", "name": "etl"}]))
     assert [job.target for job in jobs] == ["PyTorchJob/kubeflow/bert-xl", "Job/default/etl"]
+    assert [job.launcher_exits_128_or_more_on_sigterm for job in jobs] == [False, False]
+    exits = "launcher_exits_128_or_more_on_sigterm"
+    said = load_watched(json.dumps([{"kind": "PyTorchJob", "name": "x", exits: True}]))
+    assert said[0].launcher_exits_128_or_more_on_sigterm is True
     for bad in ([{"kind": "MPIJob", "name": "x"}], [{"kind": "Job", "name": "X"}], {"jobs": "x"},
-                [{"kind": "Job", "name": "x", "namespace": "a.b"}]):
+                [{"kind": "Job", "name": "x", "namespace": "a.b"}],
+                [{"kind": "PyTorchJob", "name": "x", "launcher_exits_128_or_more_on_sigterm": "true"}]):
         with pytest.raises(ValueError):
             load_watched(json.dumps(bad))

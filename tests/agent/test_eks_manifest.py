@@ -74,10 +74,30 @@ def test_the_deployment():
     assert env["MEDIC_CLUSTER"] == CLUSTER and env["MEDIC_QUEUE_URL"] == "https://sqs.example/q"
     assert env["MEDIC_TABLE"] == "medic-ledger" and env["MEDIC_WATCHED_JOBS"] == "/etc/medic-agent/watched-jobs.json"
     config = next(doc for doc in documents if doc["metadata"]["name"] == "medic-agent-config")
+    exits = "launcher_exits_128_or_more_on_sigterm"
     assert json.loads(config["data"]["watched-jobs.json"]) == [
-        {"namespace": "default", "kind": "Job", "name": "etl"},
-        {"namespace": "hyperpod-ns", "kind": "HyperPodPyTorchJob", "name": "llama"},
-        {"namespace": "kubeflow", "kind": "PyTorchJob", "name": "bert-xl"}]
+        {"namespace": "default", "kind": "Job", "name": "etl", exits: False},
+        {"namespace": "hyperpod-ns", "kind": "HyperPodPyTorchJob", "name": "llama", exits: False},
+        {"namespace": "kubeflow", "kind": "PyTorchJob", "name": "bert-xl", exits: False}]
+
+
+def test_the_configmap_says_which_launchers_exit_128_or_more_on_sigterm_and_the_agent_reads_it():
+    from medic_agent.eks.commands import load_watched
+
+    config = {**CONFIG, "jobs": [*CONFIG["jobs"], {"name": "bert-xs", "cluster": CLUSTER, "namespace": "kubeflow",
+                                                   "launcher_exits_128_or_more_on_sigterm": True}]}
+    documents = render_module().render(config, cluster=CLUSTER, queue_url="q", table="t", region="r")
+    configmap = next(doc for doc in documents if doc["metadata"]["name"] == "medic-agent-config")
+    text = configmap["data"]["watched-jobs.json"]
+    watched = {job.name: job.launcher_exits_128_or_more_on_sigterm for job in load_watched(text)}
+    assert watched == {"etl": False, "llama": False, "bert-xl": False, "bert-xs": True}
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_render_refuses_a_flag_that_is_not_a_boolean(value):
+    config = {**CONFIG, "jobs": [{"name": "x", "cluster": CLUSTER, "launcher_exits_128_or_more_on_sigterm": value}]}
+    with pytest.raises(ValueError, match="launcher_exits_128_or_more_on_sigterm must be true or false"):
+        render_module().render(config, cluster=CLUSTER, queue_url="q", table="t", region="r")
 
 
 def test_the_code_configmap_holds_the_agent_and_maps_back_to_its_paths(tmp_path):

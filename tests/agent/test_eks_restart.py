@@ -136,7 +136,9 @@ def test_pods_not_owned_by_the_job_are_left_alone(api, kube):
     assert api.pod("kubeflow", "debug")["metadata"]["uid"] == loose["metadata"]["uid"]
 
 
-def test_stuck_terminating_pods_are_force_deleted_only_on_bad_nodes_and_after_the_grace(api, kube):
+def test_stuck_terminating_pods_are_force_deleted_only_on_not_ready_nodes_and_after_the_grace(api, kube):
+    """Forced Pod termination (Kubernetes docs, Pod Lifecycle) skips the kubelet's confirmation: only where no
+    kubelet runs. A node HyperPod labels unschedulable but whose Ready condition is True has a live kubelet."""
     api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=3)
     on = {pod["metadata"]["name"]: pod["spec"]["nodeName"] for pod in api.job_pods("PyTorchJob", "kubeflow",
                                                                                  "bert-xl")}
@@ -157,11 +159,14 @@ def test_stuck_terminating_pods_are_force_deleted_only_on_bad_nodes_and_after_th
 
     result = restart(kube, BERT, watched=watched_jobs(), now=NOW, terminating_grace_seconds=300)
     assert result.status == "executed", result.message
-    assert sorted(result.force_deleted) == ["bert-xl-master-0", "bert-xl-worker-0"]
-    assert result.pods == ()
-    assert f"bert-xl-worker-1 terminating for 600 s past its grace period on node {fine}" in result.message
+    assert result.force_deleted == ("bert-xl-master-0",) and result.pods == ()
+    # the pod on the labelled but Ready node is left to its kubelet, as is the one on the healthy node
+    for pod, node in (("bert-xl-worker-0", sick), ("bert-xl-worker-1", fine)):
+        assert (f"{pod} terminating for 600 s past its grace period on node {node}, which is Ready: left to its "
+                "kubelet") in result.message
     forced = [call for call in api.calls if call["verb"] == "delete"]
-    assert [call["path"].rsplit("/", 1)[1] for call in forced] == ["bert-xl-master-0", "bert-xl-worker-0"]
+    assert [call["path"].rsplit("/", 1)[1] for call in forced] == ["bert-xl-master-0"]
+    assert api.pod("kubeflow", "bert-xl-worker-0")["metadata"]["deletionTimestamp"]  # still its kubelet's
     assert api.pod("kubeflow", other["metadata"]["name"]) is not None  # the unwatched job's pod stays
     recreated = {pod["metadata"]["name"]: pod for pod in api.job_pods("PyTorchJob", "kubeflow", "bert-xl")}
     assert recreated["bert-xl-master-0"]["spec"]["nodeName"] not in (dead, sick)
@@ -290,11 +295,85 @@ def test_lease_race_has_one_winner(api, kube):
     assert [call["status"] for call in api.calls if call["verb"] == "update"][-2:] == [200, 409]
 
 
-def test_a_pod_deleted_on_a_bad_node_is_named_in_the_message(api, kube):
+def test_a_pod_deleted_on_a_not_ready_node_is_named_in_the_message(api, kube):
+    api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=2)
+    node = api.pod("kubeflow", "bert-xl-worker-0")["spec"]["nodeName"]
+    api.set_node(node, ready=False)
+    result = restart(kube, BERT, watched=watched_jobs(), now=NOW)
+    assert result.status == "executed"
+    assert (f"bert-xl-worker-0 is on node {node}, NotReady: it may stay Terminating; a restart 300 s after its grace "
+            "period force-deletes it") in result.message
+
+
+def test_a_pod_deleted_on_a_labelled_but_ready_node_goes_as_anywhere_else(api, kube):
+    """HyperPod's label says the node needs checks or a repair; its kubelet still stops the pod."""
     api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=2)
     node = api.pod("kubeflow", "bert-xl-worker-0")["spec"]["nodeName"]
     api.set_node(node, health="Unschedulable")
     result = restart(kube, BERT, watched=watched_jobs(), now=NOW)
-    assert result.status == "executed"
-    assert (f"bert-xl-worker-0 is on node {node}, NotReady or unschedulable: it may stay Terminating; a restart "
-            "300 s after its grace period force-deletes it") in result.message
+    assert result.status == "executed" and "Terminating" not in result.message
+    assert api.pod("kubeflow", "bert-xl-worker-0")["metadata"].get("deletionTimestamp") is None  # recreated
+
+
+# --- restarts the job's own controller would turn into its end are refused, and nothing is deleted (policy.py)
+
+def only_the_job_was_read(api, path):
+    return [(call["verb"], call["path"]) for call in api.calls] == [("get", path)]
+
+
+def test_a_pytorchjob_under_restart_policy_never_is_refused_and_keeps_running(api, kube):
+    # Given bert-xl, whose replica specs say restartPolicy: Never
+    api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=3, restart_policy="Never")
+    before = uids(api.job_pods("PyTorchJob", "kubeflow", "bert-xl"))
+    # When Medic asks for a restart
+    result = restart(kube, BERT, watched=watched_jobs(), now=NOW)
+    # Then the agent refuses, saying why, and deletes nothing: the job runs on (deleting would have failed it)
+    assert (result.status, result.refusal) == ("refused", "restart_policy_never")
+    assert "restartPolicy Never (Master, Worker)" in result.message and result.pods == ()
+    assert only_the_job_was_read(api, "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs/bert-xl")
+    assert uids(api.job_pods("PyTorchJob", "kubeflow", "bert-xl")) == before
+    assert "Failed" not in {c["type"] for c in api.job("PyTorchJob", "kubeflow", "bert-xl")["status"]["conditions"]}
+
+
+def test_a_pytorchjob_under_exit_code_is_restarted_only_when_its_launcher_exits_128_or_more(api, kube):
+    api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=2, restart_policy="ExitCode")
+    refused = restart(kube, BERT, watched=watched_jobs(), now=NOW)
+    assert (refused.status, refused.refusal) == ("refused", "restart_policy_exit_code") and writes(api) == []
+    # medic.yaml says the launcher exits >= 128 on SIGTERM (the ConfigMap carries it): the operator recreates the pods
+    said = (WatchedJob("kubeflow", "PyTorchJob", "bert-xl", launcher_exits_128_or_more_on_sigterm=True),)
+    result = restart(kube, BERT, watched=said, now=NOW)
+    assert result.status == "executed" and sorted(result.pods) == ["bert-xl-master-0", "bert-xl-worker-0"]
+    assert len(api.job_pods("PyTorchJob", "kubeflow", "bert-xl")) == 2
+
+
+@pytest.mark.parametrize("job, kind, status, path", [
+    (BERT, "PyTorchJob", "Succeeded", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs/bert-xl"),
+    (BERT, "PyTorchJob", "Failed", "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs/bert-xl"),
+    (LLAMA, "HyperPodPyTorchJob", "Succeeded",
+     "/apis/sagemaker.amazonaws.com/v1/namespaces/hyperpod-ns/hyperpodpytorchjobs/llama"),
+    (ETL, "Job", "Succeeded", "/apis/batch/v1/namespaces/default/jobs/etl"),
+    (ETL, "Job", "Failed", "/apis/batch/v1/namespaces/default/jobs/etl"),
+])
+def test_a_finished_job_is_refused_and_its_pods_keep_its_logs(api, kube, job, kind, status, path):
+    api.add_job(kind, job.namespace, job.job_name, replicas=2, status=status)
+    left = uids(api.job_pods(kind, job.namespace, job.job_name))
+    result = restart(kube, job, watched=watched_jobs(), now=NOW)
+    assert (result.status, result.refusal) == ("refused", "job_finished")
+    assert result.message.startswith("the job has finished (condition ")
+    assert only_the_job_was_read(api, path)  # not even listed
+    assert uids(api.job_pods(kind, job.namespace, job.job_name)) == left
+
+
+def test_a_batch_job_whose_deleted_pods_would_exceed_its_backoff_limit_is_refused(api, kube):
+    # Given etl (2 pods), backoffLimit 3, one failure already
+    api.add_job("Job", "default", "etl", replicas=2, backoff_limit=3)
+    restart(kube, ETL, watched=watched_jobs(), now=NOW)  # a first restart: 2 failures counted
+    assert api.job("Job", "default", "etl")["status"]["failed"] == 2
+    api.calls.clear()
+    # When Medic asks again: 2 + 2 > 3
+    result = restart(kube, ETL, watched=watched_jobs(), now=NOW)
+    # Then it is refused, naming the limit; the Job still runs its pods
+    assert (result.status, result.refusal) == ("refused", "backoff_limit")
+    assert "would make 4 failures, over backoffLimit 3 (2 already)" in result.message
+    assert writes(api) == [] and len(api.job_pods("Job", "default", "etl")) == 2
+    assert "conditions" not in api.job("Job", "default", "etl")["status"]

@@ -100,9 +100,29 @@ def test_a_node_in_repair_is_reported_with_its_training_pods(replay):
     item = world.client("dynamodb").get_item(TableName=world.eks.table, Key={"pk": {"S": f"agent#{CLUSTER}"},
                                                                             "sk": {"S": "nodes"}})["Item"]
     nodes = json.loads(item["nodes"]["S"])
-    assert [(n["name"], n["health_status"], n["ready"]) for n in nodes] == [(node, "UnschedulablePendingReboot",
-                                                                             False)]
+    # A reboot takes the kubelet down (NotReady); HyperPod's label is not "rebooting": UnschedulablePendingReboot
+    # means the node needs one (AWS, "Resilience-related Kubernetes labels"), so the label stays as it was
+    assert [(n["name"], n["health_status"], n["ready"]) for n in nodes] == [(node, "Schedulable", False)]
     assert [pod["name"] for pod in nodes[0]["pods"]] == ["bert-xl-master-0"]
+
+
+def test_an_instance_has_a_node_object_only_once_its_kubelet_registers(replay):
+    """Kubernetes docs, Nodes, "Self-registration of Nodes": the kubelet creates the Node. An instance HyperPod is
+    still provisioning (Pending: a replacement) has none; it appears, Ready, once the instance runs."""
+    world = replay.world
+    directive(replay, 1, {"advance": T0.isoformat()})
+    directive(replay, 2, {"k8s_job": {"cluster": CLUSTER, "namespace": "kubeflow", "name": "bert-xl"}})
+    fresh = "i-0feedc0ffee123456"
+    directive(replay, 3, {"node": {"cluster": CLUSTER, "id": fresh, "group": "workers", "status": "Pending"}})
+    directive(replay, 4, {"agent": {"cluster": CLUSTER, "heartbeat": True}})
+    directive(replay, 5, {"advance": "+1m"})
+    server = world.eks.cluster(CLUSTER).server
+    assert server.node(f"hyperpod-{fresh}") is None
+    directive(replay, 6, {"node": {"cluster": CLUSTER, "id": fresh, "group": "workers", "status": "Running"}})
+    directive(replay, 7, {"advance": "+1m"})
+    node = server.node(f"hyperpod-{fresh}")
+    assert node["status"]["conditions"][0]["status"] == "True"
+    assert node["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
 
 
 @pytest.mark.parametrize("spec, error", [
@@ -112,6 +132,12 @@ def test_a_node_in_repair_is_reported_with_its_training_pods(replay):
     ({"cluster": CLUSTER, "name": "x", "kind": "MPIJob"}, "'kind' must be one of"),
     ({"cluster": CLUSTER, "name": "x", "replicas": 0}, "'replicas' must be"),
     ({"cluster": CLUSTER, "name": "x", "color": "red"}, "unknown field"),
+    ({"cluster": CLUSTER, "name": "x", "restart_policy": "Sometimes"}, "'restart_policy' is a PyTorchJob's"),
+    ({"cluster": CLUSTER, "name": "x", "kind": "Job", "restart_policy": "Never"}, "'restart_policy' is a PyTorchJob's"),
+    ({"cluster": CLUSTER, "name": "x", "backoff_limit": 3}, "'backoff_limit' is a batch Job's"),
+    ({"cluster": CLUSTER, "name": "x", "kind": "Job", "backoff_limit": -1}, "'backoff_limit' is a batch Job's"),
+    ({"cluster": CLUSTER, "name": "x", "status": "Complete"}, "'status' must be one of Succeeded, Failed"),
+    ({"cluster": CLUSTER, "name": "x", "sigterm_exit_code": 256}, "'sigterm_exit_code' must be 0..255"),
 ])
 def test_bad_k8s_job_directives_are_errors(replay, spec, error):
     directive(replay, 1, {"k8s_job": spec})

@@ -148,6 +148,48 @@ def test_the_agents_result_closes_the_restart_as_executed_naming_the_pods(eks):
     assert eks.medic.pages() == []
 
 
+def agent_refuses(eks: SlurmWorld, refusal: str, message: str, pods: tuple[str, ...] = ()) -> dict:
+    """The stall's restart queued, then the agent's `refused` result (its own item) through the stream: the record."""
+    eks.heartbeat()
+    respond_to_alarm(alarm(f"medic-stall-{JOB}"), eks.medic.deps)
+    [body] = eks.queued()
+    eks.stream_event()
+    eks.agent_ledger.put_result({
+        "command_id": body["command_id"], "cluster": EKS, "kind": "restart_job", "target": TARGET,
+        "incident": INCIDENT, "status": "refused", "message": message, "pods": list(pods), "force_deleted": [],
+        "refusal": refusal, "finished_at": eks.medic.clock[0].isoformat()}, eks.medic.clock[0])
+    before = len(eks.medic.log.lines)
+    agent_results.handler(eks.stream_event(), LambdaContext())
+    [record] = eks.medic.log.lines[before:]
+    return record
+
+
+@pytest.mark.parametrize("refusal, what_to_do", [
+    ("restart_policy_never", "set restartPolicy: OnFailure in each replica spec"),
+    ("restart_policy_exit_code", "set launcher_exits_128_or_more_on_sigterm: true on the job in medic.yaml"),
+    ("backoff_limit", "create it again with a backoffLimit sized for Medic's max_job_restarts"),
+    ("job_finished", "Medic restarts no finished job, and left its pods"),
+    ("something_new", "Check the job and its pods"),  # a code this Medic does not know: the generic next step
+])
+def test_a_restart_the_agent_refused_is_failed_with_one_page_saying_what_to_change(eks, refusal, what_to_do):
+    # When the agent refuses the stall's restart (the job's own controller would have ended the job)
+    refuses = agent_refuses(eks, refusal, "restartPolicy Never (Master): ...; no pod deleted")
+    # Then the restart is failed, in the agent's quoted words, with one page whose next step is Medic's own
+    assert (refuses["outcome"], refuses["action"], refuses["paged"]) == ("failed", "restart_job", True)
+    assert refuses["reason"].startswith(f"The agent on {EKS} refused the restart of {JOB} (command ")
+    [page] = eks.medic.pages()
+    next_step = page["Message"].split("\nWhat to do:     ", 1)[1].split("\n", 1)[0]
+    assert what_to_do in next_step
+    # And Medic stops watching for a recovery that no restart can bring: no second page later
+    assert IncidentStore(eks.medic.deps.table).recoveries() == []
+
+
+def test_a_failed_restart_that_deleted_pods_keeps_its_recovery_watch(eks):
+    """Part of the job was restarted (the agent deleted some pods before failing): its recovery is still watched."""
+    agent_refuses(eks, "", "delete pod bert-xl-worker-1 failed: 500", pods=("bert-xl-master-0",))
+    assert [watch.incident for watch in IncidentStore(eks.medic.deps.table).recoveries()] == [INCIDENT]
+
+
 # --- the agent's node report, read by the reconciler's schedule
 
 def report_nodes(eks: SlurmWorld, nodes: list[dict]) -> None:
@@ -207,6 +249,17 @@ def test_pods_stuck_terminating_past_the_guardrail_restart_the_job_once_under_it
         "pods_stuck_terminating", "deferred", INCIDENT, 1)
     [body] = eks.queued()
     assert (body["kind"], body["job_name"]) == ("restart_job", JOB)
+
+
+def test_pods_stuck_terminating_on_a_ready_node_are_left_to_its_kubelet(eks):
+    # Given a bert-xl pod Terminating for 45 minutes on a node HyperPod labels for replacement, whose kubelet is alive
+    eks.heartbeat()
+    since = (eks.medic.clock[0] - timedelta(minutes=45)).isoformat()
+    report_nodes(eks, [node(status="UnschedulablePendingReplacement", ready=True, terminating_since=since)])
+    # Then the node is recorded, and no restart is queued: the agent would force-delete nothing there
+    [record] = sweep(eks)
+    assert record["fault"] == "k8s_node_unhealthy" and record["action"] == "none"
+    assert eks.depth() == 0
 
 
 def test_pods_of_jobs_medic_does_not_watch_are_never_restarted(eks):

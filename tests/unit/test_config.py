@@ -84,10 +84,22 @@ def test_an_eks_job_names_its_kubernetes_object_with_documented_defaults():
     ({"object_name": "x" * 254}, "jobs.0.object_name"),
     ({"name": "Bert_XL"}, "jobs.0.name"),  # the object's name by default: it must be a Kubernetes name
     ({"cluster": "pretrain-slurm", "namespace": "kubeflow"}, "jobs.0.namespace: only a job on an EKS cluster"),
+    ({"launcher_exits_128_or_more_on_sigterm": "sometimes"}, "jobs.0.launcher_exits_128_or_more_on_sigterm"),
+    ({"cluster": "pretrain-slurm", "launcher_exits_128_or_more_on_sigterm": True},
+     "jobs.0.launcher_exits_128_or_more_on_sigterm: only a PyTorchJob on an EKS cluster"),
+    ({"kind": "Job", "launcher_exits_128_or_more_on_sigterm": True},
+     "jobs.0.launcher_exits_128_or_more_on_sigterm: only a PyTorchJob on an EKS cluster has restartPolicy ExitCode"),
 ])
 def test_a_bad_kubernetes_key_names_the_key(job, named):
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         parse_config({**EKS, "jobs": [{"name": "bert-xl", "cluster": "finetune-eks", **job}]})
+
+
+def test_a_pytorchjob_whose_launcher_exits_128_or_more_on_sigterm_says_so_default_false():
+    config = parse_config({**EKS, "jobs": [{"name": "bert-xl", "cluster": "finetune-eks"},
+                                           {"name": "bert-xs", "cluster": "finetune-eks",
+                                            "launcher_exits_128_or_more_on_sigterm": True}]})
+    assert [job.launcher_exits_128_or_more_on_sigterm for job in config.jobs] == [False, True]
 
 
 def test_two_jobs_naming_one_kubernetes_object_are_refused():

@@ -24,6 +24,7 @@ DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
 KIND = "restart_job"
+EXIT_CODE_KEY = "launcher_exits_128_or_more_on_sigterm"
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,9 @@ class WatchedJob:
     namespace: str
     kind: str
     name: str
+    # medic.yaml's job key of the same name: its launcher exits with 128 or more when its pod is deleted (SIGTERM),
+    # so a PyTorchJob under restartPolicy ExitCode is recreated rather than failed (policy.py)
+    launcher_exits_128_or_more_on_sigterm: bool = False
 
     @property
     def target(self) -> str:
@@ -144,8 +148,9 @@ class WatchedJob:
 
 
 def load_watched(text: str) -> tuple[WatchedJob, ...]:
-    """The watched-jobs file (the ConfigMap render.py writes): a JSON list of {namespace, kind, name}. Every
-    entry is validated like a command; a bad entry is an error (the agent does not start on a bad config)."""
+    """The watched-jobs file (the ConfigMap render.py writes): a JSON list of {namespace, kind, name,
+    launcher_exits_128_or_more_on_sigterm (optional, default false)}. Every entry is validated like a command; a bad
+    entry is an error (the agent does not start on a bad config)."""
     data = json.loads(text)
     if isinstance(data, dict):
         data = data.get("jobs")
@@ -162,5 +167,8 @@ def load_watched(text: str) -> tuple[WatchedJob, ...]:
             raise ValueError(f"watched job {number}: namespace is not a DNS-1123 label: {shown(namespace)}")
         if not is_object_name(name):
             raise ValueError(f"watched job {number}: name is not a DNS-1123 subdomain: {shown(name)}")
-        jobs.append(WatchedJob(namespace, kind, name))
+        exits_128 = entry.get(EXIT_CODE_KEY, False)
+        if not isinstance(exits_128, bool):
+            raise ValueError(f"watched job {number}: {EXIT_CODE_KEY} must be true or false: {shown(exits_128)}")
+        jobs.append(WatchedJob(namespace, kind, name, exits_128))
     return tuple(jobs)

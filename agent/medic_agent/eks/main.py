@@ -7,7 +7,8 @@ result, with the Slurm agent's protocol and integrity rules (medic_agent.main ha
         ├── not issued by Medic → log, delete; no result
         ├── already claimed → duplicate → delete
         │ claimed
-  restart through the Kubernetes API (restart.py) → result in the ledger (with `pods`, `force_deleted`) → delete
+  restart through the Kubernetes API (restart.py) → result in the ledger (with `pods`, `force_deleted`; a restart
+  the job's own rules say would end it is `refused` with a `refusal` code, policy.py) → delete
 
 Only the replica holding the Lease (lease.py) receives; others heartbeat under `standby#<pod>` and wait. The
 leader writes, with each heartbeat, the node report `agent#<cluster>/nodes` (restart.node_report).
@@ -188,7 +189,10 @@ class EksAgent(CommandHandling):
         return Result(FAILED, message)
 
     def result_fields(self, result: Result) -> dict[str, Any]:
-        return {"pods": list(result.pods), "force_deleted": list(result.force_deleted)}
+        fields: dict[str, Any] = {"pods": list(result.pods), "force_deleted": list(result.force_deleted)}
+        if result.refusal:
+            fields["refusal"] = result.refusal
+        return fields
 
     def started_fields(self) -> dict[str, Any]:
         return {"watched_jobs": [job.target for job in self.watched]}

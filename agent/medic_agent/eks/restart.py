@@ -4,19 +4,24 @@ Restart = delete the job's pods so that the job's own controller recreates them 
 resumes from its checkpoint. The job object is never deleted, patched or updated: its spec is the only copy.
 Per kind (sources in agent/README.md, "HyperPod EKS"):
   PyTorchJob          the training-operator reconciles each replica index and creates the missing pod again,
-                      same name (<job>-master-0, <job>-worker-<i>)
+                      same name (<job>-master-0, <job>-worker-<i>), under restartPolicy OnFailure or Always (or
+                      ExitCode with a launcher that exits >= 128 on SIGTERM)
   HyperPodPyTorchJob  the HyperPod training operator recreates the job's pods
   Job                 the Job controller creates replacement pods (new random suffix); each deleted pod counts
                       as a failure against the Job's backoffLimit
 Checks before anything is deleted: the job is one this agent watches (its ConfigMap), the job object exists
-(GET: 404 → failed "job not found"; never a guess from pod names), and each pod's controller ownerReference
-is that job's uid. Each DELETE carries a uid precondition, so a pod replaced meanwhile is not touched.
+(GET: 404 → failed "job not found"; never a guess from pod names), the job has not finished, its controller would
+recreate the pods rather than fail the job (policy.py: restartPolicy, backoffLimit; a refusal is `refused` with
+its code), and each pod's controller ownerReference is that job's uid. Each DELETE carries a uid precondition, so
+a pod replaced meanwhile is not touched.
 
 Pods that never go away (kubeflow/trainer issues 2072, 2000): a pod of the job that is already Terminating,
 whose deletionTimestamp (the end of its grace period, set by the API server when the deletion was asked for)
-is more than `terminating_grace_seconds` ago, on a node that is NotReady or labelled by HyperPod as not
-Schedulable, is deleted with gracePeriodSeconds=0: the kubelet that would confirm it is gone, and the
-operator cannot recreate a pod of the same name while it exists. Listed in the result's `force_deleted`.
+is more than `terminating_grace_seconds` ago, on a node whose Ready condition is not True, is deleted with
+gracePeriodSeconds=0: the kubelet that would confirm it is gone, and the operator cannot recreate a pod of the
+same name while it exists. Listed in the result's `force_deleted`. Never on a Ready node, even one HyperPod
+labels unschedulable: its kubelet is alive and may still be stopping the containers, and a force deletion lets a
+second copy of the rank start beside them (Kubernetes docs, Pod Lifecycle, "Forced Pod termination").
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from medic_agent.eks import policy
 from medic_agent.eks.commands import JOB_KINDS, JobKind, RestartJob, WatchedJob, is_label_value
 from medic_agent.eks.kube import CONFLICT, FORBIDDEN, NOT_FOUND, Kube, KubeError
 
-EXECUTED, FAILED = "executed", "failed"
+EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 SCHEDULABLE = "Schedulable"
 # HyperPod's values (SageMaker Developer Guide, HyperPod EKS resiliency: node health labels)
@@ -41,10 +47,11 @@ NODES_ITEM_LIMIT = 90_000  # bytes of the `nodes` attribute: the item stays unde
 
 @dataclass(frozen=True)
 class Result:
-    status: str  # executed | failed
+    status: str  # executed | failed | refused (the job's own rules say a restart would end it: nothing deleted)
     message: str
     pods: tuple[str, ...] = field(default=())  # deleted (graceful)
     force_deleted: tuple[str, ...] = field(default=())  # deleted with gracePeriodSeconds=0
+    refusal: str = ""  # refused: policy.py's code (job_finished, restart_policy_never, ...)
 
 
 def parse_time(text: Any) -> datetime | None:
@@ -92,16 +99,22 @@ def _name(obj: dict) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
-def _refused(error: KubeError, what: str) -> Result:
+def _api_failed(error: KubeError, what: str) -> Result:
     if error.status == FORBIDDEN:
         return Result(FAILED, f"forbidden: the agent's RBAC does not grant {what} ({error.message or error.reason})")
     return Result(FAILED, f"{what} failed: {error}")
 
 
+def _refused(refusal: policy.Refusal) -> Result:
+    return Result(REFUSED, refusal.message, refusal=refusal.code)  # the command's target names the job
+
+
 def restart(kube: Kube, action: RestartJob, *, watched: Iterable[WatchedJob], now: datetime,
             terminating_grace_seconds: float = DEFAULT_TERMINATING_GRACE_SECONDS) -> Result:
     spec = action.spec
-    if WatchedJob(action.namespace, action.job_kind, action.job_name) not in set(watched):
+    entry = next((job for job in watched
+                  if (job.namespace, job.kind, job.name) == (action.namespace, action.job_kind, action.job_name)), None)
+    if entry is None:
         return Result(FAILED, f"{action.target} is not among the jobs this agent watches (its watched-jobs "
                               "ConfigMap): not touched")
     try:
@@ -109,20 +122,31 @@ def restart(kube: Kube, action: RestartJob, *, watched: Iterable[WatchedJob], no
     except KubeError as error:
         if error.status == NOT_FOUND:
             return Result(FAILED, f"job not found: {action.target}")
-        return _refused(error, f"get {spec.plural}.{spec.group or 'core'} {action.job_name} in {action.namespace}")
+        return _api_failed(error, f"get {spec.plural}.{spec.group or 'core'} {action.job_name} in "
+                                   f"{action.namespace}")
+    refusal = policy.finished(spec.kind, job) or (
+        policy.restart_policy(job, exit_code_restartable=entry.launcher_exits_128_or_more_on_sigterm)
+        if spec.kind == "PyTorchJob" else None)
+    if refusal is not None:
+        return _refused(refusal)
     try:
         pods = _job_pods(kube, spec, action, job)
     except KubeError as error:
-        return _refused(error, f"list pods in {action.namespace}")
+        return _api_failed(error, f"list pods in {action.namespace}")
     if not pods:
         return Result(FAILED, f"{action.target} has no pods (none whose controller is the job's uid "
                               f"{(job.get('metadata') or {}).get('uid')}): nothing to restart")
-    bad_nodes: set[str] | None = None
+    if spec.kind == "Job":
+        refusal = policy.backoff(job, [pod for pod in pods if not (pod.get("metadata") or {}).get("deletionTimestamp")])
+        if refusal is not None:
+            return _refused(refusal)
+    ready: dict[str, bool] | None = None  # node name -> its Ready condition is True (listed when first needed)
     deleted: list[str] = []
     forced: list[str] = []
     notes: list[str] = []
     for pod in pods:
         name, meta = _name(pod), pod.get("metadata") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
         terminating = parse_time(meta.get("deletionTimestamp"))
         grace: int | None = None
         if terminating is not None:
@@ -130,15 +154,18 @@ def restart(kube: Kube, action: RestartJob, *, watched: Iterable[WatchedJob], no
             if overdue < terminating_grace_seconds:
                 notes.append(f"{name} already terminating")
                 continue
-            if bad_nodes is None:
+            if ready is None:
                 try:
-                    bad_nodes = {_name(node) for node in kube.list_nodes() if node_in_trouble(node)}
+                    ready = {_name(item): node_ready(item) for item in kube.list_nodes()}
                 except KubeError as error:
-                    return _partial(_refused(error, "list nodes"), deleted, forced)
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node not in bad_nodes:
+                    return _partial(_api_failed(error, "list nodes"), deleted, forced)
+            if node not in ready:
+                notes.append(f"{name} terminating for {int(overdue)} s past its grace period on node {node}, which "
+                             "is gone from the API: left to the pod garbage collector")
+                continue
+            if ready[node]:
                 notes.append(f"{name} terminating for {int(overdue)} s past its grace period on node {node}, "
-                             "which is Ready and Schedulable: left to its kubelet")
+                             "which is Ready: left to its kubelet (never force-deleted where a kubelet runs)")
                 continue
             grace = 0
         try:
@@ -150,23 +177,22 @@ def restart(kube: Kube, action: RestartJob, *, watched: Iterable[WatchedJob], no
             if error.status == CONFLICT:
                 notes.append(f"{name} was replaced meanwhile (uid changed): not deleted")
                 continue
-            return _partial(_refused(error, f"delete pod {name} in {action.namespace}"), deleted, forced)
+            return _partial(_api_failed(error, f"delete pod {name} in {action.namespace}"), deleted, forced)
         (forced if grace == 0 else deleted).append(name)
         if grace is None:
-            if bad_nodes is None:
+            if ready is None:
                 try:
-                    bad_nodes = {_name(node) for node in kube.list_nodes() if node_in_trouble(node)}
+                    ready = {_name(item): node_ready(item) for item in kube.list_nodes()}
                 except KubeError:
-                    bad_nodes = set()  # only for the note below: the deletion is done
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node in bad_nodes:
-                notes.append(f"{name} is on node {node}, NotReady or unschedulable: it may stay Terminating; a "
-                             f"restart {int(terminating_grace_seconds)} s after its grace period force-deletes it")
+                    ready = {}  # only for the note below: the deletion is done
+            if ready.get(node) is False:
+                notes.append(f"{name} is on node {node}, NotReady: it may stay Terminating; a restart "
+                             f"{int(terminating_grace_seconds)} s after its grace period force-deletes it")
     if not deleted and not forced:
         return Result(FAILED, "; ".join([f"{action.target}: no pod deleted", *notes]))
     parts = [f"{action.target}: deleted {len(deleted)} pod(s) for its controller to recreate"]
     if forced:
-        parts.append(f"force-deleted {len(forced)} pod(s) stuck terminating on a NotReady/unschedulable node")
+        parts.append(f"force-deleted {len(forced)} pod(s) stuck terminating on a NotReady node")
     return Result(EXECUTED, "; ".join(parts + notes), tuple(deleted), tuple(forced))
 
 

@@ -107,7 +107,7 @@ class Fault(StrEnum):
     CONFIG_MISMATCH = "config_mismatch"  # medic.yaml says one thing, DescribeCluster another
     # EKS: the cluster's agent reports a node NotReady, or labelled unhealthy by HyperPod (node-health-status)
     K8S_NODE_UNHEALTHY = "k8s_node_unhealthy"
-    # EKS: a watched job's pods stuck Terminating on a failed node (they never go away by themselves)
+    # EKS: a watched job's pods stuck Terminating on a NotReady node (they never go away by themselves)
     PODS_STUCK_TERMINATING = "pods_stuck_terminating"
     INVALID = "invalid"  # the event itself could not be used
 

@@ -120,6 +120,12 @@ class IncidentStore:
     def end_recovery(self, incident: str) -> None:
         self.table.delete(self._recovery_key(incident))
 
+    def end_recovery_of(self, incident: str, attempt: int) -> None:
+        """The watch of restart `attempt` ends (that restart was not carried out); another attempt's watch stays."""
+        item = self.table.get(self._recovery_key(incident))
+        if item is not None and item.get("attempt", {}).get("N") == str(attempt):
+            self.table.delete(self._recovery_key(incident))
+
 
 def _recovery_watch(item: dict) -> RecoveryWatch:
     return RecoveryWatch(

@@ -170,6 +170,9 @@ class AgentResult(BaseModel):
     # restart_job (EKS agent): the pods it deleted, and of those the ones stuck Terminating that it force-deleted
     pods: list[str] = Field(default_factory=list)
     force_deleted: list[str] = Field(default_factory=list)
+    # restart_job refused because the job's own controller would end it (agent/medic_agent/eks/policy.py): which rule.
+    # Only picks which of Medic's own "what to do" texts the page carries (EKS_REFUSALS); any other value: none.
+    refusal: str = Field(default="", max_length=64)
     finished_at: str = ""
     # drain_node: the jobs on the node (absent: unknown); job_states: the state of each job Slurm still knows
     jobs: list[dict[str, str]] | None = None
@@ -304,7 +307,25 @@ EKS_NEXT_STEP = {
               "by hand if it still needs it.",
     "no_result": "The agent did not report: check the Medic agent (kubectl -n medic-agent logs deploy/medic-agent) "
                  "and the job's pods; restart it by hand if it still needs it.",
+    # the agent refused: deleting the pods would have ended the job (agent/medic_agent/eks/policy.py)
+    "job_finished": "The job has finished (its Succeeded/Complete or Failed condition): Medic restarts no finished "
+                    "job, and left its pods (they hold its logs). Read them (kubectl logs, kubectl describe) and, if "
+                    "it must run again, create it again from its spec.",
+    "restart_policy_never": "Nothing was deleted and the job still needs a restart: do it by hand (delete the "
+                            "PyTorchJob and create it again from its spec). So that Medic can restart it next time, "
+                            "set restartPolicy: OnFailure in each replica spec (agent/README.md, which jobs Medic "
+                            "can restart).",
+    "restart_policy_exit_code": "Nothing was deleted: restart the job by hand if it needs it. Under restartPolicy "
+                                "ExitCode the operator recreates a deleted pod only on exit codes 128-255: if the "
+                                "job's launcher exits that way on SIGTERM (it lets the signal end it: 143), set "
+                                "launcher_exits_128_or_more_on_sigterm: true on the job in medic.yaml and render and "
+                                "apply the agent's manifest again; otherwise use restartPolicy: OnFailure.",
+    "backoff_limit": "Nothing was deleted: the Job has no retries left for a restart (each deleted pod counts against "
+                     "its backoffLimit). Find out why it failed before (kubectl describe job), then create it again "
+                     "with a backoffLimit sized for Medic's max_job_restarts times its parallelism.",
 }
+# The EKS agent's refusal codes (agent/medic_agent/eks/policy.py) with a "what to do" above.
+EKS_REFUSALS = ("job_finished", "restart_policy_never", "restart_policy_exit_code", "backoff_limit")
 # A job on an EKS cluster: its incident (Medic's own value) says so (flows/agent/eks.py eks_job_incident).
 EKS_INCIDENT_PREFIX = "job:eks:"
 

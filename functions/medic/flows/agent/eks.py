@@ -141,7 +141,7 @@ class NodeNotice:
 
 @dataclass(frozen=True)
 class StuckJob:
-    """A watched job with pods stuck Terminating on a failed node for longer than the guardrail allows."""
+    """A watched job with pods stuck Terminating on a NotReady node for longer than the guardrail allows."""
 
     job: Job
     pods: tuple[str, ...]
@@ -157,9 +157,10 @@ def assess_node_report(report: NodeReport, jobs: list[Job], now: datetime, stuck
                        automatic_recovery: bool, medic_actions: dict[str, str] | None = None,
                        ) -> tuple[list[NodeNotice], list[StuckJob]]:
     """Which reported nodes to record (every one in trouble, with the watched jobs on it) and which watched jobs
-    to restart because their pods have been stuck Terminating on a failed node for longer than ``stuck_after``
-    (the restart's agent force-deletes them). Never a job Medic does not watch. ``medic_actions``: the nodes
-    (instance ids) Medic itself is repairing, and how (reboot_node, replace_node)."""
+    to restart because their pods have been stuck Terminating on a NotReady node for longer than ``stuck_after``
+    (the restart's agent force-deletes them; on a Ready node, labelled or not, the kubelet finishes them). Never a
+    job Medic does not watch. ``medic_actions``: the nodes (instance ids) Medic itself is repairing, and how
+    (reboot_node, replace_node)."""
     by_object = {(job.kubernetes_object().kind, job.kubernetes_object().namespace, job.kubernetes_object().name): job
                  for job in jobs}
     notices: list[NodeNotice] = []
@@ -171,7 +172,9 @@ def assess_node_report(report: NodeReport, jobs: list[Job], now: datetime, stuck
             if job is None:
                 continue
             affected.setdefault(job.name, []).append(pod.name)
-            if pod.terminating_since is not None and now - pod.terminating_since >= stuck_after:
+            # Only where no kubelet runs: the agent force-deletes nothing on a Ready node (Kubernetes docs, Pod
+            # Lifecycle, "Forced Pod termination"), whatever HyperPod's label says.
+            if pod.terminating_since is not None and not node.ready and now - pod.terminating_since >= stuck_after:
                 _, pods, since = stuck.setdefault(job.name, (job, [], pod.terminating_since))
                 pods.append(pod.name)
                 stuck[job.name] = (job, pods, min(since, pod.terminating_since))

@@ -4,8 +4,9 @@ An EKS agent writes, with each heartbeat, the nodes Kubernetes shows in trouble 
 by HyperPod) with the training pods on them (`agent#<cluster>/nodes`). Per EKS cluster whose agent is alive:
   read the report → validate it (the agent's word) → per node in trouble, once per episode, a record naming the
   watched jobs whose pods are on it (a page when HyperPod will not repair the node by itself) → per watched job
-  with pods stuck Terminating on such a node for longer than the guardrail, a restart through the agent, under
-  the job's restart budget (the agent force-deletes the stuck pods; never a pod of a job Medic does not watch).
+  with pods stuck Terminating on a NotReady node for longer than the guardrail, a restart through the agent, under
+  the job's restart budget (the agent force-deletes the stuck pods; never a pod of a job Medic does not watch, never
+  on a Ready node: its kubelet is alive).
 Medic never reboots or replaces a node on an agent's word: node actions come from HyperPod's own events.
 """
 
@@ -133,7 +134,7 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: Mode, deps: Deps) ->
     return restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster.name, incident=eks_job_incident(cluster.name, target), trigger=Trigger.RECONCILE,
         event_id=episode, fault=Fault.PODS_STUCK_TERMINATING.value,
-        context=f"{len(stuck.pods)} pod(s) of {stuck.job.name} stuck Terminating on a failed node for {minutes} min "
+        context=f"{len(stuck.pods)} pod(s) of {stuck.job.name} stuck Terminating on a NotReady node for {minutes} min "
                 f"({', '.join(stuck.pods[:8])}); the agent force-deletes them and the job's controller recreates "
                 "them", job_name=stuck.job.name, kubernetes=target), deps)
 

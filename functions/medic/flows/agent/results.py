@@ -22,6 +22,7 @@ from medic.core.record import About, Record
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
 from medic.flows.agent.commands import (
+    EKS_REFUSALS,
     K8S_OBJECT_NAME,
     NODE_KINDS,
     SQUEUE_JOB_ID,
@@ -33,6 +34,7 @@ from medic.flows.agent.commands import (
     slurm_job_page,
 )
 from medic.ledger.agents import AgentStore
+from medic.ledger.incidents import IncidentStore
 from medic.ledger.pages import PageStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
@@ -106,8 +108,13 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         return record_node_result(result, context, cluster, record.eventID, deps)
     final = _final_record(result, context, cluster, record.eventID)
     if final.outcome is Outcome.FAILED:
-        text = slurm_job_page(final, context.details or "", deps.region, situation="failed")
+        restart = context.kind == "restart_job"
+        situation = result.refusal if restart and result.refusal in EKS_REFUSALS else "failed"
+        text = slurm_job_page(final, context.details or "", deps.region, situation=situation)
         final = final.paged_if(page_incident(deps, table, final, text))
+        if restart and not result.pods and not result.force_deleted:
+            # Nothing deleted, nothing restarted: no recovery to prove, and this page is the incident's one page.
+            IncidentStore(table).end_recovery_of(context.incident, context.attempt or 0)
     elif final.outcome is Outcome.EXECUTED:
         # Done: the job's next failure is a new incident that may page again.
         PageStore(table).close_incident(final.about.incident)
@@ -159,7 +166,7 @@ def _what_ran(result: AgentResult, job: str | None, restart: bool) -> str:
         deleted = f"deleted {len(pods)} pod(s) of {job} for its controller to recreate" if pods else \
             f"restarted {job}"
         shown_pods = f" ({', '.join(pods[:8])}{', ...' if len(pods) > 8 else ''})" if pods else ""
-        force = f"; force-deleted {len(forced)} stuck Terminating on a failed node" if forced else ""
+        force = f"; force-deleted {len(forced)} stuck Terminating on a NotReady node" if forced else ""
         return f"{deleted}{shown_pods}{force}"
     ids = ", ".join([job_id for job_id in result.job_ids if matches(SQUEUE_JOB_ID, job_id)][:20])
     return f"requeued Slurm job {ids}" if ids else f"requeued {job}"
