@@ -463,7 +463,7 @@ class Replay:
         issued: dict[str, str] = {}
         if command == "latest":
             issued = self.world.slurm.latest_command()
-            command = issued["pk"].removeprefix("command#")
+            command = issued["pk"].rsplit("#", 1)[-1]  # command#<cluster>#<id>: ids never contain `#`
         fields = {key: issued.get(key, "") for key in ("kind", "target", "incident")}
         fields.update({"status": "executed", "message": ""})
         for key in ("status", "message", "kind", "target", "incident"):

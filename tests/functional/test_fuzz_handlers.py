@@ -638,7 +638,8 @@ def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
         if parsed is None:
             continue
         cluster, command = parsed
-        for pk, sk in ((f"command#{command}", f"rejected#{cluster}"), (f"command#{command}", "recorded"),
+        for pk, sk in ((f"command#{cluster}#{command}", f"rejected#{cluster}"),
+                       (f"command#{cluster}#{command}", "recorded"),
                        (f"incident#agent:{cluster}:rejected", "page")):
             world.medic.deps.table.client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}})
 
@@ -714,7 +715,7 @@ def test_the_agent_results_batch_reports_exactly_the_records_to_retry(world, mon
     event, throttled = batch
     monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
     forget_claims(world, event["Records"])
-    keys = {f"command#{parsed[1]}": record["dynamodb"]["SequenceNumber"] for record in event["Records"]
+    keys = {f"command#{parsed[0]}#{parsed[1]}": record["dynamodb"]["SequenceNumber"] for record in event["Records"]
             if record["dynamodb"]["Keys"]["sk"]["S"] == "result"
             and (parsed := parse_agent_command_pk(record["dynamodb"]["Keys"]["pk"]["S"])) is not None}
     world.calls.allow = claims_only

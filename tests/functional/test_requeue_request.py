@@ -49,7 +49,7 @@ def test_a_request_with_a_live_agent_queues_one_validated_command(slurm):
     assert record["event_id"] == EVENT_ID
     assert body["command_id"] in record["reason"]
     # And the command's context waits in the ledger for the agent's result
-    issued = slurm.item(f"command#{body['command_id']}", "issued")
+    issued = slurm.item(f"command#{CLUSTER}#{body['command_id']}", "issued")
     assert issued["incident"]["S"] == f"job:slurm:{CLUSTER}:4211" and issued["trigger"]["S"] == "operator"
     assert slurm.medic.log.lines[-1]["outcome"] == "deferred"
 

@@ -51,12 +51,12 @@ def sweep_commands(raw: Any, deps: Deps) -> list[dict]:
 
 def _expire(command: OpenCommand, run_id: str, deps: Deps) -> dict | None:
     store, now = AgentStore(deps.table), deps.now()
-    never_claimed = store.withdraw_command(command.cluster, command.command_id, now)
-    if not store.claim_command_record(command.command_id, now):  # its result was recorded after all
+    never_claimed = store.withdraw_command(command.ref, now)
+    if not store.claim_command_record(command.ref, now):  # its result was recorded after all
         store.close_command(command.command_id)
         return None
     # Medic's record of issuing it may have expired before the command did: it is closed as failed all the same.
-    context = store.command_context(command.command_id) or CommandContext()
+    context = store.command_context(command.ref) or CommandContext()
     incident = context.incident or f"command:{command.cluster}:{command.command_id}"
     minutes = int(COMMAND_DEADLINE.total_seconds() // 60)
     if context.kind in NODE_KINDS:  # around a node action (issue 16): no restart was spent
