@@ -224,6 +224,10 @@ class MedicConfig(Strict):
     # Days the EventBridge archive keeps every event Medic's rules match, for `medic backtest`. The archive's
     # RetentionDays also takes 0 (keep forever: storage grows without end), which Medic does not offer.
     event_archive_days: int = Field(default=30, ge=1, le=3650)
+    # Each function gets its reserved concurrency (infra/components/function.py RESERVED_CONCURRENCY): a flood of one
+    # kind of event cannot starve the others. false: none (an account whose concurrency limit is under their sum
+    # plus the 100 Lambda keeps unreserved, where the deploy would fail).
+    reserved_concurrency: bool = True
 
     @model_validator(mode="before")
     @classmethod

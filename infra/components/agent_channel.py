@@ -162,6 +162,7 @@ class AgentChannel(Construct):
             environment={**shared.environment(), "AGENT_QUEUES": queue_urls},
             layers=list(shared.layers),
             key=shared.key,
+            reserved_concurrency=shared.reserved("operator_request"),
         )
         shared.grant_ledger_paging_mode(self.requeue.role)
         self.requeue.role.add_to_policy(iam.PolicyStatement(
@@ -183,6 +184,7 @@ class AgentChannel(Construct):
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,
+            reserved_concurrency=shared.reserved("agent_results"),
         )
         shared.grant_ledger_paging_mode(self.results.role)
         self.results.role.add_to_policy(iam.PolicyStatement(

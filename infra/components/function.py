@@ -46,15 +46,40 @@ class DeadLetterQueue(Construct):
                 id=rule, reason="This queue is itself a dead-letter queue; its depth alarm pages an operator."))
 
 
+# Reserved concurrency of each function (Shared.reserved): at most this many of its invocations run at once, and this
+# many always can ("Reserved concurrency acts as both a lower and upper bound", Lambda developer guide, "Configuring
+# reserved concurrency for a function"). A flood of one kind of event (an HMA storm, a burst of operator requests,
+# a compromised agent's writes) then waits in Lambda's queue, retried for up to LAMBDA_MAX_EVENT_AGE ("For
+# throttling errors (429) ... Lambda returns the event to the queue and attempts to run the function again for up to
+# 6 hours", "How Lambda handles errors and retries with asynchronous invocation"), instead of taking the account's
+# concurrency from Medic's other functions (the reconciler, the alarm handler) and the account's other workloads.
+# Lambda keeps 100 of the account's concurrency unreserved ("You can reserve up to the Unreserved account
+# concurrency value ... minus 100"): these need an account limit of sum + 100 (README, "Before you deploy";
+# medic.yaml `reserved_concurrency: false` reserves none). Each is far above what the function needs.
+RESERVED_CONCURRENCY = {
+    "node_health": 10,  # one per node event; a storm is decided in seconds, the guardrails suppress the rest
+    "cluster_event": 5,
+    "training_job": 5,
+    "operator_request": 5,  # any principal allowed events:PutEvents can send one
+    "alarm": 5,
+    "agent_results": 5,  # a stream: one batch per shard at a time anyway
+    "reconciler": 2,  # a run every 5 minutes
+    "recovery_check": 2,  # a run every 5 minutes
+}
+
+
 class MedicFunction(Construct):
     """A Medic handler: Python 3.13 on arm64, Powertools v3 and the pinned boto3 as layers, its own
-    log group and least-privilege role, async retries twice, then its dead-letter queue."""
+    log group and least-privilege role, async retries twice, then its dead-letter queue; its reserved concurrency
+    (RESERVED_CONCURRENCY) when the config reserves any."""
 
     def __init__(self, scope: Construct, construct_id: str, *, handler: str, description: str,
                  environment: dict[str, str], layers: list[lambda_.ILayerVersion], key: kms.IKey,
-                 timeout_seconds: int = 60, memory_size: int = 512, unscoped_reason: str = "") -> None:
+                 timeout_seconds: int = 60, memory_size: int = 512, unscoped_reason: str = "",
+                 reserved_concurrency: int | None = None) -> None:
         super().__init__(scope, construct_id)
         self.timeout_seconds = timeout_seconds
+        self.reserved_concurrency = reserved_concurrency
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
         self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
                                        removal_policy=RemovalPolicy.RETAIN)
@@ -76,6 +101,7 @@ class MedicFunction(Construct):
             logging_format=lambda_.LoggingFormat.JSON,
             timeout=Duration.seconds(timeout_seconds),
             memory_size=memory_size,
+            reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
             environment={"POWERTOOLS_SERVICE_NAME": "medic", "POWERTOOLS_METRICS_NAMESPACE": "Medic",
                          **environment},
