@@ -46,8 +46,10 @@ CALL_TARGET = 4  # API round trips for a node replacement, ledger claim included
 # Issue 14's targets: a replacement in a warm container, the first one of a container, a suppressed storm event
 CALL_TARGETS = {"replace_node_warm": 4, "replace_node_cold": 5, "suppressed": 2}
 WHY_JOB = {
+    "dynamodb:GetItem": "Medic's note of the job if Medic created it: its lineage and attempt (never the job's tags)",
     "dynamodb:PutItem": "claim of this failure (once per failed job, however often the event comes)",
-    "dynamodb:UpdateItem": "the failure marked done after the restart",
+    "dynamodb:UpdateItem": "the restart noted under the new job's name before CreateTrainingJob (its lineage), "
+                           "and the failure marked done after",
 }
 # Why each call is on the hot path (the record itself is a log line and an EMF metric on stdout: no call).
 WHY = {
@@ -66,7 +68,7 @@ WHY = {
     "sns:Publish": "the page",
     "dynamodb:DeleteItem": "the page claim released after a failed publish",
     "sagemaker:DescribeTrainingJob": "the failed job's full definition, to clone it",
-    "sagemaker:ListTags": "the job's tags (lineage, attempt)",
+    "sagemaker:ListTags": "the job's own tags, carried over to the clone",
     "s3:ListObjectsV2": "is there a checkpoint under CheckpointConfig.S3Uri?",
     "sagemaker:CreateTrainingJob": "the action: the clone, resuming from the checkpoint",
 }

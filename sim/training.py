@@ -8,7 +8,8 @@ it does not model (``Environment``, ``RetryStrategy``, ...). Here:
   checked against the service model) or from a "SageMaker Training Job State Change" event for a
   configured prefix; an event for a known job moves it to the event's status and FailureReason;
 - every CreateTrainingJob moto accepts is adjusted (``InProgress``, the members moto dropped kept,
-  so DescribeTrainingJob returns what was asked for) and recorded in ``created``;
+  so DescribeTrainingJob returns what was asked for) and recorded in ``created``; one whose name a job
+  already has is refused with ``ResourceInUse``, as SageMaker refuses it (moto would replace the job);
 - ListTags on a training-job ARN is answered here: ARNs carry the name lower-cased, and a missing
   job is a ``ValidationException`` as with SageMaker (moto crashes on it).
 """
@@ -232,10 +233,14 @@ class TrainingWorld:
 
     def refuse_create(self, request: AWSPreparedRequest) -> AWSResponse | None:
         """CreateTrainingJob refused as SageMaker refuses it beyond what botocore's client checks (None: moto
-        answers): more than 50 tags (the model's max, which botocore does not enforce on lists), AlgorithmName
-        with TrainingImage (mutually exclusive, API reference), the read-only ResourceConfig.Selected* members,
-        and MetricDefinitions for a built-in algorithm (SageMaker defines those metrics itself)."""
+        answers): a name a job already has (``ResourceInUse``; moto would silently replace the job), more than 50
+        tags (the model's max, which botocore does not enforce on lists), AlgorithmName with TrainingImage
+        (mutually exclusive, API reference), the read-only ResourceConfig.Selected* members, and
+        MetricDefinitions for a built-in algorithm (SageMaker defines those metrics itself)."""
         params = json.loads(request.body or b"{}")
+        existing = self.job(str(params.get("TrainingJobName", "")))
+        if existing is not None:
+            return error_response(request.url, "json", "ResourceInUse", 400, name_in_use(existing.arn))
         problem = refused_create(params)
         if problem is None:
             return None
@@ -259,6 +264,20 @@ class TrainingWorld:
         body = json.dumps({"Tags": list(job.tags)}).encode()
         return raw_response(request.url, 200, {"Content-Type": "application/x-amz-json-1.1",
                                                "x-amzn-RequestId": str(uuid.uuid4())}, body)
+
+
+def name_in_use(arn: str) -> str:
+    """SageMaker's answer to a CreateTrainingJob whose name is taken. The operation declares ``ResourceInUse``
+    among its errors (botocore's sagemaker service-2.json, CreateTrainingJob ``errors``: ResourceNotFound,
+    ResourceInUse, ResourceLimitExceeded); its wording is SageMaker's as users quote it ("An error occurred
+    (ResourceInUse) when calling the CreateTrainingJob operation: Training job names must be unique within an
+    AWS account and region, and a training job with this name already exists (arn:...)",
+    github.com/aws/amazon-sagemaker-examples pull 3108). Names differing only in case collide too
+    (``TrainingWorld.job``): an assumption, since a job's ARN carries its name lower-cased and two such jobs
+    would share one ARN. A name is free again once its job is deleted (DeleteTrainingJob: "After deleting the job,
+    you can reuse its name", botocore's model); moto has no DeleteTrainingJob, nor does the emulator."""
+    return ("Training job names must be unique within an AWS account and region, and a training job with this "
+            f"name already exists ({arn})")
 
 
 TAG_LIMIT = 50  # CreateTrainingJob Tags: max 50 (botocore's sagemaker model)

@@ -3,7 +3,7 @@
 The same steps as the handlers (functions/medic/flows/node/remediation.py, flows/jobs/restart.py) up to the decision:
 parse the event with Medic's models, classify the fault, read the live ledger and the node or job, and
 call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob,
-ListTags, ListObjectsV2, DynamoDB reads); nothing is claimed, executed, paged or recorded.
+ListObjectsV2, DynamoDB reads); nothing is claimed, executed, paged or recorded.
 """
 
 from __future__ import annotations
@@ -251,12 +251,15 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
                     f"Training job {name} matches no configured prefix; Medic leaves it alone.")
     table = ctx.ledger(mode)
     training = TrainingJobs(ctx.client("sagemaker"))
-    try:
-        tags = {**(detail.Tags or {}), **training.tags(detail.TrainingJobArn)}
-    except (ClientError, BotoCoreError) as error:
-        return done(failure.fault, Action.NONE, Outcome.FAILED, f"Could not read the job's tags ({error_code(error)}).",
-                    page=Page.INCIDENT, table=table)
-    lineage = lineage_of(name, tags)
+    medics = JobStore(ctx.ledger()).restart(name)  # the jobs Medic created: the real namespace
+    description = None
+    if medics is not None:
+        try:
+            description = training.describe(name)
+        except (ClientError, BotoCoreError) as error:
+            return done(failure.fault, Action.NONE, Outcome.FAILED, f"Could not read the job ({error_code(error)}).",
+                        page=Page.INCIDENT, table=table)
+    lineage = lineage_of(name, medics, (description or {}).get("CreationTime"))
     base["incident"] = f"job:{lineage.root}"
     facts.append(("lineage", f"{lineage.root}, {lineage.restarts} restart(s) before this job"))
     if detail.TrainingJobStatus == "Failed" and JobStore(table).job_failure_claimed(name):
@@ -264,11 +267,11 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
                     attempt=lineage.restarts + 1)
 
     max_restarts = config.max_restarts_for(spec)
-    checkpoint, description = Checkpoint.NOT_CONFIGURED, None
+    checkpoint = Checkpoint.NOT_CONFIGURED
     if (detail.TrainingJobStatus == "Failed" and failure.fault is Fault.JOB_RETRYABLE
             and lineage.restarts < max_restarts):
         try:
-            description = training.describe(name)
+            description = description or training.describe(name)
             uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
             if uri:
                 present = Checkpoints(ctx.client("s3")).exist(uri)
@@ -287,7 +290,8 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
     if detail.TrainingJobStatus == "Failed":
         steps.append(f"claim this failure of {name} in the ledger (handled once)")
     if decision.executes:
-        steps.append(f"call CreateTrainingJob {lineage.next_name()} (a clone of {name}, tagged with its lineage)")
+        steps.append(f"call CreateTrainingJob {lineage.next_name()} (a clone of {name}, noted in the ledger as restart "
+                     f"{lineage.restarts + 1} of {lineage.root})")
     explanation.would[:0] = steps
     return explanation
 

@@ -287,6 +287,8 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
         **completion_scenarios(),
+        **job_trust_scenarios(),
+        **untrusted_text_scenarios(),
         **replay_scenarios(),
         **edge_scenarios(),
     }
@@ -666,6 +668,78 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
             "title: (z) A node health event whose ClusterArn names another account",
             "expect: rejected, no call, no page",
         ], [foreign]),
+    }
+
+
+MALLORY = "ft-mallory-01"
+MALLORY_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/mallory:latest"
+MALLORY_CHECKPOINT = "s3://ml-artifacts-123456789012/mallory/ckpt/"
+
+
+def job_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """What a training job's owner cannot make Medic do with the job's tags or a job's name (issue 28, item 3)."""
+    forged = training_failed(MALLORY, T_JOB, tags={"medic:lineage": JOB, "medic:attempt": "0"})
+    forged["detail"]["AlgorithmSpecification"]["TrainingImage"] = MALLORY_IMAGE
+    forged["detail"]["CheckpointConfig"]["S3Uri"] = MALLORY_CHECKPOINT
+    squatter = {"TrainingJobName": f"{JOB}-r1", "RoleArn": "arn:aws:iam::123456789012:role/Trainer",
+                "AlgorithmSpecification": {"TrainingImage": MALLORY_IMAGE, "TrainingInputMode": "File"}}
+    return {
+        "zr-job-lineage-tag-forged.jsonl": ([
+            "title: (zr) Training job: another job under the prefix, tagged medic:lineage=<the victim>, fails first",
+            "expect: it restarts as ft-mallory-01-r1 (its own lineage, image and incident); the victim's failure "
+            "then restarts the victim as ft-mistral-7b-0042-r1 with its own image; no duplicate, no page",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, {"sim": {"s3_put": f"{MALLORY_CHECKPOINT}checkpoint-10.pt"}}, forged,
+            training_failed(at=T_JOB + timedelta(hours=1))]),
+        "zs-job-restart-name-taken.jsonl": ([
+            "title: (zs) Training job: someone created a job under the name of the victim's next restart",
+            "expect: CreateTrainingJob refused (ResourceInUse); the job holding the name is not Medic's restart of "
+            "this failure: restart_job failed and one page, never a silent duplicate; the other job untouched",
+        ], [clock(T_JOB - timedelta(hours=1)), {"sim": {"training_job": squatter}},
+            {"sim": {"s3_put": CHECKPOINT}}, training_failed()]),
+        "zt-job-attempt-tag-superscript.jsonl": ([
+            "title: (zt) Training job: a job tagged medic:attempt=\u00b2 (a superscript two, a valid tag value) fails",
+            "expect: no crash, no dead letter: the job is the first of its own lineage, restarted as "
+            "ft-mistral-7b-0042-r1 (attempt 1)",
+        ], [{"sim": {"s3_put": CHECKPOINT}},
+            training_failed(tags={"medic:lineage": JOB, "medic:attempt": "\u00b2"})]),
+    }
+
+
+# Text written to look like Medic's own page lines, as a failure message, a health reason or an alarm's reason
+# (settable with SetAlarmState) may carry it.
+FAKE_NEXT_STEP = ("\n\nWhat Medic did: restarted the job from its checkpoint\nWhat to do:     Nothing. Medic handled "
+                  "it; to silence it run: aws ssm put-parameter --name /medic/Medic/mode --value paused --overwrite\n")
+
+
+def untrusted_text_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Someone else's words in a page are quoted on one line, never a line of Medic's own (issue 28, item 4)."""
+    node = copy.deepcopy(BASE)
+    node["id"] = "0c6f1d2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f"
+    node["detail"]["InstanceId"] = "i-0f1e2d3c4b5a69788"
+    node["detail"]["HealthSummary"]["HealthStatusReason"] = f"GPU fell off the bus{FAKE_NEXT_STEP}"
+    cluster_event = {
+        "version": "0", "id": "9e0d7c6b-5a49-4382-b1f0-e2d3c4b5a697", "detail-type": "SageMaker HyperPod Cluster Event",
+        "source": "aws.sagemaker", "account": "123456789012", "time": (T0 + minutes(1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-west-2", "resources": ["arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za"],
+        "detail": {"EventDetails": {
+            "EventId": "1f2e3d4c-5b6a-4798-8a7b-6c5d4e3f2a10",
+            "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za",
+            "ClusterName": "pretrain-slurm", "InstanceGroupName": "workers", "InstanceId": "i-0a1b2c3d4e5f60718",
+            "ResourceType": "Instance", "EventTime": int((T0 + minutes(1)).timestamp() * 1000), "EventLevel": "Error",
+            "Description": "Lifecycle script on_create.sh failed on the instance",
+            "EventDetails": {"EventMetadata": {"Instance": {
+                "FailureMessage": f"provisioning script exited 1: {FAKE_NEXT_STEP}",
+                "NodeLogicalId": "6d7e8f90-a1b2-4c3d-8e4f-5a6b7c8d9e0f"}}}}},
+    }
+    user_error = ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"KeyError: 'lr'\""
+                  f"{FAKE_NEXT_STEP}Command \"/opt/conda/bin/python3.10 train.py\", exit code: 1")
+    return {
+        "zu-untrusted-text-in-pages.jsonl": ([
+            "title: (zu) Someone else's words in pages: a health reason, a cluster event, a FailureReason and an "
+            "alarm's StateReason, each printing a fake 'What to do:' line",
+            "expect: four pages; in each, the words quoted on one line and Medic's own 'What to do:' the only one",
+        ], [node, cluster_event, {"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=user_error),
+            alarm("divergence", "ALARM", T_JOB + minutes(5), reason=f"Threshold Crossed{FAKE_NEXT_STEP}")]),
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from medic.ledger.jobs import JobStore
+from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.pages import PageStore
 from tests.cli.conftest import CLUSTER, NOW, REGION, Deployed, ago
 from tests.helpers import hma_reason, load_event, node_event
@@ -22,6 +22,7 @@ from tests.helpers import hma_reason, load_event, node_event
 NODE = "i-0d4e5f60718293a4b"
 JOB = "ft-mistral-7b-0042"
 CHECKPOINTS = "s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/"
+JOB_CREATED = datetime(2026, 11, 21, tzinfo=UTC)
 
 
 class Explainer:
@@ -42,14 +43,12 @@ class Explainer:
             "ClusterName": CLUSTER, "ClusterStatus": "InService",
             "InstanceGroups": [{"InstanceGroupName": "workers", "CurrentCount": nodes}]}, {"ClusterName": CLUSTER}))
 
-    def job(self, tags: dict[str, str] | None = None, checkpoint: str | None = CHECKPOINTS, name: str = JOB) -> None:
+    def job(self, checkpoint: str | None = CHECKPOINTS, name: str = JOB, created: datetime = JOB_CREATED) -> None:
         arn = f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}"
-        self.expected.append(("list_tags", {"Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()]},
-                              {"ResourceArn": arn}))
         description: dict[str, Any] = {
             "TrainingJobName": name, "TrainingJobArn": arn, "ModelArtifacts": {"S3ModelArtifacts": ""},
             "TrainingJobStatus": "Failed", "SecondaryStatus": "Failed", "StoppingCondition": {},
-            "CreationTime": datetime(2026, 11, 21)}
+            "CreationTime": created}
         if checkpoint:
             description["CheckpointConfig"] = {"S3Uri": checkpoint}
         self.expected.append(("describe_training_job", description, {"TrainingJobName": name}))
@@ -229,13 +228,30 @@ def test_given_a_retryable_training_job_failure_with_a_checkpoint_when_explained
 
 def test_given_a_training_job_failure_already_handled_when_explained_then_duplicate(explainer: Explainer):
     JobStore(explainer.deployed.ledger()).claim_job_failure(JOB, NOW)
-    explainer.expected.append(("list_tags", {"Tags": []},
-                               {"ResourceArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{JOB}"}))
 
     code, out, _ = explainer.run(copy.deepcopy(load_event("training-job-failed")))
 
     assert decision(out) == "Decision:  none -> duplicate (attempt 1)"
     assert f"This failure of {JOB} was already handled." in out
+
+
+def test_given_a_failure_of_medics_own_restart_when_explained_then_the_lineage_is_medics_note_of_it(
+        explainer: Explainer):
+    # Given Medic created ft-...-r1 as the first restart of the job (its note in the ledger, just before the job's
+    # CreationTime) and r1 has failed
+    JobStore(explainer.deployed.ledger()).intend_restart(MedicRestart(
+        name=f"{JOB}-r1", root=JOB, attempt=1, restarted_from=JOB, intended_at=JOB_CREATED - timedelta(seconds=1)))
+    explainer.job(name=f"{JOB}-r1", checkpoint=None)
+    event = copy.deepcopy(load_event("training-job-failed"))
+    event["detail"]["TrainingJobName"] = f"{JOB}-r1"
+    event["detail"]["TrainingJobArn"] = f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{JOB}-r1"
+
+    code, out, err = explainer.run(event)
+
+    # Then the explanation reads the lineage from the ledger: restart 2 of the job (and no tags are asked for)
+    assert code == 0, err
+    assert f"{JOB}, 1 restart(s) before this job" in out
+    assert decision(out) == "Decision:  restart_job -> suppressed (attempt 2)"
 
 
 def test_given_an_unreadable_event_file_when_explained_then_an_error(deployed: Deployed, tmp_path: Path):

@@ -349,6 +349,25 @@ def test_a_raising_handler_has_its_batch_bisected_then_dropped_after_the_retries
     assert sizes == [2, 1, 1, 1, 1, 1]
 
 
+def test_create_training_job_refuses_a_name_a_job_already_has_as_sagemaker_does(world):
+    # Given a training job in the emulated SageMaker
+    world.training.put({"TrainingJobName": "ft-taken", **world.training.defaults()})
+    sagemaker = boto3.client("sagemaker")  # a handler's client: through the router
+    other = {**world.training.defaults(),
+             "AlgorithmSpecification": {"TrainingImage": "123456789012.dkr.ecr.us-west-2.amazonaws.com/other:1",
+                                        "TrainingInputMode": "File"}}
+    # When a handler creates another job under that name (or the same name in other letter case)
+    for name in ("ft-taken", "FT-Taken"):
+        with pytest.raises(sagemaker.exceptions.ResourceInUse) as taken:
+            sagemaker.create_training_job(TrainingJobName=name, **other)
+        # Then SageMaker's error (the operation's declared ResourceInUse), in its words, naming the job's ARN
+        assert "Training job names must be unique within an AWS account and region" in str(taken.value)
+        assert "training-job/ft-taken" in str(taken.value)
+    # And the job is the one it was (moto alone would have replaced it)
+    assert sagemaker.describe_training_job(TrainingJobName="ft-taken")["AlgorithmSpecification"]["TrainingImage"] \
+        == world.training.defaults()["AlgorithmSpecification"]["TrainingImage"]
+    assert world.training.created == []
+
 
 def test_a_batch_lambda_gives_up_on_is_reported_to_the_on_failure_queue_by_where_it_was(stream_world):
     # Lambda developer guide, "Using AWS Lambda with Amazon DynamoDB", Error handling: the on-failure destination gets

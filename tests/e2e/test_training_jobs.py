@@ -6,7 +6,15 @@ from __future__ import annotations
 import copy
 
 from sim.scenario import SCENARIOS
-from sim.scenarios.generate import CHECKPOINT, CUDA_OOM, JOB, T_JOB, restart_failed, training_failed
+from sim.scenarios.generate import (
+    CHECKPOINT,
+    CUDA_OOM,
+    JOB,
+    MALLORY_IMAGE,
+    T_JOB,
+    restart_failed,
+    training_failed,
+)
 from tests.e2e.conftest import outcomes, sample
 
 CREATE = "sagemaker:CreateTrainingJob"
@@ -96,15 +104,53 @@ def test_a_repeated_failure_event_starts_one_restart(replay):
     assert result.pages == []
 
 
-def test_the_lineage_comes_from_the_restarted_jobs_own_tags(replay):
-    # Given r1's failure event carries no tags (the handler must ask SageMaker for them)
+def test_the_lineage_of_a_restart_is_medics_note_of_the_job_it_created(replay):
+    # Given r1's failure event carries no tags (and Medic would not believe them if it did)
     again = restart_failed(1, T_JOB.replace(hour=5))
     again["detail"]["Tags"] = {}
     result = replay([{"sim": {"s3_put": CHECKPOINT}}, training_failed(), again])
-    # Then the emulated SageMaker answers ListTags with the tags r1 was created with: r2 is attempt 2
+    # Then Medic's ledger, keyed by the job it created, says r1 is restart 1 of the job: r2 is attempt 2
     assert [record["attempt"] for record in result.records] == [1, 2]
+    assert {record["incident"] for record in result.records} == {f"job:{JOB}"}
     assert [job["name"] for job in result.training_jobs] == [f"{JOB}-r1", f"{JOB}-r2"]
     assert result.training_jobs[1]["tags"]["medic:attempt"] == "2"
+
+
+def test_zr_a_job_tagged_with_the_victims_lineage_gets_its_own_restart_and_the_victim_its_real_one(replay):
+    # Given another job under the prefix, with its own image, tagged medic:lineage=<the victim> medic:attempt=0,
+    # fails first; then the victim fails
+    result = replay(SCENARIOS / "zr-job-lineage-tag-forged.jsonl")
+    # Then each is restarted as itself: Mallory's job under its own name, lineage and image; the victim's real
+    # restart with the victim's image, never a silent duplicate
+    assert outcomes(result) == [("restart_job", "executed")] * 2
+    assert [record["incident"] for record in result.records] == ["job:ft-mallory-01", f"job:{JOB}"]
+    assert [(job["name"], job["request"]["AlgorithmSpecification"]["TrainingImage"])
+            for job in result.training_jobs] == [
+        ("ft-mallory-01-r1", MALLORY_IMAGE), (f"{JOB}-r1", "123456789012.dkr.ecr.us-west-2.amazonaws.com/ft:latest")]
+    assert result.pages == []
+
+
+def test_zs_a_job_holding_the_restarts_name_is_paged_never_a_silent_duplicate(replay):
+    # Given a job someone created an hour earlier under the name of the victim's next restart
+    result = replay(SCENARIOS / "zs-job-restart-name-taken.jsonl")
+    # Then SageMaker refuses Medic's CreateTrainingJob, the job holding the name is not Medic's: failed, one page
+    assert outcomes(result) == [("restart_job", "failed")]
+    record = result.records[0]
+    assert record["paged"] is True
+    assert f"a training job named {JOB}-r1 already exists and is not Medic's restart of {JOB}" in record["reason"]
+    assert result.calls[CREATE] == 1 and result.training_jobs == []
+    [page] = result.pages
+    assert f"{JOB}-r1" in page["message"]
+
+
+def test_zt_a_superscript_attempt_tag_neither_crashes_the_handler_nor_counts(replay):
+    # Given a job tagged medic:attempt=² (a valid tag value: TagValue allows any Unicode number)
+    result = replay(SCENARIOS / "zt-job-attempt-tag-superscript.jsonl")
+    # Then the handler neither crashes (nothing dropped to the DLQ) nor reads the tag: restart 1, named -r1
+    assert result.dropped == []
+    assert outcomes(result) == [("restart_job", "executed")]
+    assert result.records[0]["attempt"] == 1
+    assert [job["name"] for job in result.training_jobs] == [f"{JOB}-r1"]
 
 
 def test_a_training_job_directive_defines_what_describe_returns_and_the_clone_copies(replay):

@@ -222,8 +222,23 @@ def test_slowdown_pages_with_the_slowest_node_first(slurm):
     record = respond_to_alarm(alarm(f"medic-slowdown-{JOB}"), slurm.medic.deps)
     assert (record["fault"], record["paged"]) == ("slowed", True)
     [page] = slurm.medic.pages()
-    lines = [line for line in page["Message"].splitlines() if line.strip().startswith("ip-")]
-    assert lines[0].split()[0] == "ip-10-1-2-4" and "31% of the fastest" in lines[0]
+    # (each node as the Node dimension names it, which any PutMetricData caller writes: quoted)
+    lines = [line for line in page["Message"].splitlines() if line.strip().startswith('"ip-')]
+    assert lines[0].split()[0] == '"ip-10-1-2-4"' and "31% of the fastest" in lines[0]
+
+
+def test_a_node_name_written_into_the_metrics_is_quoted_on_its_line(slurm):
+    # Given someone allowed PutMetricData on Medic/Training wrote a Node dimension that looks like Medic's lines
+    at = slurm.medic.clock[0] - timedelta(minutes=5)
+    hostile = "ip-10-1-2-9\nWhat to do:     Nothing, Medic drained it"
+    for node, value in (("ip-10-1-2-3", 1000.0), (hostile, 310.0)):
+        probe_reports("TokensPerSecond", value, at, Node=node)
+    respond_to_alarm(alarm(f"medic-slowdown-{JOB}"), slurm.medic.deps)
+    [page] = slurm.medic.pages()
+    lines = page["Message"].splitlines()
+    # Then Medic's "What to do:" is the only one, and the name is quoted on the node's own line
+    assert len([line for line in lines if line.startswith("What to do:")]) == 1
+    assert any(line.strip().startswith('"ip-10-1-2-9 What to do: Nothing, Medic drained it"') for line in lines)
 
 
 def test_failed_nodes_page_only_when_medic_is_not_already_repairing_them(slurm):

@@ -393,7 +393,7 @@ def test_a_node_whose_claims_lose_to_other_nodes_still_gets_its_own_decision(wor
 
 def test_racing_deliveries_of_one_training_job_failure_start_one_restart(world):
     # Given a failed job with a checkpoint, and its failure event delivered to 16 invocations at once
-    training = Training()
+    training = Training([NOW])
     training.job("ft-mistral-7b-0042")
     training.checkpoint_saved()
     event = load_event("training-job-failed")

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import copy
+import json
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
+from moto.sagemaker.models import sagemaker_backends
 
 from medic.config import parse_config
 from medic.flows.jobs.restart import restart_training_job
-from medic.ledger.jobs import JobStore
+from medic.ledger.jobs import JobStore, MedicRestart
 from tests.functional.conftest import CONFIG, REGION, medic_world
 from tests.helpers import load_event
 
 JOB = "ft-mistral-7b-0042"
 CHECKPOINTS = "s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/"
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/ft:latest"
+OTHER_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/mallory:latest"
 
 
 @pytest.fixture
@@ -37,23 +43,29 @@ def failure(event: dict, reason: str | None = None, name: str | None = None, sta
 
 
 class Training:
-    """The emulated SageMaker training jobs and checkpoint bucket."""
+    """The emulated SageMaker training jobs and checkpoint bucket; jobs are created at the test's clock, as
+    SageMaker stamps a job's CreationTime."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: list[datetime]) -> None:
+        self.clock = clock
         self.sagemaker = boto3.client("sagemaker", region_name=REGION)
         self.s3 = boto3.client("s3", region_name=REGION)
         self.s3.create_bucket(Bucket="ml-artifacts-123456789012",
                               CreateBucketConfiguration={"LocationConstraint": REGION})
 
-    def job(self, name: str, tags: dict[str, str] | None = None, checkpoint: str | None = CHECKPOINTS) -> None:
+    def job(self, name: str, tags: dict[str, str] | None = None, checkpoint: str | None = CHECKPOINTS,
+            image: str | None = None) -> None:
         sample = load_event("training-job-failed")["detail"]
         request = {key: sample[key] for key in ("HyperParameters", "AlgorithmSpecification", "RoleArn",
                                                  "InputDataConfig", "OutputDataConfig", "ResourceConfig",
                                                  "StoppingCondition")}
+        if image:
+            request["AlgorithmSpecification"] = {**request["AlgorithmSpecification"], "TrainingImage": image}
         if checkpoint:
             request["CheckpointConfig"] = {"S3Uri": checkpoint, "LocalPath": "/opt/ml/checkpoints"}
         tag_list = [{"Key": k, "Value": v} for k, v in {"team": "ft", **(tags or {})}.items()]
         self.sagemaker.create_training_job(TrainingJobName=name, Tags=tag_list, **request)
+        stamp(name, self.clock[0])
 
     def checkpoint_saved(self) -> None:
         self.s3.put_object(Bucket="ml-artifacts-123456789012", Key="ft/checkpoints/ft-mistral-7b/step-100.pt",
@@ -66,11 +78,43 @@ class Training:
         arn = self.sagemaker.describe_training_job(TrainingJobName=name)["TrainingJobArn"]
         return {t["Key"]: t["Value"] for t in self.sagemaker.list_tags(ResourceArn=arn)["Tags"]}
 
+    def image(self, name: str) -> str:
+        return self.sagemaker.describe_training_job(TrainingJobName=name)["AlgorithmSpecification"]["TrainingImage"]
+
+
+def stamp(name_or_arn: str, at: datetime) -> None:
+    """The job's CreationTime at the test's clock, as SageMaker stamps it when it accepts the call (moto uses the
+    wall clock)."""
+    jobs = sagemaker_backends["123456789012"][REGION].training_jobs.values()
+    [job] = [job for job in jobs if name_or_arn in (job.training_job_name, job.arn)]
+    job.creation_time = at.astimezone(UTC).replace(tzinfo=None)
+
+
+def behave_like_sagemaker(client, clock: list[datetime]) -> None:
+    """Medic's SageMaker client as SageMaker answers CreateTrainingJob, where moto does not: a taken name is refused
+    with ResourceInUse (botocore's sagemaker model lists it among the operation's errors; moto replaces the job),
+    and the new job's CreationTime is the test's clock."""
+    def refuse(params, **_):
+        name = json.loads(params["body"])["TrainingJobName"]
+        if name in {job["TrainingJobName"] for job in client.list_training_jobs()["TrainingJobSummaries"]}:
+            message = ("Training job names must be unique within an AWS account and region, and a training job "
+                       f"with this name already exists ({name})")
+            return (AWSResponse("https://api.sagemaker", 400, {}, None),
+                    {"Error": {"Code": "ResourceInUse", "Message": message}})
+        return None
+
+    def created(parsed, **_):
+        if "TrainingJobArn" in parsed:
+            stamp(parsed["TrainingJobArn"], clock[0])
+    client.meta.events.register("before-call.sagemaker.CreateTrainingJob", refuse, unique_id="refuse-taken-name")
+    client.meta.events.register("after-call.sagemaker.CreateTrainingJob", created, unique_id="stamp-creation")
+
 
 @pytest.fixture
 def world(medic):
     medic.deps.account = "123456789012"  # the deploying account, as dependencies() reads it from the topic ARN
-    return medic, Training()
+    behave_like_sagemaker(medic.deps.training.client, medic.clock)
+    return medic, Training(medic.clock)
 
 
 def handle(medic, event):
@@ -181,24 +225,145 @@ def test_an_unknown_reason_pages_and_starts_nothing(world, failed_event):
 
 def test_a_restart_of_a_restart_counts_against_the_lineage(world, failed_event):
     medic, training = world
-    training.job(f"{JOB}-r1", tags={"medic:lineage": JOB, "medic:attempt": "1"})
+    training.job(JOB)
     training.checkpoint_saved()
+    assert handle(medic, failed_event)["outcome"] == "executed"
+    # Given Medic's restart r1 fails too (its tags are whatever its owner set since: they do not count)
+    training.sagemaker.add_tags(ResourceArn=training.sagemaker.describe_training_job(
+        TrainingJobName=f"{JOB}-r1")["TrainingJobArn"], Tags=[{"Key": "medic:attempt", "Value": "0"}])
+    medic.at("2026-11-20T11:14:05Z")
     record = handle(medic, failure(failed_event, name=f"{JOB}-r1"))
+    # Then Medic's own note of r1 says it is the lineage's first restart: this is attempt 2
     assert (record["outcome"], record["attempt"], record["incident"]) == ("executed", 2, f"job:{JOB}")
     assert training.tags(f"{JOB}-r2")["medic:attempt"] == "2"
 
 
 def test_when_the_budget_is_spent_medic_gives_up_with_one_page(world, failed_event):
     medic, training = world
-    for k in (3, 4):
-        training.job(f"{JOB}-r{k}", tags={"medic:lineage": JOB, "medic:attempt": str(k)})
+    training.job(JOB)
     training.checkpoint_saved()
-    give_up = handle(medic, failure(failed_event, name=f"{JOB}-r3"))
-    later = handle(medic, failure(failed_event, name=f"{JOB}-r4"))
-    assert (give_up["outcome"], give_up["paged"], later["paged"]) == ("suppressed", True, False)
-    assert "Giving up" in give_up["reason"]
+    # Given the job and each of Medic's three restarts failing the same way
+    records = []
+    for hour, name in enumerate([JOB, f"{JOB}-r1", f"{JOB}-r2", f"{JOB}-r3"]):
+        medic.at(f"2026-11-20T{8 + 3 * hour:02d}:14:05Z")
+        records.append(handle(medic, failure(failed_event, name=name)))
+    # Then the fourth failure gives up with one page, and there is no -r4
+    assert [record["outcome"] for record in records] == ["executed"] * 3 + ["suppressed"]
+    assert [record["attempt"] for record in records] == [1, 2, 3, 4]
+    assert (records[-1]["paged"], "Giving up" in records[-1]["reason"]) == (True, True)
     assert len(medic.pages()) == 1
-    assert training.names() == [f"{JOB}-r3", f"{JOB}-r4"]  # no -r5
+    assert training.names() == [JOB, f"{JOB}-r1", f"{JOB}-r2", f"{JOB}-r3"]
+
+
+def test_a_job_tagged_with_another_jobs_lineage_is_the_root_of_its_own(world, failed_event):
+    medic, training = world
+    victim = JOB
+    training.job(victim)
+    training.checkpoint_saved()
+    # Given another job under the prefix, with its own image, tagged as if it were a restart of the victim
+    mallory = "ft-mallory-01"
+    training.job(mallory, tags={"medic:lineage": victim, "medic:attempt": "0"}, image=OTHER_IMAGE)
+    # When it fails first with a retryable reason
+    forged = handle(medic, failure(failed_event, name=mallory))
+    # Then Medic restarts it as what it is: its own lineage, its own name, its own incident
+    assert (forged["outcome"], forged["incident"], forged["attempt"]) == ("executed", f"job:{mallory}", 1)
+    assert f"{mallory}-r1" in forged["reason"] and training.image(f"{mallory}-r1") == OTHER_IMAGE
+    # And when the victim then fails, its real restart is started (with its own image), not called a duplicate
+    medic.at("2026-11-20T09:14:05Z")
+    real = handle(medic, failed_event)
+    assert (real["outcome"], real["incident"], real["attempt"]) == ("executed", f"job:{victim}", 1)
+    assert training.image(f"{victim}-r1") == IMAGE
+    assert medic.pages() == []
+
+
+@pytest.mark.parametrize("attempt", ["\u00b2", "\u0663", "2", "-1", "99999999999999999999999"])
+def test_an_attempt_tag_is_never_read(world, failed_event, attempt):
+    medic, training = world
+    # Given a job whose tags claim a lineage and an attempt (superscript two, Arabic-Indic three, ...: TagValue
+    # allows any letter or number)
+    training.job(JOB, tags={"medic:lineage": JOB, "medic:attempt": attempt})
+    training.checkpoint_saved()
+    # When it fails with a retryable reason
+    record = handle(medic, failed_event)
+    # Then the handler does not crash, and the job is the first of its lineage: restart 1, named -r1
+    assert (record["outcome"], record["attempt"]) == ("executed", 1)
+    assert training.names() == [JOB, f"{JOB}-r1"]
+    assert training.tags(f"{JOB}-r1")["medic:attempt"] == "1"
+
+
+def test_a_job_squatting_the_restarts_name_is_paged_not_called_a_duplicate(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    # Given someone created a job under the name Medic's restart would take, an hour before the failure
+    medic.at("2026-11-20T07:14:05Z")
+    training.job(f"{JOB}-r1", image=OTHER_IMAGE)
+    medic.at("2026-11-20T08:14:05Z")
+    # When the job fails with a retryable reason
+    record = handle(medic, failed_event)
+    # Then CreateTrainingJob is refused (ResourceInUse), and since that job is not Medic's, a human is paged
+    assert (record["action"], record["outcome"], record["paged"]) == ("restart_job", "failed", True)
+    assert f"a training job named {JOB}-r1 already exists and is not Medic's restart of {JOB}" in record["reason"]
+    [page] = medic.pages()
+    assert f"{JOB}-r1" in page["Message"]
+    # And the squatter's job is untouched
+    assert training.image(f"{JOB}-r1") == OTHER_IMAGE
+
+
+def test_medics_own_restart_from_a_run_that_died_is_a_duplicate(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    # Given a run that started the restart and died before finishing (the claim is given back for Lambda's retry)
+    start_clone = medic.deps.training.start_clone
+
+    def start_then_die(*args):
+        start_clone(*args)
+        raise RuntimeError("the run dies")
+    medic.deps.training.start_clone = start_then_die
+    with pytest.raises(RuntimeError):
+        handle(medic, failed_event)
+    medic.deps.training.start_clone = start_clone
+    # When Lambda retries the event a minute later
+    medic.at("2026-11-20T08:15:05Z")
+    record = handle(medic, failed_event)
+    # Then the name is taken by Medic's own restart of this failure: a duplicate, one job, no page
+    assert (record["outcome"], record["paged"]) == ("duplicate", False)
+    assert "Medic started it for this failure" in record["reason"]
+    assert training.names() == [JOB, f"{JOB}-r1"]
+    assert medic.pages() == []
+
+
+def test_a_new_job_under_a_restarted_jobs_name_is_paged_not_taken_for_the_old_failure(world, failed_event):
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    assert handle(medic, failed_event)["outcome"] == "executed"  # JOB-r1, for this JOB's failure
+    # Given, nine days later, JOB was deleted and a new job of that name created (its failure claim has expired)
+    medic.at("2026-11-29T08:14:05Z")
+    JobStore(medic.deps.table).release_job_failure(JOB)
+    stamp(JOB, medic.clock[0] - timedelta(hours=2))
+    # When the new JOB fails
+    record = handle(medic, failed_event)
+    # Then its restart's name JOB-r1 is Medic's restart of the earlier JOB: not a duplicate, a page
+    assert (record["outcome"], record["paged"]) == ("failed", True)
+    assert f"Medic created that name for the failure of an earlier job named {JOB}" in record["reason"]
+    assert training.names() == [JOB, f"{JOB}-r1"]
+
+
+def test_a_job_that_reuses_the_name_of_medics_restart_does_not_inherit_its_lineage(world, failed_event):
+    medic, training = world
+    # Given Medic created ft-...-r1 five days ago; that job was deleted, and someone created a new one of that name
+    five_days_ago = medic.clock[0] - timedelta(days=5)
+    assert JobStore(medic.deps.table).intend_restart(MedicRestart(
+        name=f"{JOB}-r1", root=JOB, attempt=1, restarted_from=JOB, intended_at=five_days_ago))
+    training.job(f"{JOB}-r1", tags={"medic:lineage": JOB, "medic:attempt": "1"})
+    training.checkpoint_saved()
+    # When the new job fails
+    record = handle(medic, failure(failed_event, name=f"{JOB}-r1"))
+    # Then it is the root of its own lineage (Medic's note is of another job, created five days ago)
+    assert (record["outcome"], record["incident"], record["attempt"]) == ("executed", f"job:{JOB}-r1", 1)
+    assert training.names() == [f"{JOB}-r1", f"{JOB}-r1-r1"]
 
 
 def test_a_missing_checkpoint_pages_instead_of_starting_from_scratch(world, failed_event):
@@ -222,7 +387,7 @@ def test_config_may_allow_a_restart_without_checkpoint(aws, failed_event):
     config = parse_config({**CONFIG, "training_jobs": [{**CONFIG["training_jobs"][0],
                                                          "allow_restart_without_checkpoint": True}]})
     for medic in medic_world(config, aws):
-        training = Training()
+        training = Training(medic.clock)
         training.job(JOB, checkpoint=None)
         record = handle(medic, failed_event)
         assert record["outcome"] == "executed" and "without a checkpoint" in record["reason"]

@@ -66,3 +66,10 @@ def test_the_most_severe_xid_in_a_reason_decides():
 
 def test_every_xid_entry_says_why():
     assert all(why.strip() for _, why in XID_CATALOG.values())
+
+
+@pytest.mark.parametrize("digits", ["\u0667\u0669", "\uff17\uff19", "7\u0669"])
+def test_an_xid_is_read_in_ascii_digits_only(digits):
+    # Given a reason whose XID is written in other scripts' digits (Arabic-Indic, fullwidth): int() would read 79
+    # Then it is no XID Medic knows: a human decides, no reboot
+    assert classify("Unhealthy", f"NVRM: Xid (PCI:0000:53:00): {digits}, pid=1896") is Fault.UNKNOWN

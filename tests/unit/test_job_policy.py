@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -12,7 +12,8 @@ from medic.adapters.training import TrainingJobs, clone_request, is_built_in_alg
 from medic.config import DEFAULT_FAILURE_RULES
 from medic.core.models import Fault
 from medic.flows.jobs.faults import classify_failure
-from medic.flows.jobs.policy import Lineage, lineage_of
+from medic.flows.jobs.policy import Lineage, lineage_of, not_medics_restart
+from medic.ledger.jobs import MedicRestart
 
 
 def test_restart_names_count_up_from_the_root():
@@ -27,10 +28,42 @@ def test_long_names_stay_within_63_characters_and_distinct():
     assert all(len(name) <= 63 and name.endswith("-r12") for name in names)
 
 
-def test_lineage_comes_from_medic_tags_not_from_the_name():
-    assert lineage_of("ft-x-r2", {"medic:lineage": "ft-x", "medic:attempt": "2"}) == Lineage("ft-x", 2)
-    assert lineage_of("ft-x-r2", {}) == Lineage("ft-x-r2", 0)
-    assert lineage_of("ft-x", {"medic:lineage": "ft-x", "medic:attempt": "two"}) == Lineage("ft-x", 0)
+MEDIC_DECIDED = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
+R2 = MedicRestart(name="ft-x-r2", root="ft-x", attempt=2, restarted_from="ft-x-r1", intended_at=MEDIC_DECIDED)
+
+
+def test_lineage_comes_from_medics_note_of_the_job_it_created_never_from_tags_or_the_name():
+    # Medic's note of ft-x-r2, and the job of that name created while Medic's call ran: attempt 2 of ft-x
+    assert lineage_of("ft-x-r2", R2, MEDIC_DECIDED + timedelta(seconds=2)) == Lineage("ft-x", 2)
+    # No note: whatever the name looks like, the job is the root of its own lineage
+    assert lineage_of("ft-x-r2", None, MEDIC_DECIDED) == Lineage("ft-x-r2", 0)
+    # A job created an hour before Medic decided, or a day after (its name reused): not the job Medic created
+    assert lineage_of("ft-x-r2", R2, MEDIC_DECIDED - timedelta(hours=1)) == Lineage("ft-x-r2", 0)
+    assert lineage_of("ft-x-r2", R2, MEDIC_DECIDED + timedelta(days=1)) == Lineage("ft-x-r2", 0)
+    assert lineage_of("ft-x-r2", R2, None) == Lineage("ft-x-r2", 0)
+
+
+def test_medics_restart_is_a_job_created_while_a_run_could_have_been_calling():
+    # from the decision (less SageMaker's clock skew) until the claim of a run that died goes stale
+    assert R2.made(MEDIC_DECIDED - timedelta(seconds=59))
+    assert R2.made(MEDIC_DECIDED + timedelta(seconds=149))
+    assert not R2.made(MEDIC_DECIDED - timedelta(seconds=61))
+    assert not R2.made(MEDIC_DECIDED + timedelta(seconds=151))
+
+
+def test_a_taken_restart_name_is_medics_own_only_for_this_failure_and_in_time():
+    r1_created = MEDIC_DECIDED - timedelta(hours=3)
+    r2 = MedicRestart(name="ft-x-r2", root="ft-x", attempt=2, restarted_from="ft-x-r1", intended_at=MEDIC_DECIDED,
+                      restarted_from_created=r1_created)
+    assert not_medics_restart(r2, "ft-x-r1", r1_created, MEDIC_DECIDED) is None
+    assert not_medics_restart(None, "ft-x-r1", r1_created, MEDIC_DECIDED) == "Medic has no record of creating it"
+    # the note is for another job's failure, or for an earlier job of the same name (a name is reusable)
+    assert "for the failure of ft-x-r1, not of this one" in not_medics_restart(r2, "ft-y", r1_created, MEDIC_DECIDED)
+    assert "an earlier job named ft-x-r1" in not_medics_restart(r2, "ft-x-r1", r1_created + timedelta(days=9),
+                                                                 MEDIC_DECIDED)
+    # created an hour before Medic decided: someone else's
+    assert "created at 2026-11-20 07:14:05 UTC" in not_medics_restart(r2, "ft-x-r1", r1_created,
+                                                                       MEDIC_DECIDED - timedelta(hours=1))
 
 
 def test_the_first_matching_rule_wins():

@@ -6,12 +6,28 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from medic.core.models import Action, Outcome
+from medic.core.text import single_line
 
 
 @dataclass(frozen=True)
 class PageText:
+    """A page: its subject and its lines. Each line is kept to one line (`single_line`): a value a builder puts
+    into a line (a reason, a name, someone else's words) can never add a line of its own, such as a fake
+    "What to do:" above Medic's. Untrusted words inside a line are shown `quoted` by the builder."""
+
     subject: str
-    body: str
+    lines: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lines, str):
+            raise TypeError("PageText takes the page's lines, not a body: a line break inside a value must not "
+                            "start a new line")
+        object.__setattr__(self, "subject", single_line(self.subject))
+        object.__setattr__(self, "lines", tuple(single_line(line) for line in self.lines))
+
+    @property
+    def body(self) -> str:
+        return "\n".join(self.lines)
 
 
 def console_link(region: str, cluster: str) -> str:

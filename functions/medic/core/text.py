@@ -28,6 +28,25 @@ def one_line_text(value: str) -> str:
     return " ".join(kept.split())
 
 
+def single_line(text: str) -> str:
+    """One line of a page: every line break (LF, CR, VT, FF, NEL, U+2028, ...) and tab becomes a space, other control
+    and format characters (ANSI escapes, bidi overrides, zero-width characters) are dropped; spaces are kept (a
+    page's columns). A value inside the line can never start a line of its own."""
+    return "".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or unicodedata.category(ch)[0] != "C")
+
+
+class MedicText(str):
+    """Words Medic wrote itself, passed where a page shows someone else's words (a health reason, an alarm's
+    reason): shown as they are. Any other text in such a place is untrusted and shown only `quoted`."""
+
+    __slots__ = ()
+
+
+def untrusted(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """Text for a page's line: `quoted` (one line, bounded, escaped, in double quotes) unless Medic wrote it."""
+    return single_line(text) if isinstance(text, MedicText) else quoted(text, limit)
+
+
 def quoted(text: str, limit: int = MAX_REASON_CHARS, *, ascii_only: bool = False) -> str:
     """Someone else's words inside Medic's sentence: one line, bounded, in double quotes (JSON string escaping).
     ``ascii_only`` shows every character outside ASCII escaped (``\\u001b``): nothing is dropped, nothing renders;

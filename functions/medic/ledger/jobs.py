@@ -1,16 +1,25 @@
-"""Training-job memory: which job failures were handled, and each job lineage's restart budget."""
+"""Training-job memory: which job failures were handled, each job lineage's restart budget, and each training job
+Medic created (its lineage and attempt: Medic's word, never the job's tags, which its owner controls)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from medic.config import DEDUPE_DAYS
 from medic.ledger.table import Key, Table, expires, readable
 
 # Longer than a handler's 60 s timeout: an unfinished claim older than this belongs to a dead run.
 JOB_CLAIM_STALE = timedelta(seconds=90)
+# How long Medic remembers a training job it created: longer than the job can live. SageMaker stops a job after
+# MaxRuntimeInSeconds ("The maximum value is 28 days"; "at most 30 days in total", botocore's StoppingCondition)
+# and one pending for capacity after MaxPendingTimeInSeconds (at most 2419200 s, 28 days), but a job waiting for
+# its training plan's start does not count that wait: kept half a year.
+RESTART_DAYS = 180
+# SageMaker's clock (a job's CreationTime) against Lambda's (Medic's decision): both AWS's, NTP-synchronized; a
+# second of it is the CreationTime's own rounding.
+CLOCK_TOLERANCE = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -20,6 +29,35 @@ class LineageRestarts:
     lineage: str
     restarts: int
     last_restart_at: datetime
+
+
+@dataclass(frozen=True)
+class MedicRestart:
+    """A training job Medic created (or tried to): the restart ``attempt`` of lineage ``root``, started for the
+    failure of ``restarted_from`` (the failed job created at ``restarted_from_created``: a name alone may be another
+    job's later); ``intended_at``: when Medic decided, before its CreateTrainingJob call."""
+
+    name: str
+    root: str
+    attempt: int
+    restarted_from: str
+    intended_at: datetime
+    restarted_from_created: datetime | None = None
+
+    def restarts(self, failed_job: str, failed_created: datetime | None) -> bool:
+        """Whether this restart is of the failure of that job (its name and CreationTime)."""
+        return (self.restarted_from, _moment(self.restarted_from_created)) == (failed_job, _moment(failed_created))
+
+    def made(self, creation_time: datetime | None) -> bool:
+        """Whether the job of this name created at ``creation_time`` (DescribeTrainingJob's CreationTime) is this
+        restart: created while a run of Medic's could have been calling CreateTrainingJob for it (from its decision
+        until its claim goes stale: every run ends before). A name alone does not say: another principal may have
+        created the job first, or after Medic's call failed, and a name is reusable once its job is deleted
+        (DeleteTrainingJob: "After deleting the job, you can reuse its name")."""
+        if creation_time is None:
+            return False
+        return (self.intended_at - CLOCK_TOLERANCE <= creation_time
+                <= self.intended_at + JOB_CLAIM_STALE + CLOCK_TOLERANCE)
 
 
 class JobStore:
@@ -95,6 +133,30 @@ class JobStore:
         for lineage in lineages:
             self.refund_job_restart(lineage)
 
+    def restart_key(self, job_name: str) -> Key:
+        return self.table.key(f"jobrestart#{job_name}", "lineage")
+
+    def intend_restart(self, restart: MedicRestart) -> MedicRestart | None:
+        """Note, before calling CreateTrainingJob, that Medic is creating ``restart`` for the failure of
+        ``restarted_from``: the stored note (a retry of the same failure keeps the first decision's time), or None
+        when Medic noted that name for another failure."""
+        attributes = self.table.update_if(
+            self.restart_key(restart.name),
+            "SET intended_at = if_not_exists(intended_at, :at), lineage_root = :root, attempt = :attempt, "
+            "restarted_from = :from, restarted_from_created = :created, expires_at = :exp",
+            "attribute_not_exists(pk) OR (restarted_from = :from AND restarted_from_created = :created)",
+            {":at": {"S": restart.intended_at.isoformat()}, ":root": {"S": restart.root},
+             ":attempt": {"N": str(restart.attempt)}, ":from": {"S": restart.restarted_from},
+             ":created": {"S": _moment(restart.restarted_from_created)},
+             ":exp": expires(restart.intended_at, RESTART_DAYS)},
+            returns="ALL_NEW")
+        return None if attributes is None else _medic_restart(restart.name, attributes)
+
+    def restart(self, job_name: str) -> MedicRestart | None:
+        """What Medic noted about creating a training job of this name (None: Medic never tried to)."""
+        item = self.table.get(self.restart_key(job_name))
+        return readable(_medic_restart, job_name, item) if item else None
+
     def lineages_among(self, items: Iterable[dict]) -> list[LineageRestarts]:
         """Every job lineage's restarts, among a scan of the whole table (Table.scan); unreadable ones left out."""
         found = []
@@ -103,6 +165,19 @@ class JobStore:
             if restarts is not None:
                 found.append(restarts)
         return found
+
+
+def _moment(moment: datetime | None) -> str:
+    """A job's CreationTime as the ledger keeps it (UTC, ISO 8601); "" when not known."""
+    return moment.astimezone(UTC).isoformat() if moment else ""
+
+
+def _medic_restart(name: str, item: dict) -> MedicRestart:
+    created = item.get("restarted_from_created", {}).get("S")
+    return MedicRestart(name=name, root=item["lineage_root"]["S"], attempt=int(item["attempt"]["N"]),
+                        restarted_from=item["restarted_from"]["S"],
+                        intended_at=datetime.fromisoformat(item["intended_at"]["S"]),
+                        restarted_from_created=datetime.fromisoformat(created) if created else None)
 
 
 def _lineage_restarts(lineage: str, item: dict) -> LineageRestarts:

@@ -256,7 +256,7 @@ def jobs_unknown_page(record: Mapping[str, Any], node_name: str | None, region: 
     what ran on the node."""
     node = node_name or "(its Slurm name unknown)"
     subject = f"[Medic] {record['cluster']} node {record['node_id']}: jobs on it need a look"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"Node:           {record['node_id']} (Slurm node {node})",
         "",
@@ -269,8 +269,8 @@ def jobs_unknown_page(record: Mapping[str, Any], node_name: str | None, region: 
         f"(scontrol update NodeName={node} State=RESUME) if it was drained.",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(subject[:100], body)
+    ]
+    return PageText(subject[:100], lines)
 
 
 def heartbeat_is_fresh(seen_at: datetime | None, now: datetime) -> bool:
@@ -338,7 +338,7 @@ def slurm_job_page(record: Mapping[str, Any], details: str, region: str, situati
     outcome = Outcome(record["outcome"])
     what = {Outcome.FAILED: f"{verb} FAILED", Outcome.SUPPRESSED: f"{verb} held back"}.get(outcome, outcome.value)
     subject = f"[Medic] {record['cluster']} job {record['job']}: {what}"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"{'Kubernetes job:' if eks else 'Slurm job:     '} {record['job']}",
         # The sender's words, quoted on one line: never where the page says what to do.
@@ -351,15 +351,15 @@ def slurm_job_page(record: Mapping[str, Any], details: str, region: str, situati
         f"What to do:     {steps.get(situation, steps['failed'])}",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(subject, body)
+    ]
+    return PageText(subject, lines)
 
 
 def forged_result_page(record: Mapping[str, Any], region: str) -> PageText:
     """The page for an agent result Medic did not ask for (rejected): the controller is the suspect."""
     cluster = record["cluster"]
     subject = f"[Medic] {cluster}: agent result rejected"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {cluster}",
         "",
         "What Medic did: rejected the result (nothing was recorded against any job or incident)",
@@ -370,13 +370,16 @@ def forged_result_page(record: Mapping[str, Any], region: str) -> PageText:
         "DynamoDB writes by the controller's instance role.",
         f"Console:        {console_link(region, cluster)}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(subject, body)
+    ]
+    return PageText(subject, lines)
 
 
 def _requester(requester: dict) -> str:
     claimed = f", says it is {quoted(requester['claimed_by'], 128)}" if requester.get("claimed_by") else ""
-    return f"an event from account {requester['account']} (source {requester['source']}{claimed}; unverified)"
+    # the event's own fields: EventBridge fills them for PutEvents, but a redriven or directly invoked event says
+    # anything: quoted like the rest of the sender's words
+    return (f"an event from account {quoted(requester['account'], 64)} (source {quoted(requester['source'], 256)}"
+            f"{claimed}; unverified)")
 
 
 QUOTED_LIMIT = 200  # an agent's free text in a reason: one line, quoted, at most this long

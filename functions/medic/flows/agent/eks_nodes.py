@@ -107,7 +107,7 @@ def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: Mode, deps:
 
 def _node_page(record: Record, notice: NodeNotice, deps: Deps) -> PageText:
     jobs = [f"  {affected.job.name}: {', '.join(affected.pods[:16])}" for affected in notice.jobs]
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"Node:           {notice.node.name} ({notice.node.state})",
         "Training pods on it (watched jobs):", *jobs,
@@ -118,8 +118,8 @@ def _node_page(record: Record, notice: NodeNotice, deps: Deps) -> PageText:
         "batch-reboot-cluster-nodes / batch-replace-cluster-nodes); the jobs' operators recreate their pods.",
         f"Console:        {console_link(deps.region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(f"[Medic] {record['cluster']} node {notice.node.name}: {notice.node.state}", body)
+    ]
+    return PageText(f"[Medic] {record['cluster']} node {notice.node.name}: {notice.node.state}", lines)
 
 
 def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: Mode, deps: Deps) -> dict | None:

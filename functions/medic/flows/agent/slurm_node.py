@@ -29,6 +29,7 @@ from medic.core.mode import Mode
 from medic.core.models import Action, NodeInfo, Outcome, Trigger
 from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import DrainNote
+from medic.core.text import MedicText
 from medic.deps import Deps, NodeSweep
 from medic.flows.agent.commands import (
     JOB_ID,
@@ -148,7 +149,7 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
                               reason=f"The agent on {cluster} could not resume {name} in Slurm after the repair: "
                                      f"{said}. Resume it by hand (scontrol update NodeName={name} State=RESUME).")
         record = record.paged_if(page_incident(deps, deps.table, record,
-                                               node_page(record, "Slurm resume after a repair", deps.region),
+                                               node_page(record, MedicText("Slurm resume after a repair"), deps.region),
                                                claim=f"{about.incident}:resume"))
         return emit(record)
     # drain_node

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from medic.core.pages import PageText, what_medic_did
+from medic.core.text import quoted
 
 JOB_NEXT_STEP = {
     "job_not_retryable": "Fix the job (code, data, config or permissions) and start it again.",
@@ -14,13 +15,14 @@ JOB_NEXT_STEP = {
 
 
 def job_page(record: Mapping[str, Any], failure_reason: str, region: str) -> PageText:
+    """``failure_reason``: the job's FailureReason, the user script's own output at the end: shown quoted."""
     job = record["job"]
     subject = f"[Medic] training job {job}: {record['fault']} - {record['outcome']}"
     next_step = JOB_NEXT_STEP.get(record["fault"], "Decide whether to restart the job by hand.")
-    body = "\n".join([
+    lines = [
         f"Job:            {job}",
         f"Lineage:        {record['incident']} (attempt {record['attempt']})",
-        f"Failure:        {failure_reason[:800]}",
+        f"Failure:        {quoted(failure_reason, 800)}",
         "",
         f"What Medic did: {what_medic_did(record)}",
         f"Why:            {record['reason']}",
@@ -28,5 +30,5 @@ def job_page(record: Mapping[str, Any], failure_reason: str, region: str) -> Pag
         f"What to do:     {next_step}",
         f"Console:        https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}",
         f"Event:          {record['event_id']} (mode {record['mode']})",
-    ])
-    return PageText(subject, body)
+    ]
+    return PageText(subject, lines)

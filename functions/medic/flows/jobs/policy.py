@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome
 from medic.core.pages import Page
 from medic.flows.jobs.faults import JobFailure
+from medic.ledger.jobs import MedicRestart
 
 NAME_LIMIT = 63
 
@@ -51,16 +53,36 @@ def foreign_training_job_arn(arn: str, *, account: str, region: str, partition: 
     return None
 
 
+# Tags Medic puts on a restart for people to read (console, cost reports). Medic never reads them back: the job's
+# owner can set any tag (TagValue allows any letter or number, "²" and "٣" included), so lineage and attempt come
+# from the ledger (ledger/jobs.py, MedicRestart), keyed by the job Medic created.
 LINEAGE_TAG = "medic:lineage"
 ATTEMPT_TAG = "medic:attempt"
 
 
-def lineage_of(job_name: str, tags: dict[str, str]) -> Lineage:
-    """Medic's tags are authoritative; a job without them is the root of its own lineage."""
-    root, attempt = tags.get(LINEAGE_TAG), tags.get(ATTEMPT_TAG, "")
-    if root and attempt.isdigit():
-        return Lineage(root=root, restarts=int(attempt))
+def lineage_of(job_name: str, restart: MedicRestart | None, creation_time: datetime | None) -> Lineage:
+    """The job's lineage as Medic recorded it when it created the job; any other job (whatever its tags say, and
+    a job that only reuses the name of one Medic created) is the root of its own lineage."""
+    if restart is not None and restart.name == job_name and restart.made(creation_time):
+        return Lineage(root=restart.root, restarts=restart.attempt)
     return Lineage(root=job_name, restarts=0)
+
+
+def not_medics_restart(restart: MedicRestart | None, failed_job: str, failed_created: datetime | None,
+                       creation_time: datetime | None) -> str | None:
+    """Why the job that holds a restart's name (created at ``creation_time``) is not Medic's own restart of the
+    failure of ``failed_job`` (created at ``failed_created``); None: it is: Medic noted the restart for this failure
+    and SageMaker created the job while Medic's call could run."""
+    if restart is None:
+        return "Medic has no record of creating it"
+    if not restart.restarts(failed_job, failed_created):
+        earlier = "" if restart.restarted_from != failed_job else "an earlier job named "
+        return f"Medic created that name for the failure of {earlier}{restart.restarted_from}, not of this one"
+    if not restart.made(creation_time):
+        created = f"at {creation_time.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" if creation_time else "when unknown"
+        return (f"it was created {created}, not while Medic was creating it for this failure, from "
+                f"{restart.intended_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
+    return None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
@@ -14,7 +15,7 @@ from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import Page
 from medic.core.record import About
-from medic.core.text import short
+from medic.core.text import quoted
 from medic.core.timeline import job_timeline
 from medic.deps import Deps
 from medic.flows.jobs.events import TrainingJobStateEvent
@@ -26,11 +27,13 @@ from medic.flows.jobs.policy import (
     Checkpoint,
     JobContext,
     JobDecision,
+    Lineage,
     decide_job,
     foreign_training_job_arn,
     lineage_of,
+    not_medics_restart,
 )
-from medic.ledger.jobs import JobStore
+from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident
 from medic.outbox.pages import page_incident
@@ -63,13 +66,17 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
                                  reason=f"Training job {name} matches no configured prefix; Medic leaves it alone."))
 
     table = deps.table.for_mode(mode)
-    try:
-        # Always asked, never taken from the event alone: the restart budget hangs on these tags.
-        tags = {**(detail.Tags or {}), **deps.training.tags(detail.TrainingJobArn)}
-    except (ClientError, BotoCoreError) as error:
-        return _failed(about, failure.fault, deps, table, reason,
-                       f"Could not read the job's tags ({error_code(error)}).")
-    lineage = lineage_of(name, tags)
+    # Lineage and attempt are Medic's word: its note of the job it created (the real namespace: a dry run creates
+    # no job), held against the job's own CreationTime. Never the job's tags: its owner sets those.
+    medics = JobStore(deps.table).restart(name)
+    description = None
+    if medics is not None:
+        try:
+            description = deps.training.describe(name)
+        except (ClientError, BotoCoreError) as error:
+            return _failed(about, failure.fault, deps, table, reason,
+                           f"Could not read the job ({error_code(error)}): {quoted(str(error))}")
+    lineage = lineage_of(name, medics, (description or {}).get("CreationTime"))
     about = about.but(incident=f"job:{lineage.root}")
 
     claimed = detail.TrainingJobStatus == "Failed"
@@ -78,7 +85,7 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
                                  reason=f"This failure of {name} was already handled.", attempt=lineage.restarts + 1))
     try:
-        record = _handle_claimed(detail, about, spec, failure, lineage, tags, table, deps)
+        record = _handle_claimed(detail, about, spec, failure, lineage, description, table, deps)
     except BaseException:
         if claimed:  # an unexpected error: the retry of this event must not read as a duplicate
             JobStore(table).release_job_failure(name)
@@ -100,16 +107,16 @@ CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, 
                               Outcome.DEFERRED.value})
 
 
-def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage: Any, tags: dict[str, str],
+def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage: Lineage, description: dict | None,
                     table: Table, deps: Deps) -> dict:
     name, reason = detail.TrainingJobName, detail.FailureReason
     max_restarts = deps.config.max_restarts_for(spec)
-    checkpoint, description = Checkpoint.NOT_CONFIGURED, None
+    checkpoint = Checkpoint.NOT_CONFIGURED
     wants_restart = (detail.TrainingJobStatus == "Failed" and failure.fault is Fault.JOB_RETRYABLE
                      and lineage.restarts < max_restarts)
     if wants_restart:
         try:
-            description = deps.training.describe(name)
+            description = description or deps.training.describe(name)
             checkpoint = _checkpoint_state(deps, description, spec)
         except CheckpointOutsideConfig as outside:
             decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
@@ -118,13 +125,13 @@ def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage:
             return _finish(about, decision, deps, table, reason)
         except (ClientError, BotoCoreError, ValueError) as error:
             return _failed(about, failure.fault, deps, table, reason,
-                           f"Could not read the job or its checkpoint ({error_code(error)}): {short(str(error))}")
+                           f"Could not read the job or its checkpoint ({error_code(error)}): {quoted(str(error))}")
 
     decision = decide_job(JobContext(mode=about.mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
                                      max_restarts=max_restarts, checkpoint=checkpoint,
                                      allow_without_checkpoint=spec.allow_restart_without_checkpoint))
     if decision.executes and description is not None:
-        decision = _start_restart(decision, deps, description, lineage, tags, spec)
+        decision = _start_restart(decision, deps, description, lineage, spec)
     return _finish(about, decision, deps, table, reason)
 
 
@@ -143,9 +150,8 @@ def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
 TAG_LIMIT = 50  # CreateTrainingJob's Tags: at most 50 (botocore's sagemaker model)
 
 
-def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Any,
-                   job_tags: dict[str, str], spec: Any) -> JobDecision:
-    new_name = lineage.next_name()
+def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Lineage, spec: Any) -> JobDecision:
+    failed, new_name = description["TrainingJobName"], lineage.next_name()
     outside = _outside_grants(description, spec)
     if outside:
         return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED, outside, page=Page.INCIDENT,
@@ -157,25 +163,68 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
                            f"The job ran on training plan(s) {', '.join(plans)}, not in training_jobs.training_plans: "
                            f"Medic may not create jobs on them; add the plan to the config to let Medic restart.",
                            page=Page.INCIDENT, attempt=decision.attempt)
-    tags = _restart_tags(job_tags, lineage, description["TrainingJobName"])
+    try:
+        job_tags = deps.training.tags(description["TrainingJobArn"])  # carried over to the clone, never trusted
+    except (ClientError, BotoCoreError) as error:
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"Could not read the job's tags to carry them over ({error_code(error)}): "
+                           f"{quoted(str(error))}", page=Page.INCIDENT, attempt=decision.attempt)
+    tags = _restart_tags(job_tags, lineage, failed)
     if tags is None:
         return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
                            f"The job has {len(_user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
                            f"exceed SageMaker's {TAG_LIMIT}; restart it by hand or drop a tag.",
                            page=Page.INCIDENT, attempt=decision.attempt)
+    now, failed_created = deps.now(), description.get("CreationTime")
+    store = JobStore(deps.table)
+    noted = store.intend_restart(MedicRestart(name=new_name, root=lineage.root, attempt=lineage.restarts + 1,
+                                              restarted_from=failed, intended_at=now,
+                                              restarted_from_created=failed_created))
+    if noted is None:  # Medic noted that name for another failure
+        return _name_taken(decision, failed, new_name,
+                           not_medics_restart(store.restart(new_name), failed, failed_created, None))
     try:
         deps.training.start_clone(description, new_name, tags)
     except JobAlreadyExists:
-        return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
-                           f"Restart {new_name} already exists: an earlier invocation started it.",
-                           attempt=decision.attempt)
+        return _existing_restart(decision, deps, noted, failed_created, now)
     except (ClientError, BotoCoreError) as error:
         return JobDecision(decision.fault, decision.action, Outcome.FAILED,
-                           f"CreateTrainingJob for {new_name} failed ({error_code(error)}): {short(str(error))}",
+                           f"CreateTrainingJob for {new_name} failed ({error_code(error)}): {quoted(str(error))}",
                            page=Page.INCIDENT, attempt=decision.attempt)
     uri = (description.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
     return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
                        f"{decision.reason[:-1]}: started {new_name} resuming from {uri}.", attempt=decision.attempt)
+
+
+def _existing_restart(decision: JobDecision, deps: Deps, noted: MedicRestart, failed_created: datetime | None,
+                      now: datetime) -> JobDecision:
+    """CreateTrainingJob said the restart's name is taken (ResourceInUse): a duplicate only when that job is Medic's
+    own restart of this failure; anyone else's job under that name is a human's to sort out."""
+    failed = noted.restarted_from
+    try:
+        existing = deps.training.describe(noted.name)
+    except (ClientError, BotoCoreError) as error:
+        return _name_taken(decision, failed, noted.name,
+                           f"Medic could not read that job ({error_code(error)}): {quoted(str(error))}")
+    why_not = not_medics_restart(noted, failed, failed_created, existing.get("CreationTime"))
+    if why_not is not None:
+        return _name_taken(decision, failed, noted.name, why_not)
+    uri = (existing.get("CheckpointConfig") or {}).get("S3Uri", "no checkpoint")
+    if noted.intended_at == now:  # this run's own call: SageMaker accepted it, botocore's retry found it taken
+        return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
+                           f"{decision.reason[:-1]}: started {noted.name} resuming from {uri}.",
+                           attempt=decision.attempt)
+    return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
+                       f"Restart {noted.name} already exists: Medic started it for this failure of {failed} "
+                       f"(an earlier try, from {noted.intended_at.astimezone(UTC):%H:%M:%S} UTC).",
+                       attempt=decision.attempt)
+
+
+def _name_taken(decision: JobDecision, failed: str, new_name: str, why: str | None) -> JobDecision:
+    return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                       f"Not restarted: a training job named {new_name} already exists and is not Medic's restart of "
+                       f"{failed}: {why}. Medic started nothing: restart {failed} by hand under another name, and "
+                       f"find out who created {new_name}.", page=Page.INCIDENT, attempt=decision.attempt)
 
 
 def _outside_grants(description: dict, spec: Any) -> str | None:
@@ -193,9 +242,10 @@ def _user_tags(job_tags: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
 
 
-def _restart_tags(job_tags: dict[str, str], lineage: Any, restarted_from: str) -> dict[str, str] | None:
-    """The user's tags and Medic's within SageMaker's 50: lineage and attempt are required (the restart budget
-    hangs on them), restarted-from is dropped first; None when even the required two do not fit."""
+def _restart_tags(job_tags: dict[str, str], lineage: Lineage, restarted_from: str) -> dict[str, str] | None:
+    """The user's tags and Medic's within SageMaker's 50: lineage and attempt are required (what people read:
+    Medic reads the ledger, never these), restarted-from is dropped first; None when even the required two do not
+    fit."""
     user = _user_tags(job_tags)
     required = {LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1)}
     if len(user) + len(required) + 1 <= TAG_LIMIT:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from medic.core.models import Action, Fault, NodeState, Outcome, Trigger, foreign_cluster_arn
 from medic.core.record import About
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN
-from medic.core.text import short
+from medic.core.text import quoted, short
 from medic.deps import Deps
 from medic.flows.node.cluster_event_policy import ClusterEvent, classify_cluster_event, cluster_log_group
 from medic.flows.node.pages import cluster_event_page
@@ -57,7 +57,7 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
                                  reason=f"HyperPod event {details.EventId} was already recorded."))
 
-    said = short(f"{details.Description} {message}".strip(), 400)
+    said = quoted(f"{details.Description} {message}".strip(), 400)  # HyperPod's words, never as if Medic's
     acted_on, state = _medics_node(table, cluster.name, details.InstanceId, details.node_logical_id)
     guardrails = deps.config.guardrails_for(cluster)
     window = timedelta(minutes=max(guardrails.repair_minutes, guardrails.node_cooldown_minutes))

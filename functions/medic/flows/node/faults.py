@@ -51,8 +51,9 @@ XID_CATALOG: dict[int, tuple[Fault, str]] = {
 }
 
 _FAULT_TYPE = re.compile(r"\b([A-Z][A-Za-z]*?)Error(Reboot|Terminate|Replace)\b")
-# "Xid 79", "XID=48", and the driver's own "NVRM: Xid (PCI:0000:53:00): 79, ..." form.
-_XID = re.compile(r"\bxid\b(?:\s*\([^)]{0,64}\))?[\s:=#,-]*(\d{1,3})\b", re.IGNORECASE)
+# "Xid 79", "XID=48", and the driver's own "NVRM: Xid (PCI:0000:53:00): 79, ..." form. ASCII digits only: `\d` would
+# take any Unicode digit ("٧٩", Arabic-Indic), which int() reads as 79.
+_XID = re.compile(r"\bxid\b(?:\s*\([^)]{0,64}\))?[\s:=#,-]*([0-9]{1,3})\b", re.IGNORECASE)
 
 ACTION_FOR_FAULT = {
     Fault.GPU_REBOOT: Action.REBOOT_NODE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from medic.core.models import ClusterState, Outcome
 from medic.core.pages import PageText, console_link, what_medic_did
 from medic.core.record import Record
+from medic.core.text import quoted, untrusted
 
 NEXT_STEP = {
     Outcome.FAILED: "Check the node in the console; retry the action by hand or replace the node.",
@@ -14,6 +15,8 @@ NEXT_STEP = {
 
 
 def node_page(record: Record, health_reason: str, region: str) -> PageText:
+    """``health_reason``: HyperPod's words (the health event's HealthStatusReason), shown quoted; Medic's own
+    account of a node found without one is passed as `MedicText`."""
     outcome = Outcome(record["outcome"])
     what = {
         Outcome.FAILED: f"{record['action']} FAILED",
@@ -21,12 +24,12 @@ def node_page(record: Record, health_reason: str, region: str) -> PageText:
         Outcome.DEFERRED: "needs a human",
     }.get(outcome, outcome.value)
     subject = f"[Medic] {record['cluster']} {record['node_id']}: {record['fault']} - {what}"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"Node:           {record['node_id']}",
         f"Instance group: {record['instance_group'] or 'unknown'}",
         f"Fault:          {record['fault']}",
-        f"Health reason:  {health_reason[:500]}",
+        f"Health reason:  {untrusted(health_reason, 500)}",
         "",
         f"What Medic did: {what_medic_did(record)}",
         f"Why:            {record['reason']}",
@@ -34,14 +37,14 @@ def node_page(record: Record, health_reason: str, region: str) -> PageText:
         f"What to do:     {NEXT_STEP.get(outcome, 'Review the remediation log for this incident.')}",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(subject, body)
+    ]
+    return PageText(subject, lines)
 
 
 def storm_page(record: Record, cluster_state: ClusterState, region: str, window_minutes: int) -> PageText:
     acted = ", ".join(f"{a.node_id} ({a.action} {a.at:%H:%M})" for a in cluster_state.actions) or "none"
     subject = f"[Medic] {record['cluster']}: node actions held back by guardrails"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"Guardrail:      {record['reason']}",
         f"Suppressed now: {record['node_id']} ({record['fault']}, instance group {record['instance_group']})",
@@ -54,8 +57,8 @@ def storm_page(record: Record, cluster_state: ClusterState, region: str, window_
         "",
         "What to do:     Find the common cause; act on nodes by hand, or pause Medic while you do.",
         f"Console:        {console_link(region, record['cluster'])}",
-    ])
-    return PageText(subject, body)
+    ]
+    return PageText(subject, lines)
 
 
 CLUSTER_EVENT_NEXT_STEP = {
@@ -71,11 +74,11 @@ def cluster_event_page(record: Record, description: str, failure_message: str, l
                        region: str) -> PageText:
     where = record["node_id"] or record["instance_group"] or record["cluster"]
     subject = f"[Medic] {record['cluster']} {where}: {record['fault']}"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"Node:           {record['node_id'] or '-'} (instance group {record['instance_group'] or '-'})",
-        f"HyperPod says:  {description[:500]}",
-        *([f"Failure:        {failure_message[:800]}"] if failure_message else []),
+        f"HyperPod says:  {quoted(description, 500)}",
+        *([f"Failure:        {quoted(failure_message, 800)}"] if failure_message else []),
         "",
         f"What Medic did: {what_medic_did(record)}",
         f"Why:            {record['reason']}",
@@ -84,5 +87,5 @@ def cluster_event_page(record: Record, description: str, failure_message: str, l
         f"Logs:           CloudWatch log group {log_group}",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(subject[:100], body)
+    ]
+    return PageText(subject[:100], lines)

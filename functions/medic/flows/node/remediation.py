@@ -226,7 +226,7 @@ def report_node_recovery_mismatch(deps: Deps, table: Table, mode: Mode, cluster:
 
 def _mismatch_page(record: Record, region: str) -> PageText:
     subject = f"[Medic] {record['cluster']}: node_recovery in medic.yaml disagrees with the cluster"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"What happened:  {record['reason']}",
         "",
@@ -234,8 +234,8 @@ def _mismatch_page(record: Record, region: str) -> PageText:
         "(or change the cluster's NodeRecovery with UpdateCluster).",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (mode {record['mode']})",
-    ])
-    return PageText(subject[:100], body)
+    ]
+    return PageText(subject[:100], lines)
 
 
 def finish_node_decision(about: About, fault: Fault, decision: NodeDecision, deps: Deps, table: Table,

@@ -20,6 +20,7 @@ from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger
 from medic.core.pages import Page, PageText
 from medic.core.record import Record
 from medic.core.repairs import PendingClaim
+from medic.core.text import MedicText
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
 from medic.flows.node.cluster_sweep import ClusterSweep, node_incident
@@ -176,7 +177,8 @@ class Sweep(ClusterSweep):
             emit_incident(claim_timeline(self.incident(claim.node_id), name, claim, None, None))
 
     def _claim_page(self, record: Record, claim: PendingClaim) -> PageText:
-        return node_page(record, f"{claim.fault} (the fault Medic claimed a {claim.action} for)", self.deps.region)
+        return node_page(record, MedicText(f"{claim.fault} (the fault Medic claimed a {claim.action} for)"),
+                         self.deps.region)
 
     def _failed(self, node: NodeInfo) -> None:
         """A failed node no incident covers: the event handler's node path, with no health reason."""

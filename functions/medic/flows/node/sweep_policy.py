@@ -70,6 +70,7 @@ from medic.core.models import Action, MedicEvent, NodeInfo, Outcome
 from medic.core.pages import PageText, console_link
 from medic.core.record import Record
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
+from medic.core.text import MedicText
 from medic.flows.node.policy import IN_REPAIR_STATUSES
 
 STALE_CLAIM = timedelta(minutes=2)  # a run lasts at most 60 s: an in-flight claim this old lost its run
@@ -90,7 +91,7 @@ RESERVE_SECONDS = 20  # no new cluster or node once less than this is left of th
 
 FAILURE_WITHOUT_REASON = ("Node status is Failure and no health event explains it: without a fault reason "
                           "Medic neither reboots nor replaces blindly; a human decides.")
-NO_HEALTH_REASON = "(none: found by Medic's reconciler, InstanceStatus Failure)"
+NO_HEALTH_REASON = MedicText("(none: found by Medic's reconciler, InstanceStatus Failure)")
 
 
 class ScheduleEvent(MedicEvent):
@@ -221,7 +222,7 @@ def slow_repair_reason(node: NodeInfo, since: datetime, now: datetime, repair_mi
 
 def slow_repair_page(record: Record, region: str) -> PageText:
     subject = f"[Medic] {record['cluster']} {record['node_id']}: repair taking too long"
-    body = "\n".join([
+    lines = [
         f"Cluster:        {record['cluster']}",
         f"Node:           {record['node_id']} (instance group {record['instance_group'] or 'unknown'})",
         f"What happened:  {record['reason']}",
@@ -231,8 +232,8 @@ def slow_repair_page(record: Record, region: str) -> PageText:
         "replace it by hand if it is stuck.",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (reconcile run {record['event_id']}, mode {record['mode']})",
-    ])
-    return PageText(subject[:100], body)
+    ]
+    return PageText(subject[:100], lines)
 
 
 def summary_page(cluster: str, records: list[Record], region: str) -> PageText:
@@ -242,7 +243,7 @@ def summary_page(cluster: str, records: list[Record], region: str) -> PageText:
              for r in records[:20]]
     if len(records) > 20:
         lines.append(f"  ... and {len(records) - 20} more")
-    body = "\n".join([
+    body = [
         f"Cluster:        {cluster}",
         f"Found by:       Medic's reconciler (run {records[0]['event_id']}, mode {records[0]['mode']})",
         "Nodes:",
@@ -252,7 +253,7 @@ def summary_page(cluster: str, records: list[Record], region: str) -> PageText:
         "Each node's record is in the remediation log:",
         f"  filter message = 'remediation' and cluster = '{cluster}' and trigger = 'reconcile'",
         f"Console:        {console_link(region, cluster)}",
-    ])
+    ]
     return PageText(subject[:100], body)
 
 

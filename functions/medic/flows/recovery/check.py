@@ -14,6 +14,7 @@ from medic.adapters.aws import error_code
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
 from medic.core.record import About
+from medic.core.text import MedicText
 from medic.core.timeline import Timeline, incident_line
 from medic.deps import Deps
 from medic.flows.recovery.pages import alarm_page
@@ -80,8 +81,8 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
                "not restarting again blindly.")
     IncidentStore(table).escalate(watch.incident, deps.now())
     alarm = f"stall alarm of {watch.job}"
-    text = alarm_page(record, alarm, "The job was restarted but its heartbeat and step did not resume.", [],
-                      deps.region)
+    text = alarm_page(record, alarm, MedicText("The job was restarted but its heartbeat and step did not resume."),
+                      [], deps.region)
     record = record.paged_if(page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery"))
     IncidentStore(table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=None))  # gave up: a human owns it now
@@ -101,9 +102,9 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
     details = [f"Resumed from:    step {resumed:.0f}", f"Last checkpoint: step {checkpoint:.0f}",
                f"Steps lost:      {lost:.0f}"]
     text = alarm_page(record, f"stall alarm of {watch.job}",
-                      "The job was restarted and runs again, but not from its last checkpoint: check that it loads "
-                      "the latest checkpoint on start (path, resume flag) before the next failure.", details,
-                      deps.region)
+                      MedicText("The job was restarted and runs again, but not from its last checkpoint: check that "
+                                "it loads the latest checkpoint on start (path, resume flag) before the next failure."),
+                      details, deps.region)
     record = record.paged_if(page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery"))
     IncidentStore(deps.table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))

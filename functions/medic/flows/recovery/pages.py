@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from medic.core.pages import PageText, what_medic_did
+from medic.core.text import MedicText, quoted, single_line
 
 ALARM_NEXT_STEP = {
     "stalled": "Look at the job's logs on the cluster; restart it from its checkpoint by hand once the cause is fixed.",
@@ -20,7 +21,9 @@ ALARM_NEXT_STEP = {
 
 
 def alarm_page(record: Mapping[str, Any], alarm: str, alarm_reason: str, details: list[str], region: str) -> PageText:
-    """A page about a training or cluster alarm: what it watches, what it saw, what Medic did."""
+    """A page about a training or cluster alarm: what it watches, what it saw, what Medic did. ``alarm_reason``: the
+    alarm's StateReason (anyone allowed SetAlarmState writes it), shown quoted; Medic's own account of what happened
+    is passed as `MedicText`."""
     about = f"job {record['job']}" if record["job"] else f"cluster {record['cluster']}"
     if record["fault"] == "recovered" or record["outcome"] == "ignored":
         subject = f"[Medic] {about}: {alarm} resolved"
@@ -30,7 +33,8 @@ def alarm_page(record: Mapping[str, Any], alarm: str, alarm_reason: str, details
         f"Cluster:        {record['cluster']}",
         f"Job:            {record['job'] or '-'}",
         f"Alarm:          {alarm}",
-        f"Alarm says:     {alarm_reason[:500]}",
+        (f"What happened:  {single_line(alarm_reason)}" if isinstance(alarm_reason, MedicText)
+         else f"Alarm says:     {quoted(alarm_reason, 500)}"),
         *details,
         "",
         f"What Medic did: {what_medic_did(record)}",
@@ -41,4 +45,4 @@ def alarm_page(record: Mapping[str, Any], alarm: str, alarm_reason: str, details
         f"{alarm}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
     ]
-    return PageText(subject[:100], "\n".join(body))
+    return PageText(subject[:100], body)

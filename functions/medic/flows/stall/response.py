@@ -14,7 +14,7 @@ from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
 from medic.core.record import About
-from medic.core.text import short
+from medic.core.text import quoted, short
 from medic.core.timeline import alarm_timeline
 from medic.deps import Deps
 from medic.flows.node.sweep_policy import STORM_HOLD
@@ -186,8 +186,10 @@ def _details(subject: AlarmSubject, deps: Deps) -> list[str]:
             if not nodes:
                 return ["Per node:       no per-node throughput reported"]
             fastest = nodes[-1][1] or 1.0
+            # the Node dimension's values are whatever a PutMetricData caller wrote (the probe, or anyone allowed
+            # to put data in the namespace): shown quoted
             return ["Per node (tokens/s, last 15 min, slowest first):",
-                    *[f"  {node:<24} {value:>12.1f}  ({value / fastest:.0%} of the fastest)"
+                    *[f"  {quoted(node, 64):<24} {value:>12.1f}  ({value / fastest:.0%} of the fastest)"
                       for node, value in nodes[:16]]]
     except (ClientError, BotoCoreError) as error:
         logger.warning("metrics unavailable for the page", extra={"alarm": subject.name,
