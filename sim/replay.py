@@ -1,5 +1,6 @@
 """Replay: each input line is an EventBridge event (routed by the stack's rules, handled by the
-stack's real handler in-process, the clock at the event's ``time``) or a ``{"sim": ...}``
+stack's real handler in-process, the clock at the event's arrival: its ``time``, or now for an old one,
+Replay.arrival) or a ``{"sim": ...}``
 directive that sets up the emulated world first.
 
 ``run(lines, config_path, faults)`` is the whole tool as a function; the CLI and the demo call it.
@@ -63,10 +64,8 @@ K8S_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-
 EKS_MAX_REPLICAS = 512
 RELATIVE = re.compile(r"^\+\s*([0-9]+)\s*(s|m|h|d)$")
 RELATIVE_UNIT = {"s": timedelta(seconds=1), "m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
-# An event dated further than this after the replay clock is future-dated: it arrives at the clock (Replay.arrival).
-FUTURE_HORIZON = MAX_TICKS * timedelta(minutes=5)  # a week
 # The replay clock never goes past this: the handlers add days to their clock (an item's TTL), and datetime ends in
-# the year 9999 (assumption: no scenario needs a later time; an event dated later is future-dated).
+# the year 9999 (assumption: no scenario needs a later time; an event dated later arrives at the clock).
 LATEST_CLOCK = datetime(9000, 1, 1, tzinfo=UTC)
 
 
@@ -547,17 +546,25 @@ class Replay:
         - An event older than the clock arrives now, its time unchanged: an EventBridge replay (StartReplay replays
           events "based on the time in the event", with `replay-name`), a dead-letter queue redriven by an operator
           days later, a late redelivery. The handlers see its age.
-        - An event dated more than FUTURE_HORIZON after the clock arrives now too: a future-dated event (a sender's
-          claim). Time passes between lines only up to that horizon (the most the replay runs a schedule between two
-          lines: MAX_TICKS runs); longer pauses are an `advance`.
-        - Otherwise the clock moves to its time (time passed until it happened), never beyond LATEST_CLOCK: the
-          handlers add days to their clock, and a datetime ends in 9999.
+        - Otherwise the clock moves to its time (time passed until it happened; the schedules and alarm minutes on
+          the way are bounded: MAX_TICKS, MAX_EVALUATIONS), but never past LATEST_CLOCK: the handlers add days to
+          their clock, and a datetime ends in 9999. An event dated later arrives now. (An event sent now with a
+          later time, within the clock's reach, is the `put_event` directive.)
         Before the first clock line there is no "now" but the wall clock's."""
         if self.now is None:
             return when if when <= LATEST_CLOCK else datetime.now(UTC).replace(microsecond=0)
-        if when < self.now or when - self.now > FUTURE_HORIZON:
+        if when < self.now or when > LATEST_CLOCK:
             return self.now
         return when
+
+    def _directive_put_event(self, value: Any) -> None:
+        """An event put now (PutEvents at the replay clock) whatever its `time` says: a sender dating it later (or
+        earlier) than it is sent. The clock does not move."""
+        if self.now is None:
+            raise ValueError("put_event needs a clock: put an event or an absolute time first")
+        if not isinstance(value, dict) or any(key not in value for key in ("source", "detail-type", "detail")):
+            raise ValueError("expected an EventBridge event (with source, detail-type and detail)")
+        self.deliver_event(value, self.now)
 
     def deliver_event(self, event: dict, when: datetime) -> None:
         """The event through the stack's rules to their functions, at ``when``."""
@@ -826,7 +833,7 @@ class Replay:
         return self._monotonic_last
 
 
-_CLOCK_DIRECTIVES = frozenset({"advance", "agent_result"})  # each travels (and settles) itself
+_CLOCK_DIRECTIVES = frozenset({"advance", "agent_result", "put_event"})  # each travels (and settles) itself
 
 
 class _EmfTap(io.TextIOBase):

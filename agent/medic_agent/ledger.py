@@ -41,7 +41,7 @@ def epoch(moment: datetime) -> int:
 
 
 def command_key(cluster: str, command_id: str, sk: str) -> dict[str, dict[str, str]]:
-    """The agent's own item for one command (never Medic's `command#<id>` items)."""
+    """The agent's own item for one command (never Medic's `command#<cluster>#<id>` items)."""
     return {"pk": {"S": f"agent#{cluster}#command#{command_id}"}, "sk": {"S": sk}}
 
 

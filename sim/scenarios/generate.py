@@ -359,7 +359,7 @@ def edge_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (zzb) A Healthy report dated a month ahead arrives between two faults of the node",
             "expect: the node is rebooted; the future-dated Healthy report is rejected (dated 30 d after Medic's "
             "clock); the node failing again two hours later is replaced (escalation), not ignored as stale",
-        ], [reboot, {"sim": {"advance": "+20m"}}, healthy,
+        ], [reboot, {"sim": {"advance": "+20m"}}, {"sim": {"put_event": healthy}},
             event(at=T0 + timedelta(hours=2), fault="NvidiaErrorReboot")]),
         "zzc-foreign-partition-and-account.jsonl": ([
             "title: (zzc) Events naming another partition (aws-us-gov, aws-iso-b) or another account's alarm",
@@ -471,7 +471,8 @@ def every_minute(first: datetime, last: datetime, **published: object) -> list[d
 
 
 # AWS's documented "State change for a single-metric alarm" (docs.aws.amazon.com/AmazonCloudWatch/latest/
-# monitoring/cloudwatch-and-eventbridge.html), verbatim but for the names (alarm, ARN) and the times.
+# monitoring/cloudwatch-and-eventbridge.html), verbatim but for the names (alarm, ARN), the times and the region
+# (the stack's, us-west-2: Medic rejects an alarm event of another region, issue 28 item 10).
 AWS_SAMPLE_ALARM = {
     "version": "0",
     "id": "c4c1c1c9-6542-e61b-6ef0-8c4d36933a92",
@@ -479,8 +480,8 @@ AWS_SAMPLE_ALARM = {
     "source": "aws.cloudwatch",
     "account": "123456789012",
     "time": "2026-11-21T03:11:40Z",
-    "region": "us-east-1",
-    "resources": ["arn:aws:cloudwatch:us-east-1:123456789012:alarm:medic-stall-llama3-70b"],
+    "region": "us-west-2",
+    "resources": ["arn:aws:cloudwatch:us-west-2:123456789012:alarm:medic-stall-llama3-70b"],
     "detail": {
         "alarmName": "medic-stall-llama3-70b",
         "configuration": {
@@ -550,8 +551,8 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             *every_minute(T_ALARM + minutes(2), T_ALARM + minutes(9), steps=60, loss="nan", tokens_per_sec=41000.0),
             clock(T_ALARM + minutes(10))]),
         "p-alarm-repeat-delivery.jsonl": ([
-            "title: (p) AWS's documented alarm event (names changed) delivered three times (twice as is, once under "
-            "another id)",
+            "title: (p) AWS's documented alarm event (names and region changed) delivered three times (twice as is, "
+            "once under another id)",
             "expect: ignored once (the heartbeat read back counts steps: the job is making progress, no requeue), "
             "then duplicate twice; no command; the evaluated stall alarm itself stays OK",
         ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,

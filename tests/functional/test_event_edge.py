@@ -143,6 +143,11 @@ def test_an_event_dated_ahead_of_medics_clock_beyond_the_skew_is_rejected(medic)
     # Then it is rejected naming the time; nothing is remembered of it
     assert_rejected(medic, record, "dated 7 d after Medic's clock", "5 min")
     assert medic.deps.table.get({"pk": {"S": f"node#pretrain-slurm#{NODE}"}, "sk": {"S": "healthy"}}) is None
+    # And the node's real fault an hour later acts (it used to be `ignored`, older than that "last healthy report")
+    medic.at((T0 + timedelta(hours=1)).isoformat())
+    reboots(medic)
+    fault = reboot_event("7f3a9c1e-2b4d-4e6f-8a0b-1c2d3e4f5a6b", at=T0 + timedelta(hours=1))
+    assert medic.handle(fault)["outcome"] == "executed"
 
 
 def test_an_event_dated_within_the_clocks_skew_is_taken(medic):

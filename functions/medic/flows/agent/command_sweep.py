@@ -4,7 +4,7 @@ Run by the reconciler's schedule (every 5 minutes; it runs in every deployment w
 the proof-of-recovery schedule, which exists only when jobs are watched). Each open command
 (`recovery#command/<id>`, written when Medic queued it) older than COMMAND_DEADLINE:
   withdraw it unless its agent claimed it (one transaction: it can then never run late) →
-  claim its final record (`command#<id>/recorded`, shared with the results function: one final record,
+  claim its final record (`command#<cluster>#<id>/recorded`, shared with the results function: one final record,
   whichever comes first) → give the restart back to the budget when the agent never took it on →
   a `failed` record against the command's incident, one page → close it.
 An agent that died within its heartbeat window, or whose clock ran ahead, ends here instead of `deferred`

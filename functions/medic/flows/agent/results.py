@@ -3,7 +3,7 @@ Medic issued.
 
 An agent writes only under its own cluster's keys (IAM: dynamodb:LeadingKeys), so the key of a result
 item says which cluster's agent wrote it, and nothing else in the item is trusted: the incident, job and
-attempt of the final record come from Medic's own `command#<id>/issued`. A result Medic cannot match to a
+attempt of the final record come from Medic's own `command#<cluster>#<id>/issued`. A result Medic cannot match to a
 command it issued to that cluster, of that kind, for that target and incident, is `rejected`: recorded under
 its own incident (`command:<cluster>:<id>`) and paged (once per cluster: rejected_page_claim), never
 `executed`, and it never touches the incident of the command it names (that one still pages when its own
