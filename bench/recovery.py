@@ -6,17 +6,20 @@
 **With Medic** is measured, not summed: each class is a replay through ``sim`` (the synthesized stack, the real
 handlers, the emulated alarms, the real Slurm agent), with the clock set from the latencies below: the node
 event is delivered ``hma_detect_s + eventbridge_delivery_s`` after the fault, the emulated reboot and
-replacement last ``reboot_s`` and ``replace_s`` (``sim.hyperpod.REPAIR``, set for the run), the training job's
-own behaviour (the emulator has none) follows what the replay did: a job Medic requeued is eligible again
-``slurm_requeue_s`` after the requeue, runs once its node is ``Running`` again (no spare node: it waits for
-its own), and its first step comes
-``job_start_s`` after it starts; a training job Medic recreated runs ``sagemaker_start_s`` after the
-``CreateTrainingJob``. Detect, act, repaired and resumed are then read off the replay's records (their
-timestamps), the emulated HyperPod (when a repair finished) and the job model's restart.
+replacement last ``reboot_s`` and ``replace_s`` (``sim.hyperpod.REPAIR``, set for the run). The Slurm job is the
+emulator's (``sim/slurm.py``, which follows slurmctld's source): a batch job with Slurm's default requeue flag on
+every compute node of the cluster (no spare node: a requeued job waits for its own), requeued by slurmctld itself
+when Medic's repair takes its node down or by Medic's ``scontrol requeue``, held ``slurm_cred_expire_s`` + 1 s
+and started at the next scheduling pass (``slurm_sched_interval_s``) on nodes back in service; the training process
+(the emulator has none) follows it: hung while its job still runs on the faulty node, silent while the job waits,
+its first step ``job_start_s`` after Slurm starts the job again. A training job Medic recreated runs
+``sagemaker_start_s`` after the ``CreateTrainingJob``. Detect, act, repaired and resumed are then read off the
+replay's records (their timestamps), the emulated HyperPod (when a repair finished) and the emulated Slurm job.
 
-**Without Medic** has nothing to replay: it is the documented path of HyperPod or SageMaker with the same
-latencies (HyperPod's automatic node recovery and Slurm auto-resume where they apply; SageMaker's own
-``RetryStrategy``, which retries ``InternalServerError`` only; an operator where nothing else acts).
+**Without Medic** has nothing to replay: it is the documented path of HyperPod, Slurm or SageMaker with the same
+latencies (HyperPod's automatic node recovery with Slurm's own requeue of a job whose node goes down, the baseline
+for node faults; Slurm auto-resume where it applies; SageMaker's own ``RetryStrategy``, which retries
+``InternalServerError`` only; an operator where nothing else acts).
 
 Every latency carries its source; ``kind`` says whether AWS (or PyTorch) documents the number or it is an
 assumption, stated with its reasoning. Change one with ``--<name> <seconds>`` and the with-Medic column is
@@ -28,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -93,10 +97,19 @@ LATENCIES: dict[str, Latency] = {
         "AWS documents the event (\"We currently do not have sufficient capacity to launch new ml.p5.48xlarge "
         "instances\", tests/fixtures/events/hyperpod-cluster-event-error.json) but not when it comes. Assumed: 5 "
         "minutes (EC2 refuses a launch at once; HyperPod retries before it reports)."),
-    "slurm_requeue_s": Latency(
-        120, "assumption", "a requeued Slurm job: `scontrol requeue` to eligible to start again",
-        "Slurm holds a requeued job before it may start again (SchedulerParameters requeue_delay; SchedMD's own "
-        "tests lower it \"to make this test faster\"); its default is not verified here. Assumed: 2 minutes."),
+    "slurm_cred_expire_s": Latency(
+        120, "documented", "Slurm's hold on a requeued job: requeued to eligible to start again (less 1 s)",
+        "slurm.conf(5), AuthInfo cred_expire: \"This also controls how long a requeued job must wait before starting "
+        "again. The default value is 120 seconds\"; SchedMD src/slurmctld/job_mgr.c batch_requeue_fini: "
+        "`begin_time = now + cred_lifetime + 1` (22.05; today `now + _requeue_delay() + 1`, SchedulerParameters "
+        "requeue_delay defaulting to cred_expire). Measured on slurm-wlm 22.05.8 (tests/agent/test_real_slurm.py): "
+        "EligibleTime 121 s after the requeue."),
+    "slurm_sched_interval_s": Latency(
+        60, "documented", "Slurm's main scheduling loop: an eligible pending job is started at its next pass",
+        "slurm.conf(5), SchedulerParameters sched_interval: \"How frequently, in seconds, the main scheduling loop "
+        "will execute and test all pending jobs. The default value is 60 seconds.\" The emulator runs it on whole "
+        "minutes (its phase is not documented). Measured on slurm-wlm 22.05.8 here: node down to the requeued job "
+        "running again 175 s (121 s held, then 54 s to the pass)."),
     "job_start_s": Latency(
         300, "assumption", "a Slurm training job: start to its first step (environment, NCCL init, checkpoint load)",
         "Workload-specific; assumed 5 minutes for a 70B model's sharded checkpoint. The same in both columns."),
@@ -197,23 +210,38 @@ def _capacity_event(at: datetime, instance_id: str, logical_id: str) -> str:
     return json.dumps(sample)
 
 
-class SlurmJob:
-    """The Slurm training job's behaviour around the replay (the emulator has none): running, hung or dead after
-    the fault; requeued by Medic; started once eligible and its node is Running; first step ``job_start_s`` later."""
+# The cluster's compute nodes besides the one that fails: the job runs on all of them, so a requeued job has no
+# spare node and waits for its own to be back in service (a large training job takes the whole cluster).
+OTHER_WORKERS = 7
 
-    def __init__(self, klass: str) -> None:
-        self.klass = klass
+
+class TrainingProcess:
+    """The training process of the emulated Slurm job (sim/slurm.py has the job, not the process): stepping, hung
+    (a live process with no progress: its probe still publishes), or gone while Slurm has the job waiting; after
+    Slurm starts the job again, its first step comes ``job_start_s`` later."""
+
+    def __init__(self) -> None:
         self.state = "running"
-        self.requeued_at: datetime | None = None
-        self.start_at: datetime | None = None  # the scheduled first step after the restart
+        self.restarted_at: datetime | None = None  # when Slurm started the job again
         self.resumed_at: datetime | None = None
 
     def after_fault(self) -> None:
-        self.state = "hung" if self.klass == "hang" else "dead"
+        self.state = "hung"  # a hung collective, or a GPU fault: no progress until the job is killed or requeued
+
+    def follow(self, job: Any) -> datetime | None:
+        """Follow Slurm's job; returns when Slurm started it again (once)."""
+        if job is None or job.state != "RUNNING":
+            if self.state != "running":
+                self.state = "gone"  # Slurm killed it (requeued, or its node went down): the process is gone
+            return None
+        if job.started_at is not None and self.restarted_at is None and self.state == "gone":
+            self.restarted_at = job.started_at
+            return job.started_at
+        return None
 
     def minute(self) -> list[str]:
         """What the probe publishes at a whole minute: progress while running, a live process with no progress
-        while hung (its background thread still publishes), nothing from a dead process."""
+        while hung (its background thread still publishes), nothing once the process is gone."""
         if self.state == "running":
             return [_probe(steps=STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0)]
         if self.state == "hung":
@@ -237,12 +265,15 @@ def _world_capture() -> tuple[dict, Any]:
 
 @contextlib.contextmanager
 def _repair_durations(lat: dict[str, float]) -> Iterator[None]:
-    """The emulated repairs last what the latencies say (sim's `REPAIR` knob, set for this replay only)."""
-    from sim import hyperpod
+    """The emulated repairs last what the latencies say (sim's `REPAIR` knob), and the emulated slurmctld holds and
+    schedules as they say (sim.slurm's CRED_EXPIRE and SCHED_INTERVAL), for this replay only."""
+    from sim import hyperpod, slurm
 
     durations = {"reboot": (hyperpod.REPAIR["reboot"][0], timedelta(seconds=lat["reboot_s"])),
                  "replace": (hyperpod.REPAIR["replace"][0], timedelta(seconds=lat["replace_s"]))}
-    with mock.patch.dict(hyperpod.REPAIR, durations):
+    with mock.patch.dict(hyperpod.REPAIR, durations), \
+            mock.patch.object(slurm, "CRED_EXPIRE", timedelta(seconds=lat["slurm_cred_expire_s"])), \
+            mock.patch.object(slurm, "SCHED_INTERVAL", timedelta(seconds=lat["slurm_sched_interval_s"])):
         yield
 
 
@@ -270,12 +301,18 @@ def _observe(lines: list[dict], seen: int, moments: Moments) -> int:
 
 
 def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict], moments: Moments) -> Iterator[str]:
-    """The replay's input, decided as it goes: the job before the fault, the fault, the node event, then minute by
-    minute the job's behaviour given what Medic did (the requeue) and the emulated node (its repair)."""
-    job = SlurmJob(klass)
+    """The replay's input, decided as it goes: the cluster and the job before the fault, the fault, the node event,
+    then minute by minute the training process's behaviour given what the emulated Slurm did with its job (requeued
+    by slurmctld when its node went down, or by Medic; started again) and the emulated node (its repair)."""
+    process = TrainingProcess()
     start = FAULT_AT - WARMUP
     yield _advance(start)
-    yield _line({"slurm_job": {"cluster": CLUSTER, "id": SLURM_ID, "name": JOB}})
+    yield _line({"cluster": {"name": CLUSTER, "groups": {"controller": 1, "workers": OTHER_WORKERS}}})
+    workers = [node_id for node_id, node in box["world"].hyperpod.backend.clusters[CLUSTER].nodes.items()
+               if node.instance_group_name == "workers"]
+    from sim.scenarios.generate import NODE
+
+    yield _line({"slurm_job": {"cluster": CLUSTER, "id": SLURM_ID, "name": JOB, "nodes": [*workers, NODE]}})
     yield _line({"agent": {"cluster": CLUSTER, "heartbeat": True}})
     yield _probe(steps=STEPS_PER_MINUTE, step=LAST_STEP - 10 * STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0,
                  checkpoint=CHECKPOINT_STEP)
@@ -298,6 +335,7 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
         if node_down and finished and moments.repaired_at is None:
             moments.repaired_at = min(repair.until for repair in finished)
             node_down = False
+        flushed = False  # the probe publishes once a minute: a first flush on the minute is that minute's
         for when, what in [item for item in pending if item[0] <= now]:
             pending.remove((when, what))
             if what == "node":
@@ -305,34 +343,31 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
             elif what == "capacity":
                 yield _capacity_event(when, *_replacement(box["world"]))
             elif what == "start":
-                job.state = "running"
-                job.resumed_at = moments.resumed_at = when
+                process.state = "running"
+                process.resumed_at = moments.resumed_at = when
+                flushed = True
                 yield _probe(steps=STEPS_PER_MINUTE // 2, step=CHECKPOINT_STEP + STEPS_PER_MINUTE // 2,
                              loss=1.9, tokens_per_sec=40500.0, new_process=True)
-        if now == FAULT_AT and job.state == "running":
-            yield from job.minute()  # the last step before the fault
-            job.after_fault()
-        elif now == tick and now != FAULT_AT:
-            yield from job.minute()
+        if now == FAULT_AT and process.state == "running":
+            yield from process.minute()  # the last step before the fault
+            process.after_fault()
+        elif now == tick and now != FAULT_AT and not flushed:
+            yield from process.minute()
         seen = _observe(out, seen, moments)
         if klass == "capacity" and moments.acted_at and not capacity_sent:
             capacity_sent = True
             pending.append((moments.acted_at + timedelta(seconds=lat["capacity_failure_s"]), "capacity"))
-        if job.requeued_at is None:
+        if not node_fault and moments.repaired_at is None:
             requeued = next((_at(r[0]) for r in moments.records if r[1] == "requeue_job" and r[2] == "executed"),
                             None)
-            if requeued is not None:
-                job.requeued_at, job.state = requeued, "dead"  # requeued: the hung process is killed, the job pends
-                if moments.repaired_at is None and not node_fault:
-                    moments.repaired_at = requeued
-        if job.requeued_at is not None and job.start_at is None and not node_down:
-            eligible = job.requeued_at + timedelta(seconds=lat["slurm_requeue_s"])
-            ready = max(eligible, moments.repaired_at or eligible)
-            job.start_at = ready + timedelta(seconds=lat["job_start_s"])
-            pending.append((max(job.start_at, now + timedelta(seconds=1)), "start"))
+            moments.repaired_at = requeued  # a hang: "repaired" is Medic's requeue done
+        restarted = process.follow(box["world"].slurm.cluster(CLUSTER).jobs.get(str(SLURM_ID)))
+        if restarted is not None:
+            pending.append((max(restarted + timedelta(seconds=lat["job_start_s"]), now + timedelta(seconds=1)),
+                            "start"))
         if klass == "capacity" and moments.paged_at is not None and now >= moments.paged_at + timedelta(minutes=5):
             return  # Medic has paged: what follows is a human and EC2 capacity, not the replay
-        if job.resumed_at is not None and now >= job.resumed_at + AFTER_RESUME:
+        if process.resumed_at is not None and now >= process.resumed_at + AFTER_RESUME:
             return
 
 
@@ -400,30 +435,54 @@ def replay_class(klass: str, lat: dict[str, float], *, template: dict | None = N
 # without Medic: the documented path, from the same latencies --------------------------------------------------------
 
 
+def slurm_starts(lat: dict[str, float], *, eligible_at: float, node_back_at: float = 0.0) -> float:
+    """When Slurm starts a pending job (seconds from the fault): at the first pass of its main scheduling loop
+    (every ``slurm_sched_interval_s``, on whole intervals from the fault, as the replay runs it) once the job is
+    eligible and its node is back in service."""
+    ready = max(eligible_at, node_back_at)
+    interval = lat["slurm_sched_interval_s"]
+    return math.ceil(ready / interval) * interval
+
+
+def requeue_hold(lat: dict[str, float]) -> float:
+    """A requeued job's BeginTime, after the requeue (job_mgr.c batch_requeue_fini: cred_expire + 1 s)."""
+    return lat["slurm_cred_expire_s"] + 1
+
+
 def without_medic(klass: str, lat: dict[str, float]) -> dict:
-    """HyperPod's or SageMaker's own path, component by component (seconds from the fault; None: never)."""
+    """HyperPod's, Slurm's or SageMaker's own path, component by component (seconds from the fault; None: never)."""
+    from sim.hyperpod import GOING_DOWN
+
     detect = lat["hma_detect_s"]
     if klass in ("gpu_fatal", "gpu_reboot"):
         repair = lat["replace_s"] if klass == "gpu_fatal" else lat["reboot_s"]
+        # HyperPod takes the node down as the replay's does (sim.hyperpod.GOING_DOWN after its action); slurmctld
+        # requeues the job then, and starts it once held and the node is back (HyperPod returns it to service)
+        down = detect + GOING_DOWN.total_seconds()
+        restarted = slurm_starts(lat, eligible_at=down + requeue_hold(lat), node_back_at=detect + repair)
+        operator = max(detect, lat["operator_unpaged_s"]) + repair  # the node repaired by hand, the job requeued
         return {"path": f"NodeRecovery Automatic: HyperPod {'replaces' if klass == 'gpu_fatal' else 'reboots'} the "
-                        "node itself; `srun --auto-resume=1` restarts the job once it is back",
+                        "node itself; Slurm requeues the job by itself when the node goes down (JobRequeue=1, its "
+                        "default) and starts it once it is eligible and the node is back",
                 "detect_s": detect, "act_s": detect, "repaired_s": detect + repair,
-                "resumed_s": detect + repair + lat["job_start_s"],
+                "resumed_s": restarted + lat["job_start_s"],
                 "alternatives": [
-                    ("without auto-resume, an operator requeues the job",
-                     max(detect + repair, lat["operator_unpaged_s"]) + lat["slurm_requeue_s"] + lat["job_start_s"]),
-                    # Medic acts on clusters whose NodeRecovery is None: there HyperPod only labels the node
+                    ("with `srun --auto-resume=1`, HyperPod restarts the job once the node is back",
+                     detect + repair + lat["job_start_s"]),
+                    # Medic acts on clusters whose NodeRecovery is None: there HyperPod only labels the node, nothing
+                    # takes it down, and the hung job dies at the NCCL watchdog (FAILED: Slurm requeues no exit code)
                     ("with NodeRecovery None (the clusters Medic acts on), an operator repairs the node and requeues "
-                     "the job", max(detect, lat["operator_unpaged_s"]) + repair + lat["slurm_requeue_s"]
-                     + lat["job_start_s"])]}
+                     "the job", slurm_starts(lat, eligible_at=operator + requeue_hold(lat)) + lat["job_start_s"])]}
     if klass == "hang":
         killed = lat["nccl_timeout_s"]
         return {"path": "the NCCL watchdog aborts the job after its timeout; `srun --auto-resume=1` checks the nodes "
                         "and restarts it",
                 "detect_s": killed, "act_s": killed, "repaired_s": killed + lat["auto_resume_checks_s"],
                 "resumed_s": killed + lat["auto_resume_checks_s"] + lat["job_start_s"],
-                "alternatives": [("without auto-resume, an operator resubmits the job",
-                                  killed + lat["operator_unpaged_s"] + lat["slurm_requeue_s"] + lat["job_start_s"])]}
+                "alternatives": [("without auto-resume, the job ends FAILED (Slurm requeues no exit code) and an "
+                                  "operator resubmits it",
+                                  slurm_starts(lat, eligible_at=killed + lat["operator_unpaged_s"])
+                                  + lat["job_start_s"])]}
     if klass == "job_retryable":
         human = lat["operator_unpaged_s"]
         return {"path": "SageMaker retries only `InternalServerError` (RetryStrategy); an operator notices the "
@@ -552,15 +611,19 @@ def notes(result: dict) -> list[str]:
             verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
                        f"Medic is {_min(-gain)} min slower" if gain <= -30 else "the same within a minute")
             extra = "".join(f". {what[0].upper()}{what[1:]}: {_min(seconds)} min "
-                            f"({_min(seconds - medic['resumed_s'])} min more than with Medic)"
+                            f"({_than_medic(seconds - medic['resumed_s'])})"
                             for what, seconds in own.get("alternatives", []))
             out.append(f"{entry['label']}: {_min(medic['resumed_s'])} min with Medic, {_min(own['resumed_s'])} min "
                        f"without ({own['path'].split(';')[0]}): {verdict}{extra}.")
     if "gpu_fatal" in classes and "gpu_reboot" in classes:
-        out.append("For node faults Medic matters where HyperPod's own path is off: a cluster with NodeRecovery "
-                   "`None` (HyperPod then only labels the node) or a job not started with `srun --auto-resume=1` "
-                   "(the alternatives in the path column). With both on, HyperPod acts on the same detection without "
-                   "EventBridge and restarts the job itself; Medic resumes the job through its stall alarm's requeue.")
+        out.append("For node faults the baseline is Slurm's own requeue: with NodeRecovery `Automatic` HyperPod "
+                   "repairs the node on the same detection, and slurmctld requeues a batch job whose node goes down "
+                   "by itself (its requeue flag: `JobRequeue=1`, Slurm's default), holds it `cred_expire` + 1 s and "
+                   "starts it once its node is back: no auto-resume, no Medic needed. Medic matters where that path "
+                   "is off: a cluster with NodeRecovery `None` (HyperPod only labels the node; the alternatives in "
+                   "the path column), where Medic repairs the node and Slurm again requeues the job itself; a job "
+                   "Slurm will not requeue (`--no-requeue`), where Medic pages to resubmit it; and hangs, which no "
+                   "node fault reveals.")
     out.append("The stall alarm is not a latency input: `sim/alarms.py` evaluates the template's alarm once a "
                "minute as CloudWatch documents it (one-minute periods, `EvaluationPeriods` = `DatapointsToAlarm` = "
                "`stall_minutes`, missing data breaching); a hung process still publishes Heartbeat 0, a dead one "
@@ -574,6 +637,12 @@ def notes(result: dict) -> list[str]:
     return out
 
 
+def _than_medic(difference: float) -> str:
+    if abs(difference) < 30:
+        return "the same as with Medic, within a minute"
+    return f"{_min(abs(difference))} min {'more' if difference > 0 else 'less'} than with Medic"
+
+
 def _job_setting(name: str) -> Any:
     import yaml
 
@@ -582,8 +651,10 @@ def _job_setting(name: str) -> Any:
 
 PAGE_REASONS = {
     "no_progress": f" — the requeued job had not stepped within `recovery_minutes` ({_job_setting('recovery_minutes')}"
-                   ") because its node was still being replaced: a page with nothing to do. `recovery_minutes` longer "
-                   "than a replacement plus the job's start avoids it",
+                   ") because its node was still being repaired: a page with nothing to do",
+    "stalled": " — the stall alarm's incident: its requeue of a job Slurm had already requeued itself (pending, "
+               "held or waiting for its node: `Job is pending execution`) failed and paged, or its all-clear after "
+               "that page",
     "capacity_shortfall": " — HyperPod's replacement found no capacity: the page names the node and the failure",
 }
 
@@ -600,8 +671,10 @@ def block(result: dict) -> str:
     return "\n".join([
         "Fault → training resumed, per failure class (minutes from the fault). **With Medic** is a replay through "
         "`sim` with the latencies below (the node event's delivery, the emulated reboot and replacement, the "
-        "alarms, the Slurm agent's requeue, the job's restart), read off the records; **without Medic** is "
-        "HyperPod's or SageMaker's documented path with the same latencies. Detect · act · repaired: Medic's first "
+        "alarms, the emulated slurmctld's requeue and scheduling, the Slurm agent, the job's restart), read off the "
+        "records; **without Medic** is the documented path of HyperPod, Slurm (its own requeue of a job whose node "
+        "goes down: the baseline for node faults) or SageMaker with the same latencies. Detect · act · repaired: "
+        "Medic's first "
         "record, its action, the node `Running` again (or the job requeued, the clone created).", "",
         render(result), "",
         "Reproduce: `python -m bench.recovery` (about a minute), or `--<latency> <seconds>` to replay with another "

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -170,6 +171,34 @@ class EksWorld:
         model.server.add_job(kind, namespace, name, replicas, **rules)
         model.jobs[(namespace, kind, name)] = watched
         self._refresh(model)
+
+    def put_pod(self, cluster: str, namespace: str, name: str, instance: str, owner: dict | None,
+                terminating_since: datetime | None) -> None:
+        """The `k8s_pod` directive: a tenant's pod on the node of `instance` (it must be in the cluster), its
+        controller ownerReference as `owner` says (uid "job": the named job's real uid), Terminating since
+        `terminating_since` (a deletion no kubelet confirms: a finalizer, or a NotReady node)."""
+        model = self.cluster(cluster)
+        self.sync_nodes(cluster)
+        node = f"hyperpod-{instance}"
+        if model.server.node(node) is None:
+            raise ValueError(f"node {node} is not on {cluster} (put the instance in the cluster with a `node` "
+                             "directive first)")
+        references = []
+        if owner is not None:
+            if owner["kind"] not in JOB_RESOURCES:
+                raise ValueError(f"'owner.kind' must be one of {', '.join(JOB_RESOURCES)} (got {owner['kind']!r})")
+            group, version, _ = JOB_RESOURCES[owner["kind"]]
+            uid = owner["uid"]
+            if uid == "job":
+                job = model.server.job(owner["kind"], namespace, owner["name"])
+                if job is None:
+                    raise ValueError(f"no {owner['kind']} {namespace}/{owner['name']} on {cluster} to copy a uid from")
+                uid = job["metadata"]["uid"]
+            references.append({"apiVersion": f"{group}/{version}" if group else version, "kind": owner["kind"],
+                               "name": owner["name"], "uid": uid, "controller": True})
+        model.server.add_pod(namespace, name, node, references)
+        if terminating_since is not None:
+            model.server.mark_terminating(namespace, name, terminating_since)
 
     # the agents
     def _dir(self) -> Path:

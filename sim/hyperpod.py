@@ -83,8 +83,9 @@ class HyperPodWorld:
         self.settings: dict[str, ClusterSettings] = {}  # by cluster name
         self.terminated: set[tuple[str, str]] = set()  # (cluster, instance id) replaced away: never re-created
         self._include_logical_ids = False  # the ListClusterNodes call being answered asked for them
-        # Told of every accepted repair (cluster, instance id, its id after the call, verb) and of every node back
-        # Running (cluster, instance id): the fake Slurm's jobs on the node follow (sim/slurm.py).
+        # Told of every accepted repair's node going down (cluster, instance id, its id after the call, verb, when)
+        # and of every node back Running (cluster, instance id): the fake Slurm's jobs on the node follow
+        # (sim/slurm.py).
         self.on_repair: list[Any] = []
         self.on_back: list[Any] = []
         self._going_down: list[tuple[datetime, tuple[str, str, str, str]]] = []  # repairs whose node is not down yet
@@ -236,11 +237,11 @@ class HyperPodWorld:
     def finish_repairs(self, now: datetime) -> None:
         """Nodes a repair took down by now lose their jobs (on_repair); those whose emulated repair is over are
         Running again (on_back)."""
-        due = [hit for at, hit in self._going_down if at <= now]
+        due = [(at, hit) for at, hit in self._going_down if at <= now]
         self._going_down = [(at, hit) for at, hit in self._going_down if at > now]
-        for hit in due:
+        for at, hit in due:
             for hook in self.on_repair:
-                hook(*hit)
+                hook(*hit, at)
         for key, repair in list(self.repairs.items()):
             if repair.until <= now:
                 node = self.node(repair.cluster, repair.node_id) if self.has_cluster(repair.cluster) else None

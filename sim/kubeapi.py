@@ -580,6 +580,23 @@ class KubeApiServer:
         return [pod for pod in self.pods(job["metadata"]["namespace"])
                 if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])]
 
+    def add_pod(self, namespace: str, name: str, node: str, owner_references: list[dict] | None = None) -> dict:
+        """A pod someone with `create pods` in the namespace made (a tenant's, no controller of Medic's world), bound
+        to `node`, running, with whatever ownerReferences it wrote. Kubernetes restricts only `blockOwnerDeletion`
+        ("To set this field, a user needs "delete" permission of the owner": API reference, OwnerReference v1 meta,
+        kubernetes.io/docs/reference/kubernetes-api/definitions/owner-reference-v1-meta/); a reference whose owner
+        does not exist "is treated as absent, and the dependent is subject to deletion" by the garbage collector
+        (Kubernetes docs, "Garbage Collection", Owners and dependents), which sets a deletionTimestamp that a NotReady
+        node's kubelet never confirms. The garbage collector is not emulated: `mark_terminating` stands for it."""
+        with self.lock:
+            self.add_namespace(namespace)
+            if self.node(node) is None:
+                raise ValueError(f"node {node} does not exist")
+            return self.create(("", "v1", "pods"), namespace, {
+                "metadata": {"name": name, "labels": {}, "ownerReferences": list(owner_references or [])},
+                "spec": {"containers": [CONTAINER], "restartPolicy": "Always", "nodeName": node},
+                "status": {"phase": "Running"}})
+
     def mark_terminating(self, namespace: str, name: str, since: datetime) -> None:
         """As the node lifecycle controller's taint-based eviction does for a pod on a node gone NotReady: the
         pod gets a deletionTimestamp (`since`) that no kubelet ever confirms."""

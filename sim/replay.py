@@ -311,6 +311,10 @@ class Replay:
     def _directive_slurm_job(self, value: Any) -> None:
         if not isinstance(value, dict):
             raise ValueError("expected {\"cluster\": ..., \"id\": <job id>, \"name\": ..., \"state\": ...}")
+        unknown = sorted(set(value) - {"cluster", "id", "name", "state", "nodes", "auto_resume", "requeue"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, id, name, state, nodes, "
+                             "auto_resume, requeue")
         cluster = self._slurm_cluster(value)
         job_id, name, state = value.get("id"), value.get("name", ""), value.get("state", "RUNNING")
         if isinstance(job_id, int) and not isinstance(job_id, bool) and 0 < job_id < 10**10:
@@ -322,15 +326,20 @@ class Replay:
         if state not in SLURM_STATES:
             raise ValueError(f"'state' must be one of {', '.join(SLURM_STATES)} (got {state!r})")
         nodes, auto_resume = value.get("nodes", []), value.get("auto_resume", False)
+        requeue = value.get("requeue", True)
         if not isinstance(nodes, list) or not all(isinstance(node, str) and INSTANCE_ID.match(node) for node in nodes):
             raise ValueError(f"'nodes' must be a list of the cluster's instance ids (got {nodes!r})")
         if not isinstance(auto_resume, bool):
             raise ValueError(f"'auto_resume' must be true or false (got {auto_resume!r})")
+        if not isinstance(requeue, bool):
+            raise ValueError(f"'requeue' must be true (sbatch --requeue, Slurm's default JobRequeue=1) or false "
+                             f"(sbatch --no-requeue) (got {requeue!r})")
         for node in nodes:  # placed on nodes the cluster has (an undeclared one joins its first unprotected group)
             self.world.ensure_cluster(cluster)
             if self.world.hyperpod.node(cluster, node) is None:
                 self._directive_node({"cluster": cluster, "id": node})
-        self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state, nodes=nodes, auto_resume=auto_resume)
+        self.world.slurm.put_job(cluster, job_id, name or f"job-{job_id}", state, nodes=nodes, auto_resume=auto_resume,
+                                 requeue=requeue, now=self.now)
 
     def _directive_k8s_job(self, value: Any) -> None:
         """A Kubernetes job on an EKS cluster: {"cluster", "namespace", "name", "kind", "replicas", "watched",
@@ -373,6 +382,40 @@ class Replay:
         self.world.eks.put_job(cluster, namespace, name, kind, replicas, watched, restart_policy=policy or "OnFailure",
                                backoff_limit=DEFAULT_BACKOFF_LIMIT if limit is None else limit, status=status,
                                sigterm_exit_code=exit_code)
+
+    def _directive_k8s_pod(self, value: Any) -> None:
+        """A pod someone with `create pods` in a namespace made on an EKS cluster (a tenant's, not a job
+        controller's): {"cluster", "namespace", "name", "node" (instance id), "owner": {"kind", "name", "uid"},
+        "terminating_since"}; `uid` "job" is the named job's real uid (which anyone who may read the job can copy),
+        any other text a uid that is not its."""
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"namespace\": ..., \"name\": ..., \"node\": \"i-...\", "
+                             "\"owner\": {\"kind\": ..., \"name\": ..., \"uid\": \"job\" | \"<uid>\"}, "
+                             "\"terminating_since\": \"<ISO time>\"}")
+        unknown = sorted(set(value) - {"cluster", "namespace", "name", "node", "owner", "terminating_since"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+        cluster = value.get("cluster")
+        if not isinstance(cluster, str) or not CLUSTER_NAME.match(cluster) or not self.world.is_eks(cluster):
+            raise ValueError(f"'cluster' must be an EKS cluster of the config (got {cluster!r})")
+        namespace, name, node = value.get("namespace", "default"), value.get("name"), value.get("node")
+        if not isinstance(namespace, str) or not K8S_LABEL.fullmatch(namespace):
+            raise ValueError(f"'namespace' must be a DNS-1123 label (got {namespace!r})")
+        if not isinstance(name, str) or len(name) > 253 or not K8S_SUBDOMAIN.fullmatch(name):
+            raise ValueError(f"'name' must be a DNS-1123 subdomain (got {name!r})")
+        if not isinstance(node, str) or not INSTANCE_ID.fullmatch(node):
+            raise ValueError(f"'node' must be an instance id of the cluster (got {node!r})")
+        owner = value.get("owner")
+        if owner is not None and (not isinstance(owner, dict) or set(owner) - {"kind", "name", "uid"}
+                                  or not all(isinstance(owner.get(key), str) and owner.get(key)
+                                             for key in ("kind", "name", "uid"))):
+            raise ValueError(f"'owner' must be {{\"kind\", \"name\", \"uid\"}}, each a string (got {owner!r})")
+        since = value.get("terminating_since")
+        terminating = _parse_time(since) if since is not None else None
+        if since is not None and terminating is None:
+            raise ValueError(f"'terminating_since' must be an ISO 8601 time (got {since!r})")
+        self.world.ensure_cluster(cluster)
+        self.world.eks.put_pod(cluster, namespace, name, node, owner, terminating)
 
     def _eks_agent(self, cluster: str, value: dict) -> None:
         """The `agent` directive on an EKS cluster: replica `replica` (default 1) of its agent Deployment."""
@@ -432,9 +475,15 @@ class Replay:
         if not isinstance(value, dict):
             raise ValueError("expected {\"cluster\": ..., \"controllers\": 2, \"primary\": 1}")
         cluster = self._slurm_cluster(value)
-        unknown = sorted(set(value) - {"cluster", "controllers", "primary"})
+        unknown = sorted(set(value) - {"cluster", "controllers", "primary", "accounting"})
         if unknown:
-            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, controllers, primary")
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}: expected cluster, controllers, primary, "
+                             "accounting")
+        if "accounting" in value:
+            if not isinstance(value["accounting"], bool):
+                raise ValueError(f"'accounting' must be true (slurmdbd keeps the job accounting sacct reads) or "
+                                 f"false (got {value['accounting']!r})")
+            self.world.slurm.set_accounting(cluster, value["accounting"])
         numbers = {}
         for key, low, high in (("controllers", 1, SLURM_MAX_CONTROLLERS), ("primary", 0, SLURM_MAX_CONTROLLERS)):
             number = value.get(key)
@@ -483,7 +532,7 @@ class Replay:
             raise ValueError(f"the clock stops at {LATEST_CLOCK.isoformat()} (asked for {when.isoformat()})")
         self.move_clock(when)
         with time_machine.travel(when, tick=False) as clock:
-            self.world.hyperpod.finish_repairs(when)
+            self.world.catch_up(when)
             self.settle(when, clock, lag=timedelta(0))  # running agents report in, as they do every minute
 
     def _time_of(self, value: Any) -> datetime:
@@ -569,7 +618,7 @@ class Replay:
     def deliver_event(self, event: dict, when: datetime) -> None:
         """The event through the stack's rules to their functions, at ``when``."""
         with time_machine.travel(when, tick=False) as clock:  # the world moves with the event's time
-            self.world.hyperpod.finish_repairs(when)
+            self.world.catch_up(when)
             functions = self.world.route(event)
             if not functions:
                 return
@@ -624,7 +673,7 @@ class Replay:
         self.result.schedule_runs[schedule.logical_id] += 1
         with time_machine.travel(when, tick=False) as clock:
             self.world.ensure_configured_clusters()
-            self.world.hyperpod.finish_repairs(when)
+            self.world.catch_up(when)
             self.settle(when, clock, lag=timedelta(0))
             for function, constant in schedule.targets:
                 self.invoke(function, event if constant is None else constant, when, clock)

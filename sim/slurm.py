@@ -7,8 +7,14 @@ its heartbeat — except that its subprocess runner is replaced by ``FakeSlurm``
 the cluster's jobs that answers ``scontrol requeue <id>`` and ``squeue --noheader --format=%i
 --name=<name>``, and around a node action ``scontrol update NodeName=<node> State=DRAIN|RESUME``,
 ``squeue -w <node>`` and ``squeue --states=all -j <ids>`` (nothing is executed; the stub programs in a
-temporary directory exist only so the agent finds its binaries). Jobs placed on nodes (by instance id) end
-NODE_FAIL when Medic's repair takes their node down, unless launched with auto-resume (sim/README.md).
+temporary directory exist only so the agent finds its binaries).
+
+Jobs follow slurmctld (SchedMD slurm, src/slurmctld/job_mgr.c, 22.05 to current; checked against slurm-wlm
+22.05.8 in tests/agent/test_real_slurm.py): a batch job with the requeue flag (JobRequeue=1, Slurm's default, or
+`sbatch --requeue`) whose node goes down is requeued by slurmctld itself and held (BeginTime) for cred_expire + 1 s
+before it may start again, at the next scheduling pass, on nodes that can take it; a job without the flag
+(`--no-requeue`) ends NODE_FAIL, and `scontrol requeue` refuses it. Finished jobs leave slurmctld's memory
+MinJobAge after they ended. Every rule is cited where it is modelled, and in sim/README.md.
 
 A cluster has one head node by default; the `slurm` directive gives it several (`controllers`), one agent on
 each, and says which slurmctld is in charge (`primary`, 1-based: the ones before it are DOWN, the rest UP,
@@ -26,6 +32,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,10 +40,28 @@ from sim.synth import ROOT
 
 # squeue lists jobs still in the queue; finished jobs have left it.
 ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED", "RESIZING")
-STATES = (*ACTIVE, "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY")
+FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY")
+STATES = (*ACTIVE, *FINISHED)
 # What `scontrol requeue` accepts: a running, suspended or finished batch job (not one still pending).
 REQUEUEABLE = frozenset(STATES) - {"PENDING", "REQUEUED", "CONFIGURING"}
+# slurm.conf(5) AuthInfo cred_expire: "This also controls how long a requeued job must wait before starting
+# again. The default value is 120 seconds" (src/common/slurm_cred.c 22.05, src/interfaces/cred.h today:
+# DEFAULT_EXPIRATION_WINDOW 120). A module value, so that a run (bench/recovery.py) can set it.
+CRED_EXPIRE = timedelta(seconds=120)
+# slurm.conf(5) SchedulerParameters sched_interval: "How frequently, in seconds, the main scheduling loop will
+# execute and test all pending jobs. The default value is 60 seconds." The emulator runs it on the replay's whole
+# minutes (an assumption: when slurmctld's loop runs within the minute is not documented).
+SCHED_INTERVAL = timedelta(seconds=60)
+# slurm.conf(5) MinJobAge: "The minimum age of a completed job before its record is cleared from the list of jobs
+# slurmctld keeps in memory ... The default value is 300 seconds."
+MIN_JOB_AGE = timedelta(seconds=300)
+# slurm_errno.c: ESLURM_DISABLED, ESLURM_JOB_PENDING, ESLURM_INVALID_JOB_ID, as `scontrol requeue <id>` prints them
+# (" for job <id>" appended by scontrol; slurm-wlm 22.05.8's real output in tests/agent/test_real_slurm.py).
+DISABLED = "Requested operation is presently disabled"
+PENDING_EXECUTION = "Job is pending execution"
+INVALID_JOB = "Invalid job id specified"
 JOB_NAME = re.compile(r"^[^\s\x00]{1,200}$")
+JOB_STATES_FORMAT = "--Format=JobID:0|,State:0|,Requeue:0|,BatchFlag:0|,RestartCnt:0"  # the agent's job_states
 AGENT_HOST = "ip-10-1-0-10"  # the emulated (first) controller node's hostname
 MAX_CONTROLLERS = 3
 
@@ -61,9 +86,31 @@ class SlurmJob:
     job_id: str
     name: str
     state: str = "RUNNING"
-    requeues: int = 0
-    nodes: list[str] = field(default_factory=list)  # the instance ids it runs on
+    requeues: int = 0  # slurmctld's restart_cnt (`scontrol show job` Restarts, squeue's RestartCnt)
+    nodes: list[str] = field(default_factory=list)  # the instance ids it runs (or last ran) on
     auto_resume: bool = False  # launched with `srun --auto-resume=1`: HyperPod restarts it after a node repair
+    # The job's requeue flag (job_details.requeue): JobRequeue=1 (slurm.conf's default) or `sbatch --requeue` set
+    # it, `sbatch --no-requeue` clears it. Every emulated job is a batch job (BatchFlag=1).
+    requeue: bool = True
+    begin_at: datetime | None = None  # a requeued job's BeginTime: it may not start before
+    ended_at: datetime | None = None  # when it reached a finished state (MinJobAge counts from here)
+    started_at: datetime | None = None  # when it last started running
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    def end(self, state: str, at: datetime) -> None:
+        self.state, self.ended_at, self.begin_at = state, at, None
+
+    def requeued(self, at: datetime) -> None:
+        """Requeued (by `scontrol requeue`, or by slurmctld when its node went down): pending, held until its
+        BeginTime. job_mgr.c batch_requeue_fini: "The time stamp on the new batch launch credential must be larger
+        than the time stamp on the revoke request" → `begin_time = now + cred_lifetime + 1` (22.05; today
+        `now + _requeue_delay() + 1`, requeue_delay defaulting to cred_expire); restart_cnt++ (_job_requeue_op,
+        kill_running_job_by_node_name)."""
+        self.state, self.requeues, self.ended_at = "PENDING", self.requeues + 1, None
+        self.begin_at = at + CRED_EXPIRE + timedelta(seconds=1)
 
 
 @dataclass
@@ -76,6 +123,12 @@ class SlurmCluster:
     # instance id -> Slurm node name of every node of the cluster (set by the world: DescribeClusterNode's hostname)
     node_names: Any = None
     seen_names: dict[str, str] = field(default_factory=dict)  # every instance's name ever seen (a replaced one too)
+    # instance id -> HyperPod status of every compute node (set by the world): where a pending job may start
+    compute_nodes: Any = None
+    # slurmdbd keeps the cluster's job accounting (`sacct` answers); off: "Slurm accounting storage is disabled"
+    accounting: bool = False
+    forgotten: dict[str, SlurmJob] = field(default_factory=dict)  # purged after MinJobAge: only sacct knows them
+    passed: datetime | None = None  # the last scheduling pass run
 
     def names(self) -> dict[str, str]:
         """instance id -> Slurm node name, for the cluster's nodes and those it had (a replaced instance keeps the
@@ -87,6 +140,46 @@ class SlurmCluster:
     @property
     def hosts(self) -> list[str]:
         return [controller_host(number) for number in range(1, self.controllers + 1)]
+
+    def catch_up(self, now: datetime) -> None:
+        """slurmctld's own work up to ``now``: each scheduling pass due (whole minutes), then the purge of jobs
+        that ended MinJobAge ago."""
+        if self.passed is None:
+            self.passed = now.replace(second=0, microsecond=0)
+        moment = self.passed + SCHED_INTERVAL
+        while moment <= now:
+            self.scheduling_pass(moment)
+            self.passed = moment
+            moment += SCHED_INTERVAL
+        for job_id, job in list(self.jobs.items()):
+            if job.finished and job.ended_at is not None and now - job.ended_at >= MIN_JOB_AGE:
+                # job_mgr.c purge_old_job / _list_find_job_old: a finished job older than MinJobAge is dropped
+                self.forgotten[job_id] = self.jobs.pop(job_id)
+
+    def scheduling_pass(self, at: datetime) -> None:
+        """The main scheduling loop (sched_interval): each pending job past its BeginTime starts when as many
+        nodes as it ran on can take it (a job placed on no node starts as soon as it may). A node can take a job
+        when HyperPod has it Running, Slurm has it in service (not drained) and no running job holds it; the job
+        prefers the nodes it ran on. A job HyperPod's auto-resume holds waits for its node instead (node_back)."""
+        names = self.names()
+        for job in sorted(self.jobs.values(), key=lambda job: int(job.job_id)):
+            if job.state != "PENDING" or job.auto_resume or job.begin_at is None or job.begin_at > at:
+                continue
+            if job.nodes:
+                free = self.free_nodes(names)
+                ordered = [node for node in job.nodes if node in free] + [node for node in free
+                                                                          if node not in job.nodes]
+                if len(ordered) < len(job.nodes):
+                    continue  # Reason=Resources: it waits
+                job.nodes = ordered[:len(job.nodes)]
+            job.state, job.begin_at, job.started_at = "RUNNING", None, at
+
+    def free_nodes(self, names: dict[str, str]) -> list[str]:
+        statuses = self.compute_nodes() if self.compute_nodes else {}
+        busy = {node for job in self.jobs.values() if job.state in ACTIVE and job.state != "PENDING"
+                for node in job.nodes}
+        return [node for node, status in statuses.items()
+                if status == "Running" and names.get(node, node) not in self.drained and node not in busy]
 
     def ping(self) -> tuple[int, str]:
         """`scontrol ping` as Slurm prints it (as root): exit status and output.
@@ -118,6 +211,7 @@ class FakeSlurm:
     def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
         program = Path(argv[0]).name
         args = list(argv[1:])
+        self.cluster.catch_up(datetime.now(UTC))  # the replay's clock
         if program == "scontrol" and args == ["ping"]:  # every agent's role check, every cycle: not reported
             returncode, stdout = self.cluster.ping()
             return subprocess.CompletedProcess(argv, returncode, stdout, "")
@@ -130,32 +224,67 @@ class FakeSlurm:
     def _answer(self, program: str, args: list[str]) -> tuple[int, str, str]:
         jobs = self.cluster.jobs
         if program == "scontrol" and len(args) == 2 and args[0] == "requeue":
-            job = jobs.get(args[1].split("_")[0])
-            if job is None:
-                return 1, "", f"Invalid job id specified for job {args[1]}"
-            if job.state not in REQUEUEABLE:
-                return 1, "", f"Job is pending execution for job {args[1]}"
-            job.state, job.requeues = "PENDING", job.requeues + 1
-            return 0, "", ""
+            return self._requeue(args[1])
         if program == "squeue" and args[:2] == ["--noheader", "--format=%i"] and len(args) == 3 \
                 and args[2].startswith("--name="):
             name = args[2].removeprefix("--name=")
             ids = [job.job_id for job in jobs.values() if job.name == name and job.state in ACTIVE]
             return 0, "".join(f"{job_id}\n" for job_id in ids), ""
+        if program == "squeue" and args[:3] == ["--noheader", "--states=all", "--format=%i|%T"] and len(args) == 4 \
+                and args[3].startswith("--name="):  # every job slurmctld still remembers by that name (MinJobAge)
+            name = args[3].removeprefix("--name=")
+            return 0, "".join(f"{job.job_id}|{job.state}\n" for job in jobs.values() if job.name == name), ""
+        if program == "sacct":
+            return self._sacct(args)
         node_update = self._node_update(program, args)
         if node_update is not None:
             return node_update
         if program == "squeue" and args[:2] == ["--noheader", "--format=%i|%j"] and len(args) == 4 and args[2] == "-w":
             on = [job for job in jobs.values() if job.state in ACTIVE and args[3] in self._names(job)]
             return 0, "".join(f"{job.job_id}|{job.name}\n" for job in on), ""
-        if program == "squeue" and args[:4] == ["--noheader", "--states=all", "--format=%i|%T", "-j"] \
-                and len(args) == 5:
+        if program == "squeue" and args[:2] == ["--noheader", "--states=all"] and len(args) == 5 and args[3] == "-j" \
+                and args[2] in (JOB_STATES_FORMAT, "--format=%i|%T"):
             ids = args[4].split(",")
             known = [jobs[job_id] for job_id in ids if job_id in jobs]
             if not known and len(ids) == 1:  # squeue(1) loads one job by id: slurmctld's error for an unknown one
-                return 1, "", "slurm_load_jobs error: Invalid job id specified"
-            return 0, "".join(f"{job.job_id}|{job.state}\n" for job in known), ""
+                return 1, "", f"slurm_load_jobs error: {INVALID_JOB}"
+            if args[2] == "--format=%i|%T":
+                return 0, "".join(f"{job.job_id}|{job.state}\n" for job in known), ""
+            # squeue -O JobID:0|,State:0|,Requeue:0|,BatchFlag:0|,RestartCnt:0 (squeue(1) --Format; size 0: as
+            # wide as the value, the suffix `|` after each): `4211|PENDING|1|1|1`, as slurm-wlm 22.05.8 prints it
+            return 0, "".join(f"{job.job_id}|{job.state}|{int(job.requeue)}|1|{job.requeues}\n" for job in known), ""
         return 1, "", f"{program}: error: the replay's fake Slurm does not know `{' '.join(args)}`"
+
+    def _requeue(self, target: str) -> tuple[int, str, str]:
+        """`scontrol requeue <id>` as job_mgr.c _job_requeue_op answers it: an unknown (or forgotten) id is
+        ESLURM_INVALID_JOB_ID; a job without the requeue flag is ESLURM_DISABLED whatever its state (checked before
+        anything else: "if the job doesn't want to be requeued don't"); a pending one ESLURM_JOB_PENDING; any other
+        (running, suspended, or finished, COMPLETED included: "we support requeue of done/exit/exiting jobs") is
+        requeued and held (SlurmJob.requeued)."""
+        job = self.cluster.jobs.get(target.split("_")[0])
+        if job is None:
+            return 1, "", f"{INVALID_JOB} for job {target}"
+        if not job.requeue:
+            return 1, "", f"{DISABLED} for job {target}"
+        if job.state not in REQUEUEABLE:
+            return 1, "", f"{PENDING_EXECUTION} for job {target}"
+        job.requeued(datetime.now(UTC))
+        return 0, "", ""
+
+    def _sacct(self, args: list[str]) -> tuple[int, str, str]:
+        """`sacct --noheader --parsable2 --allocations --format=JobIDRaw,State --name=<name> --starttime=<t>`: the
+        cluster's accounting of every job of that name, those slurmctld forgot included (each job id's most recent
+        record: sacct(1) without --duplicates). Without slurmdbd, sacct's own words (slurm-wlm 22.05.8 with
+        AccountingStorageType=accounting_storage/none)."""
+        if len(args) != 6 or args[:4] != ["--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,State"] \
+                or not args[4].startswith("--name=") or not args[5].startswith("--starttime="):
+            return 1, "", f"sacct: error: the replay's fake Slurm does not know `{' '.join(args)}`"
+        if not self.cluster.accounting:
+            return 1, "", "Slurm accounting storage is disabled"
+        name = args[4].removeprefix("--name=")
+        every = {**self.cluster.forgotten, **self.cluster.jobs}
+        listed = sorted((job for job in every.values() if job.name == name), key=lambda job: int(job.job_id))
+        return 0, "".join(f"{job.job_id}|{job.state}\n" for job in listed), ""
 
     def _names(self, job: SlurmJob) -> set[str]:
         names = self.cluster.names()
@@ -203,6 +332,7 @@ class SlurmWorld:
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._undrained = 0
         self.node_names: Callable[[str], dict[str, str]] | None = None  # cluster -> {instance id: Slurm node name}
+        self.compute_nodes: Callable[[str], dict[str, str]] | None = None  # cluster -> {compute instance id: status}
 
     def close(self) -> None:
         if self._tmp is not None:
@@ -211,32 +341,59 @@ class SlurmWorld:
 
     def cluster(self, name: str) -> SlurmCluster:
         if name not in self.clusters:
-            names = self.node_names
-            self.clusters[name] = SlurmCluster(name, node_names=(lambda: names(name)) if names else None)
+            names, compute = self.node_names, self.compute_nodes
+            self.clusters[name] = SlurmCluster(name, node_names=(lambda: names(name)) if names else None,
+                                               compute_nodes=(lambda: compute(name)) if compute else None)
         return self.clusters[name]
 
     def put_job(self, cluster: str, job_id: str, name: str, state: str = "RUNNING", nodes: list[str] | None = None,
-                auto_resume: bool = False) -> None:
+                auto_resume: bool = False, requeue: bool = True, now: datetime | None = None) -> None:
         model = self.cluster(cluster)
-        model.jobs[job_id] = SlurmJob(job_id, name, state, nodes=list(nodes or []), auto_resume=auto_resume)
+        job = SlurmJob(job_id, name, state, nodes=list(nodes or []), auto_resume=auto_resume, requeue=requeue)
+        if job.finished:
+            job.ended_at = now or datetime.now(UTC)  # it ended as the directive says: MinJobAge counts from now
+        model.jobs[job_id] = job
+        model.forgotten.pop(job_id, None)
         model.names()  # the names its nodes have now
 
-    def node_repaired(self, cluster: str, node_id: str, new_id: str, verb: str) -> None:
-        """A node under a running job was rebooted or replaced. Without auto-resume the job ends NODE_FAIL (slurmctld
-        ends a job whose node goes down; HyperPod's docs: only jobs launched with `srun --auto-resume=1` are
-        resumed after a node replacement); with it, HyperPod holds it until the node is back (PENDING here)."""
-        for job in self.cluster(cluster).jobs.values():
+    def set_accounting(self, cluster: str, accounting: bool) -> None:
+        self.cluster(cluster).accounting = accounting
+
+    def catch_up(self, now: datetime) -> None:
+        """Every cluster's slurmctld up to the replay's clock (scheduling passes, MinJobAge)."""
+        for model in self.clusters.values():
+            model.catch_up(now)
+
+    def node_repaired(self, cluster: str, node_id: str, new_id: str, verb: str, at: datetime) -> None:
+        """A node under a running job went down for a reboot or replacement at ``at``. slurmctld
+        (job_mgr.c kill_running_job_by_node_name, 22.05; kill_running_job_by_node_ptr today) requeues a running
+        batch job with the requeue flag itself ("requeue job %pJ due to failure of node %s": restart_cnt++, pending,
+        held until its BeginTime) and ends any other NODE_FAIL ("Killing %pJ on failed node %s"). A job launched
+        with `srun --auto-resume=1` is HyperPod's: it waits PENDING until the node is back (an assumption: AWS
+        documents that auto-resume "restarts the job after the faulty nodes are replaced", not its Slurm states).
+        Not modelled: a multi-node job submitted with --no-kill (kill_on_node_fail 0) keeps running on its other
+        nodes."""
+        model = self.cluster(cluster)
+        model.catch_up(at)
+        for job in model.jobs.values():
             if node_id not in job.nodes:
                 continue
             job.nodes = [new_id if node == node_id else node for node in job.nodes]
-            if job.state == "RUNNING":
-                job.state = "PENDING" if job.auto_resume else "NODE_FAIL"
+            if job.state not in ("RUNNING", "SUSPENDED"):
+                continue
+            if job.auto_resume:
+                job.state = "PENDING"
+            elif job.requeue:
+                job.requeued(at)
+            else:
+                job.end("NODE_FAIL", at)
 
     def node_back(self, cluster: str, node_id: str) -> None:
-        """The repaired node is Running again: an auto-resumed job on it runs again (from its checkpoint)."""
+        """The repaired node is Running again: an auto-resumed job on it runs again (from its checkpoint); a job
+        Slurm requeued starts at a scheduling pass once the node can take it (SlurmCluster.scheduling_pass)."""
         for job in self.cluster(cluster).jobs.values():
             if node_id in job.nodes and job.auto_resume and job.state == "PENDING":
-                job.state = "RUNNING"
+                job.state, job.started_at = "RUNNING", datetime.now(UTC)
 
     # the agent
     def _dir(self) -> Path:
@@ -244,7 +401,7 @@ class SlurmWorld:
             self._tmp = tempfile.TemporaryDirectory(prefix="medic-sim-slurm-")
             bin_dir = Path(self._tmp.name) / "bin"
             bin_dir.mkdir()
-            for program in ("scontrol", "squeue"):
+            for program in ("scontrol", "squeue", "sacct"):
                 stub = bin_dir / program
                 stub.write_text("#!/bin/sh\necho 'the replay answers this in-process' >&2\nexit 97\n")
                 stub.chmod(0o755)

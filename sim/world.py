@@ -22,7 +22,7 @@ from moto.events.models import EventPattern
 from sim.cfn import Physical, SimError, Template
 from sim.eks import EksWorld
 from sim.faults import Fault
-from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld
+from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld, slurm_node_type
 from sim.metrics import Metrics
 from sim.router import Router
 from sim.slurm import SlurmWorld
@@ -132,6 +132,7 @@ class World:
         self.slurm = SlurmWorld(self.client)
         self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes)
         self.slurm.node_names = self._slurm_node_names
+        self.slurm.compute_nodes = self._slurm_compute_nodes
         self.hyperpod.on_repair.append(self.slurm.node_repaired)
         self.hyperpod.on_back.append(self.slurm.node_back)
         self.streams = Streams(self.client, region)
@@ -186,6 +187,19 @@ class World:
             return {}
         return {node_id: self.hyperpod.slurm_node_name(cluster, node_id)
                 for node_id in self.hyperpod.backend.clusters[cluster].nodes}
+
+    def _slurm_compute_nodes(self, cluster: str) -> dict[str, str]:
+        """The cluster's compute nodes (not its controller or login groups), instance id -> HyperPod status."""
+        if not self.hyperpod.has_cluster(cluster):
+            return {}
+        return {node_id: node.status for node_id, node in self.hyperpod.backend.clusters[cluster].nodes.items()
+                if slurm_node_type(node.instance_group_name) == "Compute"}
+
+    def catch_up(self, now: datetime) -> None:
+        """The emulated services' own work up to ``now``: repairs that took their node down or finished, then
+        slurmctld's scheduling passes and purges."""
+        self.hyperpod.finish_repairs(now)
+        self.slurm.catch_up(now)
 
     def __exit__(self, *exc: object) -> None:
         self.router.__exit__()

@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from re import Pattern
 
 from medic_agent.commands import (
     MAX_JOBS_PER_NAME,
+    SACCT_STATE_LINE,
+    SQUEUE_STATE_LINE,
     Command,
     DrainNode,
+    JobState,
     JobStates,
     RequeueJob,
     ResumeNode,
+    accounted_jobs_argv,
     drain_argv,
     find_jobs_argv,
     job_states_argv,
     jobs_on_node_argv,
+    named_jobs_argv,
     parse_job_ids,
     parse_job_states,
     parse_jobs_on_node,
+    parse_named_jobs,
     requeue_argv,
     resume_argv,
 )
-from medic_agent.slurm import OUTPUT_LIMIT, Slurm
+from medic_agent.slurm import OUTPUT_LIMIT, Run, Slurm
 
 EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
 
@@ -33,8 +40,9 @@ class Result:
     job_ids: tuple[str, ...] = field(default=())
     # drain_node: the jobs on the node after the drain, (id, name); None when they could not be listed
     jobs: tuple[tuple[str, str], ...] | None = None
-    # job_states: (id, state) of each job Slurm still knows; None when they could not be read
-    job_states: tuple[tuple[str, str], ...] | None = None
+    # job_states: each job Slurm still knows; None when they could not be read. requeue_job by name that found
+    # nothing to requeue: what Slurm (or its accounting) says became of the jobs of that name; None: unknown
+    job_states: tuple[JobState, ...] | None = None
 
 
 def execute(command: Command, slurm: Slurm) -> Result:
@@ -61,13 +69,44 @@ def _requeue_by_name(job_name: str, slurm: Slurm, max_jobs: int = MAX_JOBS_PER_N
     job_ids, skipped = parse_job_ids(found.output)
     notes = [f"skipped squeue output {', '.join(skipped)}"] if skipped else []
     if not job_ids:
-        return Result(FAILED, "; ".join([f"no job named {job_name!r} in squeue", *notes]))
+        return _nothing_to_requeue(job_name, slurm, notes)
     if len(job_ids) > max_jobs:
         return Result(FAILED, f"{len(job_ids)} jobs named {job_name!r}, more than {max_jobs}: not requeued")
     runs = [slurm.run(requeue_argv(job_id)) for job_id in job_ids]
     requeued = tuple(job_id for job_id, run in zip(job_ids, runs) if run.ok)
     status = EXECUTED if len(requeued) == len(runs) else FAILED
     return Result(status, "; ".join([run.describe() for run in runs] + notes), requeued)
+
+
+def _nothing_to_requeue(job_name: str, slurm: Slurm, notes: list[str]) -> Result:
+    """No job of that name is pending or running: say what became of them, so that Medic can tell a job that
+    completed (nothing to requeue) from one that failed or vanished. First what slurmctld still remembers (finished
+    jobs, until MinJobAge after they ended: 300 s by default), then the cluster's accounting (sacct, where slurmdbd
+    keeps it). Still `failed`: nothing was requeued."""
+    said = [f"no job named {job_name!r} in squeue", *notes]
+    unknown = []
+    for where, argv, line in (("slurmctld still lists", named_jobs_argv(job_name), SQUEUE_STATE_LINE),
+                              ("sacct lists", accounted_jobs_argv(job_name), SACCT_STATE_LINE)):
+        states, why = _named_jobs(slurm.run(argv), line)
+        if states:
+            listing = ", ".join(f"{job.job_id} {job.state}" for job in states)
+            return Result(FAILED, "; ".join([*said, f"{where} {listing}"]), job_states=states)
+        unknown.append(why)
+    return Result(FAILED, "; ".join([*said, f"what became of it is unknown: {'; '.join(unknown)}"]))
+
+
+def _named_jobs(run: Run, line: Pattern[str]) -> tuple[tuple[JobState, ...], str]:
+    """The jobs a squeue/sacct run listed, or none and why."""
+    if not run.ok:  # in short (the program, not its whole argv): the result's message is read in a page
+        status = "did not finish" if run.returncode is None else f"exit {run.returncode}"
+        return (), f"{run.argv[0]}: {status}: {run.output}" if run.output else f"{run.argv[0]}: {status}"
+    if len(run.output) >= OUTPUT_LIMIT:
+        return (), f"{run.argv[0]}'s output is longer than {OUTPUT_LIMIT} characters"
+    try:
+        states = tuple(parse_named_jobs(run.output, line))
+    except ValueError as error:
+        return (), f"{run.argv[0]}: {error}"
+    return states, f"{run.argv[0]} lists none"
 
 
 def _drain(node: str, slurm: Slurm) -> Result:
@@ -111,5 +150,5 @@ def _job_states(job_ids: str, slurm: Slurm) -> Result:
         states = parse_job_states(listed.output)
     except ValueError as error:
         return Result(FAILED, str(error))
-    shown = ", ".join(f"{job_id} {state}" for job_id, state in states) or "none listed"
+    shown = ", ".join(f"{job.job_id} {job.state}" for job in states) or "none listed"
     return Result(EXECUTED, f"job states: {shown}", job_states=tuple(states))

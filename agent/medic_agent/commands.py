@@ -30,6 +30,11 @@ SQUEUE_JOB_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([\x20-\x7e]{0,20
 DRAIN_REASON = "Medic: drained before a node repair"  # fixed: nothing from a message reaches the Reason
 # What `squeue --format=%i|%T` prints per job: the id, a bar, the state (Slurm's upper-case names: NODE_FAIL, ...).
 SQUEUE_STATE_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})", re.ASCII)
+# job_states' squeue -O line: id|state|requeue flag|batch flag|restart count (`4211|PENDING|1|1|1`).
+SQUEUE_JOB_STATE_LINE = re.compile(r"([0-9]{1,10})\|([A-Z_]{1,32})\|([01])\|([01])\|([0-9]{1,5})", re.ASCII)
+# What `sacct --parsable2 --format=JobIDRaw,State` prints per job: the id, a bar, the state; a cancelled job's
+# state carries who cancelled it (`CANCELLED by 1000`, sacct(1)).
+SACCT_STATE_LINE = re.compile(r"([0-9]{1,10})\|([A-Z_]{1,32})(?: by [0-9]{1,10})?", re.ASCII)
 # job_states: one or more job ids, comma-separated (squeue -j's list), at most MAX_JOBS_PER_NAME of them.
 JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)
 KINDS = ("requeue_job", "drain_node", "resume_node", "job_states")  # what Medic issues; nothing else runs
@@ -272,23 +277,84 @@ def parse_jobs_on_node(squeue_output: str) -> list[tuple[str, str]]:
     return jobs
 
 
+@dataclass(frozen=True)
+class JobState:
+    """What Slurm says of one job: its state and, from job_states, whether slurmctld may requeue it (its requeue
+    and batch flags: `scontrol requeue` refuses a job without either) and how often it was requeued."""
+
+    job_id: str
+    state: str
+    requeue: bool | None = None
+    batch: bool | None = None
+    restarts: int | None = None
+
+    def fields(self) -> dict[str, str]:
+        """As the result item carries it: strings, the flags `1`/`0`, what is unknown left out."""
+        known = {"requeue": self.requeue, "batch": self.batch, "restarts": self.restarts}
+        return {"id": self.job_id, "state": self.state,
+                **{key: str(int(value)) for key, value in known.items() if value is not None}}
+
+
+# squeue(1) --Format: "type[:[.][size][suffix]]"; size 0 prints each value as wide as it is, the suffix `|` ends
+# each field. Requeue: "whether the job will be requeued on failure"; BatchFlag; RestartCnt: "the number of
+# restarts for the job". slurm-wlm 22.05.8 prints `4211|PENDING|1|1|1` (tests/agent/test_real_slurm.py).
+JOB_STATES_FORMAT = "--Format=JobID:0|,State:0|,Requeue:0|,BatchFlag:0|,RestartCnt:0"
+
+
 def job_states_argv(job_ids: str) -> list[str]:
-    """Every state (`--states=all`: squeue's default shows only pending and running jobs), one `<id>|<state>`
-    line per job; a job slurmctld no longer remembers (MinJobAge after it ended) is not listed."""
+    """Every state (`--states=all`: squeue's default shows only pending and running jobs), one line per job; a job
+    slurmctld no longer remembers (MinJobAge after it ended) is not listed."""
     if not matches(JOB_ID_LIST, job_ids):
         raise ValueError(f"not a job id list: {shown(job_ids)}")
-    return ["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", job_ids]
+    return ["squeue", "--noheader", "--states=all", JOB_STATES_FORMAT, "-j", job_ids]
 
 
-def parse_job_states(squeue_output: str) -> list[tuple[str, str]]:
-    """squeue's `%i|%T` lines → [(job id, state)], each id once. Strict, like parse_jobs_on_node."""
-    states: list[tuple[str, str]] = []
+def parse_job_states(squeue_output: str) -> list[JobState]:
+    """job_states' squeue lines → one JobState per job, each id once. Strict, like parse_jobs_on_node."""
+    states: list[JobState] = []
     for line in squeue_output.splitlines():
         if not line.strip():
             continue
-        found = SQUEUE_STATE_LINE.fullmatch(line.strip())
+        found = SQUEUE_JOB_STATE_LINE.fullmatch(line.strip())
         if found is None:
             raise ValueError(f"unexpected squeue line: {shown(line, 120)}")
-        if found.group(1) not in [job_id for job_id, _ in states]:
-            states.append((found.group(1), found.group(2)))
+        job_id, state, requeue, batch, restarts = found.groups()
+        if job_id not in [known.job_id for known in states]:
+            states.append(JobState(job_id, state, requeue == "1", batch == "1", int(restarts)))
+    return states
+
+
+def named_jobs_argv(job_name: str) -> list[str]:
+    """Every job of that name slurmctld still remembers, finished ones included (until MinJobAge after they ended):
+    what became of a job no longer pending or running."""
+    if not matches(JOB_NAME, job_name):
+        raise ValueError(f"not a job name: {shown(job_name)}")
+    return ["squeue", "--noheader", "--states=all", "--format=%i|%T", f"--name={job_name}"]
+
+
+# How far back sacct looks for a job gone from slurmctld's memory (sacct(1) --starttime: "now-<count>days").
+ACCOUNTING_WINDOW = "now-2days"
+
+
+def accounted_jobs_argv(job_name: str) -> list[str]:
+    """The cluster's job accounting (slurmdbd) of every job of that name in the last two days: each job id's most
+    recent record (sacct(1): without --duplicates), allocations only (no steps)."""
+    if not matches(JOB_NAME, job_name):
+        raise ValueError(f"not a job name: {shown(job_name)}")
+    return ["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,State", f"--name={job_name}",
+            f"--starttime={ACCOUNTING_WINDOW}"]
+
+
+def parse_named_jobs(output: str, line_pattern: Pattern[str]) -> list[JobState]:
+    """`<id>|<state>` lines (squeue's %i|%T, or sacct's JobIDRaw,State) → one JobState per job, each id once.
+    Strict: any other line raises ValueError."""
+    states: list[JobState] = []
+    for line in output.splitlines():
+        if not line.strip():
+            continue
+        found = line_pattern.fullmatch(line.strip())
+        if found is None:
+            raise ValueError(f"unexpected line: {shown(line, 120)}")
+        if found.group(1) not in [known.job_id for known in states]:
+            states.append(JobState(found.group(1), found.group(2)))
     return states

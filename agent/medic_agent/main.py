@@ -167,7 +167,7 @@ class Agent(CommandHandling):
         if result.jobs is not None:  # drain_node: the jobs on the node ([] none); absent: unknown
             fields["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
         if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
-            fields["job_states"] = [{"id": job_id, "state": state} for job_id, state in result.job_states]
+            fields["job_states"] = [job.fields() for job in result.job_states]
         return fields
 
     def started_fields(self) -> dict[str, Any]:
@@ -185,8 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "ledger. Every option can also come from the environment variable in brackets.")
     add_agent_options(parser)
     parser.add_argument("--slurm-bin", default=env("MEDIC_SLURM_BIN"),
-                        help="directory holding scontrol and squeue (default: PATH, then /opt/slurm/bin) "
-                             "[MEDIC_SLURM_BIN]")
+                        help="directory holding scontrol and squeue, and sacct where the cluster has it (default: "
+                             "PATH, then /opt/slurm/bin) [MEDIC_SLURM_BIN]")
     parser.add_argument("--host", default=env("MEDIC_HOST"),
                         help="this head node's name as SlurmctldHost lists it (default: the hostname); the agent acts "
                              "only when `scontrol ping` says the slurmctld in charge runs here [MEDIC_HOST]")

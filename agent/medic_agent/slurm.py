@@ -1,7 +1,8 @@
 """Run Slurm's client commands. The only module that touches subprocess.
 
-Only `scontrol` and `squeue` can be run, as an argv list (never a shell), resolved to an
-absolute path once, with stdin closed and a timeout.
+Only `scontrol`, `squeue` and `sacct` can be run, as an argv list (never a shell), resolved to an
+absolute path once, with stdin closed and a timeout. `sacct` is optional: a cluster without it (or without
+accounting) only loses what it tells about jobs slurmctld has forgotten.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
-PROGRAMS = ("scontrol", "squeue")
+PROGRAMS = ("scontrol", "squeue", "sacct")
+REQUIRED = ("scontrol", "squeue")  # what the agent cannot work without: checked at start
 # HyperPod installs Slurm under /opt/slurm; distribution packages put it in /usr/bin.
 DEFAULT_SEARCH_PATH = os.pathsep.join(["/opt/slurm/bin", "/usr/local/bin", "/usr/bin", "/bin"])
 OUTPUT_LIMIT = 4000
@@ -66,8 +68,8 @@ class Slurm:
         return self._paths[program]
 
     def check(self) -> dict[str, str]:
-        """Resolve every program up front, so a missing Slurm fails at start and not at the first command."""
-        return {program: self.resolve(program) for program in PROGRAMS}
+        """Resolve the required programs up front, so a missing Slurm fails at start and not at the first command."""
+        return {program: self.resolve(program) for program in REQUIRED}
 
     def run(self, argv: Sequence[str]) -> Run:
         argv = tuple(argv)

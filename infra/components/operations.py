@@ -133,9 +133,9 @@ class Operations(Construct):
                     f"{RECORDS} | stats count(*) as decisions by bin(1h), cluster, action, outcome",
                     width=12, view=cw.LogQueryVisualizationType.BAR),
             cw.GraphWidget(
-                title="Suppressed, failed, pages", width=12, height=6,
+                title="Suppressed, failed, pages (held: after a page window's summary)", width=12, height=6,
                 left=[_search("Remediations", "outcome", "suppressed"), _search("Remediations", "outcome", "failed"),
-                      _medic_metric("Pages"), _medic_metric("PageFailures")]),
+                      _medic_metric("Pages"), _medic_metric("PageFailures"), _medic_metric("PagesHeld")]),
         )
         dashboard.add_widgets(
             records("Open incidents (latest decision per incident, not closed)",

@@ -287,6 +287,8 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **agent_trust_scenarios(),
         **node_repair_scenarios(sample),
         **completion_scenarios(),
+        **flood_scenarios(),
+        **tenant_pod_scenarios(),
         **job_trust_scenarios(),
         **untrusted_text_scenarios(),
         **replay_scenarios(),
@@ -437,12 +439,22 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
                              new_process=True)]
     return {
         "zh-node-repair-requeues-the-job.jsonl": ([
-            "title: (zh) Slurm: a GPU fault on the node job 4211 (llama3-70b) runs on, launched without auto-resume",
-            "expect: replace_node executed (the drain queued first); the drain's record lists job 4211; the job ends "
-            "NODE_FAIL when the node goes down; the reconciler's 08:19 sweep asks its state: one requeue_job "
-            "(trigger node_repair) deferred then executed; it runs again elsewhere at 08:22: recovered through the "
-            "probe; at 08:44 the replacement is Running: the node resumed in Slurm; no page",
+            "title: (zh) Slurm: a GPU fault on the node job 4211 (llama3-70b) runs on, a batch job with Slurm's "
+            "default requeue flag (JobRequeue=1), launched without auto-resume",
+            "expect: replace_node executed (the drain queued first); the drain's record lists job 4211; when the node "
+            "goes down (08:15:05) slurmctld requeues the job itself: PENDING, held until 08:17:06 (cred_expire + 1 s), "
+            "RUNNING on a free node at the 08:18 scheduling pass; the sweeps' job_states see it running (restarts 1): "
+            "Medic requeues nothing; at 08:44 the replacement is Running: the node resumed in Slurm and the job "
+            "recorded ignored (Slurm requeued it); no page",
         ], [{"sim": {"slurm_job": on_node}}, agent_up, sample, *resumed]),
+        "zo-node-repair-job-not-requeueable.jsonl": ([
+            "title: (zo) Slurm: the same fault, job 4211 submitted with sbatch --no-requeue",
+            "expect: replace_node executed; the drain's record lists job 4211; it ends NODE_FAIL when the node goes "
+            "down; the 08:19 sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page "
+            "naming the job and saying to resubmit it; no scontrol requeue, no restart spent; at 08:44 the node is "
+            "resumed and nothing more is asked or paged",
+        ], [{"sim": {"slurm_job": {**on_node, "requeue": False}}}, agent_up, sample,
+            {"sim": {"advance": "2026-11-20T08:50:00Z"}}]),
         "zi-node-repair-auto-resume.jsonl": ([
             "title: (zi) Slurm: the same fault, the job launched with srun --auto-resume=1",
             "expect: replace_node executed; the drain's record lists job 4211; HyperPod's auto-resume runs it again "
@@ -557,6 +569,15 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "then duplicate twice; no command; the evaluated stall alarm itself stays OK",
         ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,
             {**AWS_SAMPLE_ALARM, "id": "0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c"}]),
+        "zn-stall-job-completed.jsonl": ([
+            "title: (zn) Stall: the job finished (COMPLETED in Slurm at 03:05:30, its probe not closed) on a cluster "
+            "that keeps accounting (slurmdbd)",
+            "expect: stall ALARM at 03:18; requeue_job deferred; the agent finds no llama3-70b pending or running, "
+            "slurmctld has forgotten it (MinJobAge, 300 s), sacct says 4211 COMPLETED: the requeue is ignored (the "
+            "job completed), the restart given back, the recovery watch ended; no page, then or later",
+        ], [*healthy, {"sim": {"slurm": {"cluster": "pretrain-slurm", "accounting": True}}},
+            clock(T_ALARM + minutes(5) + timedelta(seconds=30)),
+            {"sim": {"slurm_job": {**SLURM_JOB, "state": "COMPLETED"}}}, clock(T_ALARM + minutes(45))]),
     }
 
 
@@ -594,7 +615,7 @@ def health_alarm_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "title: (u) A Slurm node left in Failure past repair_minutes: the failed-node alarm pages",
             "expect: the reconciler pages the unexplained failed node once; its FailedNodes gauge keeps the "
             "failed-node alarm breaching; after 30 minutes of sweeps the alarm fires and Medic pages (no Medic repair "
-            "in flight)",
+            "in flight), as the cluster's node pages' summary for the hour",
         ], [clock(T0 - minutes(4)),
             {"sim": {"node": {"cluster": "pretrain-slurm", "id": failed_node, "group": "workers",
                               "status": "Failure"}}},
@@ -669,6 +690,71 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
             "title: (z) A node health event whose ClusterArn names another account",
             "expect: rejected, no call, no page",
         ], [foreign]),
+    }
+
+
+def capacity_error(index: int, at: datetime) -> dict:
+    """HyperPod's cluster event for a replacement that found no capacity (events/hyperpod-cluster-event-error.json),
+    for the index-th node of the storm."""
+    sample = json.loads((HERE.parent.parent / "tests" / "fixtures" / "events" /
+                         "hyperpod-cluster-event-error.json").read_text())
+    digest = hashlib.sha256(f"capacity-{index}".encode()).hexdigest()
+    details = sample["detail"]["EventDetails"]
+    details.update(EventId=str(uuid.UUID(digest[:32])), InstanceId=node_id(index),
+                   EventTime=int(at.timestamp() * 1000))
+    details["EventDetails"]["EventMetadata"]["Instance"]["NodeLogicalId"] = str(uuid.UUID(digest[32:64]))
+    sample["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/capacity/{index}"))
+    sample["time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return sample
+
+
+def flood_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """No source of pages floods the on-call (issue 28, item 9): one summary page per source per cluster per hour."""
+    return {
+        "zp-capacity-errors-one-summary.jsonl": ([
+            "title: (zp) HyperPod reports 15 replacements that found no capacity within 7 minutes, and one more "
+            "after the hour",
+            "expect: 16 records (deferred, a human decides); the first event pages, the second pages as the window's "
+            "summary (held until 09:32), the next 13 are recorded without a page; at 09:40 the next window's first "
+            "page says 13 were held",
+        ], [*(capacity_error(i, T0 + timedelta(minutes=18, seconds=30 * i)) for i in range(15)),
+            capacity_error(15, T0 + timedelta(hours=1, minutes=26))]),
+    }
+
+
+def tenant_pod_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """An EKS namespace tenant cannot make Medic restart a healthy job (issue 28, item 5)."""
+    start = datetime(2026, 11, 21, 1, 20, tzinfo=UTC)
+    failed = "i-0e1f2a3b4c5d6e7f8"
+    eks = "finetune-eks"
+
+    def tenant_pod(name: str, uid: str) -> dict:
+        return {"sim": {"k8s_pod": {"cluster": eks, "namespace": "kubeflow", "name": name, "node": failed,
+                                    "owner": {"kind": "PyTorchJob", "name": "bert-xl", "uid": uid},
+                                    "terminating_since": (start + minutes(1)).strftime("%Y-%m-%dT%H:%M:%SZ")}}}
+
+    stepping = every_minute(start, start + minutes(48), job="bert-xl", steps=40, step=1240, loss=1.87,
+                            tokens_per_sec=41000.0, checkpoint=1200)
+    fails_at = stepping.index(clock(start + minutes(40))) + 1  # after the 02:00 clock line
+    return {
+        "zz-eks-tenant-pod-cannot-restart-a-healthy-job.jsonl": ([
+            "title: (zz) EKS: a namespace tenant binds two pods claiming to be bert-xl's to a node and deletes them "
+            "(a finalizer keeps them Terminating); the node fails at 02:00, while bert-xl steps normally",
+            "expect: at 02:05 the node's notice (deferred: HyperPod replaces it) names only the pod whose "
+            "ownerReference carries bert-xl's real uid (the forged uid's pod is not the job's); that pod has been "
+            "Terminating for 44 minutes on a NotReady node, but the probe counted steps since: ignored, no restart, "
+            "no pod of bert-xl deleted, no page",
+        ], [clock(start),
+            {"sim": {"k8s_job": {"cluster": eks, "namespace": "kubeflow", "name": "bert-xl", "kind": "PyTorchJob",
+                                 "replicas": 4}}},
+            {"sim": {"agent": {"cluster": eks, "heartbeat": True}}},
+            {"sim": {"node": {"cluster": eks, "id": failed, "group": "workers", "status": "Running"}}},
+            tenant_pod("bert-xl-worker-9", "7c0d9e8f-1a2b-4c3d-8e4f-5a6b7c8d9e0f"),
+            tenant_pod("bert-xl-worker-8", "job"),
+            *stepping[:fails_at],
+            {"sim": {"node": {"cluster": eks, "id": failed, "group": "workers", "status": "Failure"}}},
+            *stepping[fails_at:],
+            clock(start + minutes(49))]),
     }
 
 

@@ -121,9 +121,9 @@ class Cluster:
         self.spy_bin = self._spy_bin_dir(tmp_path / "bin")
 
     def _spy_bin_dir(self, directory: Path) -> Path:
-        """scontrol and squeue that log their argv to spy_log, then exec the real ones."""
+        """scontrol, squeue and sacct that log their argv to spy_log, then exec the real ones."""
         directory.mkdir()
-        for program in ("scontrol", "squeue"):
+        for program in ("scontrol", "squeue", "sacct"):
             real = Path(self.slurm.bin_dir) / program
             script = directory / program
             script.write_text(f"#!/bin/sh\nprintf '%s\\n' \"{program} $*\" >> '{self.spy_log}'\n"

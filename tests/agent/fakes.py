@@ -104,7 +104,12 @@ class FakeRunner:
         key = " ".join([program, *argv[1:2]])
         if self.raises is not None and (key != "scontrol ping" or self.ping_raises):
             raise self.raises
-        returncode, stdout, stderr = self.answers.get(key, (0, "", ""))
+        # the answer for the longest leading part of the command line given (`squeue --noheader --states=all`
+        # before `squeue --noheader`)
+        words = [program, *argv[1:]]
+        given = next((" ".join(words[:n]) for n in range(len(words), 0, -1) if " ".join(words[:n]) in self.answers),
+                     key)
+        returncode, stdout, stderr = self.answers.get(given, (0, "", ""))
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
     @property
@@ -118,9 +123,9 @@ class FakeRunner:
 
 
 def canary_bin_dir(directory: Path, canary: Path) -> Path:
-    """scontrol and squeue that only touch a canary file: proof that nothing ran when nothing may run."""
+    """scontrol, squeue and sacct that only touch a canary file: proof that nothing ran when nothing may run."""
     directory.mkdir(parents=True, exist_ok=True)
-    for program in ("scontrol", "squeue"):
+    for program in ("scontrol", "squeue", "sacct"):
         script = directory / program
         script.write_text(f"#!/bin/sh\necho \"{program} $*\" >> '{canary}'\n")
         script.chmod(0o755)

@@ -145,13 +145,22 @@ class TestRuns:
         assert result["status"] == "executed" and result["target"] == "name:llama3-70b"
         assert result["job_ids"] == [{"S": "4211"}, {"S": "4212"}]
 
-    def test_requeue_by_name_with_no_job_fails(self, world):
+    def test_requeue_by_name_with_no_job_fails_saying_what_became_of_it(self, world):
+        # Given no job of that name pending or running, none in slurmctld's memory, and no accounting
         world.runner.answers["squeue --noheader"] = (0, "", "")
+        world.runner.answers["sacct --noheader"] = (1, "", "Slurm accounting storage is disabled")
         body = world.send(job_name="llama3-70b")
         world.agent().poll()
-        assert world.runner.argvs == [["squeue", "--noheader", "--format=%i", "--name=llama3-70b"]]
-        assert world.result(body)["status"] == "failed"
-        assert "no job named 'llama3-70b'" in world.result(body)["message"]
+        # Then it looked in squeue, in slurmctld's memory of finished jobs, then in sacct, and requeued nothing
+        assert world.runner.argvs == [
+            ["squeue", "--noheader", "--format=%i", "--name=llama3-70b"],
+            ["squeue", "--noheader", "--states=all", "--format=%i|%T", "--name=llama3-70b"],
+            ["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,State", "--name=llama3-70b",
+             "--starttime=now-2days"]]
+        result = world.result(body)
+        assert result["status"] == "failed" and "job_states" not in result
+        assert "no job named 'llama3-70b'" in result["message"]
+        assert "Slurm accounting storage is disabled" in result["message"]
 
 
 

@@ -228,7 +228,7 @@ def test_every_rule_is_needed(drop):
             assert LeaseElector(kube, "medic-agent", "a", lambda: NOW).check().leader is False
         elif drop == "nodes":
             with pytest.raises(KubeError) as raised:
-                node_report(kube, ["kubeflow"])
+                node_report(kube, watched_jobs())
             assert raised.value.status == 403
         else:
             assert restart(kube, BERT, watched=watched_jobs(), now=NOW).message.startswith("forbidden")
@@ -245,7 +245,7 @@ def test_node_report(api, kube):
     api.set_node(master, health="UnschedulablePendingReboot")
     api.add_node("node-e", ready=False)
     api.mark_terminating("kubeflow", "bert-xl-master-0", NOW - timedelta(minutes=7))
-    report = node_report(kube, ["kubeflow", "default"])
+    report = node_report(kube, watched_jobs())
     assert [node["name"] for node in report] == sorted([master, "node-e"])
     bad = next(node for node in report if node["name"] == master)
     assert bad["health_status"] == "UnschedulablePendingReboot" and bad["ready"] is True
@@ -254,6 +254,35 @@ def test_node_report(api, kube):
                             "job_name": "bert-xl", "phase": "Running", "terminating_since": "2026-12-02T17:53:00+00:00"}
     dead = next(node for node in report if node["name"] == "node-e")
     assert dead == {"name": "node-e", "health_status": "Schedulable", "ready": False, "pods": []}
+
+
+def test_a_pod_whose_owner_reference_only_names_a_watched_job_is_never_reported_as_its(api, kube):
+    # Given bert-xl running its 3 pods, and a namespace tenant's pod on a NotReady node whose controller
+    # ownerReference names bert-xl (kind, apiVersion, name) with a uid that is not the job's, left Terminating
+    job = api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=3)
+    api.add_node("node-dead", ready=False)
+    forged = {"apiVersion": job["apiVersion"], "kind": "PyTorchJob", "name": "bert-xl", "controller": True,
+              "uid": "0b6f3e1c-7a2d-4c5e-9f10-2a3b4c5d6e7f"}
+    api.add_pod("kubeflow", "bert-xl-worker-9", "node-dead", [forged])
+    api.mark_terminating("kubeflow", "bert-xl-worker-9", NOW - timedelta(minutes=45))
+    # When the agent reports the nodes in trouble
+    report = node_report(kube, watched_jobs())
+    # Then the node is reported, without the pod: it is not the job's (its uid is not bert-xl's)
+    assert report == [{"name": "node-dead", "health_status": "Schedulable", "ready": False, "pods": []}]
+    # And with the job's real uid (which anyone who may read the job can copy) it is reported as bert-xl's: Medic
+    # then restarts only when bert-xl's probe shows no progress since (tests/functional/test_eks_restart.py)
+    api.add_pod("kubeflow", "bert-xl-worker-8", "node-dead", [{**forged, "uid": job["metadata"]["uid"]}])
+    [node] = node_report(kube, watched_jobs())
+    assert [(pod["name"], pod["job_name"]) for pod in node["pods"]] == [("bert-xl-worker-8", "bert-xl")]
+
+
+def test_the_node_report_reads_each_watched_job_and_skips_one_not_found(api, kube):
+    api.add_job("PyTorchJob", "kubeflow", "bert-xl", replicas=1)
+    api.add_node("node-dead", ready=False)
+    node_report(kube, watched_jobs())
+    reads = [call["path"] for call in api.calls if call["verb"] == "get"]
+    assert "/apis/kubeflow.org/v1/namespaces/kubeflow/pytorchjobs/bert-xl" in reads
+    assert [call["status"] for call in api.calls if call["verb"] == "get" and "/etl" in call["path"]] == [404]
 
 
 def test_node_report_truncates():

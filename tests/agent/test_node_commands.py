@@ -10,6 +10,7 @@ from medic_agent.actions import EXECUTED, FAILED, execute
 from medic_agent.commands import (
     DRAIN_REASON,
     DrainNode,
+    JobState,
     JobStates,
     Refused,
     ResumeNode,
@@ -155,8 +156,10 @@ class TestJobStates:
     def test_parse_and_argv(self):
         command = parse(body("job_states", job_ids="4211,4300"), cluster=CLUSTER)
         assert command.action == JobStates("4211,4300") and command.target == "jobs:4211,4300"
-        assert job_states_argv("4211,4300") == ["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j",
-                                                "4211,4300"]
+        # squeue -O: the state, the requeue and batch flags (does Slurm accept a requeue) and the restart count
+        assert job_states_argv("4211,4300") == [
+            "squeue", "--noheader", "--states=all",
+            "--Format=JobID:0|,State:0|,Requeue:0|,BatchFlag:0|,RestartCnt:0", "-j", "4211,4300"]
 
     @pytest.mark.parametrize("job_ids", ["", "4211,", ",4211", "4211 4300", "4211;reboot", "-1", "4211\n",
                                          ",".join(["1"] * 51), 4211, None, ["4211"], "٤٢١١"])
@@ -169,17 +172,22 @@ class TestJobStates:
             parse(body("job_states", job_ids="1", node=NODE), cluster=CLUSTER)
 
     def test_states_parsed_strictly(self):
-        assert parse_job_states("4211|NODE_FAIL\n4300|RUNNING\n4211|PENDING\n") == [("4211", "NODE_FAIL"),
-                                                                                      ("4300", "RUNNING")]
-        for output in ("4211\n", "4211|running\n", "x|RUNNING\n"):
+        assert parse_job_states("4211|NODE_FAIL|0|1|0\n4300|PENDING|1|1|2\n4211|PENDING|1|1|1\n") == [
+            JobState("4211", "NODE_FAIL", requeue=False, batch=True, restarts=0),
+            JobState("4300", "PENDING", requeue=True, batch=True, restarts=2)]
+        for output in ("4211\n", "4211|NODE_FAIL\n", "4211|running|1|1|0\n", "x|RUNNING|1|1|0\n",
+                       "4211|RUNNING|2|1|0\n", "4211|RUNNING|1|1|x\n", "4211|RUNNING|1|1|0|extra\n"):
             with pytest.raises(ValueError):
                 parse_job_states(output)
 
     def test_execute(self, tmp_path):
-        runner = FakeRunner(answers={"squeue --noheader": (0, "4211|NODE_FAIL\n", "")})
+        runner = FakeRunner(answers={"squeue --noheader": (0, "4211|NODE_FAIL|0|1|0\n", "")})
         result = execute(parse(body("job_states", job_ids="4211,4300"), cluster=CLUSTER), slurm(runner, tmp_path))
         assert runner.argvs == [job_states_argv("4211,4300")]
-        assert result.status == EXECUTED and result.job_states == (("4211", "NODE_FAIL"),)
+        assert result.status == EXECUTED and result.job_states == (JobState("4211", "NODE_FAIL", False, True, 0),)
+        # as the result item carries it: strings, flags 1/0
+        assert [job.fields() for job in result.job_states] == [
+            {"id": "4211", "state": "NODE_FAIL", "requeue": "0", "batch": "1", "restarts": "0"}]
 
     def test_a_job_slurm_forgot_is_an_empty_listing(self, tmp_path):
         runner = FakeRunner(answers={"squeue --noheader": (1, "", "slurm_load_jobs error: Invalid job id specified")})

@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import time
+from datetime import datetime
 
 import pytest
 
@@ -340,26 +341,49 @@ def test_node_commands_medic_never_issued_or_with_hostile_nodes_touch_nothing(cl
     assert cluster.queue_depth() == 0
 
 
-# --- job_states: where the jobs a node repair hit are after it (issue 16 item 2)
+# --- job_states: where the jobs a node repair hit are after it (issue 16 item 2; issue 27 item 6)
+
+
+def reported(result: dict) -> dict[str, dict[str, str]]:
+    """The result's job_states, by job id, as Medic reads them (DynamoDB JSON unwrapped)."""
+    return {item["M"]["id"]["S"]: {key: value["S"] for key, value in item["M"].items()}
+            for item in result["job_states"]}
+
+
+def sbatch(cluster, name: str, *options: str, wrap: str = "sleep 300") -> str:
+    return cluster.slurm.run("sbatch", "--parsable", *options, f"--job-name={name}", "--output=/dev/null",
+                             f"--chdir={cluster.slurm.root / 'jobs'}", "--ntasks=1", f"--wrap={wrap}"
+                             ).stdout.strip().split(";")[0]
+
+
+def take_the_node_down(cluster) -> None:
+    """What slurmctld sees when HyperPod reboots or replaces the node: it goes DOWN under its jobs."""
+    cluster.slurm.run("scontrol", "update", f"NodeName={cluster.slurm.node}", "State=DOWN", "Reason=repair")
 
 
 def test_job_states_reports_what_squeue_says_of_each_job(cluster):
-    # Given one job running and one cancelled (still in slurmctld's memory: MinJobAge=5)
+    # Given one job running and one cancelled (still in slurmctld's memory: MinJobAge=5), one with --no-requeue
     running, cancelled = cluster.slurm.submit("pretrain"), cluster.slurm.submit("eval")
-    for job_id in (running, cancelled):
+    plain = sbatch(cluster, "plain", "--no-requeue")
+    for job_id in (running, cancelled, plain):
         cluster.slurm.wait_for_job_state(job_id, "RUNNING")
     cluster.slurm.run("scancel", cancelled)
     cluster.slurm.wait_for_job_state(cancelled, "CANCELLED")
     # When Medic asks for their states
-    body = cluster.command(kind="job_states", job_ids=f"{running},{cancelled}")
+    ids = f"{running},{cancelled},{plain}"
+    body = cluster.command(kind="job_states", job_ids=ids)
     cluster.send(body)
     cluster.run_agent()
-    # Then the result has each job's state as Slurm names it, from the argv Medic's parser expects
-    assert cluster.slurm_calls() == [f"squeue --noheader --states=all --format=%i|%T -j {running},{cancelled}"]
+    # Then the result has each job's state as Slurm names it, its requeue and batch flags and restart count, from
+    # squeue -O as slurm-wlm prints it (size 0: no padding)
+    assert cluster.slurm_calls() == ["squeue --noheader --states=all "
+                                     f"--Format=JobID:0|,State:0|,Requeue:0|,BatchFlag:0|,RestartCnt:0 -j {ids}"]
     result = cluster.result(body)
-    assert result["status"] == "executed" and result["target"] == f"jobs:{running},{cancelled}"
-    states = {item["M"]["id"]["S"]: item["M"]["state"]["S"] for item in result["job_states"]}
-    assert states == {running: "RUNNING", cancelled: "CANCELLED"}
+    assert result["status"] == "executed" and result["target"] == f"jobs:{ids}"
+    assert reported(result) == {
+        running: {"id": running, "state": "RUNNING", "requeue": "1", "batch": "1", "restarts": "0"},
+        cancelled: {"id": cancelled, "state": "CANCELLED", "requeue": "1", "batch": "1", "restarts": "0"},
+        plain: {"id": plain, "state": "RUNNING", "requeue": "0", "batch": "1", "restarts": "0"}}
 
 
 def test_job_states_of_a_job_slurm_forgot_is_an_empty_list(cluster):
@@ -373,10 +397,11 @@ def test_job_states_of_a_job_slurm_forgot_is_an_empty_list(cluster):
     assert "Invalid job id specified" in result["message"]
 
 
-def test_a_node_repair_as_slurm_sees_it_drain_down_states_resume_requeue(cluster):
+def test_a_requeueable_batch_job_whose_node_goes_down_is_requeued_by_slurmctld_itself_and_held(cluster):
     from medic.flows.agent.commands import job_after_repair
 
-    # Given a job running on the node, which Medic drains before repairing it
+    # Given a batch job with the requeue flag (JobRequeue=1, Slurm's default; --requeue) running on the node,
+    # which Medic drains before repairing it
     node = cluster.slurm.node
     job_id = cluster.slurm.submit("llama3-70b")
     cluster.slurm.wait_for_job_state(job_id, "RUNNING")
@@ -385,70 +410,108 @@ def test_a_node_repair_as_slurm_sees_it_drain_down_states_resume_requeue(cluster
     cluster.run_agent()
     assert [(j["M"]["id"]["S"], j["M"]["name"]["S"]) for j in cluster.result(drain)["jobs"]] == [
         (job_id, "llama3-70b")]
-    # When the repair takes the node away (slurmctld sees it DOWN, as when HyperPod reboots or replaces it)
-    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=repair")
-    deadline = time.monotonic() + 30
-    while cluster.slurm.job(job_id)["JobState"] == "RUNNING" and time.monotonic() < deadline:
-        time.sleep(0.2)
-    # Then Medic's job_states sees what Slurm made of the job: a batch job that may be requeued (sbatch --requeue,
-    # JobRequeue=1) is requeued by slurmctld itself, pending again: Medic leaves it alone
+    # When the repair takes the node away
+    take_the_node_down(cluster)
+    cluster.slurm.wait_for_job_state(job_id, "PENDING")
+    # Then slurmctld requeued it itself (job_mgr.c kill_running_job_by_node_name): pending, restart count 1, held
+    # until its BeginTime: cred_expire (120 s by default) + 1 s after the requeue (batch_requeue_fini sets both)
+    # (its Reason reads BeginTime once the scheduler has looked at it)
+    shown = cluster.slurm.job(job_id)
+    assert (shown["JobState"], shown["Restarts"], shown["Requeue"]) == ("PENDING", "1", "1")
+    held = datetime.fromisoformat(shown["EligibleTime"]) - datetime.fromisoformat(shown["SubmitTime"])
+    assert held.total_seconds() in (120, 121), shown
+    # And Medic's job_states sees it pending again with its restart: Medic leaves it alone
     states = cluster.command(kind="job_states", job_ids=job_id)
     cluster.send(states)
     cluster.run_agent()
-    [seen] = cluster.result(states)["job_states"]
-    assert seen["M"]["id"]["S"] == job_id
-    assert job_after_repair(seen["M"]["state"]["S"]) == "back", seen
+    seen = reported(cluster.result(states))[job_id]
+    assert seen == {"id": job_id, "state": "PENDING", "requeue": "1", "batch": "1", "restarts": "1"}
+    assert job_after_repair(seen["state"], seen["requeue"], seen["batch"]) == "back"
+    # And a requeue of it now is refused as pending (what a second requeue from a stall alarm would get)
+    requeue = cluster.command(job_id=job_id)
+    cluster.send(requeue)
+    cluster.run_agent()
+    result = cluster.result(requeue)
+    assert result["status"] == "failed" and "Job is pending execution" in result["message"], result["message"]
     # And when the node is back, the resume Medic issues returns it to service
     resume = cluster.command(kind="resume_node", node=node)
     cluster.send(resume)
     cluster.run_agent()
     assert cluster.result(resume)["status"] == "executed"
     assert "down" not in cluster.slurm.node_state() and "drain" not in cluster.slurm.node_state()
-    # (the job slurmctld requeued waits out its BeginTime, about two minutes, before it runs again)
-    assert (cluster.slurm.job(job_id)["JobState"], cluster.slurm.job(job_id)["Restarts"]) == ("PENDING", "1")
 
 
-def test_a_job_slurm_may_not_requeue_ends_node_fail_and_medics_requeue_fails_in_slurms_words(cluster):
+def test_a_no_requeue_job_ends_node_fail_and_slurm_refuses_any_requeue_of_it(cluster):
     from medic.flows.agent.commands import job_after_repair
 
     # Given a job submitted with --no-requeue on the node, which goes down under it
-    node = cluster.slurm.node
-    job_id = cluster.slurm.run("sbatch", "--parsable", "--no-requeue", "--job-name=pretrain", "--output=/dev/null",
-                               f"--chdir={cluster.slurm.root / 'jobs'}", "--ntasks=1", "--wrap=sleep 300"
-                               ).stdout.strip().split(";")[0]
+    job_id = sbatch(cluster, "pretrain", "--no-requeue")
     cluster.slurm.wait_for_job_state(job_id, "RUNNING")
-    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=repair")
+    take_the_node_down(cluster)
     cluster.slurm.wait_for_job_state(job_id, "NODE_FAIL")
     # When Medic asks its state
     states = cluster.command(kind="job_states", job_ids=job_id)
     cluster.send(states)
     cluster.run_agent()
-    [seen] = cluster.result(states)["job_states"]
-    # Then it is NODE_FAIL, which Medic requeues
-    assert seen["M"]["state"]["S"] == "NODE_FAIL" and job_after_repair("NODE_FAIL") == "requeue"
-    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)  # may be back already
+    seen = reported(cluster.result(states))[job_id]
+    # Then it is NODE_FAIL without the requeue flag: one Medic does not requeue (it pages to resubmit it)
+    assert seen == {"id": job_id, "state": "NODE_FAIL", "requeue": "0", "batch": "1", "restarts": "0"}
+    assert job_after_repair(seen["state"], seen["requeue"], seen["batch"]) == "not_requeueable"
+    assert job_after_repair("NODE_FAIL") == "not_requeueable"  # an agent that does not report the flags
+    # And a requeue, had anyone tried, Slurm refuses in its own words (_job_requeue_op: ESLURM_DISABLED)
+    cluster.slurm.run("scontrol", "update", f"NodeName={cluster.slurm.node}", "State=RESUME", check=False)
     requeue = cluster.command(job_id=job_id)
     cluster.send(requeue)
     cluster.run_agent()
-    # And Slurm refuses a job submitted --no-requeue, in its own words: Medic's record of it fails (and pages)
     assert cluster.slurm_calls()[-1] == f"scontrol requeue {job_id}"
     result = cluster.result(requeue)
-    assert result["status"] == "failed" and "presently disabled" in result["message"], result["message"]
+    assert result["status"] == "failed" and "Requested operation is presently disabled" in result["message"]
+
+
+def test_a_job_that_is_not_a_batch_job_ends_node_fail_and_is_not_requeueable(cluster):
+    from medic.flows.agent.commands import job_after_repair
+
+    # Given a job started with srun (no batch script) on the node, which goes down under it
+    srun = subprocess.Popen([cluster.slurm.bin_dir + "/srun", "--job-name=interactive", "--ntasks=1", "sleep", "300"],
+                            env=cluster.slurm.env, cwd=cluster.slurm.root, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        job_id = ""
+        deadline = time.monotonic() + 30
+        while not job_id and time.monotonic() < deadline:
+            job_id = cluster.slurm.run("squeue", "--noheader", "--format=%i", "--name=interactive").stdout.strip()
+            time.sleep(0.2)
+        cluster.slurm.wait_for_job_state(job_id, "RUNNING")
+        take_the_node_down(cluster)
+        cluster.slurm.wait_for_job_state(job_id, "NODE_FAIL")
+        states = cluster.command(kind="job_states", job_ids=job_id)
+        cluster.send(states)
+        cluster.run_agent()
+        seen = reported(cluster.result(states))[job_id]
+        # Then its requeue flag is set (JobRequeue=1) but it is no batch job: Slurm would answer "Only batch jobs
+        # are accepted or processed", so Medic does not try
+        assert (seen["state"], seen["requeue"], seen["batch"]) == ("NODE_FAIL", "1", "0")
+        assert job_after_repair(seen["state"], seen["requeue"], seen["batch"]) == "not_requeueable"
+        refused = cluster.slurm.run("scontrol", "requeue", job_id, check=False)
+        assert refused.returncode == 1 and "Only batch jobs are accepted or processed" in refused.stderr
+    finally:
+        srun.kill()
+        srun.wait(timeout=10)
 
 
 def test_a_requeueable_job_that_failed_with_its_node_is_requeued_by_medic(cluster):
     from medic.flows.agent.commands import job_after_repair
 
-    # Given a batch job (--requeue) that ended FAILED (its step died with a node under it)
-    job_id = cluster.slurm.run("sbatch", "--parsable", "--requeue", "--job-name=pretrain", "--output=/dev/null",
-                               f"--chdir={cluster.slurm.root / 'jobs'}", "--ntasks=1", "--wrap=exit 1"
-                               ).stdout.strip().split(";")[0]
+    # Given a batch job (--requeue) that ended FAILED (its process died with the node's GPU: Slurm requeues only on a
+    # node failure, not on an exit code)
+    job_id = sbatch(cluster, "pretrain", "--requeue", wrap="exit 1")
     cluster.slurm.wait_for_job_state(job_id, "FAILED")
     states = cluster.command(kind="job_states", job_ids=job_id)
     cluster.send(states)
     cluster.run_agent()
-    [seen] = cluster.result(states)["job_states"]
-    assert seen["M"]["state"]["S"] == "FAILED" and job_after_repair("FAILED") == "requeue"
+    seen = reported(cluster.result(states))[job_id]
+    assert (seen["state"], seen["requeue"], seen["batch"]) == ("FAILED", "1", "1")
+    assert job_after_repair(seen["state"], seen["requeue"], seen["batch"]) == "requeue"
     # When Medic requeues it through the agent
     requeue = cluster.command(job_id=job_id)
     cluster.send(requeue)
@@ -456,6 +519,55 @@ def test_a_requeueable_job_that_failed_with_its_node_is_requeued_by_medic(cluste
     # Then slurmctld takes it back: executed, its restart count up
     assert cluster.result(requeue)["status"] == "executed"
     assert cluster.slurm.job(job_id)["Restarts"] == "1"
+
+
+def test_a_failed_no_requeue_job_is_not_requeueable_either(cluster):
+    from medic.flows.agent.commands import job_after_repair
+
+    job_id = sbatch(cluster, "pretrain", "--no-requeue", wrap="exit 3")
+    cluster.slurm.wait_for_job_state(job_id, "FAILED")
+    states = cluster.command(kind="job_states", job_ids=job_id)
+    cluster.send(states)
+    cluster.run_agent()
+    seen = reported(cluster.result(states))[job_id]
+    assert job_after_repair(seen["state"], seen["requeue"], seen["batch"]) == "not_requeueable"
+    refused = cluster.slurm.run("scontrol", "requeue", job_id, check=False)
+    assert refused.returncode == 1 and "Requested operation is presently disabled" in refused.stderr
+
+
+# --- a requeue by name that finds nothing to requeue (issue 27 item 3, Slurm's half)
+
+
+def test_a_requeue_by_name_of_a_job_that_completed_reports_it_completed(cluster):
+    # Given a job that ran and completed (slurmctld remembers it for MinJobAge: 5 s here)
+    job_id = sbatch(cluster, "finished", wrap="true")
+    cluster.slurm.wait_for_job_state(job_id, "COMPLETED")
+    # When Medic asks to requeue it by name
+    body = cluster.command(job_name="finished")
+    cluster.send(body)
+    cluster.run_agent()
+    # Then nothing is requeued (a COMPLETED job *can* be requeued by id: Slurm would run it again), and the result
+    # says what slurmctld still lists of that name
+    calls = cluster.slurm_calls()
+    assert calls[:2] == ["squeue --noheader --format=%i --name=finished",
+                         "squeue --noheader --states=all --format=%i|%T --name=finished"]
+    assert not any(call.startswith("scontrol requeue") for call in calls)
+    result = cluster.result(body)
+    assert result["status"] == "failed" and "job_ids" not in result
+    assert reported(result) == {job_id: {"id": job_id, "state": "COMPLETED"}}, result["message"]
+
+
+def test_a_requeue_by_name_slurm_never_saw_asks_sacct_which_says_accounting_is_off(cluster):
+    # Given a cluster without slurmdbd (AccountingStorageType=accounting_storage/none) and no job of that name
+    body = cluster.command(job_name="never-ran")
+    cluster.send(body)
+    cluster.run_agent()
+    # Then the agent asked slurmctld, then sacct, whose own words say why nothing is known
+    assert cluster.slurm_calls()[-1] == ("sacct --noheader --parsable2 --allocations --format=JobIDRaw,State "
+                                         "--name=never-ran --starttime=now-2days")
+    result = cluster.result(body)
+    assert result["status"] == "failed" and "job_states" not in result
+    assert "Slurm accounting storage is disabled" in result["message"]
 
 
 def test_resume_of_a_node_that_is_not_drained_fails_with_slurms_words(cluster):

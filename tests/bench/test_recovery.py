@@ -44,7 +44,7 @@ def test_a_gpu_fault_is_repaired_when_the_emulated_replacement_ends(tiny_templat
     assert medic["repaired_s"] == 65 + 900  # read off the emulated HyperPod: the replacement Running again
     later = replayed(replace_s=1500, hma_detect_s=120)
     assert later["act_s"] == 125 and later["repaired_s"] == 125 + 1500
-    # this template has no stall alarm and no Slurm agent: nothing requeues the job, so it never resumes
+    # this template has no stall alarm and no Slurm agent queue (so the replay has no Slurm job): nothing resumes
     assert medic["resumed_s"] is None
 
 
@@ -54,6 +54,13 @@ def test_without_medic_follows_the_documented_paths():
     assert hang["resumed_s"] == 300 + lat["auto_resume_checks_s"] + lat["job_start_s"]
     fatal = recovery.without_medic("gpu_fatal", lat)
     assert fatal["repaired_s"] == lat["hma_detect_s"] + lat["replace_s"]
+    # the baseline: Slurm requeues the job itself when HyperPod takes the node down, and starts it at the first
+    # scheduling pass once it is eligible (cred_expire + 1 s) and the node is back
+    assert fatal["resumed_s"] == recovery.slurm_starts(lat, eligible_at=60 + 60 + 121,
+                                                        node_back_at=60 + lat["replace_s"]) + lat["job_start_s"]
+    assert recovery.slurm_starts(lat, eligible_at=241, node_back_at=0) == 300  # the 5th minute's pass
+    assert recovery.slurm_starts(lat, eligible_at=120, node_back_at=1860) == 1860
+    assert recovery.slurm_starts(recovery.latencies(slurm_sched_interval_s=30), eligible_at=241) == 270
     assert recovery.without_medic("capacity", lat)["resumed_s"] is None
     with pytest.raises(ValueError, match="unknown latency"):
         recovery.latencies(nope_s=1)

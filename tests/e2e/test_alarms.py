@@ -104,6 +104,28 @@ def test_n_no_progress_after_the_requeue_pages_once_and_the_alarm_still_in_alarm
     assert recovery_runs(result) == 12
 
 
+def test_zn_a_stalled_job_slurm_says_completed_is_not_requeued_nor_paged(replay):
+    # Given llama3-70b stepping until 03:05, then COMPLETED in Slurm at 03:05:30 (its probe not closed), on a cluster
+    # whose accounting slurmdbd keeps
+    result = replay(SCENARIOS / "zn-stall-job-completed.jsonl")
+    # When the stall alarm fires at 03:18 and Medic queues a requeue by name
+    assert [(line["to"], line["timestamp"][11:16]) for line in result.alarms if line["alarm"] == STALL] == [
+        ("ALARM", "03:18")]
+    # Then the agent finds no such job pending or running; slurmctld forgot it (MinJobAge 300 s after it ended)
+    # and sacct says COMPLETED: nothing is requeued
+    ran = [run["argv"] for run in result.slurm_commands]
+    assert ran == [["squeue", "--noheader", "--format=%i", "--name=llama3-70b"],
+                   ["squeue", "--noheader", "--states=all", "--format=%i|%T", "--name=llama3-70b"],
+                   ["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIDRaw,State",
+                    "--name=llama3-70b", "--starttime=now-2days"]]
+    assert [run["output"] for run in result.slurm_commands] == ["", "", "4211|COMPLETED"]
+    # And the requeue is ignored (the job completed), with no page then or at the recovery deadline
+    assert outcomes(result) == [("requeue_job", "deferred"), ("none", "ignored")]
+    assert "llama3-70b completed" in result.records[-1]["reason"] and result.records[-1]["fault"] == "completed"
+    assert all(record["incident"] == INCIDENT for record in result.records)
+    assert result.pages == []
+
+
 def test_o_a_nan_loss_fires_the_divergence_alarm_which_pages_once_with_the_last_checkpoint(replay):
     # Given the loss turning NaN from 03:02 (NonFiniteLoss 60 a minute) after a checkpoint at step 1200
     path = SCENARIOS / "o-divergence.jsonl"
@@ -161,7 +183,9 @@ def test_u_a_node_left_in_failure_past_repair_minutes_fires_the_failed_node_alar
     assert (found["trigger"], found["paged"]) == ("reconcile", True)
     assert (lasting["trigger"], lasting["fault"], lasting["outcome"], lasting["paged"]) == (
         "alarm", "failed_nodes", "deferred", True)
-    assert [page["subject"] for page in result.pages][-1] == "[Medic] cluster pretrain-slurm: failed_nodes"
+    # the cluster's second node page within the hour: it goes out as the node window's summary (issue 28, item 9)
+    assert [page["subject"] for page in result.pages][-1] == (
+        "[Medic] [held until 09:15 UTC] cluster pretrain-slurm: failed_nodes")
 
 
 def test_node_scenarios_see_no_alarm_transitions(replay):

@@ -51,7 +51,11 @@ class FakeSlurm:
         if argv == ["scontrol", "ping"]:  # the agent's role check: its host runs the slurmctld in charge
             return subprocess.CompletedProcess(argv, 0, f"Slurmctld(primary) at {CONTROLLER} is UP\n", "")
         self.argvs.append(argv)
-        returncode, stdout, stderr = self.answers.get(" ".join(argv[:2]), (0, "", ""))
+        # the answer for the longest leading part of the command line given (`squeue --noheader --states=all`
+        # before `squeue --noheader`)
+        given = next((" ".join(argv[:n]) for n in range(len(argv), 1, -1) if " ".join(argv[:n]) in self.answers),
+                     " ".join(argv[:2]))
+        returncode, stdout, stderr = self.answers.get(given, (0, "", ""))
         return subprocess.CompletedProcess(argv, returncode, stdout, stderr)
 
 
@@ -75,7 +79,7 @@ class SlurmWorld:
         self.slurm = FakeSlurm()
         self.bin_dir = tmp_path / "slurm-bin"
         self.bin_dir.mkdir()
-        for program in ("scontrol", "squeue"):  # resolvable, never run (FakeSlurm answers instead)
+        for program in ("scontrol", "squeue", "sacct"):  # resolvable, never run (FakeSlurm answers instead)
             (self.bin_dir / program).write_text("#!/bin/sh\nexit 99\n")
             (self.bin_dir / program).chmod(0o755)
         self.state_file = tmp_path / "agent-state.json"

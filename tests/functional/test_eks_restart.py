@@ -18,6 +18,7 @@ from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.stall.response import respond_to_alarm
 from medic.handlers import agent_results
 from medic.ledger.incidents import IncidentStore
+from medic.ledger.pages import PageStore
 from tests.functional.conftest import CONFIG, REGION, medic_world
 from tests.functional.slurm_world import SlurmWorld
 from tests.functional.test_agent_results import LambdaContext
@@ -221,10 +222,70 @@ def test_a_node_kubernetes_shows_not_ready_is_recorded_once_with_the_watched_pod
     assert sweep(eks) == []
     # Then one record names the node's instance and the job's pod, and one page asks a human to look
     assert (record["incident"], record["node_id"], record["fault"], record["outcome"]) == (
-        f"node:{EKS}:i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60718", "k8s_node_unhealthy", "ignored")
+        f"agent:{EKS}:node:hyperpod-i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60718", "k8s_node_unhealthy", "ignored")
     assert "bert-xl (pods bert-xl-worker-1)" in record["reason"] and record["paged"] is True
     assert len(eks.medic.pages()) == 1
     assert eks.depth() == 0  # nothing restarted, no node action on the agent's word
+
+
+def test_a_report_naming_a_real_instance_never_takes_that_nodes_own_incident_page(eks):
+    # Given the agent reports a real instance NotReady with a watched pod on it (true or forged: the agent's word)
+    eks.heartbeat()
+    report_nodes(eks, [node()])
+    [record] = sweep(eks)
+    assert record["paged"] is True
+    # Then its page is claimed in the agent's own namespace: the node's own incident (HyperPod's events, Medic's
+    # repairs) still has its one page to give
+    store = PageStore(eks.medic.deps.table)
+    assert not store.incident_paged(f"node:{EKS}:i-0a1b2c3d4e5f60718")
+    assert store.incident_paged(f"agent:{EKS}:node:hyperpod-i-0a1b2c3d4e5f60718@20261121T031000")
+
+
+def test_a_node_failing_again_another_day_pages_again(eks):
+    # Given a notice that paged, and the node gone from the reports (recovered)
+    eks.heartbeat()
+    report_nodes(eks, [node()])
+    assert sweep(eks)[0]["paged"] is True
+    later(eks, 40)
+    report_nodes(eks, [])
+    sweep(eks)  # (the job watch restarts bert-xl meanwhile: it has not stepped since)
+    eks.medic.pages()
+    # When it is reported in trouble again the next day
+    later(eks, 24 * 60)
+    report_nodes(eks, [node()])
+    [again] = [record for record in sweep(eks) if record["incident"].startswith(f"agent:{EKS}:node:")]
+    # Then its new episode pages again: nothing closes an agent's node incident, so its page is claimed per episode
+    assert again["paged"] is True and len(eks.medic.pages()) == 1
+
+
+def nodes_in_trouble(count: int, ready: bool = False, first: int = 0) -> list[dict]:
+    return [node(name=f"hyperpod-i-0{index:016x}", ready=ready) for index in range(first, first + count)]
+
+
+def test_a_compromised_agent_reporting_hundreds_of_nodes_pages_once_and_writes_eleven_records_a_sweep(eks):
+    # Given a compromised agent writing a report of 200 nodes NotReady, each with a watched pod on it
+    eks.heartbeat()
+    report_nodes(eks, nodes_in_trouble(200))
+    first = sweep(eks)
+    # Then one sweep writes ten node records and one summary of the other 190, and one page goes out
+    assert len(first) == 11
+    assert [record["incident"] for record in first[:10]] == [
+        f"agent:{EKS}:node:hyperpod-i-0{index:016x}" for index in range(10)]
+    summary = first[-1]
+    assert (summary["incident"], summary["outcome"], summary["paged"]) == (f"agent:{EKS}:nodes", "ignored", False)
+    assert "190 more nodes in trouble" in summary["reason"] and "bert-xl" in summary["reason"]
+    [page] = eks.medic.pages()
+    assert page["Subject"] == f"[Medic] {EKS} node hyperpod-i-0{0:016x}: Schedulable/NotReady"
+    assert page["Message"].startswith("Paging held:    further agent nodes pages about cluster finetune-eks")
+    # When it writes a second report of 200 other nodes ten minutes later
+    later(eks, 10)
+    report_nodes(eks, nodes_in_trouble(200, first=200))
+    second = sweep(eks)
+    # Then again at most eleven records, and no page: the agent's word pages once per cluster per hour
+    assert len([r for r in second if r["fault"] == "k8s_node_unhealthy" and r["trigger"] == "reconcile"]) == 11
+    assert not any(record["paged"] for record in second)
+    assert eks.medic.pages() == []
+    assert eks.depth() == 0  # nothing restarted on the agent's word alone
 
 
 def test_a_node_hyperpod_is_repairing_is_recorded_as_deferred_without_a_page(eks):
@@ -236,9 +297,10 @@ def test_a_node_hyperpod_is_repairing_is_recorded_as_deferred_without_a_page(eks
 
 
 def test_pods_stuck_terminating_past_the_guardrail_restart_the_job_once_under_its_budget(eks):
-    # Given a bert-xl pod Terminating for 45 minutes on a NotReady node (guardrail: 30 minutes)
-    eks.heartbeat()
-    since = (eks.medic.clock[0] - timedelta(minutes=45)).isoformat()
+    # Given bert-xl's last step at 02:50, and a bert-xl pod Terminating since 02:55 on a NotReady node, 45 minutes
+    # later (guardrail: 30 minutes): the job's probe shows no progress since the pod got stuck
+    since = (eks.medic.clock[0] - timedelta(minutes=15)).isoformat()
+    later(eks, 30)
     report_nodes(eks, [node(terminating_since=since)])
     # When the reconciler's schedule runs twice
     records = sweep(eks) + sweep(eks)
@@ -249,6 +311,41 @@ def test_pods_stuck_terminating_past_the_guardrail_restart_the_job_once_under_it
         "pods_stuck_terminating", "deferred", INCIDENT, 1)
     [body] = eks.queued()
     assert (body["kind"], body["job_name"]) == ("restart_job", JOB)
+
+
+def test_a_job_stepping_since_its_pods_got_stuck_is_not_restarted_whoever_wrote_their_owner(eks):
+    # Given bert-xl stepping normally, and the agent reporting a pod of bert-xl stuck Terminating on a NotReady node
+    # for 45 minutes (a namespace tenant's pod, whose ownerReference carries the job's real uid: the agent cannot tell)
+    eks.heartbeat()
+    since = eks.medic.clock[0] - timedelta(minutes=45)
+    for minute in range(45):
+        probe_reports("Heartbeat", 40, since + timedelta(minutes=minute), job=JOB)
+        probe_reports("Step", 1240 + 40 * minute, since + timedelta(minutes=minute), job=JOB)
+    report_nodes(eks, [node(terminating_since=since.isoformat())])
+    # When the reconciler's schedule runs twice
+    records = sweep(eks) + sweep(eks)
+    # Then nothing is restarted: one record says the job is training, naming the pods; no page
+    assert [r for r in records if r["action"] == "restart_job"] == [] and eks.depth() == 0
+    [ignored] = [r for r in records if r["incident"] == INCIDENT]
+    assert (ignored["fault"], ignored["action"], ignored["outcome"], ignored["paged"]) == (
+        "pods_stuck_terminating", "none", "ignored", False)
+    assert "the probe counted 1820 steps since 02:25 UTC" in ignored["reason"]
+    assert "bert-xl-worker-1" in ignored["reason"]
+
+
+def test_a_job_that_finished_is_not_restarted_for_pods_left_on_a_dead_node(eks):
+    # Given bert-xl's probe closed cleanly at 02:50 (its completion marker), and a pod of it stuck Terminating since
+    eks.heartbeat()
+    probe_reports("Completed", 1, eks.medic.clock[0] - timedelta(minutes=20), job=JOB)
+    since = eks.medic.clock[0] - timedelta(minutes=15)
+    later(eks, 30)
+    report_nodes(eks, [node(terminating_since=since.isoformat())])
+    # Then no restart: the job finished
+    records = sweep(eks)
+    assert eks.depth() == 0
+    [ignored] = [r for r in records if r["incident"] == INCIDENT]
+    assert (ignored["fault"], ignored["outcome"]) == ("completed", "ignored")
+    assert "completion marker" in ignored["reason"]
 
 
 def test_pods_stuck_terminating_on_a_ready_node_are_left_to_its_kubelet(eks):

@@ -656,14 +656,20 @@ def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
         cluster, command = parsed
         for pk, sk in ((f"command#{cluster}#{command}", f"rejected#{cluster}"),
                        (f"command#{cluster}#{command}", "recorded"),
-                       (f"incident#agent:{cluster}:rejected", "page")):
+                       (f"incident#agent:{cluster}:rejected", "page"),
+                       (f"pagewindow#agent_rejected#cluster:{cluster}", "window")):
             world.medic.deps.table.client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}})
 
 
 def claims_only(service: str, operation: str, params: dict) -> bool:
     """What recording a bad result may do: read the mode, read a command's context, claim its rejection
-    and its one page, and publish that page. (And a heartbeat in the batch: Medic's note of when it arrived.)"""
+    and its one page (the incident's claim, and the cluster's window for the agent's word), and publish that page.
+    (And a heartbeat in the batch: Medic's note of when it arrived.)"""
     if (service, operation) in (MODE_READ, ("dynamodb", "GetItem"), ("sns", "Publish")):
+        return True
+    window = params.get("Key", params.get("Item", {}))
+    if operation in ("PutItem", "UpdateItem") and window.get("pk", {}).get("S", "").startswith(
+            "pagewindow#agent_rejected#cluster:") and window.get("sk", {}).get("S") == "window":
         return True
     if (service, operation) != ("dynamodb", "PutItem"):
         return False

@@ -133,7 +133,7 @@ def test_after_a_replacement_with_a_new_slurm_name_nothing_is_resumed_and_the_jo
     # And the job states are asked for; the job running again is left alone
     [command] = [c for c in slurm.queued() if c["kind"] != "drain_node"]
     assert (command["kind"], command["job_ids"]) == ("job_states", "4211")
-    slurm.slurm.answers["squeue --noheader"] = (0, "4211|RUNNING\n", "")
+    slurm.slurm.answers["squeue --noheader"] = (0, "4211|RUNNING|1|1|1\n", "")
     slurm.run_agent()
     _, records = deliver(slurm, slurm.stream_event())
     [job] = [r for r in records if r.get("job") == "4211"]

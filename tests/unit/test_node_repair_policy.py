@@ -14,7 +14,15 @@ from pydantic import ValidationError
 
 from medic.core.models import SLURM_NODE_NAME, slurm_node_name
 from medic.core.record import complete
-from medic.flows.agent.commands import JOB_ID_LIST, InvalidCommand, job_after_repair, node_command
+from medic.flows.agent.commands import (
+    JOB_ID_LIST,
+    AgentResult,
+    InvalidCommand,
+    job_after_repair,
+    node_command,
+    requeue_found,
+    why_not_requeueable,
+)
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
 if str(AGENT_DIR) not in sys.path:
@@ -77,13 +85,64 @@ class TestNodeCommands:
 
 
 class TestAJobAfterTheRepair:
+    """slurmctld requeues a batch job with the requeue flag itself when its node goes down, and ends any other
+    NODE_FAIL; `scontrol requeue` refuses a job without the flag or that is no batch job (job_mgr.c)."""
+
     @pytest.mark.parametrize(("state", "fate"), [
         ("RUNNING", "back"), ("PENDING", "back"), ("REQUEUED", "back"), ("COMPLETING", "back"),
-        ("NODE_FAIL", "requeue"), ("FAILED", "requeue"), ("BOOT_FAIL", "requeue"),
+        ("FAILED", "requeue"), ("BOOT_FAIL", "requeue"), ("NODE_FAIL", "not_requeueable"),
         ("COMPLETED", "ended"), ("CANCELLED", "ended"), ("TIMEOUT", "ended"), ("OUT_OF_MEMORY", "ended"),
         ("PREEMPTED", "ended"), (None, "unknown")])
-    def test_fate(self, state, fate):
+    def test_fate_from_the_state_alone(self, state, fate):
+        # an agent that reports no flags: a NODE_FAIL job is one Slurm did not requeue, so it will not
         assert job_after_repair(state) == fate
+
+    @pytest.mark.parametrize(("state", "requeue", "batch", "fate"), [
+        ("NODE_FAIL", "0", "1", "not_requeueable"),  # sbatch --no-requeue
+        ("NODE_FAIL", "1", "0", "not_requeueable"),  # srun/salloc: Slurm requeues batch jobs only
+        ("NODE_FAIL", "1", "1", "requeue"),  # ended NODE_FAIL by another path: Slurm would take it
+        ("FAILED", "1", "1", "requeue"), ("FAILED", "0", "1", "not_requeueable"),
+        ("BOOT_FAIL", "0", "1", "not_requeueable"),
+        ("PENDING", "1", "1", "back"), ("RUNNING", "0", "1", "back"), ("COMPLETED", "0", "1", "ended"),
+        ("FAILED", "yes", "1", "requeue"), ("NODE_FAIL", "1", None, "not_requeueable")])  # malformed: state alone
+    def test_fate_with_the_flags(self, state, requeue, batch, fate):
+        assert job_after_repair(state, requeue, batch) == fate
+
+    def test_why_slurm_will_not(self):
+        assert "--no-requeue" in why_not_requeueable("0", "1")
+        assert "not a batch job" in why_not_requeueable("1", "0")
+        assert "--no-requeue" in why_not_requeueable(None, None)
+
+
+class TestARequeueThatFoundNothing:
+    """requeue_found: what a requeue_job result that requeued nothing says of the job (pure)."""
+
+    @staticmethod
+    def result(status="failed", message="no job named 'x' in squeue", job_states=None, job_ids=()):
+        return AgentResult.model_validate({"pk": "agent#c1#command#c-1", "sk": "result", "status": status,
+                                           "message": message, "job_states": job_states, "job_ids": list(job_ids)})
+
+    def test_the_newest_job_of_that_name_completed(self):
+        assert requeue_found(self.result(job_states=[{"id": "4100", "state": "FAILED"},
+                                                     {"id": "4211", "state": "COMPLETED"}])) == "completed"
+
+    @pytest.mark.parametrize("job_states", [
+        None, [], [{"id": "4211", "state": "FAILED"}],
+        [{"id": "4211", "state": "COMPLETED"}, {"id": "4300", "state": "NODE_FAIL"}],  # the newest did not complete
+        [{"id": "4211", "state": "COMPLETED"}, {"id": "4100", "state": "PENDING"}],  # one is still queued
+        [{"id": "x", "state": "COMPLETED"}], [{"state": "COMPLETED"}]])
+    def test_anything_else_is_not_a_completion(self, job_states):
+        assert requeue_found(self.result(job_states=job_states)) is None
+
+    @pytest.mark.parametrize("answer", ["Requested operation is presently disabled for job 4211",
+                                        "Only batch jobs are accepted or processed for job 4211"])
+    def test_slurm_refusing_a_job_it_never_requeues(self, answer):
+        assert requeue_found(self.result(message=f"scontrol requeue 4211: exit 1: {answer}")) == "not_requeueable"
+
+    def test_an_executed_or_partly_done_requeue_is_neither(self):
+        completed = [{"id": "4211", "state": "COMPLETED"}]
+        assert requeue_found(self.result(status="executed", job_states=completed)) is None
+        assert requeue_found(self.result(job_states=completed, job_ids=["4212"])) is None
 
 
 class TestTheRecordsJobs:

@@ -156,7 +156,7 @@ class EksAgent(CommandHandling):
     def report_nodes(self) -> None:
         """`agent#<cluster>/nodes`: the nodes in trouble with the training pods on them (leader only)."""
         try:
-            nodes = node_report(self.kube, {job.namespace for job in self.watched})
+            nodes = node_report(self.kube, self.watched)
         except Exception:
             log.exception("node report failed")
             return

@@ -27,6 +27,7 @@ second copy of the rank start beside them (Kubernetes docs, Pod Lifecycle, "Forc
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,6 +37,7 @@ from medic_agent.eks import policy
 from medic_agent.eks.commands import JOB_KINDS, JobKind, RestartJob, WatchedJob, is_label_value
 from medic_agent.eks.kube import CONFLICT, FORBIDDEN, NOT_FOUND, Kube, KubeError
 
+log = logging.getLogger("medic_agent.eks")
 EXECUTED, FAILED, REFUSED = "executed", "failed", "refused"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 SCHEDULABLE = "Schedulable"
@@ -218,7 +220,9 @@ def _job_pods(kube: Kube, spec: JobKind, action: RestartJob, job: dict) -> list[
 # --- the node report (issue item 6)
 
 def training_job_of(pod: dict) -> tuple[str, str] | None:
-    """(job kind, job name) when the pod's controller is one of the three job kinds."""
+    """(job kind, job name) as the pod's controller ownerReference claims it, when that is one of the three job
+    kinds: a claim only (anyone who may create pods in the namespace writes its ownerReferences), never trusted
+    without the job's uid (node_report)."""
     ref = controller_of(pod)
     if not ref:
         return None
@@ -228,22 +232,49 @@ def training_job_of(pod: dict) -> tuple[str, str] | None:
     return spec.kind, str(ref.get("name", ""))
 
 
-def node_report(kube: Kube, namespaces: Iterable[str]) -> list[dict]:
-    """Every node in trouble (NotReady, or health label other than Schedulable) with the training pods on it,
-    from the namespaces the agent may list pods in (its watched jobs' namespaces)."""
+def _watched_objects(kube: Kube, watched: Iterable[WatchedJob]) -> list[tuple[WatchedJob, JobKind, dict]]:
+    """Each watched job's object as the API server has it now (its uid): a job not found is left out."""
+    found = []
+    for entry in watched:
+        spec = JOB_KINDS.get(entry.kind)
+        if spec is None:
+            continue
+        try:
+            found.append((entry, spec, kube.get_job(spec, entry.namespace, entry.name)))
+        except KubeError as error:
+            if error.status != NOT_FOUND:
+                raise
+    return found
+
+
+def node_report(kube: Kube, watched: Iterable[WatchedJob]) -> list[dict]:
+    """Every node in trouble (NotReady, or health label other than Schedulable) with the watched jobs' pods on it:
+    a pod counts as a watched job's only when its controller ownerReference is that job's uid (the object read now),
+    kind, apiVersion and name, as a restart deletes only such pods. A pod whose ownerReference merely names a watched
+    job (a namespace tenant may write any ownerReference on a pod it creates: Kubernetes docs, "Owners and
+    Dependents") is not reported, so it can never make Medic restart the job (logged)."""
     nodes = [node for node in kube.list_nodes() if node_in_trouble(node)]
     if not nodes:
         return []
+    jobs = _watched_objects(kube, list(watched))
     on_node: dict[str, list[dict]] = {}
-    for namespace in sorted(set(namespaces)):
+    for namespace in sorted({entry.namespace for entry, _, _ in jobs}):
         for pod in kube.list_pods(namespace):
-            job = training_job_of(pod)
             node = (pod.get("spec") or {}).get("nodeName")
-            if job is None or not node:
+            claimed = training_job_of(pod)
+            if not node or claimed is None:
+                continue
+            owner = next((entry for entry, spec, job in jobs
+                          if entry.namespace == namespace and owned_by(pod, spec, job)), None)
+            if owner is None:
+                if any((entry.namespace, entry.kind, entry.name) == (namespace, *claimed) for entry, _, _ in jobs):
+                    log.warning("pod claims a watched job but is not its", extra={"fields": {
+                        "namespace": namespace, "pod": _name(pod), "claims": f"{claimed[0]}/{claimed[1]}",
+                        "node": node}})
                 continue
             meta = pod.get("metadata") or {}
             on_node.setdefault(node, []).append({
-                "namespace": namespace, "name": _name(pod), "job_kind": job[0], "job_name": job[1],
+                "namespace": namespace, "name": _name(pod), "job_kind": owner.kind, "job_name": owner.name,
                 "phase": (pod.get("status") or {}).get("phase"),
                 "terminating_since": meta.get("deletionTimestamp")})
     return [{"name": _name(node), "health_status": health_status(node), "ready": node_ready(node),

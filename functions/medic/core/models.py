@@ -90,6 +90,8 @@ class Fault(StrEnum):
     JOB_NOT_RETRYABLE = "job_not_retryable"  # the job would fail the same way again
     JOB_UNKNOWN = "job_unknown"  # unrecognized failure reason: a human decides
     JOB_STOPPED = "job_stopped"  # stopped by a user: never restarted
+    # a Slurm job a node failure ended that Slurm will not requeue (submitted --no-requeue, or not a batch job)
+    JOB_NOT_REQUEUEABLE = "job_not_requeueable"
     OPERATOR_REQUEST = "operator_request"  # a person asked for the action (no fault classified by Medic)
     STALLED = "stalled"  # the training probe's heartbeat stopped
     DIVERGED = "diverged"  # a NaN/inf loss, or a loss above the configured ceiling
@@ -99,7 +101,9 @@ class Fault(StrEnum):
     NO_PROGRESS = "no_progress"  # proof of recovery failed: no training progress after the restart
     # proof of recovery failed: training resumed, but below the last checkpoint (from scratch, an older checkpoint)
     RESUMED_BEHIND = "resumed_behind"
-    COMPLETED = "completed"  # the job finished: its probe published the completion marker (a clean close) last
+    # the job finished: its probe published the completion marker (a clean close) last, or Slurm (slurmctld's memory,
+    # sacct) says the newest job of its name ended COMPLETED
+    COMPLETED = "completed"
     CAPACITY_SHORTFALL = "capacity_shortfall"  # HyperPod could not get an instance (replacement, scaling)
     LIFECYCLE_SCRIPT_FAILED = "lifecycle_script_failed"  # a node's lifecycle script failed
     REPAIR_FAILED = "repair_failed"  # a reboot or replacement did not complete

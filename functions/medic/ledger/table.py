@@ -93,6 +93,18 @@ class Table:
             raise
         return True
 
+    def replace_if(self, item: dict, condition: str, values: dict | None = None) -> dict | None:
+        """Put unless the condition fails: the item it replaced ({} when there was none), None when it fails."""
+        try:
+            response = self.client.put_item(TableName=self.name, Item=item, ConditionExpression=condition,
+                                            ReturnValues="ALL_OLD",
+                                            **({"ExpressionAttributeValues": values} if values else {}))
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return None
+            raise
+        return response.get("Attributes", {})
+
     def update_if(self, key: Key, expression: str, condition: str, values: dict, names: dict | None = None,
                   returns: str | None = None) -> dict | None:
         """Update unless the condition fails: the returned attributes ({} without `returns`), None when it fails."""

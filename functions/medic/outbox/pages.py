@@ -1,5 +1,10 @@
 """Sending pages under the ledger's at-most-once rules, shared by every flow, and the one place that decides
-whether a record's mode may page at all (a dry run pages nobody: core.mode.Mode.pages)."""
+whether a record's mode may page at all (a dry run pages nobody: core.mode.Mode.pages).
+
+Every page counts in its source's window (core.pages.PageWindow: per source, per cluster or job): a few go out as
+they are, the next one as the window's summary (itself, headed by the hold), and the rest are recorded without a
+page until the window ends; the next window's first page says how many were held. No source can flood the on-call.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,15 @@ from datetime import timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
-from medic.core.pages import PageText
+from medic.core.pages import (
+    PageText,
+    PageWindow,
+    WindowVerdict,
+    held_before,
+    summary_page,
+    window_verdict,
+    with_held_note,
+)
 from medic.core.record import Record
 from medic.deps import Deps
 from medic.ledger.pages import PageStore
@@ -18,21 +31,47 @@ from medic.ledger.table import Table
 from medic.obs import count, logger
 
 
-def page_incident(deps: Deps, table: Table, record: Record, text: PageText,
+def page_incident(deps: Deps, table: Table, record: Record, text: PageText, *, window: PageWindow,
                   claim: str | None = None) -> bool:
-    """At most one page per incident (until the incident closes). ``claim`` names a second, separate
-    page of the same incident (an escalation), so it is not blocked by the first."""
+    """At most one page per incident (until the incident closes), within its source's window. ``claim`` names a
+    second, separate page of the same incident (an escalation), so it is not blocked by the first."""
     if not record.about.mode.pages:
         return False
     key = claim or record["incident"]
-    if not PageStore(table).claim_page(key, deps.now()):
+    store = PageStore(table)
+    if not store.claim_page(key, deps.now()):
         return False
-    return _publish(deps, record, text, release=lambda: PageStore(table).release_page(key))
+    windowed = windowed_text(deps, table, record, text, window)
+    if windowed is None:  # held: the incident's page is not spent, its next decision after the window may page
+        store.release_page(key)
+        return False
+
+    def release() -> None:
+        store.release_page(key)
+        store.uncount_window_page(window.source, window.scope)
+
+    return _publish(deps, record, windowed, release=release)
+
+
+def windowed_text(deps: Deps, table: Table, record: Record, text: PageText, window: PageWindow) -> PageText | None:
+    """Count a page into its window: the text to send (as it is, with what the last window held, or as the
+    window's summary), or None when the window holds it (logged and counted, never silent about why)."""
+    counted = PageStore(table).count_window_page(window.source, window.scope, deps.now(), window.length)
+    verdict = window_verdict(counted.nth, window)
+    if verdict is WindowVerdict.HOLD:
+        logger.info("page held", extra={"incident": record["incident"], "source": window.source.value,
+                                        "scope": window.scope, "window_opened_at": counted.opened_at.isoformat(),
+                                        "nth": counted.nth})
+        count("PagesHeld")
+        return None
+    if counted.nth == 1:
+        text = with_held_note(text, window, held_before(counted.previous_pages, window), counted.previous_at)
+    return summary_page(text, window, counted.nth, counted.opened_at) if verdict is WindowVerdict.SUMMARY else text
 
 
 def page_cluster_summary(deps: Deps, table: Table, record: Record, text: PageText,
                          window: timedelta) -> bool:
-    """At most one summary page per cluster per guardrail window."""
+    """At most one summary page per cluster per guardrail window (the node storm's: itself a window)."""
     if not record.about.mode.pages:
         return False
     if not PageStore(table).claim_storm_page(record["cluster"], deps.now(), window):
@@ -40,9 +79,16 @@ def page_cluster_summary(deps: Deps, table: Table, record: Record, text: PageTex
     return _publish(deps, record, text, release=lambda: PageStore(table).release_storm_page(record["cluster"]))
 
 
-def page_resolution(deps: Deps, record: Record, text: PageText) -> bool:
-    """The all-clear for an incident that paged: once per closing transition (the caller deduped it)."""
+def page_resolution(deps: Deps, table: Table, record: Record, text: PageText, *, window: PageWindow) -> bool:
+    """The all-clear for an incident that paged (the caller deduped it: once per closing transition), unless its
+    source's window holds pages now: after the summary, nothing of that source pages until the window ends, so a
+    flapping alarm is not a page per flap."""
     if not record.about.mode.pages:
+        return False
+    if PageStore(table).window_pages(window.source, window.scope, deps.now(), window.length) > window.before_summary:
+        logger.info("all-clear held", extra={"incident": record["incident"], "source": window.source.value,
+                                             "scope": window.scope})
+        count("PagesHeld")
         return False
     return _publish(deps, record, text, release=lambda: None)
 

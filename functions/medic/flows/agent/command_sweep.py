@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from medic.adapters.aws import error_code
 from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About
 from medic.deps import Deps
 from medic.flows.agent.commands import COMMAND_DEADLINE, NODE_KINDS, slurm_job_page
@@ -83,6 +84,7 @@ def _expire(command: OpenCommand, run_id: str, deps: Deps) -> dict | None:
                                  f"within {minutes} minutes of queueing it: the agent {what}.")
     text = slurm_job_page({**record, "job": record["job"] or "(unknown)"}, context.details or "", deps.region,
                           situation="no_result")
-    record = record.paged_if(page_incident(deps, deps.table, record, text))
+    record = record.paged_if(page_incident(deps, deps.table, record, text,
+                                           window=PageWindow.cluster(PageSource.AGENT, command.cluster)))
     store.close_command(command.command_id)
     return emit(record)

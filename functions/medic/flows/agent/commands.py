@@ -233,22 +233,65 @@ def node_command(cluster: str, kind: str, incident: str, now: datetime, request_
 
 
 # Where a job the repair hit can be, as squeue's %T says (SchedMD slurm, squeue(1) JOB STATE CODES):
-# back: pending or running again (HyperPod auto-resume, or Slurm's own requeue of a batch job on NODE_FAIL);
-# hit: ended by the node's failure or repair, requeued from its checkpoint by Medic; anything else ended for its
-# own reasons (completed, cancelled, timed out, out of memory, preempted) and is left alone.
+# back: pending or running again (HyperPod auto-resume, or slurmctld's own requeue of a batch job with the requeue
+# flag when its node went down); hit: ended by the node's failure or repair; anything else ended for its own
+# reasons (completed, cancelled, timed out, out of memory, preempted) and is left alone.
 JOB_BACK = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
                       "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"})
 JOB_HIT = frozenset({"NODE_FAIL", "FAILED", "BOOT_FAIL"})
+SLURM_FLAG = re.compile(r"[01]", re.ASCII)  # squeue -O Requeue / BatchFlag
+RESTART_COUNT = re.compile(r"[0-9]{1,5}", re.ASCII)  # squeue -O RestartCnt (restart_cnt is 16 bits)
 
 
-def job_after_repair(state: str | None) -> str:
-    """What Medic does about one job the repair hit, from its Slurm state (None: Slurm no longer lists it):
-    "back" (left alone), "requeue", "ended" (left alone) or "unknown" (a human looks)."""
+def job_after_repair(state: str | None, requeue: str | None = None, batch: str | None = None) -> str:
+    """What Medic does about one job the repair hit, from what Slurm says of it (state None: Slurm no longer lists
+    it; requeue/batch: its flags `1`/`0` as the agent's job_states reports them, None when not reported):
+    "back" (left alone), "requeue", "not_requeueable" (a human resubmits it), "ended" (left alone) or "unknown"
+    (a human looks).
+
+    slurmctld (job_mgr.c `kill_running_job_by_node_name`, 22.05 to today) requeues by itself a batch job with the
+    requeue flag whose node goes down, and ends any other one NODE_FAIL; `_job_requeue_op` then refuses to requeue a
+    job without the flag ("Requested operation is presently disabled", ESLURM_DISABLED) or one that is not a batch
+    job ("Only batch jobs are accepted or processed"), whatever its state. So a job Slurm ended is requeued only
+    when both flags say it can be; without the flags (an agent that does not report them), a NODE_FAIL job is one
+    Slurm would not requeue, and a FAILED one is tried (Slurm answers if it may not)."""
     if state is None:
         return "unknown"
     if state in JOB_BACK:
         return "back"
-    return "requeue" if state in JOB_HIT else "ended"
+    if state not in JOB_HIT:
+        return "ended"
+    if matches(SLURM_FLAG, requeue) and matches(SLURM_FLAG, batch):
+        return "requeue" if requeue == batch == "1" else "not_requeueable"
+    return "not_requeueable" if state == "NODE_FAIL" else "requeue"
+
+
+def why_not_requeueable(requeue: str | None, batch: str | None) -> str:
+    """Why Slurm will not requeue a job, from its flags (job_mgr.c _job_requeue_op checks the requeue flag first)."""
+    if batch == "0" and requeue == "1":
+        return "it is not a batch job (started with srun or salloc, not sbatch), and Slurm requeues batch jobs only"
+    return "it was submitted with --no-requeue, or under JobRequeue=0 without --requeue"
+
+
+# What slurmctld answers `scontrol requeue` for a job it will never requeue (slurm_errno.c: ESLURM_DISABLED,
+# ESLURM_BATCH_ONLY; `_job_requeue_op`), as the agent's result quotes it.
+NOT_REQUEUEABLE_ANSWERS = ("Requested operation is presently disabled", "Only batch jobs are accepted or processed")
+
+
+def requeue_found(result: AgentResult) -> str | None:
+    """What a requeue_job result that requeued nothing says of the job (pure): "completed" when the newest job of
+    that name Slurm (or its accounting) lists ended COMPLETED and none is pending or running (nothing to requeue);
+    "not_requeueable" when Slurm refused it as a job it never requeues; None otherwise."""
+    if result.status != "failed" or result.job_ids:
+        return None
+    if any(answer in result.message for answer in NOT_REQUEUEABLE_ANSWERS):
+        return "not_requeueable"
+    states = {job.get("id"): job.get("state") for job in result.job_states or ()
+              if isinstance(job, dict) and matches(JOB_ID, job.get("id"))}
+    if not states or any(state in JOB_BACK for state in states.values()):
+        return None
+    newest = max(states, key=lambda job_id: int(str(job_id)))
+    return "completed" if states[newest] == "COMPLETED" else None
 
 
 def jobs_unknown_page(record: Mapping[str, Any], node_name: str | None, region: str) -> PageText:
@@ -267,6 +310,29 @@ def jobs_unknown_page(record: Mapping[str, Any], node_name: str | None, region: 
         f"them (sacct --nodelist={node} --starttime=now-1day) and requeue each from its checkpoint by hand "
         "(scontrol requeue <id>) if it still needs it; resume the node in Slurm once it is back "
         f"(scontrol update NodeName={node} State=RESUME) if it was drained.",
+        f"Console:        {console_link(region, record['cluster'])}",
+        f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
+    ]
+    return PageText(subject[:100], lines)
+
+
+def not_requeueable_page(record: Mapping[str, Any], job_name: str, state: str, why: str,
+                         node_name: str | None, region: str) -> PageText:
+    """The one page for a job a node repair ended that Slurm will not requeue: a human resubmits it. The job's name
+    is what the agent listed (squeue's word): shown quoted."""
+    node = node_name or "(its Slurm name unknown)"
+    subject = f"[Medic] {record['cluster']} job {record['job']}: Slurm cannot requeue it, resubmit it"
+    lines = [
+        f"Cluster:        {record['cluster']}",
+        f"Slurm job:      {record['job']} (named {quoted(job_name, 128, ascii_only=True)}), {state}",
+        f"Node:           {node}",
+        "",
+        f"What Medic did: nothing: {record['outcome']} (a requeue cannot succeed, so no restart was spent)",
+        f"Why:            {record['reason']}",
+        "",
+        f"What to do:     Slurm will not requeue job {record['job']}: {why}. Resubmit it with sbatch (the same "
+        "script resumes from its last checkpoint). Submitted with --requeue (Slurm's default under JobRequeue=1), "
+        "Slurm requeues a batch job by itself when its node fails.",
         f"Console:        {console_link(region, record['cluster'])}",
         f"Incident:       {record['incident']} (event {record['event_id']}, mode {record['mode']})",
     ]
@@ -295,6 +361,9 @@ SLURM_NEXT_STEP = {
     "no_result": "The agent did not report: check medic-agent on the controller node (systemctl status "
                  "medic-agent; journalctl -u medic-agent) and the job in Slurm (squeue, sacct); requeue it by hand "
                  "if it still needs it.",
+    "not_requeueable": "Slurm will not requeue this job: it was submitted with --no-requeue (or is not a batch "
+                       "job). Cancel it if it still runs (scancel <id>) and resubmit it with sbatch (it resumes from "
+                       "its last checkpoint), with --requeue so that Slurm and Medic can requeue it next time.",
 }
 
 EKS_NEXT_STEP = {

@@ -18,6 +18,9 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from medic.config import K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN, Job, KubernetesJob, MedicConfig
 from medic.core.agent_command import AgentCommand, command_id_for
+from medic.core.models import Fault
+from medic.core.progress import Progress
+from medic.flows.recovery.policy import made_progress
 
 
 class NotWatched(LookupError):
@@ -146,6 +149,62 @@ class StuckJob:
     job: Job
     pods: tuple[str, ...]
     since: datetime
+
+
+def agent_node_incident(cluster: str, node: str) -> str:
+    """The incident of a node as an EKS agent reports it: the agent's word, in a namespace of its own, so a report
+    naming a real instance never takes the page of that node's own incident (`node:<cluster>:<instance id>`, which
+    HyperPod's events and Medic's repairs own)."""
+    return f"agent:{cluster}:node:{node}"
+
+
+def agent_nodes_incident(cluster: str) -> str:
+    """The one record of a sweep for the reported nodes past MAX_NOTICE_RECORDS."""
+    return f"agent:{cluster}:nodes"
+
+
+MAX_NOTICE_RECORDS = 10  # node notices recorded one by one per cluster per sweep; the rest in one summary record
+
+
+def notices_to_record(notices: list[NodeNotice]) -> tuple[list[NodeNotice], list[NodeNotice]]:
+    """The notices recorded one by one (at most MAX_NOTICE_RECORDS) and the rest, summarized in one record: those a
+    human must look at first (watched jobs there and no repair under way), then those with watched jobs, then the
+    others, each group by node name. A report of 500 nodes is 11 records, not 500."""
+    ordered = sorted(notices, key=lambda notice: (not (notice.jobs and not notice.in_repair), not notice.jobs,
+                                                  notice.node.name))
+    return ordered[:MAX_NOTICE_RECORDS], ordered[MAX_NOTICE_RECORDS:]
+
+
+def overflow_reason(overflow: list[NodeNotice], shown: int = 12) -> str:
+    names = ", ".join(f"{notice.node.name} ({notice.node.state})" for notice in overflow[:shown])
+    jobs = sorted({affected.job.name for notice in overflow for affected in notice.jobs})
+    more = f", and {len(overflow) - shown} more" if len(overflow) > shown else ""
+    with_jobs = (f" Watched jobs with pods on them: {', '.join(jobs)} (each watched: restarted if it has not trained "
+                 "again within its recovery_minutes).") if jobs else " No watched job has pods on them."
+    return (f"The EKS agent reports {len(overflow)} more nodes in trouble than Medic records one by one in a sweep "
+            f"({MAX_NOTICE_RECORDS}): {names}{more}.{with_jobs} A report this large is a cluster-wide failure or a "
+            "compromised agent: check the nodes (kubectl get nodes) and the agent.")
+
+
+def stuck_but_not_stalled(stuck: StuckJob, progress: Progress) -> tuple[Fault, str] | None:
+    """Why a job with pods reported stuck Terminating is not restarted (its fault and the reason), or None to
+    restart it. A pod's ownerReference is its creator's word (a namespace tenant may write one naming a watched job,
+    even with the job's uid, which anyone who may read the job can copy), so pods alone never restart a job: only
+    when its probe shows no progress since the first stuck pod's deletion (and no completion marker)."""
+    since = f"since {stuck.since:%H:%M} UTC"
+    pods = f"{len(stuck.pods)} pod(s) of {stuck.job.name} reported stuck Terminating on a NotReady node {since} " \
+           f"({', '.join(stuck.pods[:8])}{', ...' if len(stuck.pods) > 8 else ''})"
+    finished = progress.finished_at
+    if finished is not None:
+        return Fault.COMPLETED, (f"{pods}, but the probe of {stuck.job.name} published its completion marker (a clean "
+                                 f"close) at {finished:%Y-%m-%d %H:%M} UTC and has reported nothing since: the job "
+                                 "finished; no restart.")
+    if made_progress(progress):
+        return Fault.PODS_STUCK_TERMINATING, (
+            f"{pods}, but the probe counted {progress.steps:.0f} steps {since} (now at step {progress.last_step:.0f}): "
+            "the job is training, so those pods are not what it runs on; no restart. A human may look at them "
+            "(kubectl describe pod): a pod can name any job as its owner.")
+    return None
 
 
 def read_node_report(nodes_json: str) -> NodeReport:

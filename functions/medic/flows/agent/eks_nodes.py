@@ -3,10 +3,11 @@
 An EKS agent writes, with each heartbeat, the nodes Kubernetes shows in trouble (NotReady, or labelled unhealthy
 by HyperPod) with the training pods on them (`agent#<cluster>/nodes`). Per EKS cluster whose agent is alive:
   read the report → validate it (the agent's word) → per node in trouble, once per episode, a record naming the
-  watched jobs whose pods are on it (a page when HyperPod will not repair the node by itself) → per watched job
-  with pods stuck Terminating on a NotReady node for longer than the guardrail, a restart through the agent, under
-  the job's restart budget (the agent force-deletes the stuck pods; never a pod of a job Medic does not watch, never
-  on a Ready node: its kubelet is alive).
+  watched jobs whose pods are on it (at most ten a sweep, the rest in one summary record; a page when HyperPod will
+  not repair the node by itself, one per cluster per hour, under an incident of the agent's own namespace, never the
+  node's) → per watched job with pods stuck Terminating on a NotReady node for longer than the guardrail, a restart
+  through the agent, under the job's restart budget (the agent force-deletes the stuck pods; never a pod of a job
+  Medic does not watch, never on a Ready node: its kubelet is alive).
 Medic never reboots or replaces a node on an agent's word: node actions come from HyperPod's own events.
 """
 
@@ -22,13 +23,24 @@ from medic.adapters.aws import error_code
 from medic.config import Cluster, Job
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
-from medic.core.pages import PageText, console_link
-from medic.core.progress import RecoveryWatch
+from medic.core.pages import PageSource, PageText, PageWindow, console_link
+from medic.core.progress import PROBE_HISTORY, RecoveryWatch
 from medic.core.record import About, Record
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.agent.commands import heartbeat_is_fresh
-from medic.flows.agent.eks import NodeNotice, StuckJob, assess_node_report, eks_job_incident, read_node_report
+from medic.flows.agent.eks import (
+    NodeNotice,
+    StuckJob,
+    agent_node_incident,
+    agent_nodes_incident,
+    assess_node_report,
+    eks_job_incident,
+    notices_to_record,
+    overflow_reason,
+    read_node_report,
+    stuck_but_not_stalled,
+)
 from medic.flows.agent.restart import RestartRequest, restart_through_agent
 from medic.flows.recovery.policy import made_progress, recovery_deadline
 from medic.ledger.agents import AgentStore, NodeReportStore
@@ -77,13 +89,19 @@ def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
     medic_actions = {action.node_id: action.action for action in actions if now - action.at <= window}
     notices, stuck = assess_node_report(report, jobs, now, stuck_after, automatic, medic_actions)
     table = deps.table.for_mode(mode)
-    records = []
-    for notice in notices:
-        if NodeReportStore(table).note_state(cluster.name, notice.node.name, notice.node.state, now):
-            records.append(_notice(notice, cluster, run_id, mode, deps))
-            for affected in notice.jobs:
-                NodeReportStore(table).watch_job(cluster.name, affected.job.name, notice.node.name, now,
-                                                 now + timedelta(minutes=affected.job.recovery_minutes))
+    news = [notice for notice in notices
+            if NodeReportStore(table).note_state(cluster.name, notice.node.name, notice.node.state, now)]
+    for notice in news:
+        for affected in notice.jobs:
+            NodeReportStore(table).watch_job(cluster.name, affected.job.name, notice.node.name, now,
+                                             now + timedelta(minutes=affected.job.recovery_minutes))
+    one_by_one, overflow = notices_to_record(news)
+    records = [_notice(notice, cluster, run_id, mode, deps) for notice in one_by_one]
+    if overflow:
+        about = About(incident=agent_nodes_incident(cluster.name), trigger=Trigger.RECONCILE, event_id=run_id,
+                      mode=mode, cluster=cluster.name)
+        records.append(emit(about.record(fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE, outcome=Outcome.IGNORED,
+                                         reason=short(overflow_reason(overflow), 1000))))
     records.extend(_follow_job_watches(cluster, run_id, mode, deps))
     for job in stuck:
         record = _restart_stuck(job, cluster, mode, deps)
@@ -94,14 +112,18 @@ def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
 
 def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -> dict:
     node_id = notice.node.instance_id
-    about = About(incident=f"node:{cluster.name}:{node_id or notice.node.name}", trigger=Trigger.RECONCILE,
+    about = About(incident=agent_node_incident(cluster.name, notice.node.name), trigger=Trigger.RECONCILE,
                   event_id=run_id, mode=mode, cluster=cluster.name, node_id=node_id)
     record = about.record(fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE,
                           outcome=Outcome.DEFERRED if notice.in_repair else Outcome.IGNORED,
                           reason=short(notice.reason, 500))
-    if not notice.in_repair and notice.jobs:
+    if not notice.in_repair and notice.jobs:  # the agent's word: one page per cluster per window (its own window)
+        # Claimed per episode (a notice is written once per episode: NodeReportStore.note_state), since nothing
+        # closes an agent's node incident: the node failing again another day may page again, within the window.
         record = record.paged_if(page_incident(deps, deps.table.for_mode(mode), record,
-                                               _node_page(record, notice, deps)))
+                                               _node_page(record, notice, deps),
+                                               claim=f"{about.incident}@{deps.now():%Y%m%dT%H%M%S}",
+                                               window=PageWindow.cluster(PageSource.AGENT_NODES, cluster.name)))
     return emit(record)
 
 
@@ -130,7 +152,21 @@ def _restart_stuck(stuck: StuckJob, cluster: Cluster, mode: Mode, deps: Deps) ->
     table = deps.table.for_mode(mode)
     if table.exists(RequestStore(table).claim_key(Trigger.RECONCILE, episode)):
         return None
-    minutes = int((deps.now() - stuck.since).total_seconds() // 60)
+    now = deps.now()
+    try:  # pods are a pod creator's word: the job's own probe decides (no progress since they got stuck)
+        progress = deps.metrics.progress(stuck.job.name, stuck.since, now, history=PROBE_HISTORY)
+    except (ClientError, BotoCoreError) as error:  # the next sweep asks again
+        logger.warning("progress unavailable", extra={"job": stuck.job.name, "error_code": error_code(error)})
+        return None
+    not_stalled = stuck_but_not_stalled(stuck, progress)
+    if not_stalled is not None:
+        if not RequestStore(table).claim_request(Trigger.RECONCILE, episode, now):
+            return None  # a racing sweep recorded it
+        fault, reason = not_stalled
+        about = About(incident=eks_job_incident(cluster.name, target), trigger=Trigger.RECONCILE, event_id=episode,
+                      mode=mode, cluster=cluster.name, job=stuck.job.name)
+        return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED, reason=short(reason, 500)))
+    minutes = int((now - stuck.since).total_seconds() // 60)
     return restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster.name, incident=eks_job_incident(cluster.name, target), trigger=Trigger.RECONCILE,
         event_id=episode, fault=Fault.PODS_STUCK_TERMINATING.value,
@@ -159,11 +195,21 @@ def _follow_job_watches(cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -
         if now - since < timedelta(minutes=1):  # started by this sweep: nothing to read yet
             continue
         try:
-            progress = deps.metrics.progress(job.name, since, now)
+            progress = deps.metrics.progress(job.name, since, now, history=PROBE_HISTORY)
         except (ClientError, BotoCoreError) as error:  # the next sweep asks again
             logger.warning("progress unavailable", extra={"job": job.name, "error_code": error_code(error)})
             continue
-        if made_progress(progress):
+        finished = progress.finished_at
+        if finished is not None and not made_progress(progress):  # its latest report is the completion marker
+            store.end_job_watch(cluster.name, name)
+            about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
+                          cluster=cluster.name, job=job.name)
+            records.append(emit(about.record(
+                fault=Fault.COMPLETED, action=Action.NONE, outcome=Outcome.IGNORED,
+                reason=short(f"{job.name} had pods on node {node}, which failed at {since:%H:%M} UTC, but its probe "
+                             f"published its completion marker at {finished:%Y-%m-%d %H:%M} UTC and has reported "
+                             "nothing since: the job finished; no restart.", 500))))
+        elif made_progress(progress):
             store.end_job_watch(cluster.name, name)
             about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
                           cluster=cluster.name, job=job.name)

@@ -23,6 +23,7 @@ from medic.config import KubernetesJob
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Requester, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About
 from medic.core.text import short
 from medic.deps import Deps
@@ -134,7 +135,8 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
         record = about.record(fault=request.fault, action=action, outcome=outcome, reason=reason, attempt=attempt)
         if page:
             text = slurm_job_page(record, request.context, deps.region, situation=page)
-            record = record.paged_if(page_incident(deps, table, record, text))
+            record = record.paged_if(page_incident(deps, table, record, text,
+                                                   window=PageWindow.cluster(PageSource.AGENT, request.cluster)))
         return emit(record)
 
     try:  # checked whoever the caller is: nothing unvalidated reaches the ledger or the queue (a Kubernetes

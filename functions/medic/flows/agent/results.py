@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.core.agent_command import CommandContext
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About, Record
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
@@ -31,10 +33,12 @@ from medic.flows.agent.commands import (
     matches,
     parse_agent_command_pk,
     quoted_agent,
+    requeue_found,
     slurm_job_page,
 )
 from medic.ledger.agents import AgentStore, CommandRef
 from medic.ledger.incidents import IncidentStore
+from medic.ledger.jobs import JobStore
 from medic.ledger.pages import PageStore
 from medic.obs import logger
 from medic.outbox.pages import page_incident
@@ -106,12 +110,18 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         from medic.flows.agent.slurm_node import record_node_result
 
         return record_node_result(result, context, cluster, record.eventID, deps)
+    found = requeue_found(result) if context.kind == "requeue_job" else None
+    if found == "completed":
+        return _completed(result, context, cluster, record.eventID, deps)
     final = _final_record(result, context, cluster, record.eventID)
     if final.outcome is Outcome.FAILED:
         restart = context.kind == "restart_job"
-        situation = result.refusal if restart and result.refusal in EKS_REFUSALS else "failed"
+        if found == "not_requeueable":  # Slurm refused a job it never requeues: the restart was not spent
+            _give_back_restart(context, deps)
+        situation = result.refusal if restart and result.refusal in EKS_REFUSALS else found or "failed"
         text = slurm_job_page(final, context.details or "", deps.region, situation=situation)
-        final = final.paged_if(page_incident(deps, table, final, text))
+        final = final.paged_if(page_incident(deps, table, final, text,
+                                             window=PageWindow.cluster(PageSource.AGENT, cluster)))
         if restart and not result.pods and not result.force_deleted:
             # Nothing deleted, nothing restarted: no recovery to prove, and this page is the incident's one page.
             IncidentStore(table).end_recovery_of(context.incident, context.attempt or 0)
@@ -119,6 +129,35 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         # Done: the job's next failure is a new incident that may page again.
         PageStore(table).close_incident(final.about.incident)
     return emit(final)
+
+
+def _completed(result: AgentResult, context: CommandContext, cluster: str, stream_event_id: str, deps: Deps) -> dict:
+    """A requeue by name that found no job pending or running, the newest of that name COMPLETED (slurmctld's memory
+    or sacct): the job finished, there is nothing to requeue. `ignored`, no page; the restart is given back and a
+    proof-of-recovery watch on the incident ends (a finished job never steps again)."""
+    _give_back_restart(context, deps)
+    IncidentStore(deps.table).end_recovery(context.incident or "")
+    PageStore(deps.table).close_incident(context.incident or "")
+    job = context.job
+    about = About(incident=context.incident, trigger=context.trigger or Trigger.RECONCILE,
+                  event_id=context.event_id or stream_event_id, mode=context.mode, cluster=cluster, job=job)
+    said = quoted_agent(result.message) if result.message else "no output"
+    return emit(about.record(fault=Fault.COMPLETED, action=Action.NONE, outcome=Outcome.IGNORED,
+                             attempt=context.attempt or 0,
+                             reason=short(f"{job} completed: no job of that name is pending or running in Slurm, "
+                                          f"and the newest ended COMPLETED; nothing to requeue (the agent on "
+                                          f"{cluster}, command {result.command_id}: {said}).", 500)))
+
+
+def _give_back_restart(context: CommandContext, deps: Deps) -> None:
+    """A requeue that did not happen gives its restart back to the job's budget (best effort)."""
+    incident = context.incident or ""
+    if not incident.startswith("job:"):
+        return
+    try:
+        JobStore(deps.table).refund_job_restarts([incident.removeprefix("job:")])
+    except (ClientError, BotoCoreError):
+        logger.warning("restart refund failed", extra={"incident": incident})
 
 
 def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, said: str, deps: Deps) -> dict | None:
@@ -136,7 +175,8 @@ def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, sai
     # behaving as Medic's agent does. One page per cluster (until it expires, 7 days), not per forged id: a
     # compromised controller cannot flood the on-call with pages; every rejection is still recorded.
     record = record.paged_if(page_incident(deps, deps.table, record, forged_result_page(record, deps.region),
-                                           claim=rejected_page_claim(cluster)))
+                                           claim=rejected_page_claim(cluster),
+                                           window=PageWindow.cluster(PageSource.AGENT_REJECTED, cluster)))
     return emit(record)
 
 

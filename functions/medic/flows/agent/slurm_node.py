@@ -7,17 +7,21 @@ Before the call (flows/node/remediation.decide_claim_act, the event path and the
 The drain's result (results.py → record_node_result): a `node_repair` record of the node's incident
   naming the jobs (`jobs`), kept with the repair.
 While the node is in repair (each reconciler sweep): `job_states` of the jobs the repair hit; one Slurm ended
-  (NODE_FAIL, FAILED) is requeued at once, before slurmctld forgets it (MinJobAge), the rest wait silently.
+  (NODE_FAIL, FAILED) is seen to at once, before slurmctld forgets it (MinJobAge), the rest wait silently.
 After the repair (the reconciler's sweep → follow_up_repairs): the node, or its replacement (same NodeLogicalId),
   Running again → `resume_node` when it kept its Slurm name → `job_states` of the jobs not seen to yet.
-Their states (record_node_result): a job pending or running again (HyperPod auto-resume, Slurm's own requeue)
-  is left alone (`ignored`); one NODE_FAIL or FAILED is requeued from its checkpoint like a stall restart
-  (restart_through_agent: the job's restart budget, guardrails, mode, and a proof-of-recovery watch for a watched job).
+Their states (record_node_result, commands.job_after_repair): a job pending or running again (slurmctld requeued
+  it itself when its node went down, or HyperPod's auto-resume) is left alone (`ignored`); one Slurm ended that it
+  may requeue (its requeue and batch flags) is requeued from its checkpoint like a stall restart
+  (restart_through_agent: the job's restart budget, guardrails, mode, and a proof-of-recovery watch for a watched
+  job); one it will not requeue (NODE_FAIL: submitted --no-requeue) gets one page saying to resubmit it, and no
+  restart is spent on a requeue that cannot succeed.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -26,13 +30,16 @@ from medic.adapters.aws import error_code
 from medic.config import Cluster
 from medic.core.agent_command import EARLY, CommandContext
 from medic.core.mode import Mode
-from medic.core.models import Action, NodeInfo, Outcome, Trigger
+from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import DrainNote
 from medic.core.text import MedicText
 from medic.deps import Deps, NodeSweep
 from medic.flows.agent.commands import (
     JOB_ID,
+    RESTART_COUNT,
+    SLURM_FLAG,
     SQUEUE_JOB_ID,
     AgentResult,
     InvalidCommand,
@@ -41,8 +48,10 @@ from medic.flows.agent.commands import (
     jobs_unknown_page,
     matches,
     node_command,
+    not_requeueable_page,
     quoted_agent,
     valid_job_name,
+    why_not_requeueable,
 )
 from medic.flows.node.pages import node_page
 from medic.ledger.agents import AgentStore
@@ -123,7 +132,8 @@ def after_the_call(drain: DrainNote, outcome: Outcome, table: Table, cluster: st
 
 def page_jobs_unknown(deps: Deps, table: Table, record: Record, node_name: str | None) -> bool:
     return page_incident(deps, table, record, jobs_unknown_page(record, node_name, deps.region),
-                         claim=jobs_claim(record["incident"]))
+                         claim=jobs_claim(record["incident"]),
+                         window=PageWindow.cluster(PageSource.NODE, record["cluster"]))
 
 
 # --- the agent's results
@@ -150,7 +160,8 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
                                      f"{said}. Resume it by hand (scontrol update NodeName={name} State=RESUME).")
         record = record.paged_if(page_incident(deps, deps.table, record,
                                                node_page(record, MedicText("Slurm resume after a repair"), deps.region),
-                                               claim=f"{about.incident}:resume"))
+                                               claim=f"{about.incident}:resume",
+                                               window=PageWindow.cluster(PageSource.NODE, cluster)))
         return emit(record)
     # drain_node
     jobs = _jobs(result) if result.status == "executed" else None
@@ -190,16 +201,17 @@ def _job_states(result: AgentResult, context: CommandContext, cluster: str, stre
     node_id = context.node_id or ""
     repair = RepairStore(deps.table).get(cluster, node_id)
     jobs = repair.jobs if repair and repair.jobs else ()
-    states = {}
+    states: dict[str, SlurmSays] = {}
     if result.status == "executed" and result.job_states is not None:
-        states = {job.get("id"): job.get("state") for job in result.job_states  # Slurm's state names only
-                  if isinstance(job, dict) and matches(SLURM_STATE, job.get("state"))}
+        states = {job["id"]: SlurmSays.of(job) for job in result.job_states  # Slurm's state names only
+                  if isinstance(job, dict) and isinstance(job.get("id"), str)
+                  and matches(SLURM_STATE, job.get("state"))}
     early = context.early
     records = []
     for job_id, name in jobs:
         if early:  # the node is still in repair: act only on a job Slurm already ended for it, say nothing else
-            state = states.get(job_id) if result.status == "executed" else None
-            if state is None or job_after_repair(state) != "requeue":
+            said = states.get(job_id) if result.status == "executed" else None
+            if said is None or said.fate not in ("requeue", "not_requeueable"):
                 continue
             RepairStore(deps.table).drop_job(cluster, node_id, job_id)
         try:
@@ -218,7 +230,29 @@ def _job_states(result: AgentResult, context: CommandContext, cluster: str, stre
     return records[-1] if records else None
 
 
-def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: CommandContext, cluster: str,
+@dataclass(frozen=True)
+class SlurmSays:
+    """One job of the agent's job_states, as Medic reads it: the state, and the flags and restart count when the
+    agent reported them well-formed (None otherwise)."""
+
+    state: str
+    requeue: str | None = None
+    batch: str | None = None
+    restarts: int | None = None
+
+    @classmethod
+    def of(cls, job: dict) -> SlurmSays:
+        flag = {key: job.get(key) if matches(SLURM_FLAG, job.get(key)) else None for key in ("requeue", "batch")}
+        restarts = job.get("restarts")
+        return cls(job["state"], flag["requeue"], flag["batch"],
+                   int(restarts) if matches(RESTART_COUNT, restarts) else None)
+
+    @property
+    def fate(self) -> str:
+        return job_after_repair(self.state, self.requeue, self.batch)
+
+
+def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, context: CommandContext, cluster: str,
              stream_event_id: str, repair: SlurmRepair | None, deps: Deps) -> dict:
     mode = deps.mode.current()
     node_name = context.node_name or ""
@@ -230,12 +264,20 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: C
     about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=f"{context.incident}:{job_id}", mode=mode,
                   cluster=cluster, job=job_id)
     fault = repair.fault if repair else "unknown"
-    fate = job_after_repair(state) if listed else "unknown"
+    state = said.state if said else None
+    fate = said.fate if listed and said else "unknown"
     if fate == "back":
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
-                                        f"is {state} again (HyperPod auto-resume or Slurm's own requeue brought it "
-                                        "back): left alone."))
+                                        f"is {state} again: {_brought_back(said)}: left alone."))
+    if fate == "not_requeueable" and said is not None:
+        why = why_not_requeueable(said.requeue, said.batch)
+        record = about.record(fault=Fault.JOB_NOT_REQUEUEABLE, action=Action.NONE, outcome=Outcome.DEFERRED,
+                              reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
+                                     f"ended {state}. Slurm cannot requeue it: {why}. Medic does not try: a human "
+                                     "resubmits it from its checkpoint.")
+        page = not_requeueable_page(record, name, state or "", why, node_name, deps.region)
+        return emit(record.paged_if(page_incident(deps, deps.table, record, page)))
     if fate == "ended":
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
@@ -248,7 +290,8 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: C
                                      f"Medic cannot tell whether it runs again: {why}. It needs a look.")
         # The page names the node the job ran on; the record is the job's.
         on_node = jobs_unknown_page({**record, "node_id": context.node_id}, node_name, deps.region)
-        record = record.paged_if(page_incident(deps, deps.table, record, on_node))
+        record = record.paged_if(page_incident(deps, deps.table, record, on_node,
+                                               window=PageWindow.cluster(PageSource.NODE, cluster)))
         return emit(record)
     reason = f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it; Slurm says {state}."
     record = restart_through_agent(RestartRequest(
@@ -256,6 +299,14 @@ def _one_job(job_id: str, name: str, state: str | None, listed: bool, context: C
         fault=fault, context=reason, job_id=job_id), deps)
     _watch_recovery(record, name if by_name else None, cluster, deps)
     return record
+
+
+def _brought_back(said: SlurmSays | None) -> str:
+    """Who put a job the repair hit back in the queue, as far as Slurm's flags say."""
+    if said is not None and said.requeue == "1" and said.batch == "1" and said.restarts:
+        return (f"Slurm requeued it by itself when its node went down (a batch job with the requeue flag; restarts "
+                f"{said.restarts})")
+    return "Slurm's own requeue or HyperPod's auto-resume brought it back"
 
 
 def _watch_recovery(record: dict, name: str | None, cluster: str, deps: Deps) -> None:

@@ -13,7 +13,7 @@ from medic.adapters.aws import error_code
 from medic.adapters.training import JobAlreadyExists, training_plan_arns
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
-from medic.core.pages import Page
+from medic.core.pages import Page, PageSource, PageWindow
 from medic.core.record import About
 from medic.core.text import quoted
 from medic.core.timeline import job_timeline
@@ -264,5 +264,13 @@ def _finish(about: About, decision: JobDecision, deps: Deps, table: Table, failu
     record = about.record(fault=decision.fault, action=decision.action, outcome=decision.outcome,
                           reason=decision.reason, attempt=decision.attempt)
     if decision.page is Page.INCIDENT:
-        record = record.paged_if(page_incident(deps, table, record, job_page(record, failure_reason, deps.region)))
+        record = record.paged_if(page_incident(deps, table, record, job_page(record, failure_reason, deps.region),
+                                               window=training_jobs_window(deps, about.job)))
     return emit(record)
+
+
+def training_jobs_window(deps: Deps, job: str | None) -> PageWindow:
+    """Training-job pages count per configured prefix (a team's jobs): a capacity shortage failing fifty of them is
+    one summary, not fifty pages."""
+    spec = deps.config.training_jobs_for(job) if job else None
+    return PageWindow(PageSource.TRAINING_JOB, f"training jobs {spec.prefix if spec else job or '-'}*")

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from medic.core.models import Action, Fault, NodeState, Outcome, Trigger, foreign_cluster_arn
+from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN
 from medic.core.text import quoted, short
@@ -77,7 +78,8 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
                               reason=f"HyperPod reports ({details.EventLevel}): {said} A human decides.")
     text = cluster_event_page(record, details.Description, message,
                               cluster_log_group(cluster.name, details.ClusterArn), deps.region)
-    return emit(record.paged_if(page_incident(deps, table, record, text)))
+    return emit(record.paged_if(page_incident(deps, table, record, text,
+                                              window=PageWindow.cluster(PageSource.CLUSTER_EVENT, cluster.name))))
 
 
 def _medics_node(table: Table, cluster: str, instance_id: str | None,

@@ -24,7 +24,7 @@ from medic.core.models import (
     Trigger,
     foreign_cluster_arn,
 )
-from medic.core.pages import Page, PageText, console_link
+from medic.core.pages import Page, PageSource, PageText, PageWindow, console_link
 from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import IN_FLIGHT, PENDING_OUTCOMES
 from medic.core.text import short
@@ -221,7 +221,8 @@ def report_node_recovery_mismatch(deps: Deps, table: Table, mode: Mode, cluster:
                           reason=f"medic.yaml says node_recovery: {cluster.node_recovery}, but DescribeCluster says "
                                  f"NodeRecovery {actual}; Medic follows the cluster and {follows}. "
                                  f"Fix clusters[{cluster.name}].node_recovery in medic.yaml.")
-    return emit(record.paged_if(page_incident(deps, table, record, _mismatch_page(record, deps.region))))
+    return emit(record.paged_if(page_incident(deps, table, record, _mismatch_page(record, deps.region),
+                                              window=PageWindow.cluster(PageSource.NODE, cluster.name))))
 
 
 def _mismatch_page(record: Record, region: str) -> PageText:
@@ -251,7 +252,8 @@ def finish_node_decision(about: About, fault: Fault, decision: NodeDecision, dep
     if drain is not None and drain.page:  # the node action went ahead; its jobs need a human (one page)
         jobs_paged = deps.jobs_on(cluster).page_jobs_unknown(deps, table, cluster, record, drain.node_name)
     if decision.page is Page.INCIDENT:
-        record = record.paged_if(page_incident(deps, table, record, node_page(record, health_reason, deps.region)))
+        record = record.paged_if(page_incident(deps, table, record, node_page(record, health_reason, deps.region),
+                                               window=PageWindow.cluster(PageSource.NODE, cluster.name)))
     elif decision.page is Page.STORM and view is not None:
         record = record.paged_if(_storm_summary(deps, table, record, view))
     return emit(record.paged_if(jobs_paged))

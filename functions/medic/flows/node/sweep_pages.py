@@ -14,14 +14,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
 from medic.core.mode import Mode
-from medic.core.pages import PageText
+from medic.core.pages import PageSource, PageText, PageWindow
 from medic.core.record import Record
 from medic.deps import Deps
 from medic.flows.node.sweep_policy import SUMMARY_AFTER, summary_page
 from medic.ledger.pages import PageStore
 from medic.ledger.table import Table
 from medic.obs import count, logger
-from medic.outbox.pages import page_incident
+from medic.outbox.pages import page_incident, windowed_text
 from medic.outbox.records import emit
 
 
@@ -40,6 +40,10 @@ class SweepPages:
     mode: Mode
     cluster: str
     pages: list[_Page] = field(default_factory=list)
+
+    @property
+    def window(self) -> PageWindow:
+        return PageWindow.cluster(PageSource.NODE, self.cluster)
 
     def add(self, record: Record, *, page: bool, text: PageText, key: str | None = None,
             after: Callable[[bool], None] = lambda paged: None) -> None:
@@ -61,7 +65,8 @@ class SweepPages:
                 for item in pages:
                     # The page (its claim, and the record it carries) is the key's: a repair page is its own.
                     under_key = item.record.but(about=item.record.about.but(incident=item.key))
-                    item.record = item.record.paged_if(page_incident(self.deps, self.table, under_key, item.text))
+                    item.record = item.record.paged_if(page_incident(self.deps, self.table, under_key, item.text,
+                                                                     window=self.window))
             else:
                 self._send_summary(pages)
             for item in pages:
@@ -78,7 +83,13 @@ class SweepPages:
         if not claimed:
             return
         records = [item.record for item in claimed]
-        text = summary_page(self.cluster, records, self.deps.region)
+        # The sweep's summary is one page of the cluster's node window (held after the window's own summary)
+        text = windowed_text(self.deps, self.table, records[0], summary_page(self.cluster, records, self.deps.region),
+                             self.window)
+        if text is None:
+            for item in claimed:
+                store.release_page(item.key)
+            return
         try:
             self.deps.pager.page(text.subject, text.body, json.dumps({"records": [dict(record) for record in records]}))
         except (ClientError, BotoCoreError) as error:
@@ -86,6 +97,7 @@ class SweepPages:
             count("PageFailures")
             for item in claimed:
                 store.release_page(item.key)
+            store.uncount_window_page(self.window.source, self.window.scope)
             return
         count("Pages")
         for item in claimed:

@@ -12,6 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
 from medic.core.record import About
 from medic.core.text import MedicText
@@ -83,7 +84,8 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
     alarm = f"stall alarm of {watch.job}"
     text = alarm_page(record, alarm, MedicText("The job was restarted but its heartbeat and step did not resume."),
                       [], deps.region)
-    record = record.paged_if(page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery"))
+    record = record.paged_if(page_incident(deps, table, record, text, claim=f"{watch.incident}:recovery",
+                                           window=PageWindow.job(PageSource.TRAINING, watch.job)))
     IncidentStore(table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=None))  # gave up: a human owns it now
     return emit(record)
@@ -105,7 +107,8 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
                       MedicText("The job was restarted and runs again, but not from its last checkpoint: check that "
                                 "it loads the latest checkpoint on start (path, resume flag) before the next failure."),
                       details, deps.region)
-    record = record.paged_if(page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery"))
+    record = record.paged_if(page_incident(deps, deps.table, record, text, claim=f"{watch.incident}:recovery",
+                                           window=PageWindow.job(PageSource.TRAINING, watch.job)))
     IncidentStore(deps.table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))
     return emit(record)

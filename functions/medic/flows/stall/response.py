@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import PageSource, PageWindow
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
 from medic.core.record import About
 from medic.core.text import quoted, short
@@ -128,8 +129,9 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(detail.state.timestamp))
     if decision.page and mode.pages:  # the page's details cost metric reads: none for a page nobody gets
         text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
-        record = record.paged_if(page_resolution(deps, record, text) if decision.close_incident
-                                 else page_incident(deps, table, record, text))
+        window = alarm_window(subject)
+        record = record.paged_if(page_resolution(deps, table, record, text, window=window) if decision.close_incident
+                                 else page_incident(deps, table, record, text, window=window))
     if decision.close_incident:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
             conclude_on_ok(watch, since_restart, event.id, deps)
@@ -139,6 +141,14 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     if closes_page_only and mode is not Mode.DRY_RUN:  # a dry run's incident is a rehearsal: no timeline line
         _close_timeline(subject, incident, open_incident, now)  # after its record, as the other kinds
     return emitted
+
+
+def alarm_window(subject: AlarmSubject) -> PageWindow:
+    """A job's alarms page under the job's training window (a flapping alarm is one summary, not a page per
+    flap); the failed-nodes alarm under its cluster's node window."""
+    if subject.job is not None:
+        return PageWindow.job(PageSource.TRAINING, subject.job.name)
+    return PageWindow.cluster(PageSource.NODE, subject.cluster.name)
 
 
 PAGE_ONLY = (AlarmKind.DIVERGENCE, AlarmKind.SLOWDOWN)  # incidents Medic pages for and never acts on
