@@ -10,7 +10,9 @@ when DynamoDB wrote it (the stream record's ApproximateCreationDateTime, never t
 Medic: that time plus AGENT_ITEM_TTL. An honest agent's items are never touched (agent/medic_agent/ledger.py: 7
 days for claims and results, 1 day for heartbeats and node reports). Expiry is then DynamoDB's, "typically within
 two days" (UpdateTimeToLive, DynamoDB API reference); nothing Medic decides reads an agent item without checking its
-own times (a heartbeat's age, a command's issue).
+own times (a heartbeat's age, a command's issue). Cost: besides the results and primary heartbeats it recorded
+before, the function now also sees each claim (one per command), each standby head node's heartbeat and each EKS
+node report (about one a minute each): a read of the record, no AWS call unless the expiry needs bounding.
 """
 
 from __future__ import annotations
