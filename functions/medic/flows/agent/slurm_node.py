@@ -277,7 +277,8 @@ def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, conte
                                      f"ended {state}. Slurm cannot requeue it: {why}. Medic does not try: a human "
                                      "resubmits it from its checkpoint.")
         page = not_requeueable_page(record, name, state or "", why, node_name, deps.region)
-        return emit(record.paged_if(page_incident(deps, deps.table, record, page)))
+        return emit(record.paged_if(page_incident(deps, deps.table, record, page,
+                                                  window=PageWindow.cluster(PageSource.NODE, cluster))))
     if fate == "ended":
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
