@@ -344,7 +344,8 @@ def test_a_new_job_under_a_restarted_jobs_name_is_paged_not_taken_for_the_old_fa
     JobStore(medic.deps.table).release_job_failure(JOB)
     stamp(JOB, medic.clock[0] - timedelta(hours=2))
     # When the new JOB fails (its own event, of now)
-    record = handle(medic, {**failed_event, "id": "8e9f0a1b-2c3d-4e5f-9a0b-6c7d8e9f0a1b", "time": "2026-11-29T08:14:00Z"})
+    later = {**failed_event, "id": "8e9f0a1b-2c3d-4e5f-9a0b-6c7d8e9f0a1b", "time": "2026-11-29T08:14:00Z"}
+    record = handle(medic, later)
     # Then its restart's name JOB-r1 is Medic's restart of the earlier JOB: not a duplicate, a page
     assert (record["outcome"], record["paged"]) == ("failed", True)
     assert f"Medic created that name for the failure of an earlier job named {JOB}" in record["reason"]
