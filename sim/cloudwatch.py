@@ -24,6 +24,7 @@ from sim.alarms import AlarmBook, Transition, metric_key
 from sim.cfn import SimError
 
 MINUTE = timedelta(minutes=1)
+MAX_EVALUATIONS = 7 * 24 * 60  # minutes evaluated between two clock lines: a week, as the schedules' MAX_TICKS
 
 
 class EmulatedCloudWatch:
@@ -33,6 +34,7 @@ class EmulatedCloudWatch:
         self.store = self.book.store
         self._published_seen = 0
         self.next_evaluation: datetime | None = None
+        self.skipped = 0  # minutes never evaluated: the clock moved further than MAX_EVALUATIONS at once
         template = world.template
         self.queue_urls = {physical.attrs["QueueName"]: physical.ref for physical in template.physical.values()
                            if "QueueName" in physical.attrs}
@@ -86,12 +88,18 @@ class EmulatedCloudWatch:
             "ErrorMessage": {"DataType": "String", "StringValue": error[:256]}})
 
     # the clock
-    def due(self, start: datetime, until: datetime) -> list[datetime]:
+    def due(self, start: datetime, until: datetime, limit: int = MAX_EVALUATIONS) -> list[datetime]:
         """The whole minutes after ``start`` up to ``until`` not yet evaluated: "If you choose one minute as
         the period, the alarm evaluates the metric once per minute" (longer periods too are evaluated each
-        minute, over a window that ends at the evaluation time)."""
+        minute, over a window that ends at the evaluation time). At most the last ``limit`` of them: a clock
+        moved further ahead skips the older minutes (``skipped`` counts them), as the schedules skip runs."""
         if self.next_evaluation is None:
             self.next_evaluation = start.replace(second=0, microsecond=0) + MINUTE
+        if self.next_evaluation <= until:
+            pending = (until - self.next_evaluation) // MINUTE + 1
+            if pending > limit:
+                self.skipped += pending - limit
+                self.next_evaluation += (pending - limit) * MINUTE
         ticks = []
         while self.next_evaluation <= until:
             ticks.append(self.next_evaluation)

@@ -1,5 +1,6 @@
 """Replay: each input line is an EventBridge event (routed by the stack's rules, handled by the
-stack's real handler in-process, the clock at the event's ``time``) or a ``{"sim": ...}``
+stack's real handler in-process, the clock at the event's arrival: its ``time``, or now for an old one,
+Replay.arrival) or a ``{"sim": ...}``
 directive that sets up the emulated world first.
 
 ``run(lines, config_path, faults)`` is the whole tool as a function; the CLI and the demo call it.
@@ -32,7 +33,7 @@ import time_machine
 
 from sim.alarms import Transition
 from sim.cfn import SimError
-from sim.cloudwatch import EmulatedCloudWatch
+from sim.cloudwatch import MAX_EVALUATIONS, EmulatedCloudWatch
 from sim.faults import Fault, parse_fault
 from sim.hyperpod import INSTANCE_ID, LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
 from sim.kubeapi import DEFAULT_BACKOFF_LIMIT, SIGTERM_EXIT_CODE
@@ -63,6 +64,9 @@ K8S_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-
 EKS_MAX_REPLICAS = 512
 RELATIVE = re.compile(r"^\+\s*([0-9]+)\s*(s|m|h|d)$")
 RELATIVE_UNIT = {"s": timedelta(seconds=1), "m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
+# The replay clock never goes past this: the handlers add days to their clock (an item's TTL), and datetime ends in
+# the year 9999 (assumption: no scenario needs a later time; an event dated later arrives at the clock).
+LATEST_CLOCK = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -524,7 +528,7 @@ class Replay:
         issued: dict[str, str] = {}
         if command == "latest":
             issued = self.world.slurm.latest_command()
-            command = issued["pk"].removeprefix("command#")
+            command = issued["pk"].rsplit("#", 1)[-1]  # command#<cluster>#<id>: ids never contain `#`
         fields = {key: issued.get(key, "") for key in ("kind", "target", "incident")}
         fields.update({"status": "executed", "message": ""})
         for key in ("status", "message", "kind", "target", "incident"):
@@ -541,6 +545,8 @@ class Replay:
         when = self._time_of(value)
         if self.now is not None and when < self.now:
             raise ValueError(f"the clock cannot go back (it is {self.now.isoformat()}; asked for {when.isoformat()})")
+        if when > LATEST_CLOCK:
+            raise ValueError(f"the clock stops at {LATEST_CLOCK.isoformat()} (asked for {when.isoformat()})")
         self.move_clock(when)
         with time_machine.travel(when, tick=False) as clock:
             self.world.catch_up(when)
@@ -551,11 +557,23 @@ class Replay:
         if relative:
             if self.now is None:
                 raise ValueError("a relative time needs a clock: put an event or an absolute time first")
-            return self.now + int(relative.group(1)) * RELATIVE_UNIT[relative.group(2)]
+            try:
+                return self.now + int(relative.group(1)) * RELATIVE_UNIT[relative.group(2)]
+            except OverflowError:
+                raise ValueError(f"{value!r} is past the end of time (the clock stops at "
+                                 f"{LATEST_CLOCK.isoformat()})") from None
         when = _parse_time(value)
         if when is None:
             raise ValueError(f"expected an ISO 8601 time or +N(s|m|h|d) (got {value!r})")
         return when
+
+    def _directive_ttl_sweep(self, value: Any) -> None:
+        """DynamoDB's TTL deletes every expired item now (World.ttl_sweep): what AWS does within about two days."""
+        if value is not True:
+            raise ValueError(f"expected true (got {value!r})")
+        if self.now is None:
+            raise ValueError("a TTL sweep needs a clock: put an event or an absolute time first")
+        self.world.ttl_sweep(self.now)
 
     def _directive_probe(self, value: Any) -> None:
         self.world.metrics.probe(value)
@@ -583,12 +601,36 @@ class Replay:
             when = self.now or datetime.now(UTC).replace(microsecond=0)
             self.error(lineno, f"event time {event.get('time')!r} is not an ISO 8601 time; "
                                f"replaying it at {when.isoformat()}")
-        if "replay-name" in event and self.now is not None and when < self.now:
-            # An EventBridge replay sends an archived event again now, with its original time (StartReplay: events
-            # are replayed "based on the time in the event"): it arrives at the replay clock, its time unchanged.
-            when = self.now
+        when = self.arrival(when)
         self.move_clock(when)
         self.deliver_event(event, when)
+
+    def arrival(self, when: datetime) -> datetime:
+        """When an event whose `time` is ``when`` reaches the rules. Its time is when it happened, as its sender says
+        (PutEvents takes any `Time`: "If no timestamp is provided, the timestamp of the PutEvents call will be used",
+        botocore's events model, PutEventsRequestEntry); EventBridge delivers it when it is put, whatever it says.
+        - An event older than the clock arrives now, its time unchanged: an EventBridge replay (StartReplay replays
+          events "based on the time in the event", with `replay-name`), a dead-letter queue redriven by an operator
+          days later, a late redelivery. The handlers see its age.
+        - Otherwise the clock moves to its time (time passed until it happened; the schedules and alarm minutes on
+          the way are bounded: MAX_TICKS, MAX_EVALUATIONS), but never past LATEST_CLOCK: the handlers add days to
+          their clock, and a datetime ends in 9999. An event dated later arrives now. (An event sent now with a
+          later time, within the clock's reach, is the `put_event` directive.)
+        Before the first clock line there is no "now" but the wall clock's."""
+        if self.now is None:
+            return when if when <= LATEST_CLOCK else datetime.now(UTC).replace(microsecond=0)
+        if when < self.now or when > LATEST_CLOCK:
+            return self.now
+        return when
+
+    def _directive_put_event(self, value: Any) -> None:
+        """An event put now (PutEvents at the replay clock) whatever its `time` says: a sender dating it later (or
+        earlier) than it is sent. The clock does not move."""
+        if self.now is None:
+            raise ValueError("put_event needs a clock: put an event or an absolute time first")
+        if not isinstance(value, dict) or any(key not in value for key in ("source", "detail-type", "detail")):
+            raise ValueError("expected an EventBridge event (with source, detail-type and detail)")
+        self.deliver_event(value, self.now)
 
     def deliver_event(self, event: dict, when: datetime) -> None:
         """The event through the stack's rules to their functions, at ``when``."""
@@ -613,7 +655,13 @@ class Replay:
             for order, schedule in enumerate(self.world.schedules):
                 due.extend((tick, order, schedule) for tick in self._ticks(schedule, when))
             # CloudWatch's evaluation of a minute comes after the schedules EventBridge fires on it
+            skipped = self.cloudwatch.skipped
             due.extend((tick, len(self.world.schedules), None) for tick in self.cloudwatch.due(self.start, when))
+            if self.cloudwatch.skipped > skipped:
+                text = (f"alarms: {self.cloudwatch.skipped - skipped} minutes before {when.isoformat()} are not "
+                        f"evaluated; the replay evaluates the last {MAX_EVALUATIONS}")
+                print(f"sim: {text}", file=self.err)
+                self.result.errors.append(text)
             for tick, _, schedule in sorted(due, key=lambda item: item[:2]):
                 self.now = tick
                 if schedule is None:
@@ -851,7 +899,7 @@ class Replay:
         return self._monotonic_last
 
 
-_CLOCK_DIRECTIVES = frozenset({"advance", "agent_result"})  # each travels (and settles) itself
+_CLOCK_DIRECTIVES = frozenset({"advance", "agent_result", "put_event"})  # each travels (and settles) itself
 
 
 class _EmfTap(io.TextIOBase):

@@ -570,7 +570,7 @@ class SlurmWorld:
                                           in_charge=role.in_charge)
 
     def latest_command(self) -> dict[str, str]:
-        """Medic's `command#<id>/issued` item most recently written (what a forger would have seen queued)."""
+        """Medic's `command#<cluster>#<id>/issued` item most recently written (what a forger would have seen queued)."""
         dynamodb = self.client("dynamodb")
         items: list[dict] = []
         for page in dynamodb.get_paginator("scan").paginate(

@@ -43,6 +43,9 @@ RATE_UNIT = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": 
 # the template. Counted on the pattern as CloudFormation sends it: compact JSON, every intrinsic resolved
 # (aws/serverless-application-model issue 1455 quotes the string EventBridge received).
 EVENT_PATTERN_QUOTA = 2048
+# DynamoDB's TTL ignores an item whose TTL value is more than five years in the past ("Using DynamoDB Time to Live
+# (TTL)", DynamoDB developer guide: "no more than five years in the past").
+TTL_IGNORED_AFTER = timedelta(days=5 * 365)
 
 
 @functools.cache
@@ -321,6 +324,10 @@ class World:
             dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification={
                 "Enabled": True, "AttributeName": ttl["AttributeName"]})
         t.physical[lid] = Physical(name, {"Arn": table["TableArn"], "StreamArn": table.get("LatestStreamArn", "")})
+
+    def ttl_sweep(self, now: datetime) -> int:
+        """DynamoDB's TTL process over every table of the stack, at ``now`` (ttl_sweep)."""
+        return ttl_sweep(self.client("dynamodb"), now)
 
     def _parameter(self, lid: str) -> None:
         t = self.template
@@ -630,3 +637,32 @@ def _check_pattern_size(what: str, pattern: Any) -> None:
         raise SimError(f"template: {what}: its EventPattern is {len(text):,} characters, over EventBridge's \"Event "
                        f"pattern size\" quota of {EVENT_PATTERN_QUOTA:,} (Amazon EventBridge quotas): AWS refuses it "
                        "and the deploy fails")
+
+
+def ttl_sweep(dynamodb: Any, now: datetime) -> int:
+    """DynamoDB's TTL process, run once at ``now``: every item of a table with TTL enabled whose TTL attribute
+    is a Number (epoch seconds) at or before now, and no more than five years before it, is deleted; an item
+    without the attribute, with another type, or older than that is ignored ("Using DynamoDB Time to Live (TTL)",
+    DynamoDB developer guide: "Formatting an item's TTL attribute"). AWS runs it in the background and "typically
+    deletes expired items within two days of expiration", and "items that have expired and not been deleted will
+    still show up in reads, queries, and scans" (DynamoDB API reference, UpdateTimeToLive): the replay deletes
+    only when a scenario says so ({"sim": {"ttl_sweep": true}}), so both moments can be replayed. Each deletion is
+    a REMOVE on the table's stream, as a TTL deletion is. Returns how many items went."""
+    deleted = 0
+    cutoff, oldest = now.timestamp(), now.timestamp() - TTL_IGNORED_AFTER.total_seconds()
+    for table in dynamodb.list_tables()["TableNames"]:
+        spec = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+        if spec.get("TimeToLiveStatus") != "ENABLED":
+            continue
+        attribute = spec["AttributeName"]
+        keys = [key["AttributeName"] for key in dynamodb.describe_table(TableName=table)["Table"]["KeySchema"]]
+        for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+            for item in page.get("Items", []):
+                try:
+                    expiry = float(item[attribute]["N"])
+                except (KeyError, TypeError, ValueError):
+                    continue  # no TTL attribute, or not a Number: never expires
+                if oldest <= expiry <= cutoff:
+                    dynamodb.delete_item(TableName=table, Key={key: item[key] for key in keys})
+                    deleted += 1
+    return deleted

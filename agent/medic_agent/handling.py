@@ -6,7 +6,7 @@ medic_agent.main; an EKS cluster's, medic_agent.eks.main), and its run loop:
   seen in the local state? ── yes → duplicate (or finish reporting what it ran) → delete
         │ no
   remember "claiming" locally, then claim in the ledger: one transaction that checks Medic's
-  `command#<id>/issued` names this cluster, kind, target and incident, and writes the claim
+  `command#<cluster>#<id>/issued` names this cluster, kind, target and incident, and writes the claim
         ├── not issued by Medic → log, delete; no result (a forged message must not spend a page)
         ├── already claimed → duplicate → delete
         │   (ledger unreachable → forget, leave the message for later)

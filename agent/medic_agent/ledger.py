@@ -12,9 +12,11 @@ its key says who wrote it.
                                           why it stands by and which host is in charge (Medic's stream
                                           filter keeps only sk `heartbeat`: a standby never counts as alive)
 
-The claim is one transaction with a condition check on Medic's own `command#<id>/issued` item (which the
-agent may check, never write): the command runs only if Medic issued exactly this command (id, cluster,
-kind, target, incident) and has not withdrawn it, and only once (the claim's attribute_not_exists).
+The claim is one transaction with a condition check on Medic's own `command#<cluster>#<id>/issued` item (which the
+agent may check, never write; IAM lets it check only its own cluster's, `command#<cluster>#*`): the command runs
+only if Medic issued exactly this command (id, cluster, kind, target, incident) and has not withdrawn it, and only
+once (the claim's attribute_not_exists). A command Medic issued before it keyed commands by cluster is checked at
+its old key, `command#<id>/issued`, where the stack still lets the agent check it (agent/README.md, "Upgrading").
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def epoch(moment: datetime) -> int:
 
 
 def command_key(cluster: str, command_id: str, sk: str) -> dict[str, dict[str, str]]:
-    """The agent's own item for one command (never Medic's `command#<id>` items)."""
+    """The agent's own item for one command (never Medic's `command#<cluster>#<id>` items)."""
     return {"pk": {"S": f"agent#{cluster}#command#{command_id}"}, "sk": {"S": sk}}
 
 
@@ -59,9 +61,22 @@ class Ledger:
         """CLAIMED when this agent may run the command; ALREADY_CLAIMED when it already ran (or is running)
         somewhere; NOT_ISSUED when Medic's ledger has no such command for this cluster, kind, target and
         incident (a message Medic did not send: never run). Other errors raise (the message stays queued)."""
+        claimed = self._claim(command, now, host, f"command#{command.cluster}#{command.command_id}")
+        if claimed != NOT_ISSUED:
+            return claimed
+        # Issued by a Medic from before commands were keyed by cluster? Its old key, where that stack's grant lets the
+        # agent check it; the current stack's grant refuses the check (AccessDenied): no such command for us.
+        try:
+            return self._claim(command, now, host, f"command#{command.command_id}")
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "AccessDeniedException":
+                return NOT_ISSUED
+            raise
+
+    def _claim(self, command: Command, now: datetime, host: str, issued_pk: str) -> str:
         item = {**command_key(command.cluster, command.command_id, "claim"), "claimed_at": {"S": now.isoformat()},
                 "host": {"S": host}, "expires_at": {"N": str(epoch(now + RESULT_TTL))}}
-        issued = {"pk": {"S": f"command#{command.command_id}"}, "sk": {"S": "issued"}}
+        issued = {"pk": {"S": issued_pk}, "sk": {"S": "issued"}}
         expected = {"cluster": command.cluster, "kind": command.kind, "target": command.target,
                     "incident": command.incident}
         try:

@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 
 from medic.core.text import quoted
 from medic.flows.agent.commands import parse_agent_command_pk
-from medic.ledger.agents import command_key
+from medic.ledger.agents import CommandRef
 from medic_cli.context import CliError, Context
 from medic_cli.render import json_block
 
@@ -51,7 +51,7 @@ class AgentResult:
     command_id: str
     item: dict  # the result item, DynamoDB JSON (the stream record's NewImage, or the ledger item)
     record: dict | None = None  # the stream record as Lambda delivers it; None when re-derived from the ledger
-    recorded: bool = False  # Medic wrote the command's final record (command#<id>/recorded)
+    recorded: bool = False  # Medic wrote the command's final record (command#<cluster>#<id>/recorded)
     redriven: str = ""  # what re-delivering it did: "" (not tried), "recorded", or why it failed
 
     def as_json(self) -> dict:
@@ -193,9 +193,11 @@ def unrecorded_results(ctx: Context) -> list[AgentResult]:
 def mark_recorded(ctx: Context, results: list[AgentResult]) -> None:
     client = ctx.client("dynamodb")
     for result in results:
-        item = client.get_item(TableName=ctx.table, Key=command_key(result.command_id, "recorded"),
-                               ProjectionExpression="pk").get("Item")
-        result.recorded = item is not None
+        # where Medic claims the record: its command's key (a command issued before commands were keyed by cluster:
+        # the old one, CommandRef.legacy)
+        result.recorded = any(
+            client.get_item(TableName=ctx.table, Key=CommandRef(result.cluster, result.command_id, legacy).key(
+                "recorded"), ProjectionExpression="pk").get("Item") is not None for legacy in (False, True))
 
 
 def lambda_record(raw: dict, stream: str, region: str) -> dict:

@@ -7,6 +7,7 @@ model, serialized compactly, in the ``MEDIC_CONFIG`` environment variable.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -38,6 +39,34 @@ K8S_OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 K8sJobKind = Literal["PyTorchJob", "HyperPodPyTorchJob", "Job"]
 
 DeployMode = Literal["act", "dry_run"]  # the mode a deploy starts in (the run-time switch: core.mode.Mode)
+
+# --- Delivery: how long an event may take to reach a handler, as the stack configures it (infra/components/
+# function.py sets these very values), and the bounds Medic derives from them.
+# A rule target's RetryPolicy.MaximumEventAgeInSeconds: EventBridge retries a delivery Lambda did not accept this
+# long (60..86,400 s, 24 h by default: botocore's events model, shape MaximumEventAgeInSeconds; EventBridge user
+# guide, "Event retry policy and using dead-letter queues"); Medic takes the maximum.
+EVENTBRIDGE_MAX_EVENT_AGE = timedelta(hours=24)
+# Then Lambda's own queue for the asynchronous invoke: throttled and failed runs are retried this long
+# (EventInvokeConfig MaximumEventAgeInSeconds, 60..21,600 s: botocore's lambda model; Lambda developer guide, "How
+# Lambda handles errors and retries with asynchronous invocation": up to 6 hours by default).
+LAMBDA_MAX_EVENT_AGE = timedelta(hours=6)
+# Between an event's `time` (when it happened) and EventBridge taking it in: AWS services put their events within
+# seconds to minutes (assumption: no AWS page bounds it; an hour is far beyond what the bundled samples show).
+EVENT_SOURCE_LAG = timedelta(hours=1)
+# The oldest event any retry can hand a handler: older ones are redeliveries (a DLQ redrive, a copy sent by hand)
+# and are rejected at the edge unless an operator's override says otherwise (core.models.MedicEvent).
+EVENT_AGE_LIMIT = EVENTBRIDGE_MAX_EVENT_AGE + LAMBDA_MAX_EVENT_AGE + EVENT_SOURCE_LAG
+# A dead-letter queue keeps an undelivered event this long (every DLQ of the stack: infra/components/function.py).
+DEAD_LETTER_RETENTION = timedelta(days=14)
+# The oldest event that can still come back at all: left in a dead-letter queue to the last day, then redriven
+# under an operator's override. Beyond it no source holds the event, and no override is accepted.
+REDELIVERY_WINDOW = DEAD_LETTER_RETENTION + EVENT_AGE_LIMIT
+# De-duplication items (an event id claimed, an alarm transition handled, a job failure handled, a command's result
+# recorded) live at least this long, so that nothing that can still be redelivered finds its claim gone.
+DEDUPE_DAYS = -(-REDELIVERY_WINDOW // timedelta(days=1))  # whole days, rounded up: 16
+# How far ahead of Medic's clock an event's time may be: clocks of AWS services and Lambda are NTP-synchronized; a
+# later time is the sender's claim (PutEvents takes any `Time`) and could hide what happens until then.
+EVENT_CLOCK_SKEW = timedelta(minutes=5)
 
 
 class Notify(Strict):
@@ -207,6 +236,10 @@ class MedicConfig(Strict):
     # Days the EventBridge archive keeps every event Medic's rules match, for `medic backtest`. The archive's
     # RetentionDays also takes 0 (keep forever: storage grows without end), which Medic does not offer.
     event_archive_days: int = Field(default=30, ge=1, le=3650)
+    # Each function gets its reserved concurrency (infra/components/function.py RESERVED_CONCURRENCY): a flood of one
+    # kind of event cannot starve the others. false: none (an account whose concurrency limit is under their sum
+    # plus the 100 Lambda keeps unreserved, where the deploy would fail).
+    reserved_concurrency: bool = True
 
     @model_validator(mode="before")
     @classmethod

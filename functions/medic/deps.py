@@ -23,7 +23,7 @@ from medic.adapters.pager import Pager
 from medic.config import Cluster, MedicConfig
 from medic.core import clock
 from medic.core.mode import Mode
-from medic.core.models import Action, NodeInfo, Outcome
+from medic.core.models import Action, Edge, NodeInfo, Outcome
 from medic.core.record import Record
 from medic.core.repairs import DrainNote
 from medic.ledger.table import Table
@@ -162,11 +162,19 @@ class Deps:
     now: Callable[[], datetime] = clock.now
     # The deploying account (from the page topic's ARN): events naming another account's cluster are rejected.
     account: str = ""
+    # The stack's partition (from the same ARN): aws, aws-us-gov, aws-cn, aws-iso-b, ...; events naming another are
+    # rejected.
+    partition: str = "aws"
     training: TrainingJobs = _OnFirstUse(_training)  # type: ignore[assignment]
     checkpoints: Checkpoints = _OnFirstUse(_checkpoints)  # type: ignore[assignment]
     metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]
     # AGENT_QUEUES (cluster name -> agent queue URL, Slurm and EKS agents alike), read on first use; unset: none
     agents: AgentQueues = _OnFirstUse(_agents)  # type: ignore[assignment]
+
+    def edge(self) -> dict[str, Edge]:
+        """The validation context every event is parsed with (core.models.MedicEvent): now, and where the stack
+        runs."""
+        return {"edge": Edge(now=self.now(), partition=self.partition, account=self.account, region=self.region)}
 
     def jobs_on(self, cluster: Cluster) -> JobsOnNode:
         return self.jobs_on_node.get(cluster.orchestrator, NO_JOBS_ON_NODE)

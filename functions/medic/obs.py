@@ -11,6 +11,7 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from medic.core.models import RemediationRecord
+from medic.core.text import quoted
 from medic.core.timeline import DURATIONS, MOMENTS
 
 SERVICE = "medic"
@@ -18,6 +19,7 @@ NAMESPACE = "Medic"
 CLUSTER_NAMESPACE = "Medic/Cluster"  # the reconciler's per-cluster gauges (dimensions Cluster, service)
 INCIDENTS_NAMESPACE = "Medic/Incidents"  # one metric per incident duration (dimensions kind, cluster)
 INCIDENT_MESSAGE = "incident"
+REDRIVE_MESSAGE = "redrive override"  # an event redriven with an operator's override reached a handler
 # Fields whose null is meaningful (not applicable; a moment that never came): kept in the log line.
 RECORD_FIELDS = frozenset(RemediationRecord.model_fields) | frozenset(
     {"kind", "node_id", "jobs", *MOMENTS, *DURATIONS, "lost_steps", "lost_minutes"})
@@ -50,6 +52,13 @@ def note_event(event: Any) -> None:
         if when is not None and when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
     _event_time.set(when)
+    override = event.get("medic-redrive") if isinstance(event, dict) else None
+    if override is not None:  # an operator's override on a redriven event (core.models.MedicEvent): on the record
+        fields = override if isinstance(override, dict) else {}
+        logger.warning(REDRIVE_MESSAGE, extra={
+            "event_id": quoted(str(event.get("id")), 80), "event_time": quoted(str(event.get("time")), 40),
+            "override_event": quoted(str(fields.get("event")), 80), "override_by": quoted(str(fields.get("by")), 128),
+            "override_reason": quoted(str(fields.get("reason")), 500)})
 
 
 def emit_record(record: dict) -> None:

@@ -48,6 +48,12 @@ def account_of(arn: str) -> str:
     return parts[4] if len(parts) > 5 and parts[4].isdigit() else ""
 
 
+def partition_of(arn: str) -> str:
+    """The partition of an ARN (aws, aws-us-gov, aws-cn, aws-iso-b, ...); "aws" when it names none."""
+    parts = arn.split(":")
+    return parts[1] if len(parts) > 5 and parts[0] == "arn" and parts[1] else "aws"
+
+
 @functools.cache
 def dependencies() -> Deps:
     config = MedicConfig.from_env(os.environ["MEDIC_CONFIG"])
@@ -62,4 +68,5 @@ def dependencies() -> Deps:
         jobs_on_node=JOBS_ON_NODE,
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         account=account_of(os.environ["PAGE_TOPIC_ARN"]),
+        partition=partition_of(os.environ["PAGE_TOPIC_ARN"]),
     )

@@ -73,13 +73,15 @@ class AgentQueue(Construct):
                     conditions={"ForAllValues:StringLike": {
                         "dynamodb:LeadingKeys": [f"agent#{name}", f"agent#{name}#command#*"]}}),
                 # Its claim is one TransactWriteItems: the Put above, and a ConditionCheck that Medic issued the
-                # command (`command#<id>/issued` names this cluster, kind, target, incident). A transaction is
-                # authorized per action: dynamodb:ConditionCheckItem for the check (DynamoDB Developer Guide,
-                # "Using IAM with DynamoDB transactions"). A check reads nothing back and writes nothing.
+                # command (`command#<cluster>#<id>/issued` names this cluster, kind, target, incident). A transaction
+                # is authorized per action: dynamodb:ConditionCheckItem for the check (DynamoDB Developer Guide,
+                # "Using IAM with DynamoDB transactions"). A check reads nothing back and writes nothing, but whether
+                # it passes tells of the item: only this cluster's commands (dynamodb:LeadingKeys, "Using IAM policy
+                # conditions for fine-grained access control"), so an agent cannot probe another cluster's.
                 iam.PolicyStatement(
                     actions=["dynamodb:ConditionCheckItem"],
                     resources=[shared.table.table_arn],
-                    conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["command#*"]}}),
+                    conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"command#{name}#*"]}}),
             ],
         )
         CfnOutput(self, "QueueUrl", value=self.queue.queue_url,
@@ -165,6 +167,7 @@ class AgentChannel(Construct):
             environment={**shared.environment(), "AGENT_QUEUES": queue_urls},
             layers=list(shared.layers),
             key=shared.key,
+            reserved_concurrency=shared.reserved("operator_request"),
         )
         shared.grant_ledger_paging_mode(self.requeue.role)
         self.requeue.role.add_to_policy(iam.PolicyStatement(
@@ -186,6 +189,7 @@ class AgentChannel(Construct):
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,
+            reserved_concurrency=shared.reserved("agent_results"),
         )
         shared.grant_ledger_paging_mode(self.results.role)
         slurm = [cluster for cluster in shared.config.clusters if cluster.orchestrator == "slurm"]
@@ -215,9 +219,10 @@ class AgentChannel(Construct):
             on_failure=sources.SqsDlq(self.stream_failures.queue),
             filters=[lambda_.FilterCriteria.filter({
                 "eventName": lambda_.FilterRule.or_("INSERT", "MODIFY"),
-                # the agents' own items only: their results, and their heartbeats (timed here by DynamoDB)
-                "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.or_("result", "heartbeat")},
-                                      "pk": {"S": lambda_.FilterRule.begins_with("agent#")}}}})],
+                # every item the agents write, as it is written: their results and heartbeats (timed here by
+                # DynamoDB) are recorded, and each gets an expiry when the agent's own does not bound it (an agent's
+                # grant cannot require one: flows/agent/expiry.py). Medic writes nothing under `agent#` but that.
+                "dynamodb": {"Keys": {"pk": {"S": lambda_.FilterRule.begins_with("agent#")}}}})],
         ))
         for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
             Validations.of(self.results.role).acknowledge(Acknowledgment(

@@ -21,7 +21,8 @@ class ClusterEvents(Construct):
         self.handler = MedicFunction(
             self, "Handler", handler="medic.handlers.cluster_event.handler",
             description="Medic: record HyperPod cluster events (capacity, lifecycle scripts, failed repairs)",
-            environment=shared.environment(), layers=list(shared.layers), key=shared.key)
+            environment=shared.environment(), layers=list(shared.layers), key=shared.key,
+            reserved_concurrency=shared.reserved("cluster_event"))
         shared.grant_ledger_paging_mode(self.handler.role)
         self.rule = events.Rule(
             self, "Rule",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
@@ -13,6 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.event_patterns import exclude_replays
+from medic.config import DEAD_LETTER_RETENTION, EVENTBRIDGE_MAX_EVENT_AGE, LAMBDA_MAX_EVENT_AGE
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
@@ -37,22 +39,47 @@ class DeadLetterQueue(Construct):
             encryption=sqs.QueueEncryption.KMS,
             encryption_master_key=key,
             enforce_ssl=True,
-            retention_period=Duration.days(14),
+            retention_period=_duration(DEAD_LETTER_RETENTION),
         )
         for rule in ("AwsSolutions::AwsSolutions-SQS3", "Serverless::Serverless-SQSRedrivePolicy"):
             Validations.of(self.queue).acknowledge(Acknowledgment(
                 id=rule, reason="This queue is itself a dead-letter queue; its depth alarm pages an operator."))
 
 
+# Reserved concurrency of each function (Shared.reserved): at most this many of its invocations run at once, and this
+# many always can ("Reserved concurrency acts as both a lower and upper bound", Lambda developer guide, "Configuring
+# reserved concurrency for a function"). A flood of one kind of event (an HMA storm, a burst of operator requests,
+# a compromised agent's writes) then waits in Lambda's queue, retried for up to LAMBDA_MAX_EVENT_AGE ("For
+# throttling errors (429) ... Lambda returns the event to the queue and attempts to run the function again for up to
+# 6 hours", "How Lambda handles errors and retries with asynchronous invocation"), instead of taking the account's
+# concurrency from Medic's other functions (the reconciler, the alarm handler) and the account's other workloads.
+# Lambda keeps 100 of the account's concurrency unreserved ("You can reserve up to the Unreserved account
+# concurrency value ... minus 100"): these need an account limit of sum + 100 (README, "Before you deploy";
+# medic.yaml `reserved_concurrency: false` reserves none). Each is far above what the function needs.
+RESERVED_CONCURRENCY = {
+    "node_health": 10,  # one per node event; a storm is decided in seconds, the guardrails suppress the rest
+    "cluster_event": 5,
+    "training_job": 5,
+    "operator_request": 5,  # any principal allowed events:PutEvents can send one
+    "alarm": 5,
+    "agent_results": 5,  # a stream: one batch per shard at a time anyway
+    "reconciler": 2,  # a run every 5 minutes
+    "recovery_check": 2,  # a run every 5 minutes
+}
+
+
 class MedicFunction(Construct):
     """A Medic handler: Python 3.13 on arm64, Powertools v3 and the pinned boto3 as layers, its own
-    log group and least-privilege role, async retries twice, then its dead-letter queue."""
+    log group and least-privilege role, async retries twice, then its dead-letter queue; its reserved concurrency
+    (RESERVED_CONCURRENCY) when the config reserves any."""
 
     def __init__(self, scope: Construct, construct_id: str, *, handler: str, description: str,
                  environment: dict[str, str], layers: list[lambda_.ILayerVersion], key: kms.IKey,
-                 timeout_seconds: int = 60, memory_size: int = 512, unscoped_reason: str = "") -> None:
+                 timeout_seconds: int = 60, memory_size: int = 512, unscoped_reason: str = "",
+                 reserved_concurrency: int | None = None) -> None:
         super().__init__(scope, construct_id)
         self.timeout_seconds = timeout_seconds
+        self.reserved_concurrency = reserved_concurrency
         self.dead_letters = DeadLetterQueue(self, "DeadLetters", key=key).queue
         self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR,
                                        removal_policy=RemovalPolicy.RETAIN)
@@ -74,12 +101,13 @@ class MedicFunction(Construct):
             logging_format=lambda_.LoggingFormat.JSON,
             timeout=Duration.seconds(timeout_seconds),
             memory_size=memory_size,
+            reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
             environment={"POWERTOOLS_SERVICE_NAME": "medic", "POWERTOOLS_METRICS_NAMESPACE": "Medic",
                          **environment},
             dead_letter_queue=self.dead_letters,
             retry_attempts=2,
-            max_event_age=Duration.hours(6),
+            max_event_age=_duration(LAMBDA_MAX_EVENT_AGE),  # the handlers' age bound counts it (medic.config)
         )
         # Exact actions (no ReEncrypt*, no GenerateDataKey*): the ledger, the topic and the DLQ use this key.
         self.role.add_to_policy(iam.PolicyStatement(
@@ -98,8 +126,9 @@ class MedicFunction(Construct):
         using dead-letter queues", 24 hours and 185 attempts by default), then kept in the dead-letter queue; a
         scheduled run is not worth delivering late: the next one comes soon. Once Lambda accepted the event,
         retrying a failed handler is Lambda's (retry_attempts above: Lambda developer guide, "Asynchronous
-        invocation")."""
-        retries, age = (2, Duration.minutes(10)) if scheduled else (185, Duration.hours(24))
+        invocation"). Both windows come from medic.config, which derives from them the oldest event a handler
+        accepts (EVENT_AGE_LIMIT): change them there, and the bound follows."""
+        retries, age = (2, Duration.minutes(10)) if scheduled else (185, _duration(EVENTBRIDGE_MAX_EVENT_AGE))
         if not scheduled:
             exclude_replays(rule)
         rule.add_target(targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters,
@@ -113,3 +142,7 @@ class MedicFunction(Construct):
             id="Serverless::Serverless-LambdaAsyncFailureDestination",
             reason="Failed async invocations go to the function's dead-letter queue (the event itself, redrivable "
                    "as is, next to the rule's undeliverable events); a destination would deliver them twice."))
+
+
+def _duration(delta: timedelta) -> Duration:
+    return Duration.seconds(int(delta.total_seconds()))

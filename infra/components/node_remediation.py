@@ -30,6 +30,7 @@ class NodeRemediation(Construct):
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,
+            reserved_concurrency=shared.reserved("node_health"),
         )
         role = self.handler.role
         role.add_to_policy(iam.PolicyStatement(

@@ -110,7 +110,8 @@ class Operations(Construct):
             ("Errors", handler.metric_errors(period=SPARSE_PERIOD, statistic="Sum"), 0,
              "raised errors (the events are retried, then kept in its dead-letter queue)"),
             ("Throttles", handler.metric_throttles(period=SPARSE_PERIOD, statistic="Sum"), 0,
-             "was throttled (account concurrency)"),
+             "was throttled (its reserved concurrency, or the account's, is in use: a flood of events, which wait in "
+             "Lambda's queue and are retried for up to 6 hours)"),
             ("Duration", handler.metric_duration(period=SPARSE_PERIOD, statistic="Maximum"), 0.8 * timeout_ms,
              f"ran for more than 80% of its {function.timeout_seconds} s timeout"),
         ):

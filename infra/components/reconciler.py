@@ -31,6 +31,7 @@ class Reconciler(Construct):
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,
+            reserved_concurrency=shared.reserved("reconciler"),
         )
         role = self.handler.role
         role.add_to_policy(iam.PolicyStatement(

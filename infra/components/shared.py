@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aws_cdk import Aws
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -45,7 +46,22 @@ class Shared:
                 f"{namespace}{prefix}*" for namespace in LEDGER_NAMESPACES for prefix in LEDGER_DELETED_PREFIXES]}}))
         role.add_to_principal_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn]))
         role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["ssm:GetParameter"], resources=[self.mode.parameter_arn]))
+            actions=["ssm:GetParameter"], resources=[self.mode_parameter_arn]))
+
+    @property
+    def mode_parameter_arn(self) -> str:
+        """The mode parameter's ARN where the stack is deployed: the partition, region and account CloudFormation
+        resolves at deploy (AWS::Partition, AWS::Region, AWS::AccountId). The parameter's own `parameter_arn` writes
+        the region and account the app was synthesized for (app.py's CDK_DEFAULT_REGION, the synthesizing
+        credentials' default), which a template deployed elsewhere would not match: the functions could not read
+        the mode, and would run on the deployed one."""
+        return f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}:{Aws.ACCOUNT_ID}:parameter{self.mode.parameter_name}"
+
+    def reserved(self, function: str) -> int | None:
+        """The function's reserved concurrency (function.RESERVED_CONCURRENCY); None when the config reserves none."""
+        from infra.components.function import RESERVED_CONCURRENCY
+
+        return RESERVED_CONCURRENCY[function] if self.config.reserved_concurrency else None
 
     def environment(self) -> dict[str, str]:
         return {

@@ -150,12 +150,12 @@ class AlarmResponse(Construct):
             self, "Handler", handler="medic.handlers.alarm.handler",
             description="Medic: act on training and cluster alarms (restart, page, close)",
             environment=environment, layers=list(shared.layers), key=shared.key,
-            unscoped_reason=METRICS_UNSCOPED)
+            unscoped_reason=METRICS_UNSCOPED, reserved_concurrency=shared.reserved("alarm"))
         self.recovery = MedicFunction(
             self, "RecoveryCheck", handler="medic.handlers.recovery_check.handler",
             description="Medic: check that training resumed after each restart; escalate if not",
             environment=environment, layers=list(shared.layers), key=shared.key,
-            unscoped_reason=METRICS_UNSCOPED)
+            unscoped_reason=METRICS_UNSCOPED, reserved_concurrency=shared.reserved("recovery_check"))
         for function in (self.handler, self.recovery):
             shared.grant_ledger_paging_mode(function.role)
             function.role.add_to_policy(iam.PolicyStatement(

@@ -28,6 +28,7 @@ class TrainingJobRestarts(Construct):
             environment=shared.environment(),
             layers=list(shared.layers),
             key=shared.key,
+            reserved_concurrency=shared.reserved("training_job"),
         )
         role = self.handler.role
         # Lower-case too: SageMaker ARNs carry the job name lower-cased.

@@ -297,6 +297,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **untrusted_text_scenarios(),
         **repair_owner_scenarios(sample),
         **replay_scenarios(),
+        **edge_scenarios(),
     }
 
 
@@ -320,6 +321,62 @@ def replay_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "times) reach no handler: no second requeue, no replace, no record, no page",
         ], [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             request, reboot, {"sim": {"advance": "+2h"}}, replayed(request, replay), replayed(reboot, replay)]),
+    }
+
+
+def redriven(live: dict, by: str, reason: str) -> dict:
+    """``live`` as the README's runbook redrives it from a dead-letter queue with the operator's override: the event as
+    it was (id, time, detail), plus the top-level `medic-redrive` naming its id."""
+    return {**live, "medic-redrive": {"event": live["id"], "by": by, "reason": reason}}
+
+
+def edge_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """What every event must be to act at all (issue 28 items 1, 10, 11): of now, of the stack's partition, account
+    and region, with a time zone."""
+    reboot = event(fault="NvidiaErrorReboot")
+    epoch = event(node="i-0a1b2c3d4e5f60718", at=datetime(1970, 1, 1, tzinfo=UTC), fault="NvidiaErrorReboot")
+    healthy = copy.deepcopy(BASE)
+    healthy["id"] = "4b7e1a90-2c3d-4e5f-8a6b-7c8d9e0f1a2b"
+    healthy["time"] = (T0 + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    healthy["detail"]["HealthSummary"].update(HealthStatus="Healthy", HealthStatusReason="", Recommendation="None")
+    gov = event(at=T_JOB + minutes(6), fault="NvidiaErrorReboot")
+    gov["detail"]["ClusterArn"] = "arn:aws-us-gov:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za"
+    gov["resources"] = [gov["detail"]["ClusterArn"]]
+    iso_job = training_failed()
+    iso_job["detail"]["TrainingJobArn"] = iso_job["detail"]["TrainingJobArn"].replace("arn:aws:", "arn:aws-iso-b:")
+    iso_job["resources"] = [iso_job["detail"]["TrainingJobArn"]]
+    other_account = alarm("divergence", "ALARM", T_JOB + minutes(5))
+    other_account.update(account="999999999999",
+                         resources=["arn:aws:cloudwatch:us-west-2:999999999999:alarm:medic-divergence-llama3-70b"])
+    naive = event(node="i-0a1b2c3d4e5f60718", at=T0 + minutes(2), fault="NvidiaErrorReboot")
+    naive["time"] = naive["time"].removesuffix("Z")
+    naive_alarm = alarm("divergence", "ALARM", T0 + minutes(3))
+    naive_alarm["detail"]["state"]["timestamp"] = naive_alarm["detail"]["state"]["timestamp"].removesuffix("+0000")
+    return {
+        "zza-dlq-redrive-days-later.jsonl": ([
+            "title: (zza) A node health event left in a dead-letter queue is redriven eight days later, as is and "
+            "then with the operator's override; and an event dated 1970",
+            "expect: the plain redrive is rejected naming its age (8 d, older than the 1 d 7 h deliveries can take), "
+            "no call; the redrive with the override (medic-redrive for its id) reboots the node; the 1970 event is "
+            "rejected; one reboot in all, no page",
+        ], [clock(T0 + timedelta(days=8)), reboot,
+            redriven(reboot, "alice@example.com", "DLQ after the DynamoDB outage; the node still reports Xid 79"),
+            epoch]),
+        "zzb-future-dated-healthy.jsonl": ([
+            "title: (zzb) A Healthy report dated a month ahead arrives between two faults of the node",
+            "expect: the node is rebooted; the future-dated Healthy report is rejected (dated 30 d after Medic's "
+            "clock); the node failing again two hours later is replaced (escalation), not ignored as stale",
+        ], [reboot, {"sim": {"advance": "+20m"}}, {"sim": {"put_event": healthy}},
+            event(at=T0 + timedelta(hours=2), fault="NvidiaErrorReboot")]),
+        "zzc-foreign-partition-and-account.jsonl": ([
+            "title: (zzc) Events naming another partition (aws-us-gov, aws-iso-b) or another account's alarm",
+            "expect: the node event, the training job event and the alarm are rejected: no reboot, no restart, no "
+            "page",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, iso_job, other_account, gov]),
+        "zzd-time-without-zone.jsonl": ([
+            "title: (zzd) A node event and an alarm whose times have no time zone",
+            "expect: both rejected naming the time; no crash, nothing in a dead-letter queue, no call, no page",
+        ], [clock(T0), naive, naive_alarm]),
     }
 
 
@@ -472,7 +529,8 @@ def every_minute(first: datetime, last: datetime, **published: object) -> list[d
 
 
 # AWS's documented "State change for a single-metric alarm" (docs.aws.amazon.com/AmazonCloudWatch/latest/
-# monitoring/cloudwatch-and-eventbridge.html), verbatim but for the names (alarm, ARN) and the times.
+# monitoring/cloudwatch-and-eventbridge.html), verbatim but for the names (alarm, ARN), the times and the region
+# (the stack's, us-west-2: Medic rejects an alarm event of another region, issue 28 item 10).
 AWS_SAMPLE_ALARM = {
     "version": "0",
     "id": "c4c1c1c9-6542-e61b-6ef0-8c4d36933a92",
@@ -480,8 +538,8 @@ AWS_SAMPLE_ALARM = {
     "source": "aws.cloudwatch",
     "account": "123456789012",
     "time": "2026-11-21T03:11:40Z",
-    "region": "us-east-1",
-    "resources": ["arn:aws:cloudwatch:us-east-1:123456789012:alarm:medic-stall-llama3-70b"],
+    "region": "us-west-2",
+    "resources": ["arn:aws:cloudwatch:us-west-2:123456789012:alarm:medic-stall-llama3-70b"],
     "detail": {
         "alarmName": "medic-stall-llama3-70b",
         "configuration": {
@@ -551,8 +609,8 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             *every_minute(T_ALARM + minutes(2), T_ALARM + minutes(9), steps=60, loss="nan", tokens_per_sec=41000.0),
             clock(T_ALARM + minutes(10))]),
         "p-alarm-repeat-delivery.jsonl": ([
-            "title: (p) AWS's documented alarm event (names changed) delivered three times (twice as is, once under "
-            "another id)",
+            "title: (p) AWS's documented alarm event (names and region changed) delivered three times (twice as is, "
+            "once under another id)",
             "expect: ignored once (the heartbeat read back counts steps: the job is making progress, no requeue), "
             "then duplicate twice; no command; the evaluated stall alarm itself stays OK",
         ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,

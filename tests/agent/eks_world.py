@@ -49,9 +49,9 @@ def restart_body(job_kind: str = "PyTorchJob", namespace: str = "kubeflow", job_
 
 
 def issue_restart(dynamodb: Any, table: str, body: dict) -> None:
-    """Medic's `command#<id>/issued` item for a restart_job (target <job_kind>/<namespace>/<job_name>)."""
+    """Medic's `command#<cluster>#<id>/issued` item for a restart_job (target <job_kind>/<namespace>/<job_name>)."""
     target = f"{body['job_kind']}/{body['namespace']}/{body['job_name']}"
     dynamodb.put_item(TableName=table, Item={
-        "pk": {"S": f"command#{body['command_id']}"}, "sk": {"S": "issued"},
+        "pk": {"S": f"command#{body['cluster']}#{body['command_id']}"}, "sk": {"S": "issued"},
         "cluster": {"S": body["cluster"]}, "kind": {"S": body["kind"]}, "target": {"S": target},
         "incident": {"S": body["incident"]}})

@@ -27,9 +27,10 @@ def command_body(cluster: str, kind: str = "requeue_job", command_id: str | None
             "incident": "job:test", "issued_at": "2026-12-02T18:00:00+00:00", **fields}
 
 
-def issue(dynamodb: Any, table: str, body: dict, **changes: str) -> None:
+def issue(dynamodb: Any, table: str, body: dict, legacy: bool = False, **changes: str) -> None:
     """Medic's own record of issuing the command (what restart_through_agent writes before it queues it): the
-    agent runs a command only when this item names the same cluster, kind, target and incident."""
+    agent runs a command only when this item names the same cluster, kind, target and incident. ``legacy``: where a
+    Medic from before commands were keyed by cluster wrote it (`command#<id>`)."""
     if "job_id" in body:
         target = body["job_id"] + ("@" + ",".join(body["job_names"]) if body.get("job_names") else "")
     elif "node" in body or "job_ids" in body:
@@ -39,8 +40,13 @@ def issue(dynamodb: Any, table: str, body: dict, **changes: str) -> None:
     fields = {"cluster": body["cluster"], "kind": body["kind"], "target": target, "incident": body["incident"],
               **changes}
     dynamodb.put_item(TableName=table, Item={
-        "pk": {"S": f"command#{body['command_id']}"}, "sk": {"S": "issued"},
+        "pk": {"S": issued_pk(body["cluster"], body["command_id"], legacy)}, "sk": {"S": "issued"},
         **{key: {"S": value} for key, value in fields.items()}})
+
+
+def issued_pk(cluster: str, command_id: str, legacy: bool = False) -> str:
+    """The partition of Medic's `issued` item for a command (medic.ledger.agents.CommandRef)."""
+    return f"command#{command_id}" if legacy else f"command#{cluster}#{command_id}"
 
 
 def send(sqs: Any, queue_url: str, body: dict | str) -> str:

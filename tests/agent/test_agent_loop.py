@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import boto3
 import pytest
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError
 from medic_agent import __version__
 from medic_agent.ledger import Ledger
 from medic_agent.main import INTERRUPTED, Agent, main
@@ -242,6 +242,63 @@ class TestRefuses:
         world.agent().poll()
         # Then nothing runs and nothing is written
         assert world.runner.argvs == [] and world.result(body) is None and world.depth() == 0
+
+    def test_a_command_issued_to_another_cluster_is_not_run(self, world):
+        # Given Medic issued this command id to another cluster (its `command#other-slurm#<id>/issued`), and the same
+        # message on this agent's queue
+        body = world.send(issued=False, job_id="4211")
+        issue(world.dynamodb, world.table, {**body, "cluster": "other-slurm"})
+        # When the agent polls
+        world.agent().poll()
+        # Then it finds no such command for its own cluster: nothing runs, nothing is written
+        assert world.runner.argvs == [] and world.result(body) is None and world.depth() == 0
+
+
+class TestUpgrade:
+    """Commands Medic issued before it keyed them by cluster (issue 28 item 12): `command#<id>/issued`."""
+
+    def test_a_command_issued_under_the_old_key_runs_where_the_stack_lets_the_agent_check_it(self, world):
+        # Given a command a Medic from before the change issued (its old key), the agent upgraded first
+        body = world.send(issued=False, job_id="4211")
+        issue(world.dynamodb, world.table, body, legacy=True)
+        # When the agent polls (the old stack's grant lets it check `command#*`)
+        world.agent().poll()
+        # Then the command runs once and its result is written under the agent's own key, as always
+        assert world.runner.argvs == [["scontrol", "requeue", "4211"]]
+        assert world.result(body)["status"] == "executed"
+
+    def test_where_the_stack_refuses_the_old_key_the_command_is_not_run(self, world):
+        # Given the same command after the stack's upgrade: its grant refuses a check outside `command#<cluster>#*`
+        body = world.send(issued=False, job_id="4211")
+        issue(world.dynamodb, world.table, body, legacy=True)
+        ledger = Ledger(world.table, lambda: world.dynamodb)
+        refusing = DeniesOldKeys(world.dynamodb)
+        ledger._client = refusing
+        # When the agent polls
+        world.agent(ledger=ledger).poll()
+        # Then it is refused as not issued (Medic's sweep closes it as failed, with a page): nothing runs
+        assert refusing.denied == 1
+        assert world.runner.argvs == [] and world.result(body) is None and world.depth() == 0
+
+
+class DeniesOldKeys:
+    """The DynamoDB client as IAM lets the agent use it after the upgrade: a transaction whose ConditionCheck names a
+    key outside `command#<cluster>#*` is refused with AccessDeniedException (IAM checks a transaction per action)."""
+
+    def __init__(self, client) -> None:
+        self.client, self.denied = client, 0
+
+    def transact_write_items(self, **kwargs):
+        for action in kwargs["TransactItems"]:
+            check = action.get("ConditionCheck")
+            if check and not check["Key"]["pk"]["S"].startswith(f"command#{CLUSTER}#"):
+                self.denied += 1
+                raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}},
+                                  "TransactWriteItems")
+        return self.client.transact_write_items(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
 
 
 class TestOnce:

@@ -142,7 +142,7 @@ def test_o_a_nan_loss_fires_the_divergence_alarm_which_pages_once_with_the_last_
 
 
 def test_p_awss_documented_alarm_event_delivered_three_times_acts_once(replay):
-    # Given AWS's sample "State change for a single-metric alarm" (names changed), twice as is and once under
+    # Given AWS's sample "State change for a single-metric alarm" (names and region changed), twice as is and once under
     # another event id, while the evaluated stall alarm itself stays OK (the probe is healthy)
     result = replay(SCENARIOS / "p-alarm-repeat-delivery.jsonl")
     # Then the first delivery reads the heartbeat back (one GetMetricData), finds the job stepping and does

@@ -147,7 +147,8 @@ def test_zc_forged_agent_result_for_another_clusters_incident_is_rejected_and_th
     # Then the forged result is rejected under an incident of its own, and paged once
     deferred, forged, failed = result.records
     assert (forged["outcome"], forged["cluster"], forged["job"]) == ("rejected", "other-slurm", None)
-    assert forged["incident"].startswith("command:other-slurm:") and "another cluster" in forged["reason"]
+    assert forged["incident"].startswith("command:other-slurm:")
+    assert "never issued this command to other-slurm" in forged["reason"]
     # And when pretrain-slurm's agent comes back and Slurm refuses the requeue, the real incident still pages
     assert (deferred["outcome"], failed["outcome"], failed["paged"]) == ("deferred", "failed", True)
     assert deferred["incident"] == failed["incident"] == f"job:slurm:{CLUSTER}:4211"

@@ -114,10 +114,22 @@ class Medic:
     slept: list[float] = field(default_factory=list)  # the adapter's pauses before a per-node retry
 
     def handle(self, event: dict) -> dict:
-        return remediate_node(event, self.deps)
+        return remediate_node(self.arrives(event), self.deps)
 
     def at(self, iso: str) -> None:
         self.clock[0] = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+    def arrives(self, event: dict) -> dict:
+        """The event as EventBridge delivers it: not before it happened. A later `time` moves the clock there (a
+        test's events come in time order); an earlier one leaves it (a late event arrives with its age)."""
+        when = event.get("time") if isinstance(event, dict) else None
+        try:
+            moment = datetime.fromisoformat(when.replace("Z", "+00:00")) if isinstance(when, str) else None
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None and moment > self.clock[0]:
+            self.clock[0] = moment
+        return event
 
     def set_mode(self, mode: str) -> None:
         self.ssm.put_parameter(Name=MODE_PARAMETER, Value=mode, Type="String", Overwrite=True)

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Trigger
+from medic.flows.agent.command_sweep import sweep_commands
 from medic.handlers import agent_results
 from medic.ledger.agents import AgentStore
 from tests.functional.conftest import CLUSTER
@@ -246,7 +247,7 @@ def test_forged_result_for_another_clusters_incident_is_rejected_and_the_real_re
     assert response == {"batchItemFailures": []}
     assert (record["outcome"], record["incident"], record["cluster"], record["job"]) == (
         "rejected", f"command:other-slurm:{SAMPLE_COMMAND}", "other-slurm", None)
-    assert "another cluster" in record["reason"] and "\n" not in record["reason"]
+    assert "never issued this command to other-slurm" in record["reason"] and "\n" not in record["reason"]
     assert slurm.item(f"incident#job:slurm:{CLUSTER}:4211", "page") is None
     # And one page says a result was rejected; the forged text appears only quoted, on one line
     [page] = slurm.medic.pages()
@@ -261,6 +262,42 @@ def test_forged_result_for_another_clusters_incident_is_rejected_and_the_real_re
     assert (real["outcome"], real["incident"]) == ("executed", f"job:slurm:{CLUSTER}:4211")
 
 
+def issue_sample_command_before_the_upgrade(slurm: SlurmWorld) -> None:
+    """The sample's command as a Medic from before commands were keyed by cluster issued it: `command#<id>/issued`,
+    and its open-command note without `keyed` (issue 28 item 12)."""
+    issue_sample_command(slurm)
+    table = slurm.medic.deps.table
+    item = table.get({"pk": {"S": f"command#{CLUSTER}#{SAMPLE_COMMAND}"}, "sk": {"S": "issued"}})
+    table.delete({"pk": {"S": f"command#{CLUSTER}#{SAMPLE_COMMAND}"}, "sk": {"S": "issued"}})
+    table.put({**item, "pk": {"S": f"command#{SAMPLE_COMMAND}"}})
+    table.client.update_item(TableName=table.name, Key=table.key("recovery#command", SAMPLE_COMMAND),
+                             UpdateExpression="REMOVE keyed")
+
+
+def test_the_result_of_a_command_issued_before_the_upgrade_is_recorded_once_at_its_old_key(slurm):
+    # Given a command in flight when the stack was upgraded: issued under its old key
+    issue_sample_command_before_the_upgrade(slurm)
+    # When its result arrives (twice: the stream redelivers)
+    _, [record] = deliver(slurm, load_event("ledger-stream-agent-result"))
+    _, again = deliver(slurm, load_event("ledger-stream-agent-result"))
+    # Then it is the command's final record, not a forgery, and recorded once, where it was issued
+    assert (record["outcome"], record["incident"]) == ("executed", f"job:slurm:{CLUSTER}:4211")
+    assert again == [] and slurm.medic.pages() == []
+    assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is not None
+
+
+def test_a_command_issued_before_the_upgrade_is_withdrawn_at_its_old_key(slurm):
+    # Given a command in flight when the stack was upgraded, which its agent never took on
+    issue_sample_command_before_the_upgrade(slurm)
+    # When the reconciler's sweep finds it past its deadline
+    slurm.medic.at("2026-11-20T08:30:00Z")
+    [record] = sweep_commands({"id": "sweep-1"}, slurm.medic.deps)
+    # Then it is withdrawn where the agent would check it (so it never runs late), and closed as failed
+    assert record["outcome"] == "failed" and "withdrew" in record["reason"]
+    assert "withdrawn_at" in slurm.item(f"command#{SAMPLE_COMMAND}", "issued")
+    assert slurm.item(f"command#{CLUSTER}#{SAMPLE_COMMAND}", "issued") is None
+
+
 def test_forged_result_for_a_command_medic_never_issued_is_rejected_and_paged_once(slurm):
     # Given no command issued, and the cluster's agent writing a result for one anyway
     event = load_event("ledger-stream-agent-result")
@@ -269,7 +306,7 @@ def test_forged_result_for_a_command_medic_never_issued_is_rejected_and_paged_on
     # Then it is rejected, not executed, and paged once
     assert (record["outcome"], record["action"], record["paged"]) == ("rejected", "none", True)
     assert "never issued" in record["reason"]
-    assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
+    assert slurm.item(f"command#{CLUSTER}#{SAMPLE_COMMAND}", "recorded") is None
     assert len(slurm.medic.pages()) == 1
 
 
@@ -302,7 +339,7 @@ def test_forged_result_naming_another_incident_kind_or_target_is_rejected(slurm,
     # Then it is rejected, and the incident Medic issued the command for is not closed or paged
     assert record["outcome"] == "rejected" and next(iter(change)) in record["reason"]
     assert record["incident"] == f"command:{CLUSTER}:{SAMPLE_COMMAND}"
-    assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
+    assert slurm.item(f"command#{CLUSTER}#{SAMPLE_COMMAND}", "recorded") is None
 
 
 class FlakyLedgerClient:
@@ -314,7 +351,7 @@ class FlakyLedgerClient:
         self.failing = True
 
     def get_item(self, **kwargs: Any) -> dict:
-        if self.failing and kwargs["Key"]["pk"]["S"] == f"command#{self.command_id}":
+        if self.failing and kwargs["Key"]["pk"]["S"] == f"command#{CLUSTER}#{self.command_id}":
             raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
                               "GetItem")
         return self._client.get_item(**kwargs)
@@ -378,5 +415,4 @@ def test_writes_that_are_not_results_are_skipped(slurm):
     response, records = deliver(slurm, event)
     # Then nothing is recorded and nothing is written
     assert (response, records) == ({"batchItemFailures": []}, [])
-    assert slurm.item(f"command#{SAMPLE_COMMAND}", "recorded") is None
-
+    assert slurm.item(f"command#{CLUSTER}#{SAMPLE_COMMAND}", "recorded") is None

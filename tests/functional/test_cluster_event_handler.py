@@ -22,6 +22,11 @@ def cluster_event(**changes) -> dict:
     return event
 
 
+def deliver(medic, event: dict) -> dict:
+    """The event as the handler gets it: when it happened (the clock moves to its time) or later."""
+    return record_cluster_event(medic.arrives(event), medic.deps)
+
+
 def replaced_by_medic(medic, node: str = NODE) -> None:
     """Medic replaced the node at 09:00 (the event path, against the Stubber)."""
     from tests.helpers import node_event
@@ -40,7 +45,7 @@ def test_a_replacement_medic_started_that_fails_for_capacity_is_closed_as_failed
     replaced_by_medic(medic)
     # When HyperPod reports that the new instance could not be launched for lack of capacity
     medic.at("2026-11-20T09:02:41Z")
-    record = record_cluster_event(cluster_event(), medic.deps)
+    record = deliver(medic, cluster_event())
     # Then Medic's action is recorded as failed, with the capacity message, on the node's incident
     assert (record["incident"], record["action"], record["outcome"], record["fault"]) == (
         f"node:{CLUSTER}:{NODE}", "replace_node", "failed", "capacity_shortfall")
@@ -53,13 +58,13 @@ def test_a_replacement_medic_started_that_fails_for_capacity_is_closed_as_failed
     state, _ = NodeStore(medic.deps.table).load(CLUSTER, NODE)
     assert state.outcome == "failed"
     # And the same failure reported again (another event) pages no more
-    again = record_cluster_event(cluster_event(EventId="2a3b4c5d-0000-4000-8000-000000000001"), medic.deps)
+    again = deliver(medic, cluster_event(EventId="2a3b4c5d-0000-4000-8000-000000000001"))
     assert (again["outcome"], again["paged"]) == ("deferred", False)
     assert medic.pages() == []
 
 
 def test_an_event_medic_did_not_cause_is_deferred_to_a_human_with_one_page(medic):
-    record = record_cluster_event(cluster_event(), medic.deps)
+    record = deliver(medic, cluster_event())
     assert (record["action"], record["outcome"], record["paged"]) == ("none", "deferred", True)
     [page] = medic.pages()
     assert "capacity_shortfall" in page["Subject"]
@@ -75,25 +80,25 @@ def test_an_event_medic_did_not_cause_is_deferred_to_a_human_with_one_page(medic
 def test_cluster_events_are_classified(medic, description, message, fault):
     event = cluster_event(Description=description)
     event["detail"]["EventDetails"]["EventDetails"]["EventMetadata"]["Instance"]["FailureMessage"] = message
-    assert record_cluster_event(event, medic.deps)["fault"] == fault
+    assert deliver(medic, event)["fault"] == fault
 
 
 def test_a_redelivered_event_is_recorded_once(medic):
-    first = record_cluster_event(cluster_event(), medic.deps)
-    second = record_cluster_event(cluster_event(), medic.deps)
+    first = deliver(medic, cluster_event())
+    second = deliver(medic, cluster_event())
     assert (first["outcome"], second["outcome"]) == ("deferred", "duplicate")
     assert len(medic.pages()) == 1
 
 
 def test_events_of_clusters_medic_does_not_manage_are_ignored(medic):
-    record = record_cluster_event(cluster_event(ClusterName="someone-else"), medic.deps)
+    record = deliver(medic, cluster_event(ClusterName="someone-else"))
     assert record["outcome"] == "ignored" and medic.pages() == []
 
 
 @pytest.mark.parametrize("change", [{"InstanceId": "i-0abc; rm -rf /"}, {"EventLevel": "Panic"},
                                     {"ClusterArn": "arn:aws:s3:::bucket"}, {"EventId": None}])
 def test_a_malformed_cluster_event_is_rejected_without_any_action(medic, change):
-    record = record_cluster_event(cluster_event(**change), medic.deps)
+    record = deliver(medic, cluster_event(**change))
     assert (record["outcome"], record["action"]) == ("rejected", "none")
     assert medic.pages() == []
 
@@ -101,7 +106,7 @@ def test_a_malformed_cluster_event_is_rejected_without_any_action(medic, change)
 def test_dry_run_records_without_paging_or_touching_medics_action(medic):
     replaced_by_medic(medic)
     medic.set_mode("dry_run")
-    record = record_cluster_event(cluster_event(), medic.deps)
+    record = deliver(medic, cluster_event())
     assert record["paged"] is False and medic.pages() == []
     state, _ = NodeStore(medic.deps.table).load(CLUSTER, NODE)
     assert state.outcome == "in_flight"  # Medic's accepted replace, as its run left it for the sweep to settle
@@ -133,7 +138,7 @@ def test_a_capacity_failure_of_the_replacement_instance_closes_medics_replace_as
     if instance_id is None:
         del event["detail"]["EventDetails"]["InstanceId"]
     medic.at("2026-11-20T09:02:41Z")
-    record = record_cluster_event(event, medic.deps)
+    record = deliver(medic, event)
     assert (record["incident"], record["action"], record["outcome"]) == (
         f"node:{CLUSTER}:{OLD}", "replace_node", "failed")
     assert NodeStore(medic.deps.table).load(CLUSTER, OLD)[0].outcome == "failed"
@@ -144,7 +149,7 @@ def test_a_capacity_failure_of_the_replacement_instance_closes_medics_replace_as
                                  "arn:aws:sagemaker:us-east-1:123456789012:cluster/k3v9q2w8x1za"])
 def test_a_cluster_event_naming_a_foreign_cluster_arn_is_rejected_and_changes_nothing(medic, arn):
     replaced_by_medic(medic)
-    record = record_cluster_event(cluster_event(ClusterArn=arn), medic.deps)
+    record = deliver(medic, cluster_event(ClusterArn=arn))
     assert (record["outcome"], record["paged"]) == ("rejected", False)
     assert NodeStore(medic.deps.table).load(CLUSTER, NODE)[0].outcome == "in_flight"  # untouched
     assert medic.pages() == []

@@ -64,7 +64,7 @@ def test_a_stall_alarm_queues_one_restart_of_the_jobs_kubernetes_object(eks):
     assert {key: body[key] for key in ("cluster", "kind", "namespace", "job_kind", "job_name", "incident")} == {
         "cluster": EKS, "kind": "restart_job", "namespace": "kubeflow", "job_kind": "PyTorchJob",
         "job_name": JOB, "incident": INCIDENT}
-    issued = eks.item(f"command#{body['command_id']}", "issued")
+    issued = eks.item(f"command#{EKS}#{body['command_id']}", "issued")
     assert (issued["kind"]["S"], issued["target"]["S"]) == ("restart_job", TARGET)
     # And the record says the restart is queued, without a page; Medic watches for proof of recovery
     assert (record["action"], record["outcome"], record["incident"], record["job"], record["paged"]) == (
@@ -404,7 +404,8 @@ def test_a_job_its_operator_does_not_bring_back_after_its_node_failed_is_restart
     # Then Medic restarts it once, trigger node_repair, under its budget, and watches for proof of recovery
     assert (restart["trigger"], restart["outcome"], restart["incident"], restart["attempt"]) == (
         "node_repair", "deferred", INCIDENT, 1)
-    assert "has not trained since" in eks.item(f"command#{eks.queued()[0]['command_id']}", "issued")["details"]["S"]
+    issued = eks.item(f"command#{EKS}#{eks.queued()[0]['command_id']}", "issued")
+    assert "has not trained since" in issued["details"]["S"]
     assert [watch.incident for watch in IncidentStore(eks.medic.deps.table).recoveries()] == [INCIDENT]
     later(eks, 5)
     assert [r for r in sweep(eks) if r["action"] == "restart_job"] == [] and len(eks.queued()) == 1

@@ -15,9 +15,10 @@ import json
 import re
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -34,9 +35,9 @@ from medic.adapters.metrics import TrainingMetrics
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.adapters.training import TrainingJobs
-from medic.config import parse_config
+from medic.config import EVENT_AGE_LIMIT, EVENT_CLOCK_SKEW, parse_config
 from medic.core.agent_command import CommandContext
-from medic.core.models import NodeHealthEvent, RemediationRecord, Trigger
+from medic.core.models import Edge, NodeHealthEvent, RemediationRecord, Trigger
 from medic.deps import Deps
 from medic.flows.agent.commands import RequeueJobEvent, parse_agent_command_pk
 from medic.flows.agent.restart import handle_requeue_event
@@ -74,7 +75,10 @@ EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 FEWER = settings(EXAMPLES, max_examples=60)
 NOW = datetime(2026, 11, 21, 3, 10, 30, tzinfo=UTC)
 JOB = "llama3-70b"
-FUZZ_CONFIG = {**CONFIG, "jobs": [{"name": JOB, "cluster": CLUSTER}]}
+EKS_CLUSTER, EKS_JOB = "finetune-eks", "bert-xl"
+FUZZ_CONFIG = {**CONFIG, "jobs": [{"name": JOB, "cluster": CLUSTER},
+                                  {"name": EKS_JOB, "cluster": EKS_CLUSTER, "namespace": "kubeflow",
+                                   "kind": "PyTorchJob"}]}
 RECORD_FIELDS = frozenset(RemediationRecord.model_fields)
 MODE_READ = ("ssm", "GetParameter")
 
@@ -161,9 +165,10 @@ def world(aws: Account) -> Iterator[FuzzWorld]:
     """One moto world per test function, reused by every example of its property."""
     for medic in medic_world(parse_config(FUZZ_CONFIG), aws):
         # A live agent: a requeue that slipped through validation would reach SendMessage (and fail the test).
-        medic.deps.table.client.put_item(TableName=TABLE, Item={  # Medic's note of it
-            "pk": {"S": f"agentseen#{CLUSTER}"}, "sk": {"S": "heartbeat"},
-            "seen_epoch": {"N": str(int(NOW.timestamp()))}})
+        for cluster in (CLUSTER, EKS_CLUSTER):  # Medic's note of it (and of the EKS agent's, whose reports count)
+            medic.deps.table.client.put_item(TableName=TABLE, Item={
+                "pk": {"S": f"agentseen#{cluster}"}, "sk": {"S": "heartbeat"},
+                "seen_epoch": {"N": str(int(NOW.timestamp()))}})
         calls = CallLog()
         yield FuzzWorld(medic, calls, guarded_deps(medic, calls))
 
@@ -527,9 +532,11 @@ def unmanaged_alarm_events(draw: st.DrawFn) -> dict:
         st.builds("medic-{}-{}".format, st.sampled_from(["stall", "divergence", "slowdown", "failed-nodes", "x"]),
                   names(r"[A-Za-z0-9._-]{1,60}"))).filter(lambda value: value not in (
                       f"medic-stall-{JOB}", f"medic-divergence-{JOB}", f"medic-slowdown-{JOB}",
-                      f"medic-failed-nodes-{CLUSTER}", "medic-failed-nodes-finetune-eks")))
+                      f"medic-failed-nodes-{CLUSTER}", "medic-failed-nodes-finetune-eks", f"medic-stall-{EKS_JOB}",
+                      f"medic-divergence-{EKS_JOB}", f"medic-slowdown-{EKS_JOB}")))
     event["id"] = draw(event_ids)
     event["detail"]["alarmName"] = name
+    event["resources"] = [f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{name}"]  # CloudWatch names the alarm
     event["detail"]["state"]["value"] = draw(st.sampled_from(["OK", "ALARM", "INSUFFICIENT_DATA"]))
     event["detail"]["state"]["reason"] = draw(free_text(4096))
     return event
@@ -611,7 +618,17 @@ RESULT_SPECS = {  # NewImage attribute → what the agent writes (agent/medic_ag
     "target": lambda value: "S" in value, "incident": lambda value: "S" in value,
     "finished_at": lambda value: "S" in value,
     "job_ids": lambda value: "SS" in value or ("L" in value and all("S" in item for item in value["L"])),
+    # what DynamoDB's TTL acts on, within a week of the write (the sample's ApproximateCreationDateTime)
+    "expires_at": lambda value: "N" in value and _written(value["N"]),
 }
+
+
+def _written(number: str) -> bool:
+    written = RESULT_RECORD["dynamodb"]["ApproximateCreationDateTime"]
+    try:
+        return written - 86400 <= float(number) <= written + 7 * 86400 + 3600
+    except ValueError:
+        return False
 
 
 def stream_record(command_key: str, image: dict, sequence: str, event_name: str = "INSERT") -> dict:
@@ -652,7 +669,8 @@ def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
         if parsed is None:
             continue
         cluster, command = parsed
-        for pk, sk in ((f"command#{command}", f"rejected#{cluster}"), (f"command#{command}", "recorded"),
+        for pk, sk in ((f"command#{cluster}#{command}", f"rejected#{cluster}"),
+                       (f"command#{cluster}#{command}", "recorded"),
                        (f"incident#agent:{cluster}:rejected", "page"),
                        (f"pagewindow#agent_rejected#cluster:{cluster}", "window")):
             world.medic.deps.table.client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": sk}})
@@ -674,6 +692,16 @@ def claims_only(service: str, operation: str, params: dict) -> bool:
     pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
     return (pk.startswith("command#") and sk.startswith("rejected#")) or (
         pk.startswith("incident#agent:") and sk == "page") or (pk.startswith("agentseen#") and sk == "heartbeat")
+
+
+def claims_and_expiry(service: str, operation: str, params: dict) -> bool:
+    """What the results function may do with a batch: the claims above, and an expiry on an agent's own item whose
+    own does not bound it (flows/agent/expiry.py: only `expires_at`, only under `agent#`)."""
+    if (service, operation) == ("dynamodb", "UpdateItem"):
+        return (params["Key"]["pk"]["S"].startswith("agent#")
+                and params["UpdateExpression"] == "SET expires_at = :expires"
+                and set(params["ExpressionAttributeValues"]) == {":expires"})
+    return claims_only(service, operation, params)
 
 
 @EXAMPLES
@@ -734,10 +762,10 @@ def test_the_agent_results_batch_reports_exactly_the_records_to_retry(world, mon
     event, throttled = batch
     monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
     forget_claims(world, event["Records"])
-    keys = {f"command#{parsed[1]}": record["dynamodb"]["SequenceNumber"] for record in event["Records"]
+    keys = {f"command#{parsed[0]}#{parsed[1]}": record["dynamodb"]["SequenceNumber"] for record in event["Records"]
             if record["dynamodb"]["Keys"]["sk"]["S"] == "result"
             and (parsed := parse_agent_command_pk(record["dynamodb"]["Keys"]["pk"]["S"])) is not None}
-    world.calls.allow = claims_only
+    world.calls.allow = claims_and_expiry
     world.calls.fail = lambda service, operation, params: "ProvisionedThroughputExceededException" if (
         operation == "PutItem" and keys.get(params["Item"]["pk"]["S"]) in throttled) else None
     try:
@@ -809,7 +837,7 @@ def test_a_lone_surrogate_from_an_agent_result_still_leaves_a_record(world):
 
 def poison_batch(world: FuzzWorld, monkeypatch: pytest.MonkeyPatch, poison: dict) -> tuple[dict, list[dict]]:
     monkeypatch.setattr(agent_results, "dependencies", lambda: world.deps)
-    world.calls.allow = claims_only
+    world.calls.allow = claims_and_expiry
     return world.run(lambda raw, deps: agent_results.handler(raw, ResultsContext()),
                      {"Records": [poison, SKIPPED_RECORDS[1]]})
 
@@ -844,3 +872,258 @@ def test_an_invocation_that_is_not_a_stream_batch_gets_an_empty_response(world, 
     response, lines = world.run(lambda event, deps: agent_results.handler(event, ResultsContext()), raw)
     assert (response, lines) == ({"batchItemFailures": []}, [])
     assert not world.calls.forbidden
+
+
+# --- issue 28: what no event may be to act, whatever its fields say (the edge: its time, its partition, a replay,
+# an override that does not vouch for it). Each is one `rejected` record naming the field, no call, no page.
+
+PARTITIONS = ("aws-us-gov", "aws-iso-b", "aws-iso", "aws-iso-f", "aws-iso-e", "aws-cn", "aws-eusc")
+EDGE_SAMPLES = ((remediate_node, NODE_SAMPLE), (restart_training_job, JOB_SAMPLE), (respond_to_alarm, ALARM_SAMPLE),
+                (handle_requeue_event, REQUEUE_SAMPLE), (record_cluster_event, CLUSTER_EVENT_SAMPLE))
+LAST_MOMENT = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+ABSURD_TIMES = ["0001-01-01T00:00:00+14:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59-12:00",
+                "9999-12-31T23:59:59Z", "1970-01-01T00:00:00Z", 0, -1, 1_000_000_000_000, "2026-11-19T03:10:30+23:59"]
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def forged_overrides(event_id: str) -> st.SearchStrategy[Any]:
+    """What an override that vouches for nothing looks like: made for another event, incomplete, of the wrong type."""
+    return st.one_of(
+        st.builds(lambda other: {"event": other, "by": "mallory", "reason": "trust me"}, event_ids),
+        st.just({"event": event_id}), st.just({"event": event_id, "by": "", "reason": "x"}),
+        st.just({"event": event_id, "by": "mallory", "reason": "x", "extra": True}), WRONG_TYPES, HOSTILE_STRINGS)
+
+
+@st.composite
+def untimely(draw: st.DrawFn, sample: dict) -> tuple[dict, tuple[str, ...]]:
+    """The sample, valid in every field, with one flaw the edge refuses; and the fields its record may name."""
+    event = copy.deepcopy(sample)
+    event["id"] = draw(event_ids)
+    flaw = draw(st.sampled_from(["old", "ahead", "zoneless", "absurd", "partition", "override", "replay"]))
+    old = NOW - EVENT_AGE_LIMIT - draw(st.timedeltas(min_value=timedelta(seconds=1), max_value=timedelta(days=3650)))
+    if flaw == "old":
+        event["time"] = iso(old)
+    elif flaw == "ahead":
+        ahead = draw(st.timedeltas(min_value=EVENT_CLOCK_SKEW + timedelta(seconds=1), max_value=timedelta(days=10**6)))
+        event["time"] = iso(min(NOW + ahead, LAST_MOMENT))
+    elif flaw == "zoneless":
+        naive = draw(st.datetimes(min_value=datetime(2026, 11, 20), max_value=datetime(2026, 11, 22)))
+        event["time"] = naive.isoformat()
+    elif flaw == "absurd":
+        event["time"] = draw(st.sampled_from(ABSURD_TIMES))
+    elif flaw == "partition":
+        partition = draw(st.sampled_from(PARTITIONS))
+        arns = event["resources"] or [f"arn:aws:sagemaker:{REGION}:123456789012:cluster/k3v9q2w8x1za"]
+        event["resources"] = [arn.replace("arn:aws:", f"arn:{partition}:", 1) for arn in arns]
+        return event, ("resources",)
+    elif flaw == "override":  # an old event with an override its author wrote (in the detail) or that vouches for none
+        event["time"] = iso(old)
+        override = draw(forged_overrides(event["id"]))
+        if draw(st.booleans()) and isinstance(event["detail"], dict):
+            event["detail"]["medic-redrive"] = {"event": event["id"], "by": "mallory", "reason": "trust me"}
+        else:
+            event["medic-redrive"] = override
+        return event, ("time", "medic-redrive")  # a malformed override is named first
+    else:
+        event["replay-name"] = draw(st.sampled_from(["ops-investigation-20261120", "", "x" * 500]))
+        return event, ("replay-name",)
+    return event, ("time",)
+
+
+def assert_no_action(world: FuzzWorld, record: Any, lines: list[dict], fields: tuple[str, ...]) -> None:
+    """One `rejected` record naming the field, and nothing else: no call but the mode's read, no page."""
+    assert isinstance(record, dict) and set(record) == RECORD_FIELDS, record
+    assert (record["outcome"], record["action"], record["fault"], record["paged"]) == (
+        "rejected", "none", "invalid", False), record
+    assert any(f"{field}:" in record["reason"] for field in fields), (fields, record["reason"])
+    assert not world.calls.forbidden, world.calls.forbidden
+    assert set(world.calls.operations()) <= {MODE_READ}, world.calls.operations()
+    assert len(lines) == 1 and {key: lines[0][key] for key in record} == record
+    json.dumps(lines[0], ensure_ascii=False).encode("utf-8")
+
+
+@FEWER
+@given(case=st.sampled_from(EDGE_SAMPLES).flatmap(
+    lambda pair: st.tuples(st.just(pair[0]), untimely(pair[1]))))
+def test_no_event_acts_out_of_its_time_its_partition_or_as_a_replay(world, case):
+    entry, (event, fields) = case
+    assert_no_action(world, *world.run(entry, event), fields)
+
+
+def test_every_kind_of_event_is_within_the_edge_as_sampled():
+    """The property's baseline: the samples themselves pass the edge at the fuzz clock (so the flaw is what refuses)."""
+    edge = {"edge": Edge(now=NOW, partition="aws", account="123456789012", region=REGION)}
+    for model, sample in ((NodeHealthEvent, NODE_SAMPLE), (TrainingJobStateEvent, JOB_SAMPLE),
+                          (AlarmStateChangeEvent, ALARM_SAMPLE), (RequeueJobEvent, REQUEUE_SAMPLE),
+                          (ClusterEvent, CLUSTER_EVENT_SAMPLE), (ScheduleEvent, SCHEDULE_SAMPLE)):
+        model.model_validate(sample, context=edge)
+
+
+# --- the EKS agent's node report (`agent#<cluster>/nodes`): the agent's word, read by the reconciler's sweep
+
+K8S_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+REPORT_POD = {"namespace": "kubeflow", "name": f"{EKS_JOB}-worker-0", "job_kind": "PyTorchJob", "job_name": EKS_JOB,
+              "phase": "Running", "terminating_since": None}
+REPORT_NODE = {"name": "hyperpod-i-0a1b2c3d4e5f60718", "health_status": "Schedulable", "ready": False,
+               "pods": [REPORT_POD]}
+NODE_REPORT_SPECS = [Spec(("name",), full(K8S_NAME, 1, 253)),
+                     Spec(("health_status",), lambda v: v is None or full(r"[A-Za-z]+", 1, 64)(v), optional=True),
+                     Spec(("ready",), lambda v: isinstance(v, bool) or v in (0, 1, "true", "false", "0", "1", "yes",
+                                                                            "no", "on", "off", "t", "f", "y", "n")),
+                     Spec(("pods",), lambda v: isinstance(v, list) and len(v) <= 256, optional=True)]
+REPORT_POD_SPECS = [Spec(("namespace",), full(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", 1, 63)),
+                    Spec(("name",), full(K8S_NAME, 1, 253)), Spec(("job_kind",), text(0, 32)),
+                    Spec(("job_name",), full(K8S_NAME, 1, 253)),
+                    Spec(("terminating_since",), lambda v: v is None, optional=True)]  # None, or a zoned time
+
+
+@st.composite
+def broken_node_reports(draw: st.DrawFn) -> dict:
+    """The `nodes` attribute of a report the EKS agent could not have written: not JSON, not a list of nodes, one
+    field of one node or pod invalid (a time without a zone among them), or more nodes than a report holds."""
+    shape = draw(st.sampled_from(["attribute", "node", "pod", "zoneless", "too_many"]))
+    nodes = [copy.deepcopy(REPORT_NODE) for _ in range(draw(st.integers(min_value=1, max_value=3)))]
+    if shape == "attribute":
+        value = draw(st.one_of(st.just({"N": "1"}), st.just({"L": []}), st.builds(
+            lambda raw: {"S": raw}, st.one_of(st.sampled_from(["", "{", "null", "[1]", '{"nodes": []}']),
+                                              HOSTILE_STRINGS.map(lambda t: t[:50_000]).filter(
+                                                  lambda t: not t.startswith("["))))))
+        return value
+    if shape == "too_many":
+        return {"S": json.dumps([REPORT_NODE] * 501)}
+    if shape == "zoneless":
+        nodes[0]["pods"][0]["terminating_since"] = draw(
+            st.datetimes(min_value=datetime(2026, 11, 1), max_value=datetime(2026, 11, 21))).isoformat()
+        return {"S": json.dumps(nodes)}
+    target, specs = (nodes[0], NODE_REPORT_SPECS) if shape == "node" else (nodes[0]["pods"][0], REPORT_POD_SPECS)
+    spec = draw(st.sampled_from(specs))
+    value = draw(st.one_of(WRONG_TYPES.filter(lambda v: not isinstance(v, int | float) or isinstance(v, bool)),
+                           HOSTILE_STRINGS.map(lambda t: t[:50_000])).filter(lambda v: not spec.valid(v)))
+    target[spec.path[0]] = value
+    return {"S": json.dumps(nodes, default=str)}
+
+
+def report(world: FuzzWorld, nodes: dict) -> None:
+    """The node report written as the EKS agent's role may write it (its own item)."""
+    world.medic.deps.table.client.put_item(TableName=TABLE, Item={
+        "pk": {"S": f"agent#{EKS_CLUSTER}"}, "sk": {"S": "nodes"}, "at": {"S": NOW.isoformat()},
+        "host": {"S": "medic-agent-7c9d-x2"}, "version": {"S": "0.1.0"}, "nodes": nodes})
+
+
+def reads_only(service: str, operation: str, params: dict) -> bool:
+    return (service, operation) in (MODE_READ, ("dynamodb", "GetItem"), ("dynamodb", "Query"),
+                                    ("dynamodb", "BatchGetItem"))
+
+
+@FEWER
+@given(nodes=broken_node_reports())
+def test_a_node_report_the_agent_could_not_have_written_is_read_and_nothing_else(world, nodes):
+    from medic.flows.agent.eks_nodes import sweep_node_reports
+
+    report(world, nodes)
+    world.calls.allow = reads_only
+    records, lines = world.run(sweep_node_reports, SCHEDULE_SAMPLE)
+    assert (records, lines) == ([], [])
+    assert not world.calls.forbidden, world.calls.forbidden
+
+
+# --- at most one page per cluster per window, whatever a sender who can write floods Medic with
+
+
+def pages_per_cluster(world: FuzzWorld) -> Counter[str]:
+    """The pages published since the last reset, by the cluster their record names."""
+    found: Counter[str] = Counter()
+    for service, operation, params in world.calls.calls:
+        if (service, operation) == ("sns", "Publish"):
+            attribute = params.get("MessageAttributes", {}).get("record", {}).get("StringValue", "")
+            cluster = re.search(r'"cluster": ?"([^"]*)"', attribute)
+            found[cluster.group(1) if cluster else "-"] += 1
+    return found
+
+
+@FEWER
+@given(batch=st.lists(st.tuples(st.sampled_from([CLUSTER, "other-slurm"]), broken_results()), min_size=2,
+                      max_size=12))
+def test_forged_agent_results_from_any_clusters_page_at_most_once_per_cluster(world, batch):
+    world.calls.allow = lambda service, operation, params: service in ("dynamodb", "sns") or (
+        (service, operation) == MODE_READ)
+    records = []
+    for cluster, raw in batch:
+        for place in (raw["dynamodb"]["Keys"], raw["dynamodb"]["NewImage"]):
+            place["pk"]["S"] = place["pk"]["S"].replace(f"agent#{CLUSTER}#", f"agent#{cluster}#", 1)
+        records.append(raw)
+    forget_claims(world, records)
+    for cluster in (CLUSTER, "other-slurm"):
+        world.medic.deps.table.client.delete_item(TableName=TABLE, Key={
+            "pk": {"S": f"incident#agent:{cluster}:rejected"}, "sk": {"S": "page"}})
+    world.calls.reset()
+    for raw in records:
+        record_agent_result(DynamoDBStreamRecordModel.model_validate(raw), world.deps)
+    assert not world.calls.forbidden
+    assert all(count <= 1 for count in pages_per_cluster(world).values()), pages_per_cluster(world)
+    assert not any(service == "sqs" for service, _ in world.calls.operations())
+
+
+def failing_nodes(count: int) -> dict:
+    nodes = [{**REPORT_NODE, "name": f"hyperpod-i-0{index:016x}"} for index in range(count)]
+    return {"S": json.dumps(nodes)}
+
+
+@settings(FEWER, max_examples=10)
+@given(count=st.integers(min_value=2, max_value=40))
+def test_a_node_report_naming_many_failing_nodes_pages_at_most_once_for_the_cluster(world, count):
+    from medic.flows.agent.eks_nodes import sweep_node_reports
+
+    report(world, failing_nodes(count))
+    world.calls.allow = lambda service, operation, params: service in ("dynamodb", "sns") or (
+        (service, operation) == MODE_READ)
+    world.run(sweep_node_reports, SCHEDULE_SAMPLE)
+    assert not world.calls.forbidden
+    assert pages_per_cluster(world)[EKS_CLUSTER] <= 1, pages_per_cluster(world)
+
+
+# AWS's own events (a source no sender can forge: `aws.*` is EventBridge's) page their window's first page as it is
+# and one summary (core.pages.PageWindow); the agent's word pages once per cluster per window (above).
+
+
+@settings(FEWER, max_examples=5)
+@given(count=st.integers(min_value=3, max_value=15))
+def test_capacity_errors_for_many_instances_page_the_first_and_one_summary_per_window(world, count):
+    world.calls.allow = lambda service, operation, params: service in ("dynamodb", "sns") or (
+        (service, operation) == MODE_READ)
+    pages = Counter[str]()
+    for index in range(count):
+        event = copy.deepcopy(CLUSTER_EVENT_SAMPLE)
+        event["id"] = str(uuid.uuid4())
+        event["detail"]["EventDetails"].update(EventId=str(uuid.uuid4()), InstanceId=f"i-0{index:016x}")
+        world.run(record_cluster_event, event)
+        pages.update(pages_per_cluster(world))
+    assert pages[CLUSTER] <= 2, pages
+
+
+@settings(FEWER, max_examples=5)
+@given(flaps=st.integers(min_value=3, max_value=12))
+def test_a_flapping_divergence_alarm_pages_the_first_and_one_summary_per_window(world, flaps):
+    world.calls.allow = lambda service, operation, params: service in ("dynamodb", "sns") or (
+        (service, operation) in (MODE_READ, ("cloudwatch", "GetMetricData")))  # the page names the last checkpoint
+    pages, resolutions = 0, 0
+    for flap in range(flaps):  # ALARM, OK, ALARM, ... a minute apart, each a transition of its own
+        for offset, state in ((2 * flap, "ALARM"), (2 * flap + 1, "OK")):
+            at = NOW - timedelta(minutes=2 * flaps - offset)
+            event = copy.deepcopy(ALARM_SAMPLE)
+            name = f"medic-divergence-{JOB}"
+            event.update(id=str(uuid.uuid4()), time=iso(at),
+                         resources=[f"arn:aws:cloudwatch:{REGION}:123456789012:alarm:{name}"])
+            event["detail"]["alarmName"] = name
+            event["detail"]["state"].update(value=state, timestamp=at.strftime("%Y-%m-%dT%H:%M:%S.000+0000"))
+            world.run(respond_to_alarm, event)
+            assert not world.calls.forbidden, world.calls.forbidden
+            subjects = [params.get("Subject", "") for service, operation, params in world.calls.calls
+                        if (service, operation) == ("sns", "Publish")]
+            resolutions += sum(subject.endswith(" resolved") for subject in subjects)
+            pages += sum(not subject.endswith(" resolved") for subject in subjects)
+    # the first ALARM and the window's summary page; besides them only the first one's resolution (its OK)
+    assert pages <= 2 and resolutions <= 1, (pages, resolutions)

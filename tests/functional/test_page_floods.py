@@ -148,8 +148,8 @@ def test_a_shortage_failing_many_training_jobs_of_one_prefix_pages_twice(medic):
     for index in range(8):
         name = f"ft-sweep-{index}"
         training.job(name)
-        records.append(restart_training_job(failure(sample, reason="ClientError: bad hyperparameter", name=name),
-                                            medic.deps))
+        event = medic.arrives(failure(sample, reason="ClientError: bad hyperparameter", name=name))  # at its time
+        records.append(restart_training_job(event, medic.deps))
     # Then each failure is recorded, and two pages go out for the prefix: the first and the summary
     assert [record["paged"] for record in records] == [True, True] + [False] * 6
     first, summary = medic.pages()

@@ -55,7 +55,7 @@ def test_a_request_with_a_live_agent_queues_one_validated_command(slurm):
     assert record["event_id"] == EVENT_ID
     assert body["command_id"] in record["reason"]
     # And the command's context waits in the ledger for the agent's result
-    issued = slurm.item(f"command#{body['command_id']}", "issued")
+    issued = slurm.item(f"command#{CLUSTER}#{body['command_id']}", "issued")
     assert issued["incident"]["S"] == f"job:slurm:{CLUSTER}:4211" and issued["trigger"]["S"] == "operator"
     assert slurm.medic.log.lines[-1]["outcome"] == "deferred"
 
@@ -287,7 +287,9 @@ def test_the_deployed_handler_reads_its_queues_from_the_environment(deployed):
     deployed.medic.clock[0] = clock.now()
     deployed.heartbeat(age=timedelta(0))
     # When the request reaches the deployed handler
-    record = requeue_request.handler(deployed.request_event(), LambdaContext())
+    event = deployed.request_event()
+    event["time"] = deployed.medic.clock[0].strftime("%Y-%m-%dT%H:%M:%SZ")  # sent just now
+    record = requeue_request.handler(event, LambdaContext())
     # Then the command is on the cluster's queue
     assert record["outcome"] == "deferred"
     assert dependencies().agents.queue_urls == {CLUSTER: deployed.queue_url}

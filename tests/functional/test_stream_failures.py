@@ -116,7 +116,7 @@ def test_a_lost_result_is_read_back_from_the_stream_and_shown_unrecorded(slurm, 
     assert "Medic has NOT recorded it" in out and "heartbeat(s) skipped: a later heartbeat is what counts" in out
     assert "medic stream-failures --redrive" in out
     # And nothing was done: no invoke, no record, the message still waits
-    assert invoker.payloads == [] and slurm.item("command#" + _command_id(slurm), "recorded") is None
+    assert invoker.payloads == [] and slurm.item(f"command#pretrain-slurm#{_command_id(slurm)}", "recorded") is None
     assert waiting(slurm, queue) == 1
 
 
@@ -162,7 +162,7 @@ def test_after_24_hours_the_result_is_re_derived_from_the_agents_item(slurm, fai
     [record] = payload["Records"]
     assert record["dynamodb"]["NewImage"]["status"] == {"S": "executed"}
     assert record["dynamodb"]["Keys"]["sk"] == {"S": "result"}
-    assert slurm.item("command#" + _command_id(slurm), "recorded") is not None
+    assert slurm.item(f"command#pretrain-slurm#{_command_id(slurm)}", "recorded") is not None
     assert waiting(slurm, queue) == 0
 
 

@@ -25,7 +25,9 @@ OTHER_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/mallory:latest"
 
 @pytest.fixture
 def failed_event() -> dict:
-    return copy.deepcopy(load_event("training-job-failed"))
+    event = copy.deepcopy(load_event("training-job-failed"))
+    event["time"] = "2026-11-20T08:14:00Z"  # it failed just before Medic's clock (the fixture's 08:14:05)
+    return event
 
 
 def failure(event: dict, reason: str | None = None, name: str | None = None, status: str | None = None) -> dict:
@@ -116,7 +118,7 @@ def world(medic):
 
 
 def handle(medic, event):
-    return restart_training_job(event, medic.deps)
+    return restart_training_job(medic.arrives(event), medic.deps)
 
 
 def test_a_retryable_failure_restarts_the_job_from_its_checkpoint(world, failed_event):
@@ -341,8 +343,9 @@ def test_a_new_job_under_a_restarted_jobs_name_is_paged_not_taken_for_the_old_fa
     medic.at("2026-11-29T08:14:05Z")
     JobStore(medic.deps.table).release_job_failure(JOB)
     stamp(JOB, medic.clock[0] - timedelta(hours=2))
-    # When the new JOB fails
-    record = handle(medic, failed_event)
+    # When the new JOB fails (its own event, of now)
+    later = {**failed_event, "id": "8e9f0a1b-2c3d-4e5f-9a0b-6c7d8e9f0a1b", "time": "2026-11-29T08:14:00Z"}
+    record = handle(medic, later)
     # Then its restart's name JOB-r1 is Medic's restart of the earlier JOB: not a duplicate, a page
     assert (record["outcome"], record["paged"]) == ("failed", True)
     assert f"Medic created that name for the failure of an earlier job named {JOB}" in record["reason"]

@@ -75,19 +75,20 @@ def test_agent_results_reach_their_function_from_the_ledger_stream_without_block
     assert properties["BisectBatchOnFunctionError"] is True
     assert "OnFailure" in properties["DestinationConfig"]
     (pattern,) = [json.loads(f["Pattern"]) for f in properties["FilterCriteria"]["Filters"]]
-    # the agents' results and heartbeats (Medic times a heartbeat by when DynamoDB wrote it), nothing of Medic's
-    assert pattern["dynamodb"]["Keys"]["sk"]["S"] == ["result", "heartbeat"]
-    assert pattern["dynamodb"]["Keys"]["pk"]["S"] == [{"prefix": "agent#"}]
+    # every item an agent writes (its results and heartbeats are recorded; each gets a bounded expiry), nothing of
+    # Medic's, never a deletion
+    assert pattern == {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"Keys": {"pk": {"S": [{"prefix": "agent#"}]}}}}
 
 
-def test_the_agent_may_only_check_medics_command_items_never_write_them(raw):
-    # The claim's transaction: a ConditionCheck on Medic's `command#<id>/issued`, a Put of its own claim
+def test_the_agent_may_only_check_its_own_clusters_command_items_never_write_them(raw):
+    # The claim's transaction: a ConditionCheck on Medic's `command#<cluster>#<id>/issued`, a Put of its own claim.
+    # Only its own cluster's commands (issue 28 item 12): a check on another cluster's would tell whether it exists.
     policy = one(raw, "AWS::IAM::ManagedPolicy", "SlurmJobRequeueAgentpretrainslurm")
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     ledger = [s for s in statements if any(action.startswith("dynamodb:") for action in _actions(s))]
     assert sorted((tuple(_actions(s)), json.dumps(s["Condition"])) for s in ledger) == [
         (("dynamodb:ConditionCheckItem",), json.dumps({"ForAllValues:StringLike": {
-            "dynamodb:LeadingKeys": ["command#*"]}})),
+            "dynamodb:LeadingKeys": ["command#pretrain-slurm#*"]}})),
         (("dynamodb:PutItem",), json.dumps({"ForAllValues:StringLike": {
             "dynamodb:LeadingKeys": ["agent#pretrain-slurm", "agent#pretrain-slurm#command#*"]}})),
     ]

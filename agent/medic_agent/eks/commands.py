@@ -2,7 +2,7 @@
 
 Message body (JSON): {"command_id", "cluster", "kind": "restart_job", "incident", "issued_at", "namespace",
 "job_kind", "job_name"}. The command's target, which the ledger claim compares with Medic's
-`command#<id>/issued` item and the result carries, is "<job_kind>/<namespace>/<job_name>".
+`command#<cluster>#<id>/issued` item and the result carries, is "<job_kind>/<namespace>/<job_name>".
 
 Every name is checked against Kubernetes' own rules before it is used in a request path
 (k8s.io/apimachinery/pkg/util/validation/validation.go):

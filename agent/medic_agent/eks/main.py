@@ -3,7 +3,7 @@ result, with the Slurm agent's protocol and integrity rules (medic_agent.main ha
 
   parse + validate ── refused (not a restart_job Medic could have sent) → log, delete; no result
   seen in the local state? ── yes → duplicate (or finish reporting) → delete
-  claim in the ledger (ConditionCheck on Medic's `command#<id>/issued`: cluster, kind, target, incident)
+  claim in the ledger (ConditionCheck on Medic's `command#<cluster>#<id>/issued`: cluster, kind, target, incident)
         ├── not issued by Medic → log, delete; no result
         ├── already claimed → duplicate → delete
         │ claimed

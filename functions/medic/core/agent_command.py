@@ -64,8 +64,8 @@ EARLY = "early"  # CommandContext.phase of job_states asked while the node is st
 
 @dataclass(frozen=True)
 class CommandContext:
-    """What Medic issued an agent command for, kept beside it (`command#<id>/issued`, ledger.agents): the agent's
-    claim and Medic's check of its result compare the cluster, kind, target and incident; the command's final
+    """What Medic issued an agent command for, kept beside it (`command#<cluster>#<id>/issued`, ledger.agents): the
+    agent's claim and Medic's check of its result compare the cluster, kind, target and incident; the command's final
     record is written against the rest. None: not written for this kind of command (or not in the item read)."""
 
     cluster: str | None = None

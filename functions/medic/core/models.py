@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from medic.config import CLUSTER_NAME_PATTERN
+from medic.config import (
+    CLUSTER_NAME_PATTERN,
+    EVENT_AGE_LIMIT,
+    EVENT_CLOCK_SKEW,
+    EVENTBRIDGE_MAX_EVENT_AGE,
+    LAMBDA_MAX_EVENT_AGE,
+    REDELIVERY_WINDOW,
+)
 from medic.core.text import quoted
 
 # EC2 instance ids as HyperPod reports them: i- followed by 8 or 17 lowercase hex digits.
@@ -21,14 +28,17 @@ INSTANCE_ID_PATTERN = r"^i-[0-9a-f]{8}(?:[0-9a-f]{9})?$"
 CLUSTER_ARN_PATTERN = r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-zA-Z0-9-]{1,63}$"
 
 
-def foreign_cluster_arn(arn: str, *, account: str, region: str, name: str, cluster_id: str) -> str | None:
-    """Why a cluster ARN in an event is not the configured cluster of the deploying account and region (None:
-    it is). AWS's documented example events carry the cluster name where a real ARN has its 12-character id,
-    so either is accepted. An empty ``account`` (unknown) is not checked."""
+def foreign_cluster_arn(arn: str, *, account: str, region: str, name: str, cluster_id: str,
+                        partition: str = "aws") -> str | None:
+    """Why a cluster ARN in an event is not the configured cluster of the deploying partition, account and region
+    (None: it is). AWS's documented example events carry the cluster name where a real ARN has its 12-character
+    id, so either is accepted. An empty ``account`` (unknown) is not checked."""
     parts = arn.split(":", 5)
     if len(parts) != 6:
         return f"ClusterArn {arn} is not an ARN."
-    arn_region, arn_account, resource = parts[3], parts[4], parts[5]
+    arn_partition, arn_region, arn_account, resource = parts[1], parts[3], parts[4], parts[5]
+    if arn_partition != partition:
+        return f"ClusterArn {arn} names partition {arn_partition}, not the stack's partition {partition}."
     if account and arn_account != account:
         return f"ClusterArn {arn} names account {arn_account}, not the deploying account {account}."
     if arn_region != region:
@@ -126,6 +136,50 @@ class NodeHealthDetail(BaseModel):
     HealthSummary: HealthSummary
 
 
+class Redrive(BaseModel):
+    """An operator's override on one event redriven from a dead-letter queue after its age bound (README, runbook
+    "A dead-letter queue has messages"): a top-level `medic-redrive` the runbook's redrive adds. No event's author
+    can set it: PutEvents takes only Source, DetailType, Detail, Resources and Time, and EventBridge builds the
+    envelope itself (EventBridge API reference, PutEventsRequestEntry); a top-level field reaches a handler only
+    through a direct invoke (lambda:InvokeFunction on Medic's function: an operator's permission)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: str = Field(min_length=1, max_length=64)  # the id of the event it is given for (the envelope's id)
+    by: str = Field(min_length=1, max_length=128)
+    reason: str = Field(min_length=1, max_length=500)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """What every event is checked against where it enters Medic: the handler's clock and the stack's own
+    partition, account and region. Passed as the validation context (``Model.model_validate(raw,
+    context=deps.edge())``); without one (``medic explain``, a model read in a test) only what needs none is
+    checked."""
+
+    now: datetime
+    partition: str = "aws"
+    account: str = ""
+    region: str = ""
+
+
+def _edge(info: ValidationInfo) -> Edge | None:
+    context = info.context
+    edge = context.get("edge") if isinstance(context, dict) else None
+    return edge if isinstance(edge, Edge) else None
+
+
+def span(delta: timedelta) -> str:
+    """A duration as a person reads it: "8 d 2 h", "31 h", "12 min", "40 s"."""
+    seconds = int(abs(delta.total_seconds()))
+    days, hours, minutes = seconds // 86400, seconds % 86400 // 3600, seconds % 3600 // 60
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min" if minutes else f"{seconds} s"
+
+
 class EventBridgeEnvelope(BaseModel):
     """An EventBridge event (the envelope Powertools' EventBridgeModel describes, without importing its
     hundred sibling models at cold start). The id is what EventBridge sends (a UUID): it ends up in
@@ -137,6 +191,10 @@ class EventBridgeEnvelope(BaseModel):
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
     source: str
     account: str
+    # An operator's override on a redriven event: read by MedicEvent (typed there), whatever it holds here, so that
+    # a bad one still leaves the event's id to record. Before `time`: the age check reads it (fields validate in
+    # this order).
+    redrive: Any = Field(default=None, alias="medic-redrive")
     time: datetime
     region: str
     resources: list[str]
@@ -149,9 +207,22 @@ class EventBridgeEnvelope(BaseModel):
 
 
 class MedicEvent(EventBridgeEnvelope):
-    """An event Medic may act on: a live one. A replay is an old event sent again (a new id, the old time); Medic's
-    rules exclude replays (infra/event_patterns.py), and an event that reaches a handler all the same (a rule
-    changed by hand, a replayed event redriven from a queue) is rejected, with its record, never acted on."""
+    """An event Medic may act on: a live one, of now, from its own partition. Every handler's event passes these
+    checks at the edge (a `rejected` record naming the field, never an action):
+
+    - a replay (EventBridge's `replay-name`: an old event sent again, a new id, the old time): Medic's rules exclude
+      replays (infra/event_patterns.py); one that reaches a handler all the same is rejected;
+    - a time without a time zone: no one can tell when it happened;
+    - an event older than EVENT_AGE_LIMIT (medic.config: the longest EventBridge's and Lambda's retries can take,
+      plus the source's lag): a redelivery, not news (a DLQ redrive days later, a copy sent by hand), unless an
+      operator's override (`medic-redrive`, for this event id) vouches for it, and never older than
+      REDELIVERY_WINDOW (the last day any queue keeps it: de-duplication items outlive it, medic.config.DEDUPE_DAYS);
+    - an event dated more than EVENT_CLOCK_SKEW ahead of Medic's clock: a sender's claim that would hide what
+      happens until then (a Healthy report dated next week);
+    - an ARN in `resources` of another partition than the stack's (aws-us-gov, aws-iso-b, ... in a stack in aws).
+    The clock and partition come from the validation context (Edge)."""
+
+    redrive: Redrive | None = Field(default=None, alias="medic-redrive")
 
     @field_validator("replay_name")
     @classmethod
@@ -160,6 +231,50 @@ class MedicEvent(EventBridgeEnvelope):
             raise ValueError(f"a replayed event (EventBridge archive replay {quoted(replay, 64)}); Medic acts only "
                              "on live events, never on a replay")
         return replay
+
+    @field_validator("time")
+    @classmethod
+    def _timely(cls, when: datetime, info: ValidationInfo) -> datetime:
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError(f"{when.isoformat()} has no time zone: Medic cannot tell when the event happened "
+                             "(EventBridge writes UTC with a Z)")
+        edge = _edge(info)
+        if edge is None:
+            return when
+        try:
+            age = edge.now - when
+        except OverflowError:
+            raise ValueError(f"{when.isoformat()} is out of any range Medic can compare with its clock") from None
+        if age < -EVENT_CLOCK_SKEW:
+            raise ValueError(f"the event is dated {span(age)} after Medic's clock ({edge.now:%Y-%m-%dT%H:%M:%SZ}), "
+                             f"beyond the {span(EVENT_CLOCK_SKEW)} clocks may differ by: a time its sender claims, not "
+                             "one that happened")
+        if age <= EVENT_AGE_LIMIT:
+            return when
+        override = info.data.get("redrive")
+        given = override is not None and override.event == info.data.get("id")
+        window = (f"older than the {span(EVENT_AGE_LIMIT)} EventBridge ({span(EVENTBRIDGE_MAX_EVENT_AGE)}) and "
+                  f"Lambda ({span(LAMBDA_MAX_EVENT_AGE)}) retries can take to deliver it")
+        if given and age <= REDELIVERY_WINDOW:
+            return when  # the operator vouches for it: the handlers' de-duplication still holds (DEDUPE_DAYS)
+        if age > REDELIVERY_WINDOW:
+            raise ValueError(f"the event is {span(age)} old (its time {when.isoformat()}), {window}, and older than "
+                             f"any dead-letter queue keeps one ({span(REDELIVERY_WINDOW)}): not even an operator's "
+                             "override makes it act")
+        raise ValueError(f"the event is {span(age)} old (its time {when.isoformat()}), {window}: a redelivery, not "
+                         "news. To make it act, redrive it with an operator's override (medic-redrive for its id: "
+                         "README, 'A dead-letter queue has messages')")
+
+    @field_validator("resources")
+    @classmethod
+    def _this_partition(cls, resources: list[str], info: ValidationInfo) -> list[str]:
+        edge = _edge(info)
+        for resource in resources if edge is not None else ():
+            parts = resource.split(":", 2)
+            if parts[0] == "arn" and len(parts) == 3 and parts[1] != edge.partition:
+                raise ValueError(f"{quoted(resource, 120)} is an ARN of partition {quoted(parts[1], 32)}, not the "
+                                 f"stack's partition {edge.partition}")
+        return resources
 
 
 class NodeHealthEvent(MedicEvent):

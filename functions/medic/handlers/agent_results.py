@@ -1,4 +1,5 @@
-"""Lambda entry point for the ledger table's stream (NEW_IMAGE): the Slurm agents' command results and heartbeats.
+"""Lambda entry point for the ledger table's stream (NEW_IMAGE): every item the agents write (their command results
+and heartbeats are recorded; every item gets an expiry if the agent's own does not bound it: flows/agent/expiry.py).
 
 Each `agent#<cluster>/heartbeat` becomes Medic's own note of when DynamoDB wrote it (flows/agent/heartbeats.py).
 Each `agent#<cluster>#command#<id>/result` item becomes the command's final remediation record (or a
@@ -17,6 +18,7 @@ from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordMo
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
+from medic.flows.agent.expiry import bound_agent_item
 from medic.flows.agent.heartbeats import heartbeat_cluster, record_heartbeat
 from medic.flows.agent.results import record_agent_result, rejected_stream_record
 from medic.obs import logger, tracer
@@ -36,6 +38,7 @@ def _record(record: DynamoDBRecord) -> dict | None:
         return rejected_stream_record(record.raw_event, error, dependencies())
     try:
         deps = dependencies()
+        bound_agent_item(parsed, deps)  # every item an agent writes expires (flows/agent/expiry.py)
         cluster = heartbeat_cluster(parsed)
         if cluster is not None:
             record_heartbeat(parsed, cluster, deps)

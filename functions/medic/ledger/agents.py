@@ -1,8 +1,9 @@
 """Agent memory: the commands Medic issued to the on-cluster agents, their final records, heartbeats.
 
-Command items are not prefixed in dry runs: a dry run never queues a command. Medic writes only
-`command#<id>` items; each agent writes only under `agent#<its cluster>` (IAM's dynamodb:LeadingKeys), so
-nothing an agent writes can pass for something Medic wrote.
+Command items are not prefixed in dry runs: a dry run never queues a command. Medic writes its command items under
+`command#<cluster>#<id>`; each agent writes only under `agent#<its cluster>` (IAM's dynamodb:LeadingKeys), so
+nothing an agent writes can pass for something Medic wrote; and an agent may check only its own cluster's commands
+(ConditionCheckItem on `command#<its cluster>#*`), so it cannot probe another cluster's.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TypeVar
 
+from medic.config import DEDUPE_DAYS
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Trigger
@@ -20,8 +22,28 @@ from medic.ledger.table import Key, Table, epoch, expires
 OPEN_COMMANDS = "recovery#command"  # issued commands waiting for their result (one item each, deleted when closed)
 
 
-def command_key(command_id: str, sk: str) -> Key:
-    return {"pk": {"S": f"command#{command_id}"}, "sk": {"S": sk}}
+@dataclass(frozen=True)
+class CommandRef:
+    """Where one command's items are: `command#<cluster>#<id>` (cluster names never contain `#`, so one cluster's
+    prefix never matches another's). ``legacy``: a command issued before commands were keyed by cluster, under
+    `command#<id>`; read (and closed) where it was written. Such a command is closed by the sweep within
+    COMMAND_DEADLINE of its issue, so the legacy reads matter only for the commands in flight when the stack is
+    upgraded (ledger/README.md)."""
+
+    cluster: str
+    command_id: str
+    legacy: bool = False
+
+    @property
+    def pk(self) -> str:
+        return f"command#{self.command_id}" if self.legacy else f"command#{self.cluster}#{self.command_id}"
+
+    def key(self, sk: str) -> Key:
+        return {"pk": {"S": self.pk}, "sk": {"S": sk}}
+
+
+def command_key(cluster: str, command_id: str, sk: str) -> Key:
+    return CommandRef(cluster, command_id).key(sk)
 
 
 def agent_claim_key(cluster: str, command_id: str) -> Key:
@@ -39,6 +61,11 @@ class OpenCommand:
     command_id: str
     cluster: str
     issued_at: datetime
+    legacy: bool = False  # issued under `command#<id>` (CommandRef)
+
+    @property
+    def ref(self) -> CommandRef:
+        return CommandRef(self.cluster, self.command_id, self.legacy)
 
 
 class AgentStore:
@@ -65,10 +92,14 @@ class AgentStore:
     def record_command(self, command_id: str, context: CommandContext, now: datetime) -> None:
         """What a queued agent command is for, so its result can be checked and recorded against the same
         incident; and the command open until then (the reconciler closes it as failed after its deadline)."""
-        self.table.put({**command_key(command_id, "issued"), **_context_attributes(context),
-                        "issued_at": {"S": now.isoformat()}, "expires_at": expires(now)})
-        self.table.put({**self.table.key(OPEN_COMMANDS, command_id), "cluster": {"S": context.cluster or ""},
-                        "issued_epoch": {"N": str(epoch(now))}, "expires_at": expires(now)})
+        if not context.cluster:
+            raise ValueError(f"command {command_id}: a command is issued to a cluster")
+        ref = CommandRef(context.cluster, command_id)
+        self.table.put({**ref.key("issued"), **_context_attributes(context),
+                        "issued_at": {"S": now.isoformat()}, "expires_at": expires(now, days=DEDUPE_DAYS)})
+        self.table.put({**self.table.key(OPEN_COMMANDS, command_id), "cluster": {"S": context.cluster},
+                        "keyed": {"S": "cluster"}, "issued_epoch": {"N": str(epoch(now))},
+                        "expires_at": expires(now)})
 
     def open_commands(self) -> list[OpenCommand]:
         """The commands Medic issued whose result is not recorded yet (bounded by the commands in flight)."""
@@ -76,42 +107,64 @@ class AgentStore:
         for item in self.table.partition(OPEN_COMMANDS):
             try:
                 found.append(OpenCommand(item["sk"]["S"], item["cluster"]["S"],
-                                         datetime.fromtimestamp(int(item["issued_epoch"]["N"]), UTC)))
+                                         datetime.fromtimestamp(int(item["issued_epoch"]["N"]), UTC),
+                                         legacy="keyed" not in item))
             except (KeyError, TypeError, ValueError, OverflowError):
                 continue
         return found
 
+    def bound_agent_item(self, pk: str, sk: str, expires_at: datetime) -> bool:
+        """Set the TTL of an item an agent wrote (under `agent#`; flows/agent/expiry.py): only `expires_at`, and
+        only while the item exists (never re-creating one the agent or TTL deleted). True when set."""
+        return self.table.update_if({"pk": {"S": pk}, "sk": {"S": sk}}, "SET expires_at = :expires",
+                                    "attribute_exists(pk)", {":expires": {"N": str(epoch(expires_at))}}) is not None
+
     def close_command(self, command_id: str) -> None:
         self.table.delete(self.table.key(OPEN_COMMANDS, command_id))
 
-    def withdraw_command(self, cluster: str, command_id: str, now: datetime) -> bool:
+    def withdraw_command(self, ref: CommandRef, now: datetime) -> bool:
         """Withdraw a command its agent has not claimed, in one transaction (so it can never run late: the
         agent's claim checks `withdrawn_at` is absent). True when withdrawn; False when the agent claimed it."""
         return self.table.transact([
-            {"ConditionCheck": {"TableName": self.table.name, "Key": agent_claim_key(cluster, command_id),
+            {"ConditionCheck": {"TableName": self.table.name, "Key": agent_claim_key(ref.cluster, ref.command_id),
                                 "ConditionExpression": "attribute_not_exists(pk)"}},
-            {"Update": {"TableName": self.table.name, "Key": command_key(command_id, "issued"),
+            {"Update": {"TableName": self.table.name, "Key": ref.key("issued"),
                         "UpdateExpression": "SET withdrawn_at = :now, expires_at = if_not_exists(expires_at, :expires)",
                         "ExpressionAttributeValues": {":now": {"S": now.isoformat()}, ":expires": expires(now)}}},
         ])
 
-    def command_context(self, command_id: str) -> CommandContext | None:
+    def find_command(self, cluster: str, command_id: str) -> tuple[CommandRef, CommandContext | None]:
+        """Where the command's items are, and what record_command wrote for it (None: Medic has no record of issuing
+        it to that cluster). A command issued before commands were keyed by cluster is found at its old key (its
+        context names its cluster, which the caller compares)."""
+        ref = CommandRef(cluster, command_id)
+        item = self.table.get(ref.key("issued"))
+        if item is None:
+            legacy = CommandRef(cluster, command_id, legacy=True)
+            item = self.table.get(legacy.key("issued"))
+            if item is not None:
+                ref = legacy
+        return ref, (_read_context(item) if item else None)
+
+    def command_context(self, ref: CommandRef) -> CommandContext | None:
         """What record_command wrote for the command; None when Medic has no record of issuing it."""
-        item = self.table.get(command_key(command_id, "issued"))
+        item = self.table.get(ref.key("issued"))
         return _read_context(item) if item else None
 
-    def claim_command_record(self, command_id: str, now: datetime) -> bool:
-        """True for the first delivery of a command's result: its final record is written once."""
+    def claim_command_record(self, ref: CommandRef, now: datetime) -> bool:
+        """True for the first delivery of a command's result: its final record is written once (kept as long as
+        the stream or a redrive of its batch can deliver the result again: DEDUPE_DAYS)."""
         return self.table.put_if(
-            {**command_key(command_id, "recorded"), "recorded_at": {"S": now.isoformat()}, "expires_at": expires(now)},
+            {**ref.key("recorded"), "recorded_at": {"S": now.isoformat()},
+             "expires_at": expires(now, days=DEDUPE_DAYS)},
             "attribute_not_exists(pk)")
 
-    def claim_rejected_result(self, cluster: str, command_id: str, now: datetime) -> bool:
+    def claim_rejected_result(self, ref: CommandRef, now: datetime) -> bool:
         """True for the first delivery of a result Medic rejects. Kept apart from `recorded`: a result forged
         by another cluster's agent must not stop the real result of the command from being recorded."""
         return self.table.put_if(
-            {**command_key(command_id, f"rejected#{cluster}"), "recorded_at": {"S": now.isoformat()},
-             "expires_at": expires(now)},
+            {**ref.key(f"rejected#{ref.cluster}"), "recorded_at": {"S": now.isoformat()},
+             "expires_at": expires(now, days=DEDUPE_DAYS)},
             "attribute_not_exists(pk)")
 
 

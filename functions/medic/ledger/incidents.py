@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from medic.config import DEDUPE_DAYS
 from medic.core.progress import RecoveryWatch
 from medic.ledger.pages import page_key
 from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires, readable
@@ -45,8 +46,8 @@ class IncidentStore:
         """True for the first delivery of an alarm entering a state (its state timestamp names the transition)."""
         return self.table.put_if(
             {**self.table.key(f"alarm#{alarm}", f"transition#{state}#{state_timestamp}"),
-             "claimed_at": {"S": now.isoformat()}, "expires_at": expires(now)},
-            "attribute_not_exists(pk)")
+             "claimed_at": {"S": now.isoformat()}, "expires_at": expires(now, days=DEDUPE_DAYS)},
+            "attribute_not_exists(pk)")  # kept as long as the alarm's event can come back (medic.config)
 
     def alarm_incident(self, alarm: str) -> dict[str, str] | None:
         """The open incident of an alarm (from its ALARM until its OK), or None."""

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from medic.config import DEDUPE_DAYS
 from medic.ledger.table import Key, Table, expires, readable
 
 # Longer than a handler's 60 s timeout: an unfinished claim older than this belongs to a dead run.
@@ -77,7 +78,8 @@ class JobStore:
         deterministic, so a clone the dead run already started is found, not doubled.
         """
         return self.table.put_if(
-            {**self.failure_key(job_name), "claimed_at": {"S": now.isoformat()}, "expires_at": expires(now)},
+            {**self.failure_key(job_name), "claimed_at": {"S": now.isoformat()},
+             "expires_at": expires(now, days=DEDUPE_DAYS)},  # as long as the event can come back (medic.config)
             "attribute_not_exists(pk) OR (attribute_not_exists(done_at) AND claimed_at < :stale)",
             {":stale": {"S": (now - JOB_CLAIM_STALE).isoformat()}},
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from medic.config import DEDUPE_DAYS
 from medic.ledger.table import Key, Table, expires
 
 
@@ -16,7 +17,9 @@ class RequestStore:
         return self.table.key(f"request#{trigger}#{event_id}", "claim")
 
     def _claim_item(self, trigger: str, event_id: str, now: datetime) -> dict:
-        return {**self.claim_key(trigger, event_id), "claimed_at": {"S": now.isoformat()}, "expires_at": expires(now)}
+        # Kept as long as the event can come back (a DLQ redrive under an operator's override: medic.config)
+        return {**self.claim_key(trigger, event_id), "claimed_at": {"S": now.isoformat()},
+                "expires_at": expires(now, days=DEDUPE_DAYS)}
 
     def claim_request(self, trigger: str, event_id: str, now: datetime) -> bool:
         """True for the first delivery of an explicit request (an event id names one request)."""

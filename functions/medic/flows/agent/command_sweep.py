@@ -4,7 +4,7 @@ Run by the reconciler's schedule (every 5 minutes; it runs in every deployment w
 the proof-of-recovery schedule, which exists only when jobs are watched). Each open command
 (`recovery#command/<id>`, written when Medic queued it) older than COMMAND_DEADLINE:
   withdraw it unless its agent claimed it (one transaction: it can then never run late) →
-  claim its final record (`command#<id>/recorded`, shared with the results function: one final record,
+  claim its final record (`command#<cluster>#<id>/recorded`, shared with the results function: one final record,
   whichever comes first) → give the restart back to the budget when the agent never took it on →
   a `failed` record against the command's incident, one page → close it.
 An agent that died within its heartbeat window, or whose clock ran ahead, ends here instead of `deferred`
@@ -52,12 +52,12 @@ def sweep_commands(raw: Any, deps: Deps) -> list[dict]:
 
 def _expire(command: OpenCommand, run_id: str, deps: Deps) -> dict | None:
     store, now = AgentStore(deps.table), deps.now()
-    never_claimed = store.withdraw_command(command.cluster, command.command_id, now)
-    if not store.claim_command_record(command.command_id, now):  # its result was recorded after all
+    never_claimed = store.withdraw_command(command.ref, now)
+    if not store.claim_command_record(command.ref, now):  # its result was recorded after all
         store.close_command(command.command_id)
         return None
     # Medic's record of issuing it may have expired before the command did: it is closed as failed all the same.
-    context = store.command_context(command.command_id) or CommandContext()
+    context = store.command_context(command.ref) or CommandContext()
     incident = context.incident or f"command:{command.cluster}:{command.command_id}"
     minutes = int(COMMAND_DEADLINE.total_seconds() // 60)
     if context.kind in NODE_KINDS:  # around a node action (issue 16): no restart was spent

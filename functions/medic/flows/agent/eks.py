@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from medic.config import K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN, Job, KubernetesJob, MedicConfig
 from medic.core.agent_command import AgentCommand, command_id_for
@@ -78,7 +78,9 @@ class ReportedPod(BaseModel):
     job_kind: str = Field(max_length=32)
     job_name: str = Field(max_length=253, pattern=K8S_OBJECT_NAME_PATTERN)
     phase: str | None = Field(default=None, max_length=32)
-    terminating_since: datetime | None = None
+    # With its zone, as Kubernetes writes metadata.deletionTimestamp (RFC 3339, UTC): a time without one is
+    # refused with the report, never compared with Medic's clock.
+    terminating_since: AwareDatetime | None = None
 
 
 class ReportedNode(BaseModel):

@@ -2,12 +2,12 @@
 
 Request (handlers/requeue_request.py, or any trigger that builds a RestartRequest):
   parse → check the target and the cluster → claim the request → agent alive? → mode → spend the
-  job's restart budget → remember the command (`command#<id>/issued`) → queue it → `deferred` record.
+  job's restart budget → remember the command (`command#<cluster>#<id>/issued`) → queue it → `deferred` record.
   A Slurm job is requeued (`requeue_job`: scontrol requeue); a watched job on an EKS cluster is restarted
   (`restart_job`: the agent deletes its pods, its controller recreates them; eks.py).
 Result (results.py, from the ledger's stream): the agent writes `agent#<cluster>#command#<id>/result`
-  → checked against `command#<id>/issued` → claim `command#<id>/recorded` → final `executed` or `failed`
-  record against the same incident (and a page on failure).
+  → checked against `command#<cluster>#<id>/issued` → claim `command#<cluster>#<id>/recorded` → final `executed` or
+  `failed` record against the same incident (and a page on failure).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     """A "Medic Requeue Job" event (source medic.operator) → one remediation record."""
     mode = deps.mode.current()
     try:
-        event = RequeueJobEvent.model_validate(raw)
+        event = RequeueJobEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.OPERATOR, "requeue request")
     detail = event.detail

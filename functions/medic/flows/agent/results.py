@@ -3,7 +3,7 @@ Medic issued.
 
 An agent writes only under its own cluster's keys (IAM: dynamodb:LeadingKeys), so the key of a result
 item says which cluster's agent wrote it, and nothing else in the item is trusted: the incident, job and
-attempt of the final record come from Medic's own `command#<id>/issued`. A result Medic cannot match to a
+attempt of the final record come from Medic's own `command#<cluster>#<id>/issued`. A result Medic cannot match to a
 command it issued to that cluster, of that kind, for that target and incident, is `rejected`: recorded under
 its own incident (`command:<cluster>:<id>`) and paged (once per cluster: rejected_page_claim), never
 `executed`, and it never touches the incident of the command it names (that one still pages when its own
@@ -37,7 +37,7 @@ from medic.flows.agent.commands import (
     requeue_found,
     slurm_job_page,
 )
-from medic.ledger.agents import AgentStore
+from medic.ledger.agents import AgentStore, CommandRef
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.jobs import JobStore
 from medic.ledger.pages import PageStore
@@ -75,9 +75,9 @@ def rejected_stream_record(raw: Any, error: Exception, deps: Deps) -> dict:
 
 def mismatch(context: CommandContext | None, cluster: str, result: AgentResult) -> str | None:
     """Why the result does not answer a command Medic issued to this cluster; None when it does."""
-    if context is None:
-        return "Medic never issued this command"
-    if context.cluster != cluster:
+    if context is None:  # commands are kept per cluster: one issued to another cluster is not found under this one
+        return f"Medic never issued this command to {cluster}"
+    if context.cluster != cluster:  # a command issued before commands were keyed by cluster (CommandRef.legacy)
         return "Medic issued this command to another cluster"
     for field in ("kind", "target", "incident"):
         if getattr(result, field) != getattr(context, field):
@@ -100,11 +100,11 @@ def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict |
         problems = validation_problems(error)
         return _rejected(cluster, command_id, record.eventID, f"the result is invalid ({problems})", "", deps)
 
-    context = AgentStore(table).command_context(command_id)
+    ref, context = AgentStore(table).find_command(cluster, command_id)
     why = mismatch(context, cluster, result)
     if why is not None:
         return _rejected(cluster, command_id, record.eventID, why, result.message, deps)
-    if not AgentStore(table).claim_command_record(command_id, deps.now()):
+    if not AgentStore(table).claim_command_record(ref, deps.now()):
         logger.info("agent result already recorded", extra={"command_id": command_id})
         return None
     AgentStore(table).close_command(command_id)  # answered: the reconciler's sweep leaves it alone
@@ -187,7 +187,7 @@ def _give_back_restart(context: CommandContext, deps: Deps) -> None:
 
 def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, said: str, deps: Deps) -> dict | None:
     """A result Medic did not ask for: recorded once and paged once, under an incident of its own."""
-    if not AgentStore(deps.table).claim_rejected_result(cluster, command_id, deps.now()):
+    if not AgentStore(deps.table).claim_rejected_result(CommandRef(cluster, command_id), deps.now()):
         return None
     reason = f"Rejected a result written by the agent on {cluster} for command {command_id}: {why}."
     if said:

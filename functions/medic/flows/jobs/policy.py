@@ -39,11 +39,13 @@ class Lineage:
         return f"{self.root[:keep].rstrip('-')}-{digest}{suffix}"
 
 
-def foreign_training_job_arn(arn: str, *, account: str, region: str) -> str | None:
-    """Why a training job ARN in an event is not of the deploying account and region (None: it is).
+def foreign_training_job_arn(arn: str, *, account: str, region: str, partition: str = "aws") -> str | None:
+    """Why a training job ARN in an event is not of the deploying partition, account and region (None: it is).
     An empty ``account`` (unknown) is not checked."""
     parts = arn.split(":")  # arn:partition:sagemaker:region:account:training-job/name
-    arn_region, arn_account = (parts[3], parts[4]) if len(parts) > 5 else ("", "")
+    arn_partition, arn_region, arn_account = (parts[1], parts[3], parts[4]) if len(parts) > 5 else ("", "", "")
+    if arn_partition != partition:
+        return f"TrainingJobArn {arn} names partition {arn_partition}, not the stack's partition {partition}."
     if account and arn_account != account:
         return f"TrainingJobArn {arn} names account {arn_account}, not the deploying account {account}."
     if arn_region != region:

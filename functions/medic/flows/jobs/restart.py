@@ -47,7 +47,7 @@ class CheckpointOutsideConfig(Exception):
 def restart_training_job(raw: Any, deps: Deps) -> dict:
     mode = deps.mode.current()
     try:
-        event = TrainingJobStateEvent.model_validate(raw)
+        event = TrainingJobStateEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.JOB_STATE, "training job state event")
 
@@ -56,10 +56,11 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
     about = About(incident=f"job:{name}", trigger=Trigger.JOB_STATE, event_id=event.id, mode=mode, job=name)
     spec = deps.config.training_jobs_for(name)
     failure = classify_failure(reason, deps.config.job_failure_rules)
-    foreign = foreign_training_job_arn(detail.TrainingJobArn, account=deps.account, region=deps.region)
+    foreign = foreign_training_job_arn(detail.TrainingJobArn, account=deps.account, region=deps.region,
+                                       partition=deps.partition)
     if foreign:  # defence in depth: the rule takes this account's events only; the ARN must agree
         return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
-                                 reason=f"{foreign} Medic acts only on this account's and region's jobs."))
+                                 reason=f"{foreign} Medic acts only on this partition's, account's and region's jobs."))
     if spec is None:
         return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Training job {name} matches no configured prefix; Medic leaves it alone."))

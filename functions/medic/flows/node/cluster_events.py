@@ -33,7 +33,7 @@ ENDS_MEDICS_REPAIR = frozenset({Fault.CAPACITY_SHORTFALL, Fault.REPAIR_FAILED, F
 def record_cluster_event(raw: Any, deps: Deps) -> dict:
     mode = deps.mode.current()
     try:
-        event = ClusterEvent.model_validate(raw)
+        event = ClusterEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.CLUSTER_EVENT, "HyperPod cluster event")
     details, now = event.detail.EventDetails, deps.now()
@@ -48,7 +48,7 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Cluster {details.ClusterName} is not managed by Medic."))
     foreign = foreign_cluster_arn(details.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
-                                  cluster_id=cluster.id)
+                                  cluster_id=cluster.id, partition=deps.partition)
     if foreign:
         return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
                                  reason=short(f"{foreign} Medic records events of its configured clusters only.",

@@ -59,7 +59,7 @@ STORM_WINDOW = timedelta(hours=1)  # the budget's rolling hour: one summary page
 def remediate_node(raw: Any, deps: Deps) -> dict:
     mode = deps.mode.current()
     try:
-        event = NodeHealthEvent.model_validate(raw)
+        event = NodeHealthEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.NODE_HEALTH, "node health event")
 
@@ -73,7 +73,7 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Cluster {detail.ClusterName} is not managed by Medic."))
     foreign = foreign_cluster_arn(detail.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
-                                  cluster_id=cluster.id)
+                                  cluster_id=cluster.id, partition=deps.partition)
     if foreign:
         return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
                                  reason=short(f"{foreign} Medic acts only on its configured clusters; no call.", 500)))

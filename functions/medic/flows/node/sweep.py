@@ -54,7 +54,7 @@ def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | Non
     """One reconcile run over every configured cluster; returns what it did, per cluster."""
     mode = deps.mode.current()
     try:
-        event = ScheduleEvent.model_validate(raw)
+        event = ScheduleEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         record = rejected(raw, error, mode, Trigger.RECONCILE, "schedule event")
         return {"run": record["event_id"], "mode": mode, "rejected": True, "clusters": []}

@@ -7,14 +7,16 @@ out the plan; the recovery check calls ``judge_recovery`` with the metrics it re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, MedicConfig
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, MedicEvent, Outcome
 from medic.core.progress import PROBE_HISTORY_HOURS, Progress, RecoveryWatch
+from medic.core.text import quoted
 from medic.flows.recovery.policy import made_progress
 
 # --- the event ("CloudWatch Alarm State Change")
@@ -25,7 +27,20 @@ class AlarmState(BaseModel):
 
     value: str = Field(pattern=r"^(OK|ALARM|INSUFFICIENT_DATA)$")
     reason: str = Field(default="", max_length=4096)
+    # Kept as CloudWatch wrote it (it names the transition in the ledger), but it must read as a time with its
+    # zone (CloudWatch writes 2026-11-21T03:10:00.000+0000): the incident's timeline is measured from it.
     timestamp: str = Field(min_length=1, max_length=64, pattern=r"^[0-9T:.+Z-]+$")
+
+    @field_validator("timestamp")
+    @classmethod
+    def _zoned(cls, timestamp: str) -> str:
+        try:
+            when = datetime.fromisoformat(timestamp)
+        except ValueError:
+            raise ValueError("not an ISO 8601 time") from None
+        if when.utcoffset() is None:
+            raise ValueError(f"{timestamp} has no time zone: Medic cannot tell when the alarm changed state")
+        return timestamp
 
 
 class AlarmDetail(BaseModel):
@@ -38,6 +53,21 @@ class AlarmDetail(BaseModel):
 
 class AlarmStateChangeEvent(MedicEvent):
     detail: AlarmDetail
+
+
+def foreign_alarm(event: AlarmStateChangeEvent, *, partition: str, account: str, region: str) -> str | None:
+    """Why an alarm event is not about the stack's own alarm of that name (None: it is). CloudWatch sends an alarm's
+    state change from the alarm's account and region with the alarm's ARN as its one resource (CloudWatch user
+    guide, "Alarm events and EventBridge"): all three must be the stack's. An empty ``account`` (unknown) is not
+    checked."""
+    if account and event.account != account:
+        return f"The event comes from account {quoted(event.account, 32)}, not the deploying account {account}."
+    if event.region != region:
+        return f"The event comes from region {quoted(event.region, 32)}, not the deploying region {region}."
+    arn = f"arn:{partition}:cloudwatch:{region}:{account or event.account}:alarm:{event.detail.alarmName}"
+    if event.resources != [arn]:
+        return f"Its resources {quoted(', '.join(event.resources), 200)} are not the alarm's ARN {arn}."
+    return None
 
 
 # --- what the alarm is about

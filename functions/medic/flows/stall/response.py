@@ -30,6 +30,7 @@ from medic.flows.stall.policy import (
     Plan,
     alarm_subject,
     decide_alarm,
+    foreign_alarm,
 )
 from medic.ledger.incidents import IncidentStore
 from medic.ledger.nodes import NodeStore
@@ -56,10 +57,15 @@ def incident_of(subject: AlarmSubject) -> str:
 def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     mode = deps.mode.current()
     try:
-        event = AlarmStateChangeEvent.model_validate(raw)
+        event = AlarmStateChangeEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.ALARM, "alarm state change event")
     detail, now = event.detail, deps.now()
+    foreign = foreign_alarm(event, partition=deps.partition, account=deps.account, region=deps.region)
+    if foreign:  # defence in depth: the rule takes this account's events; the alarm must be this stack's own
+        about = About(incident=f"event:{event.id}", trigger=Trigger.ALARM, event_id=event.id, mode=mode)
+        return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=short(f"{foreign} Medic acts only on its own alarms; no call.", 500)))
     subject = alarm_subject(detail.alarmName, deps.config)
     if subject is None:
         about = About(incident=f"alarm:{detail.alarmName}", trigger=Trigger.ALARM, event_id=event.id, mode=mode)
