@@ -37,7 +37,6 @@ ACCOUNT_ID_LENGTH = 12  # an AWS account id is 12 digits: the resolved pattern's
 _GROWS_WITH = {
     "NodeRemediation": "the names in clusters[].name",
     "ClusterEvents": "the names in clusters[].name",
-    "SlurmJobRequeue": "the names in clusters[].name",
     "TrainingJobRestarts": "the prefixes in training_jobs[].prefix",
     "AlarmResponse": "the alarm names (jobs[].name, clusters[].name)",
 }

@@ -63,7 +63,12 @@ def _replay(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
 
-    run(lines, config, faults, out=out, err=sys.stderr, handler_output=None if args.quiet else sys.stderr)
+    result = run(lines, config, faults, out=out, err=sys.stderr, handler_output=None if args.quiet else sys.stderr)
+    if result.skipped:
+        # what the replay could not read was not replayed: its output is not the input's, so not a success
+        print(f"sim: {result.skipped} input item(s) skipped (each named above by its line number); the replay is "
+              "incomplete", file=sys.stderr)
+        return 1
     return 0
 
 

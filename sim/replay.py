@@ -39,6 +39,7 @@ from sim.hyperpod import INSTANCE_ID, LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISI
 from sim.kubeapi import DEFAULT_BACKOFF_LIMIT, SIGTERM_EXIT_CODE
 from sim.kubeapi import FINISHED as K8S_FINISHED
 from sim.kubeapi import RESTART_POLICIES as K8S_RESTART_POLICIES
+from sim.scenario import documents
 from sim.slurm import JOB_NAME as SLURM_JOB_NAME
 from sim.slurm import MAX_CONTROLLERS as SLURM_MAX_CONTROLLERS
 from sim.slurm import STATES as SLURM_STATES
@@ -1027,10 +1028,10 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
             print(f"sim: note: {note}", file=replay.err)
         replay._cold_start()
         try:
-            for lineno, text in enumerate(lines, 1):
+            for count, (lineno, text) in enumerate(documents(list(lines)), 1):
                 replay.line(lineno, text)
                 world.router.contract.raise_if_violated(f"line {lineno}")  # fail loudly: sim/contract.py
-                if lineno % 500 == 0:
+                if count % 500 == 0:
                     _forget_model_instances()
         finally:
             replay._cold_start()  # no client of this emulated world outlives it

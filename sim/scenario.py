@@ -10,7 +10,9 @@ inject and the expected result, e.g.::
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,3 +58,33 @@ def read_scenario(path: Path) -> Scenario:
 def bundled() -> list[Path]:
     return sorted(SCENARIOS.glob("*.jsonl"))
 
+
+def documents(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
+    """The input's items, each with the number of its first line: a JSON Lines line as it is, or a JSON document
+    spread over several lines (pretty-printed, as tests/fixtures/events/*.json are) as one compact line. Blank and
+    comment lines between items, and a line that starts no JSON document, pass through for the replay to judge; a
+    document that never parses passes through as its first line alone (the replay says it is not JSON), and the
+    lines after it are read again."""
+    index = 0
+    while index < len(lines):
+        first = lines[index]
+        buffer = first.strip()
+        if not buffer.startswith(("{", "[")):
+            yield index + 1, first
+            index += 1
+            continue
+        end = index
+        while True:
+            try:
+                item = json.loads(buffer)
+            except json.JSONDecodeError as error:
+                if error.pos >= len(buffer.rstrip()) and end + 1 < len(lines):  # it ran out: the document goes on
+                    end += 1
+                    buffer += "\n" + lines[end]
+                    continue
+                yield index + 1, first
+                index += 1
+                break
+            yield index + 1, first if end == index else json.dumps(item)
+            index = end + 1
+            break

@@ -117,7 +117,7 @@ def _indent(text: str) -> str:
 def history(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
     now = ctx.now()
     since_text = args.since or (None if args.from_file else "24h")
-    outcomes = frozenset(o.strip() for value in args.outcome for o in value.split(",") if o.strip())
+    outcomes = hist.parse_outcomes(args.outcome)
     filters = hist.Filters(since=hist.parse_since(since_text, now) if since_text else None,
                            until=hist.parse_since(args.until, now) if args.until else None,
                            cluster=args.cluster, node=args.node, job=args.job, outcomes=outcomes)

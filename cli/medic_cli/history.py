@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from botocore.exceptions import ClientError
 
-from medic.core.models import RemediationRecord
+from medic.core.models import Outcome, RemediationRecord
 from medic_cli.context import CliError
 from medic_cli.render import parse_time, table, when
 
@@ -61,6 +61,17 @@ class Filters:
         if self.job and _SAFE_VALUE.match(self.job):
             terms.append(f'($.job = "{self.job}" || $.incident = "job:{self.job}")')
         return "{ " + " && ".join(terms) + " }"
+
+
+def parse_outcomes(values: Iterable[str]) -> frozenset[str]:
+    """``--outcome`` values (repeatable, comma-separated) → the outcomes; a word that is no outcome is refused, naming
+    the valid ones (a typo would otherwise list nothing, as if nothing had happened)."""
+    outcomes = frozenset(o.strip() for value in values for o in value.split(",") if o.strip())
+    unknown = sorted(outcomes - {outcome.value for outcome in Outcome})
+    if unknown:
+        raise CliError(f"--outcome {', '.join(map(repr, unknown))}: not an outcome; the outcomes are "
+                       f"{', '.join(outcome.value for outcome in Outcome)}")
+    return outcomes
 
 
 def parse_since(value: str, now: datetime) -> datetime:

@@ -172,12 +172,13 @@ class AgentChannel(Construct):
         shared.grant_ledger_paging_mode(self.requeue.role)
         self.requeue.role.add_to_policy(iam.PolicyStatement(
             actions=["sqs:SendMessage"], resources=[agent.queue.queue_arn for agent in self.queues.values()]))
+        # Every request from the account, whatever it names: one for a cluster Medic does not manage is a `rejected`
+        # record saying which clusters and jobs there are (flows/agent/restart.py), never an event no rule takes.
         self.rule = events.Rule(
             self, "RequeueRule",
             description="Operator requests to requeue a Slurm job or restart an EKS job",
             event_pattern=events.EventPattern(
-                source=[REQUEUE_SOURCE], detail_type=[REQUEUE_DETAIL_TYPE], account=[Aws.ACCOUNT_ID],
-                detail={"cluster": list(self.queues)}),
+                source=[REQUEUE_SOURCE], detail_type=[REQUEUE_DETAIL_TYPE], account=[Aws.ACCOUNT_ID]),
         )
         self.requeue.route(self.rule)
         self.senders: list[iam.IRole] = [self.requeue.role]

@@ -347,6 +347,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **repair_owner_scenarios(sample),
         **replay_scenarios(),
         **edge_scenarios(),
+        **operator_request_scenarios(),
     }
 
 
@@ -383,6 +384,32 @@ def redriven(live: dict, by: str, reason: str) -> dict:
     """``live`` as the README's runbook redrives it from a dead-letter queue with the operator's override: the event as
     it was (id, time, detail), plus the top-level `medic-redrive` naming its id."""
     return {**live, "medic-redrive": {"event": live["id"], "by": by, "reason": reason}}
+
+
+def operator_request_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Nothing an operator sends vanishes (issue 29, item 4): a request naming a cluster Medic does not manage, or a
+    job it does not watch, is a `rejected` record saying what exists."""
+    return {
+        "zzq-operator-request-unknown-cluster.jsonl": ([
+            "title: (zzq) Operator requests naming a cluster Medic does not manage (a typo: pretrain-slurn) and a job "
+            "it does not watch (llama3-7b), then the right one",
+            "expect: the typo is rejected, naming Medic's clusters and their watched jobs (before: the rule let no "
+            "such request through, and nothing was recorded); the unwatched job is rejected naming the watched ones; "
+            "the right request requeues job 4211; nothing queued for the wrong ones, no page",
+            "check: records .outcome == rejected, rejected, deferred, executed",
+            "check: records cluster=pretrain-slurn outcome=rejected "
+            "reason~\"pretrain-slurm (slurm; watched jobs: llama3-70b); finetune-eks (eks; watched jobs: "
+            "bert-xl)\" == 1",
+            "check: records cluster=pretrain-slurm outcome=rejected reason~\"llama3-7b is not a job Medic watches\" "
+            "== 1",
+            "check: calls sqs:SendMessage == 1",
+            "check: slurm_commands argv=\"scontrol requeue 4211\" == 1",
+            "check: pages == 0",
+        ], [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            requeue_request(cluster="pretrain-slurn", job_name=LLAMA),
+            requeue_request(T0 + minutes(1), job_name="llama3-7b"),
+            requeue_request(T0 + minutes(2), job_name=LLAMA)]),
+    }
 
 
 def edge_scenarios() -> dict[str, tuple[list[str], list[object]]]:

@@ -98,6 +98,21 @@ def test_given_mixed_outcomes_when_history_for_failed_and_suppressed_then_only_w
     assert [r["outcome"] for r in result.json_lines()] == ["failed", "suppressed"]
 
 
+def test_given_a_word_that_is_no_outcome_when_history_filters_on_it_then_it_is_refused_naming_the_outcomes(
+        deployed: Deployed):
+    # Given a failed decision in the logs
+    deployed.log(NODE_LOGS, ago(hours=1), outcome="failed", node_id=NODE_A)
+
+    # When the operator mistypes an outcome ("fail" for "failed") beside a real one
+    result = deployed.cli("history", "--outcome", "failed,fail", "--json")
+
+    # Then nothing is listed as if nothing had happened: the command fails, naming the word and every outcome
+    assert result.code == 1
+    assert result.out == ""
+    assert "--outcome 'fail': not an outcome" in result.err
+    assert "executed, dry_run, duplicate, suppressed, deferred, failed, rejected, ignored" in result.err
+
+
 def test_given_history_as_json_when_read_back_from_file_then_the_same_records(deployed: Deployed):
     # Given two decisions, exported with --json
     deployed.log(NODE_LOGS, ago(hours=2), node_id=NODE_A)

@@ -41,10 +41,10 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 59
+    assert out.count("   summary: ") == len(bundled()) == 60
     # every bundled scenario's checks are met, each said, with the tally last
     assert out.count("   PASS (") == len(bundled()) and "   FAIL" not in out and "-> FAIL" not in out
-    assert out.rstrip().endswith("== 59 scenarios: 59 PASS, 0 FAIL ==")
+    assert out.rstrip().endswith("== 60 scenarios: 60 PASS, 0 FAIL ==")
     assert "   check: records .outcome == executed, duplicate\n" in out  # (b)
     assert ("   timeline: stall llama3-70b stalled at 03:05:00: detect +780s -> act +780s -> repair - -> resume +1140s "
             "-> resolved +1200s; lost 240 steps (6 min)") in out
@@ -75,6 +75,36 @@ def test_the_demo_fails_a_scenario_whose_checks_are_not_met_and_exits_1(capsys, 
     assert code == 1
     assert "   check: records .outcome == executed\n   check: pages == 1  -> FAIL: got 0\n   FAIL (1 of 2" in out
     assert out.rstrip().endswith("== 1 scenarios: 0 PASS, 1 FAIL ==\n   FAIL: (a) expecting a page")
+
+
+def test_sim_replay_reads_a_pretty_printed_event_file_as_the_fixtures_are(capsys):
+    # Given an event file as AWS documents them and tests/fixtures/events holds them: one JSON document on 23 lines
+    path = ROOT / "tests" / "fixtures" / "events" / "hyperpod-node-health-unhealthy.json"
+    assert len(path.read_text().splitlines()) > 1
+    # When it is replayed
+    code = main(["replay", str(path), "--config", str(DEMO_CONFIG), "--quiet"])
+    # Then the event is the one input item, and Medic decided on it
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert [(line["kind"], line.get("action"), line.get("outcome")) for line in map(json.loads,
+            captured.out.splitlines())] == [("record", "replace_node", "executed")]
+
+
+def test_sim_replay_exits_1_saying_how_many_input_lines_it_skipped(capsys, tmp_path):
+    # Given JSON Lines with a truncated event and a line that is no object between two good events
+    event = json.loads((ROOT / "tests" / "fixtures" / "events" / "hyperpod-node-health-unhealthy.json").read_text())
+    later = {**event, "id": "9b1d2c3e-4f50-4a6b-8c7d-8e9f0a1b2c3d", "time": "2026-11-20T08:20:05Z",
+             "detail": {**event["detail"], "InstanceId": "i-0a1b2c3d4e5f60718"}}
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join([json.dumps(event), json.dumps(later)[:80], "[1, 2]", json.dumps(later)]) + "\n")
+    # When it is replayed
+    code = main(["replay", str(path), "--config", str(DEMO_CONFIG), "--quiet"])
+    # Then the good events are replayed, each bad line is named, and the replay says it is incomplete: exit 1
+    captured = capsys.readouterr()
+    assert code == 1
+    assert [json.loads(line)["outcome"] for line in captured.out.splitlines()] == ["executed", "executed"]
+    assert "sim: line 2: not valid JSON" in captured.err and "sim: line 3: expected a JSON object" in captured.err
+    assert "sim: 2 input item(s) skipped" in captured.err
 
 
 def test_sim_replay_applies_the_scenario_fault_header_and_fault_options_override_it(capsys):

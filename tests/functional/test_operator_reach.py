@@ -80,6 +80,17 @@ def test_a_request_by_name_for_a_job_medic_does_not_watch_is_rejected(slurm):
     assert slurm.depth() == 0
 
 
+def test_a_request_for_a_cluster_medic_does_not_manage_is_rejected_naming_the_clusters_and_their_jobs(slurm):
+    # Given an operator who mistypes the cluster (issue 29, item 4: the rule now takes every request of the account)
+    record = request(slurm, "0a000000-0000-4000-8000-000000000006", cluster="pretrain-slurn", job_id="4211")
+    # Then nothing is queued, nothing pages, and the record says what the operator could have named
+    assert (record["outcome"], record["action"], record["paged"], record["cluster"]) == (
+        "rejected", "none", False, "pretrain-slurn")
+    assert record["reason"].startswith("Refused: cluster pretrain-slurn is not managed by Medic. Medic's clusters "
+                                       "(medic.yaml): pretrain-slurm (slurm; watched jobs: llama3-70b)")
+    assert slurm.depth() == 0
+
+
 def test_a_request_by_id_naming_an_unwatched_job_is_rejected(slurm):
     record = request(slurm, "0a000000-0000-4000-8000-000000000004", job_id="5000", job_name="eval-sweep-team-b")
     assert record["outcome"] == "rejected" and slurm.depth() == 0

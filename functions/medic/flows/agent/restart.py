@@ -20,7 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.config import KubernetesJob
+from medic.config import KubernetesJob, MedicConfig
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Requester, Trigger
@@ -92,18 +92,26 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     detail = event.detail
     requester = Requester(account=event.account, source=event.source, claimed_by=detail.requested_by)
     cluster = deps.config.cluster(detail.cluster)
-    if detail.namespace is not None or (cluster is not None and cluster.orchestrator == "eks"):
+    if cluster is None:
+        # The rule takes every request from the account, whatever cluster it names (infra AgentChannel): one for a
+        # cluster Medic does not manage is refused here, saying what the sender could have named.
+        about = About(incident=slurm_job_incident(detail.cluster, detail.job), trigger=Trigger.OPERATOR,
+                      event_id=event.id, mode=mode, cluster=detail.cluster, job=detail.job, requester=requester)
+        return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=Action.NONE, outcome=Outcome.REJECTED,
+                                 reason=short(f"Refused: cluster {detail.cluster} is not managed by Medic. "
+                                              f"{known_targets(deps.config)}", 500)))
+    if detail.namespace is not None or cluster.orchestrator == "eks":
         return _restart_eks_job(event.id, detail, requester, mode, deps)
     incident = slurm_job_incident(detail.cluster, detail.job)
     watched = deps.config.watched_names(detail.cluster)
-    if cluster is not None and detail.job_name is not None and detail.job_name not in watched:
+    if detail.job_name is not None and detail.job_name not in watched:
         about = About(incident=incident, trigger=Trigger.OPERATOR, event_id=event.id, mode=mode,
                       cluster=detail.cluster, job=detail.job, requester=requester)
         return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=Action.NONE, outcome=Outcome.REJECTED,
                                  reason=short(f"Refused: {detail.job_name} is not a job Medic watches on "
                                               f"{detail.cluster} ({', '.join(watched) or 'none'}: jobs in medic.yaml); "
                                               "Medic requeues only watched jobs.", 500)))
-    if cluster is not None and not watched:
+    if not watched:
         about = About(incident=incident, trigger=Trigger.OPERATOR, event_id=event.id, mode=mode,
                       cluster=detail.cluster, job=detail.job, requester=requester)
         return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=Action.NONE, outcome=Outcome.REJECTED,
@@ -118,6 +126,13 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
         # by id: the agent checks with squeue that the job is one Medic watches (the one named, else any watched)
         job_names=((detail.job_name,) if detail.job_name else watched) if detail.job_id is not None else (),
     ), deps)
+
+
+def known_targets(config: MedicConfig) -> str:
+    """What an operator request may name, for a refusal: each cluster Medic manages and the jobs it watches there."""
+    clusters = [f"{cluster.name} ({cluster.orchestrator}; watched jobs: "
+                f"{', '.join(config.watched_names(cluster.name)) or 'none'})" for cluster in config.clusters]
+    return f"Medic's clusters (medic.yaml): {'; '.join(clusters) or 'none'}."
 
 
 def _restart_eks_job(event_id: str, detail: RequeueJobDetail, requester: Requester, mode: Mode, deps: Deps) -> dict:
