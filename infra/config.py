@@ -1,8 +1,13 @@
-"""Load and validate medic.yaml at synth: a bad file stops synth with an error naming the key."""
+"""Load and validate medic.yaml at synth: a bad file stops synth with an error naming the key; a config that
+synthesizes but would not do what its author means gets warnings (``config_warnings``), shown at synth (CDK
+annotations, infra/stack.py) and by ``medic validate``. One code path for both: ``medic validate`` runs these very
+functions, without a synth."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -10,26 +15,102 @@ from medic.config import ConfigError, MedicConfig, parse_config
 
 # Lambda allows 4 KB for all of a function's environment variables together.
 MAX_ENV_CONFIG_BYTES = 3000
+# PyTorch's NCCL watchdog aborts a collective (all-reduce, ...) that has not finished within the process group's
+# timeout, 10 minutes unless the training script says otherwise: `kProcessGroupNCCLDefaultTimeout =
+# std::chrono::milliseconds(10 * 60 * 1000)` (pytorch/pytorch, torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp),
+# `torch.distributed.init_process_group(timeout=None)`: "Default value is 10 minutes for NCCL and 30 minutes for
+# other backends" (torch/distributed/distributed_c10d.py; `default_pg_nccl_timeout`, torch/distributed/constants.py).
+# With TORCH_NCCL_ASYNC_ERROR_HANDLING at its default the watchdog then tears the process down: a job hung in a
+# collective ends as a crash at 10 minutes, before a stall alarm of 10 minutes or more sees it stalled.
+NCCL_WATCHDOG_DEFAULT_MINUTES = 10
+# A training-job prefix with fewer letters and digits than this is "short": Medic restarts (and may pass a role to)
+# every training job of the account and region whose name starts with it, and SageMaker job names are free text
+# any team picks (ft-, llm-, bert: other teams' jobs too). Medic's own choice: 6 is a word and a separator
+# (`mistral-`, `llama3-`), 2-5 are the team-wide abbreviations seen in job naming schemes.
+MIN_PREFIX_CHARS = 6
+_ROLE_ACCOUNT = re.compile(r"^arn:aws[a-z-]*:iam::([0-9]{12}):role/")
 
-__all__ = ["ConfigError", "MedicConfig", "load_config"]
+__all__ = ["ConfigError", "MedicConfig", "config_warnings", "load_config", "read_yaml"]
 
 
-def load_config(path: str | Path) -> MedicConfig:
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping naming a key twice is an error: PyYAML keeps the last value and
+    drops the first silently (a second `notify:` or `guardrails:` would undo the first without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} at line {line} (first at line {seen[key]}): YAML would keep "
+                                "only the last one; remove or merge one of them", key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """The file's mapping of keys, or ConfigError naming the file and what is wrong (duplicate keys included)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read Medic config {path}: {error.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader: plain data only)
     except yaml.YAMLError as error:
         raise ConfigError(f"Medic config {path} is not valid YAML: {error}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"Medic config {path} must be a mapping of keys (mode, clusters, ...), "
                           f"got {type(data).__name__}")
-    config = parse_config(data, str(path))
+    return data
+
+
+def load_config(path: str | Path) -> MedicConfig:
+    """medic.yaml → the typed config, or ConfigError naming each mistake synth refuses."""
+    config = parse_config(read_yaml(path), str(path))
+    notify = config.notify
+    if not notify.emails and not notify.https and not notify.subscribed_elsewhere:
+        raise ConfigError(f"invalid Medic config {path}:\n  notify: nobody would get Medic's pages (no emails, no "
+                          "https): every page would go to a topic with no subscriber. Set notify.emails or "
+                          "notify.https, or notify.subscribed_elsewhere: true when you subscribe the topic (stack "
+                          "output PagingTopicArn) yourself")
     size = len(config.to_env().encode())
     if size > MAX_ENV_CONFIG_BYTES:
         raise ConfigError(f"Medic config {path} is too large for the functions' environment "
                           f"({size} bytes as JSON, at most {MAX_ENV_CONFIG_BYTES}): split it across stacks")
     return config
+
+
+def config_warnings(config: MedicConfig, account: str | None = None) -> list[str]:
+    """What a config that synthesizes may not do as meant, one sentence each naming the key. ``account``: the
+    deploying account when known (synth with credentials, ``medic validate --account`` or ``--live``)."""
+    warnings = []
+    for index, job in enumerate(config.jobs):
+        if job.stall_minutes >= NCCL_WATCHDOG_DEFAULT_MINUTES:
+            warnings.append(
+                f"jobs.{index}.stall_minutes: {job.stall_minutes} ({job.name}) is at or above PyTorch's NCCL watchdog "
+                f"default of {NCCL_WATCHDOG_DEFAULT_MINUTES} minutes (ProcessGroupNCCL.hpp "
+                "kProcessGroupNCCLDefaultTimeout): a job hung in a collective is aborted by the watchdog before Medic "
+                f"sees it stalled, and Medic then requeues a job that has crashed. Set stall_minutes below "
+                f"{NCCL_WATCHDOG_DEFAULT_MINUTES}, or give init_process_group(timeout=...) more than stall_minutes "
+                "in the training script")
+    for index, spec in enumerate(config.training_jobs):
+        significant = sum(char.isalnum() for char in spec.prefix)
+        if significant < MIN_PREFIX_CHARS:
+            warnings.append(
+                f"training_jobs.{index}.prefix: {spec.prefix!r} has {significant} letters and digits (fewer than "
+                f"{MIN_PREFIX_CHARS}): Medic restarts any failed training job of the account whose name starts with "
+                f"it, other teams' too ({spec.prefix}anything); give the jobs' own stem (e.g. "
+                f"{spec.prefix}<model>-)")
+        for arn in spec.role_arns:
+            found = _ROLE_ACCOUNT.match(arn)
+            if account and found and found.group(1) != account:
+                warnings.append(
+                    f"training_jobs.{index}.role_arns: {arn} is a role of account {found.group(1)}, not the deploying "
+                    f"account {account}: a training job here does not run as it, and Medic would be allowed to pass "
+                    "another account's role")
+    return warnings

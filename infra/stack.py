@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack, Validations
+from aws_cdk import Annotations, CfnOutput, Stack, Token, Validations
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from constructs import Construct
 
@@ -22,6 +22,7 @@ from infra.components.reconciler import Reconciler
 from infra.components.shared import Shared
 from infra.components.training_alarms import AlarmResponse, TrainingAlarms
 from infra.components.training_job_restarts import TrainingJobRestarts
+from infra.config import config_warnings
 from infra.event_patterns import check_event_patterns
 from medic.config import MedicConfig
 
@@ -88,6 +89,10 @@ class MedicStack(Stack):
 
         # No deploy that EventBridge would refuse: every rule's and the archive's pattern within its quota.
         check_event_patterns(self)
+        # What synthesizes but may not do what its author means: CDK prints each at synth (`medic validate` too).
+        account = None if Token.is_unresolved(self.account) else self.account
+        for index, warning in enumerate(config_warnings(config, account)):
+            Annotations.of(self).add_warning_v2(f"medic:config:{index}", f"medic.yaml: {warning}")
 
 
 def _short_path(construct: DeadLetterQueue) -> str:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import yaml
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from medic.config import ConfigError, MedicConfig, parse_config
+from medic.config import ConfigError, MedicConfig
 from medic.ledger.table import Table
+from medic_cli.shared import ensure_infra
 
 # Operators wait at a terminal: retry throttling a few times, never hang for long.
 CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20)
@@ -150,15 +150,11 @@ class Context:
 
 
 def load_config_file(path: Path) -> MedicConfig:
+    """A medic.yaml read and refused exactly as synth reads it (infra/config.py: duplicate keys, no notify, ...)."""
+    ensure_infra()
+    from infra.config import load_config
+
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise CliError(f"cannot read Medic config {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise CliError(f"Medic config {path} is not valid YAML: {error}") from None
-    if not isinstance(data, dict):
-        raise CliError(f"Medic config {path} must be a mapping of keys (mode, clusters, ...)")
-    try:
-        return parse_config(data, str(path))
+        return load_config(path)
     except ConfigError as error:
         raise CliError(str(error)) from None

@@ -11,7 +11,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+ROOT = Path(__file__).resolve().parents[2]  # the repository checkout the CLI is installed from
+FUNCTIONS = ROOT / "functions"
 
 
 class MedicNotFound(ImportError):
@@ -28,3 +29,13 @@ def ensure_medic() -> None:
     raise MedicNotFound(
         f"cannot import Medic's shared code (functions/medic): expected it at {FUNCTIONS}. "
         "Install the CLI from a repository checkout with `pip install -e ./cli`.")
+
+
+def ensure_infra() -> None:
+    """Make ``import infra`` work (the stack's own config loader and checks, infra/config.py): the checkout's root."""
+    ensure_medic()
+    if importlib.util.find_spec("infra") is None:
+        if not (ROOT / "infra" / "config.py").is_file():
+            raise MedicNotFound(f"cannot import Medic's stack code (infra/): expected it at {ROOT / 'infra'}. "
+                                "Install the CLI from a repository checkout with `pip install -e ./cli`.")
+        sys.path.insert(0, str(ROOT))

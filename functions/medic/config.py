@@ -72,6 +72,10 @@ EVENT_CLOCK_SKEW = timedelta(minutes=5)
 class Notify(Strict):
     emails: list[str] = Field(default_factory=list)
     https: list[str] = Field(default_factory=list)
+    # The opt-out of "someone must get the pages" (infra/config.py refuses a config with neither emails nor https):
+    # true when the topic is subscribed outside medic.yaml (aws sns subscribe on the PagingTopicArn output, AWS
+    # Chatbot, an incident tool), so that pages do reach someone.
+    subscribed_elsewhere: bool = False
 
     @field_validator("emails")
     @classmethod
@@ -158,6 +162,9 @@ class Cluster(Strict):
         if self.eks_oidc_issuer is not None and self.orchestrator != "eks":
             raise ValueError(f"eks_oidc_issuer: only an EKS cluster's agent uses IRSA ({self.name!r} is "
                              f"orchestrated by {self.orchestrator})")
+        if self.eks_cluster_name is not None and self.orchestrator != "eks":
+            raise ValueError(f"eks_cluster_name: only a HyperPod cluster orchestrated by EKS has an EKS cluster "
+                             f"({self.name!r} is orchestrated by {self.orchestrator}): remove it")
         return self
 
     @property
