@@ -16,6 +16,7 @@ from infra.components.ledger import LedgerTable
 from infra.components.mode import ModeParameter, ModeWatch
 from infra.components.node_remediation import NodeRemediation
 from infra.components.operations import Operations
+from infra.components.operator_access import OperatorPolicies
 from infra.components.paging import PagingTopic
 from infra.components.powertools import PowertoolsLayer
 from infra.components.reconciler import Reconciler
@@ -74,6 +75,13 @@ class MedicStack(Stack):
             jobs=[job.name for job in config.jobs],
             runbooks={_short_path(c): c.runbook for c in self.node.find_all()
                       if isinstance(c, DeadLetterQueue) and c.runbook != REDRIVE_RUNBOOK})
+
+        # Ready-made policies for who runs the medic CLI (read-only; operator), as outputs to attach.
+        functions = [c for c in self.node.find_all() if isinstance(c, MedicFunction)]
+        self.operator_policies = OperatorPolicies(
+            self, "OperatorAccess", shared=shared, functions=functions, archive=self.event_archive,
+            config_functions=[construct.handler for construct in (self.node_remediation, self.training_job_restarts,
+                                                                  self.alarm_response) if construct is not None])
 
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
