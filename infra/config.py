@@ -56,11 +56,10 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """The file's mapping of keys, or ConfigError naming the file and what is wrong (duplicate keys included)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with path.open() as stream:  # PyYAML's marks then name the file: in "medic.yaml", line 21, column 1
+            data = yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader: plain data only)
     except OSError as error:
         raise ConfigError(f"cannot read Medic config {path}: {error.strerror}") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader: plain data only)
     except yaml.YAMLError as error:
         raise ConfigError(f"Medic config {path} is not valid YAML: {error}") from None
     if not isinstance(data, dict):

@@ -28,6 +28,10 @@ def run(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int
         from medic_cli import backtest  # imports the replay emulator: only for this command
 
         return backtest.command(args, ctx, out, err)
+    if args.command == "validate":
+        from medic_cli import validate  # imports the stack's config checks (infra/config.py)
+
+        return validate.command(args, ctx, out, err)
     if args.command == "stream-failures":
         from medic_cli import stream_failures
 

@@ -9,6 +9,7 @@
   medic explain EVENT.json          what Medic would decide for this event now, and why; acts on nothing
   medic backtest --config C.yaml    what config C would have decided differently on the events Medic received
   medic stream-failures [--redrive] the agent results' stream batches Lambda gave up on, read back (and recorded)
+  medic validate CONFIG [--live]    the checks synth makes, without a synth; --live: the names against the account
 """
 
 from __future__ import annotations
@@ -139,6 +140,19 @@ def build_parser() -> argparse.ArgumentParser:
                                "AgentResultsFunctionName), then delete each message whose batch is done")
     failures.add_argument("--json", action="store_true", help="one JSON object")
     _common(failures, top=False)
+
+    validate = commands.add_parser(
+        "validate", help="the checks synth makes on a config, without a synth; --live: its names in the account",
+        description="Refusals and warnings exactly as synth makes them (infra/config.py). With --live, against the "
+                    "account: each cluster's name and id (DescribeCluster), protected_groups, the agent policy on the "
+                    "controller group's role only, the training jobs' roles (GetRole) and buckets (HeadBucket). "
+                    "Exit status: 0 nothing failed (warnings allowed), 1 something did.")
+    validate.add_argument("file", metavar="CONFIG", help="the medic.yaml to check")
+    validate.add_argument("--live", action="store_true", help="also check the names against the account (read-only "
+                                                             "calls; the stack's outputs for the agent policy)")
+    validate.add_argument("--account", help="the deploying account, for the role_arns warning (default with --live: "
+                                            "the credentials' account)")
+    _common(validate, top=False)
     return parser
 
 

@@ -42,6 +42,8 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 CONFIG_YAML = f"""
 mode: act
+notify:
+  emails: [oncall@example.com]
 guardrails:
   max_node_actions_per_hour: 4
   repair_minutes: 30
