@@ -49,7 +49,8 @@ class Account:
         groups = [("controller", role["pretrain-controller"], "Controller"), ("login", workers_role, "Login"),
                   ("workers", workers_role, "Compute")]
         boto3.client("sagemaker", region_name=REGION).create_cluster(ClusterName="pretrain-slurm", InstanceGroups=[
-            {"InstanceGroupName": name, "InstanceType": "ml.c5.xlarge", "InstanceCount": 1, "ExecutionRole": arn, "ThreadsPerCore": 1,
+            {"InstanceGroupName": name, "InstanceType": "ml.c5.xlarge", "InstanceCount": 1, "ExecutionRole": arn,
+             "ThreadsPerCore": 1,
              "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/slurm/", "OnCreate": "on_create.sh"},
              "SlurmConfig": {"NodeType": node_type}} for name, arn, node_type in groups])
         # A real ClusterArn ends in the cluster's id; moto's in its name (sim/README.md says the same of the replay)
@@ -63,7 +64,8 @@ class Account:
                                                   "Resource": "*"}]}))["Policy"]["Arn"]
         self.iam.attach_role_policy(RoleName="pretrain-controller", PolicyArn=self.policy)
         boto3.client("cloudformation", region_name=REGION).create_stack(StackName="MedicLive", TemplateBody=json.dumps({
-            "Resources": {"Mode": {"Type": "AWS::SSM::Parameter", "Properties": {"Name": "/medic/MedicLive/mode", "Type": "String", "Value": "act"}}},
+            "Resources": {"Mode": {"Type": "AWS::SSM::Parameter", "Properties": {
+                "Name": "/medic/MedicLive/mode", "Type": "String", "Value": "act"}}},
             "Outputs": {"SlurmJobRequeueAgentpretrainslurmAgentPolicyArn5B1E2C3D": {"Value": self.policy}}}))
 
 
@@ -95,7 +97,8 @@ def test_live_on_an_account_that_matches_the_config_every_check_holds(deployed):
     assert result.code == 0, result.out
     assert f"checked against account {ACCOUNT}" in result.out
     assert [line.split(":")[0].strip() for line in result.out.splitlines()[1:-1]] == [
-        "OK   cluster pretrain-slurm"] * 3 + ["OK   training_jobs.0.role_arns", "OK   training_jobs.0.checkpoint_buckets"]
+        "OK   cluster pretrain-slurm"] * 3 + ["OK   training_jobs.0.role_arns",
+                                               "OK   training_jobs.0.checkpoint_buckets"]
     assert "the agent policy is attached to the controller group's role only" in result.out
     assert result.out.rstrip().endswith("0 failed, 0 warning(s)")
 
@@ -111,8 +114,8 @@ def test_live_names_each_name_the_account_does_not_have(deployed):
     result = validate(deployed, wrong, "--live")
     assert result.code == 1
     out = result.out
-    assert (f"FAIL cluster pretrain-slurm: id aaaaaaaaaaaa in the config, but its ClusterArn arn:aws:sagemaker:{REGION}:"
-            f"{ACCOUNT}:cluster/{CLUSTER_ID} ends in {CLUSTER_ID}: set id: {CLUSTER_ID}") in out
+    assert (f"FAIL cluster pretrain-slurm: id aaaaaaaaaaaa in the config, but its ClusterArn "
+            f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{CLUSTER_ID} ends in {CLUSTER_ID}: set id: {CLUSTER_ID}") in out
     assert "FAIL cluster pretrain-slurm: protected_groups ['login-nodes'] are not instance groups of the cluster" in out
     assert "FAIL cluster pretrain-slurm-b: DescribeCluster does not find it" in out
     assert "clusters[].name must be the HyperPod cluster's exact name" in out
