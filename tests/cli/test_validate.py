@@ -115,7 +115,8 @@ def test_live_names_each_name_the_account_does_not_have(deployed):
     assert result.code == 1
     out = result.out
     assert (f"FAIL cluster pretrain-slurm: id aaaaaaaaaaaa in the config, but its ClusterArn "
-            f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{CLUSTER_ID} ends in {CLUSTER_ID}: set id: {CLUSTER_ID}") in out
+            f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{CLUSTER_ID} ends in {CLUSTER_ID}: "
+            f"set id: {CLUSTER_ID}") in out
     assert "FAIL cluster pretrain-slurm: protected_groups ['login-nodes'] are not instance groups of the cluster" in out
     assert "FAIL cluster pretrain-slurm-b: DescribeCluster does not find it" in out
     assert "clusters[].name must be the HyperPod cluster's exact name" in out
