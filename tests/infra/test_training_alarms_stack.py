@@ -13,6 +13,7 @@ from tests.infra.conftest import ROOT, one, resources, synthesize
 from tests.infra.test_node_remediation_stack import matches
 
 TWO_JOBS = """
+notify: {emails: [oncall@example.com]}
 clusters:
   - {name: pretrain-slurm, id: k3v9q2w8x1za, orchestrator: slurm}
   - {name: finetune-eks, id: p7r2m4x9c1qa, orchestrator: eks, eks_cluster_name: ft-eks}
