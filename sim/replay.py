@@ -1028,7 +1028,7 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
             print(f"sim: note: {note}", file=replay.err)
         replay._cold_start()
         try:
-            for count, (lineno, text) in enumerate(documents(list(lines)), 1):
+            for count, (lineno, text) in enumerate(documents(lines), 1):
                 replay.line(lineno, text)
                 world.router.contract.raise_if_violated(f"line {lineno}")  # fail loudly: sim/contract.py
                 if count % 500 == 0:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,32 +60,37 @@ def bundled() -> list[Path]:
     return sorted(SCENARIOS.glob("*.jsonl"))
 
 
-def documents(lines: Sequence[str]) -> Iterator[tuple[int, str]]:
+def documents(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
     """The input's items, each with the number of its first line: a JSON Lines line as it is, or a JSON document
     spread over several lines (pretty-printed, as tests/fixtures/events/*.json are) as one compact line. Blank and
     comment lines between items, and a line that starts no JSON document, pass through for the replay to judge; a
     document that never parses passes through as its first line alone (the replay says it is not JSON), and the
-    lines after it are read again."""
-    index = 0
-    while index < len(lines):
-        first = lines[index]
+    lines after it are read again. Lazy: a line is read only when the items before it are replayed (a caller may
+    generate the next line from what the replay did), and a document's later lines only when it needs them."""
+    source = enumerate(lines, 1)
+    pending: deque[tuple[int, str]] = deque()  # lines read ahead for a document that did not parse
+
+    def next_line() -> tuple[int, str] | None:
+        return pending.popleft() if pending else next(source, None)
+
+    while (item := next_line()) is not None:
+        lineno, first = item
         buffer = first.strip()
         if not buffer.startswith(("{", "[")):
-            yield index + 1, first
-            index += 1
+            yield lineno, first
             continue
-        end = index
+        taken: list[tuple[int, str]] = []
         while True:
             try:
-                item = json.loads(buffer)
+                parsed = json.loads(buffer)
             except json.JSONDecodeError as error:
-                if error.pos >= len(buffer.rstrip()) and end + 1 < len(lines):  # it ran out: the document goes on
-                    end += 1
-                    buffer += "\n" + lines[end]
+                more = next_line() if error.pos >= len(buffer.rstrip()) else None  # it ran out: the document goes on
+                if more is not None:
+                    taken.append(more)
+                    buffer += "\n" + more[1]
                     continue
-                yield index + 1, first
-                index += 1
+                yield lineno, first
+                pending.extendleft(reversed(taken))
                 break
-            yield index + 1, first if end == index else json.dumps(item)
-            index = end + 1
+            yield lineno, json.dumps(parsed) if taken else first
             break
