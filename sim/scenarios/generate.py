@@ -999,13 +999,14 @@ def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]
             "title: (zv) Stall, requeue; the restarted process never steps, and someone writes heartbeats and steps "
             "for the job after the requeue",
             "expect: stall ALARM at 03:18, requeue_job deferred then executed; the forged heartbeats carry no probe "
-            "session: the alarm's OK at 03:23 is no proof of recovery, its ALARM again at 03:38 restarts nothing (the "
-            "recovery check owns the incident); no_progress failed with one page at 03:40 saying the reported steps "
-            "did not count",
+            "session: the alarm's OK at 03:23 is no proof of recovery, its ALARM again at 03:38 is deferred to the "
+            "recovery check, which owns the incident (no second restart); no_progress failed with one page at 03:40 "
+            "saying the reported steps did not count",
             "check: records action=requeue_job .outcome == deferred, executed",
             "check: alarms alarm=medic-stall-llama3-70b to=OK timestamp~T03:23:00 == 1",
             "check: records fault=no_progress outcome=failed paged=true == 1",
             "check: calls sqs:SendMessage == 1",
+            "check: records fault=stalled outcome=deferred reason~\"while Medic proves\" == 1",
             "check: pages == 1",
         ], [clock(T_ALARM), *slurm,
             *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
