@@ -235,6 +235,10 @@ class AgentChannel(Construct):
                               "stream-failures)")
         CfnOutput(stack, "AgentResultsFunctionName", value=self.results.function.function_name,
                   description="the agent results function (medic stream-failures re-delivers to it)")
+        # medic history reads every *LogGroup output: operator requests (a `rejected` one included) and the agents'
+        # results are records too
+        CfnOutput(stack, "OperatorRequestsLogGroup", value=self.requeue.log_group.log_group_name)
+        CfnOutput(stack, "AgentResultsLogGroup", value=self.results.log_group.log_group_name)
 
 
     def issue_node_commands(self, *functions: MedicFunction) -> None:

@@ -54,6 +54,13 @@ def test_the_requeue_rule_takes_every_operator_request_from_the_account_whatever
     assert "DeadLetterConfig" in rule["Targets"][0]
 
 
+def test_medic_history_finds_the_operator_requests_and_agent_results_log_groups(raw):
+    # medic history reads every stack output ending in LogGroup: a rejected request is a record it must show
+    for output, group in (("OperatorRequestsLogGroup", "SlurmJobRequeueRequeueHandlerLogs"),
+                          ("AgentResultsLogGroup", "SlurmJobRequeueAgentResultsHandlerLogs")):
+        assert raw["Outputs"][output]["Value"]["Ref"].startswith(group)
+
+
 def test_the_requeue_function_knows_the_queues_and_may_only_send_to_them(raw):
     function = one(raw, "AWS::Lambda::Function", "SlurmJobRequeueRequeueHandler")["Properties"]
     assert function["Handler"] == "medic.handlers.requeue_request.handler"
