@@ -63,3 +63,5 @@ def chain(real_slurm: LocalSlurm, tmp_path: Path) -> Iterator[RealChain]:
     finally:
         chain.stop_agent()
         real_slurm.reset()
+        # the chain's timeline, shown for passed tests too by `make test-real` (pytest -rP): the wall times in CI's log
+        print("\n".join(f"{at:7.1f}s {what}" for at, what in chain.timeline))

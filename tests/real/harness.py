@@ -154,11 +154,15 @@ class RealChain:
         return fed
 
     def pump(self, until: Callable[[], bool], timeout: float, what: str, every: float = 0.2) -> None:
-        """Metrics in, time on, until ``until()`` (checked after each tick) or ``timeout`` wall seconds."""
+        """Metrics in, time on, until ``until()`` (checked after each tick) or ``timeout`` wall seconds. What Medic
+        says meanwhile (alarms, records, pages, the in-process agent's Slurm commands) goes on the timeline."""
         deadline = time.monotonic() + timeout
         while True:
             self.feed_metrics()
+            seen = len(self.live.result.lines)
             self.live.tick()
+            for line in self.live.result.lines[seen:]:
+                self._note_line(line)
             self._agent_alive()
             if until():
                 return
@@ -166,6 +170,21 @@ class RealChain:
                 raise AssertionError(f"not {what} after {timeout:g}s of wall time (emulated clock "
                                      f"{self.live.now:%H:%M:%S})\n" + self.report())
             time.sleep(every)
+
+    def _note_line(self, line: dict) -> None:
+        at = line.get("timestamp", "")[11:19]
+        if line["kind"] == "alarm":
+            self.note(f"[{at}] alarm {line['alarm']} -> {line['to']}")
+        elif line["kind"] == "record" and line.get("job") == JOB:
+            extra = f" (lost_steps {line['lost_steps']})" if "lost_steps" in line else ""
+            self.note(f"[{at}] record {line['fault']} {line['action']} {line['outcome']}{extra}")
+        elif line["kind"] == "incident" and line.get("job") == JOB:
+            self.note(f"[{self.live.now:%H:%M:%S}] incident {line.get('incident_kind')} lost_steps "
+                      f"{line.get('lost_steps')}")
+        elif line["kind"] == "page":
+            self.note(f"[{self.live.now:%H:%M:%S}] page: {line.get('subject', '')}")
+        elif line["kind"] == "slurm_command":
+            self.note(f"[{self.live.now:%H:%M:%S}] session agent ran: {' '.join(line['argv'])}")
 
     # the agent, as its own process
     def start_agent(self) -> None:

@@ -77,6 +77,7 @@ def test_a_job_that_cannot_be_requeued_is_paged_once_by_name_and_never_requeued(
     chain.wait_for_first_metrics(timeout=120)
     with LiveSession(CONFIG, ScaledClock(FACTOR)) as live:
         chain.live = live
+        chain.note(f"Medic's emulated AWS up, endpoint {live.endpoint}")
         live.use_real_slurm(CLUSTER, chain.slurm.bin_dir, chain.slurm.env, chain.slurm.host)
         live.feed(f'{{"sim": {{"agent": {{"cluster": "{CLUSTER}", "heartbeat": true}}}}}}')
         chain.pump(lambda: chain.ingested >= 3, timeout=60, what="training for three emulated minutes")
