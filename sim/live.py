@@ -27,12 +27,11 @@ import json
 import logging
 import math
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
-
-import time
 
 import time_machine
 
@@ -174,7 +173,10 @@ class LiveSession:
             stamp = document["_aws"]["Timestamp"]
             if not isinstance(stamp, int | float) or isinstance(stamp, bool):
                 raise ValueError(f"`_aws.Timestamp` must be epoch milliseconds (got {stamp!r})")
-            at = self.clock.at(stamp / 1000)
+            try:
+                at = self.clock.at(stamp / 1000)
+            except OverflowError:
+                raise ValueError(f"`_aws.Timestamp` {stamp!r} is out of the emulated clock's range") from None
             with time_machine.travel(at, tick=False):
                 return self.world.metrics.ingest_emf(document, at)
         except (ValueError, TypeError, KeyError) as error:

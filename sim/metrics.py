@@ -162,9 +162,9 @@ class Metrics:
         return self.published[before:]
 
     def ingest_emf(self, document: Any, at: datetime) -> list[dict]:
-        """One EMF line of the probe (``Probe(emf=True)``), as CloudWatch Logs extracts it into metrics ("Embedded metric
-        format specification", CloudWatch User Guide: ``_aws.CloudWatchMetrics`` directives, each metric of a directive
-        once per dimension set, dimension values from the document's root members, a value or an array of values),
+        """One EMF line of the probe (``Probe(emf=True)``), as CloudWatch Logs extracts it into metrics ("Embedded
+        metric format specification", CloudWatch User Guide: ``_aws.CloudWatchMetrics`` directives, each metric of a
+        directive once per dimension set, dimension values from the document's root members, a value or an array),
         stored at ``at`` (the caller's clock: a live session maps the line's ``_aws.Timestamp`` onto the emulated
         clock). Put through the harness's CloudWatch client, as the probe's own PutMetricData would be: the
         handlers' GetMetricData and the alarms' evaluation read them alike. ValueError names what is wrong."""

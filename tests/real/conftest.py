@@ -21,11 +21,10 @@ from tests.real.harness import RealChain, torch_missing
 # window; src/slurmctld/controller.c _slurmctld_background: the full scheduling pass every sched_interval). With
 # Slurm's defaults (cred_expire 120 s, src/common/slurm_cred.c DEFAULT_EXPIRATION_WINDOW; sched_interval 60 s,
 # src/slurmctld/job_scheduler.c) that is 2-3 minutes of wall time. The test shortens both to Slurm's own minimums so
-# that the chain fits CI's budget: cred_expire=5 (slurm_cred.c _slurm_cred_init: below 5 is "invalid"), sched_interval=1.
-QUICK_REQUEUE = {"AuthInfo": "cred_expire=5", "SchedulerParameters": "sched_interval=1",
-                 # Slurm's default (slurm.conf(5) MinJobAge, 300 s), not the agent tests' 5 s: the agent asks squeue what
-                 # became of a job that ended minutes ago
-                 "MinJobAge": "300"}
+# that the chain fits CI's budget: cred_expire=5 (slurm_cred.c _slurm_cred_init: below 5 is "invalid"),
+# sched_interval=1. MinJobAge stays Slurm's default (slurm.conf(5): 300 s), not the agent tests' 5 s: the agent asks
+# squeue what became of a job that ended minutes ago.
+QUICK_REQUEUE = {"AuthInfo": "cred_expire=5", "SchedulerParameters": "sched_interval=1", "MinJobAge": "300"}
 
 
 def in_ci() -> bool:
