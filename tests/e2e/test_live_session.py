@@ -85,10 +85,11 @@ def test_the_probes_emf_line_is_ingested_at_its_time_on_the_emulated_clock(live)
     ("not json", "EMF line not ingested"),
     ('{"_aws": {"Timestamp": "soon", "CloudWatchMetrics": []}}', "epoch milliseconds"),
     ('{"_aws": {"Timestamp": 1, "CloudWatchMetrics": []}}', "out of the emulated clock's range"),
-    ('{"_aws": {"Timestamp": %d, "CloudWatchMetrics": [{"Namespace": "N", "Dimensions": [["Job"]], '
-     '"Metrics": [{"Name": "Heartbeat"}]}]}, "Heartbeat": 1}' % (time.time() * 1000),
+    (json.dumps({"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
+        {"Namespace": "N", "Dimensions": [["Job"]], "Metrics": [{"Name": "Heartbeat"}]}]}, "Heartbeat": 1}),
      "dimension(s) Job have no string value"),
-    ('{"_aws": {"Timestamp": %d, "CloudWatchMetrics": []}}' % (time.time() * 1000), "non-empty list of directives"),
+    (json.dumps({"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": []}}),
+     "non-empty list of directives"),
 ])
 def test_a_bad_emf_line_is_an_error_naming_what_is_wrong_and_no_metric(live, line, error):
     before = len(live.world.metrics.published)
