@@ -90,7 +90,7 @@ def test_the_probes_emf_line_is_ingested_at_its_time_on_the_emulated_clock(live)
      "dimension(s) Job have no string value"),
     (json.dumps({"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": []}}),
      "non-empty list of directives"),
-])
+], ids=["not-json", "timestamp-not-a-number", "timestamp-out-of-range", "dimension-without-value", "no-directive"])
 def test_a_bad_emf_line_is_an_error_naming_what_is_wrong_and_no_metric(live, line, error):
     before = len(live.world.metrics.published)
     assert live.ingest_emf(line) == []
