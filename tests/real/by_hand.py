@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                        f"{truth.checkpoint} (lost {truth.lost_steps}); resumed from {truth.resumed_from}; Slurm "
                        f"Restarts={slurm.job(job_id).get('Restarts')}")
             chain.note(f"agent's Slurm calls: {chain.agent_calls()}")
+            shown = slurm.job(job_id)
+            chain.note("Slurm: " + ", ".join(f"{key}={shown.get(key)}" for key in (
+                "JobState", "Restarts", "SubmitTime", "EligibleTime", "StartTime")))
             print("\n".join(f"{at:8.1f}s {what}" for at, what in chain.timeline))
             return 0
     except AssertionError as error:

@@ -150,6 +150,8 @@ class RealChain:
             if line.startswith('{"_aws"'):
                 self.live.ingest_emf(line)
                 fed += 1
+            elif RESTART.match(line) or RESUMED.match(line) or HANG.match(line) or line.startswith("slurmstepd"):
+                self.note(f"job: {line.strip()[:120]}")
         self.ingested += fed
         return fed
 
