@@ -16,14 +16,16 @@ import pytest
 from tests.agent.local_slurm import LocalSlurm, missing_binaries
 from tests.real.harness import RealChain, torch_missing
 
-# A real `scontrol requeue` holds the job cred_expire + 1 s, then it starts at the next scheduling pass (SchedMD slurm
-# 22.05.8, src/slurmctld/job_mgr.c batch_requeue_fini: `begin_time = now + cred_lifetime + 1`, the credential's expiry
-# window; src/slurmctld/controller.c _slurmctld_background: the full scheduling pass every sched_interval). With
-# Slurm's defaults (cred_expire 120 s, src/common/slurm_cred.c DEFAULT_EXPIRATION_WINDOW; sched_interval 60 s,
-# src/slurmctld/job_scheduler.c) that is 2-3 minutes of wall time. The test shortens both to Slurm's own minimums so
-# that the chain fits CI's budget: cred_expire=5 (slurm_cred.c _slurm_cred_init: below 5 is "invalid"),
-# sched_interval=1. MinJobAge stays Slurm's default (slurm.conf(5): 300 s), not the agent tests' 5 s: the agent asks
-# squeue what became of a job that ended minutes ago.
+# A real `scontrol requeue` holds the job cred_expire + 1 s (SchedMD slurm 22.05.8, src/slurmctld/job_mgr.c
+# batch_requeue_fini: `begin_time = now + cred_lifetime + 1`, the credential's expiry window), then the first
+# scheduling pass that runs starts it: the main loop's, every sched_interval (src/slurmctld/controller.c
+# _slurmctld_background), or the backfill scheduler's, every bf_interval (SchedulerType's default is sched/backfill,
+# src/common/read_config.h; BACKFILL_INTERVAL 30 s, src/plugins/sched/backfill/backfill.c). With Slurm's defaults
+# (cred_expire 120 s, src/common/slurm_cred.c DEFAULT_EXPIRATION_WINDOW; sched_interval 60 s,
+# src/slurmctld/job_scheduler.c) that is 121-151 s of wall time, then the job's own start. The test shortens them to
+# Slurm's own minimums so that the chain fits CI's budget: cred_expire=5 (slurm_cred.c _slurm_cred_init: below 5 is
+# "invalid"), sched_interval=1. MinJobAge stays Slurm's default (slurm.conf(5): 300 s), not the agent tests' 5 s: the
+# agent asks squeue what became of a job that ended minutes ago.
 QUICK_REQUEUE = {"AuthInfo": "cred_expire=5", "SchedulerParameters": "sched_interval=1", "MinJobAge": "300"}
 
 
