@@ -22,6 +22,9 @@ A cluster has one head node by default; the `slurm` directive gives it several (
 each, and says which slurmctld is in charge (`primary`, 1-based: the ones before it are DOWN, the rest UP,
 0: none answers). The fake Slurm answers each agent's `scontrol ping` as Slurm prints it, so each agent works
 out its own role exactly as on a head node; the pings are not reported as `slurm_command` lines.
+
+A live session (sim/live.py) may point a cluster's agent at a real Slurm instead (`SlurmWorld.use_real_slurm`,
+`RealSlurm`): then Slurm answers, and nothing here models it.
 """
 
 from __future__ import annotations
@@ -369,7 +372,6 @@ class FakeSlurm:
         if state.reason:
             lines.append(f"   Reason={state.reason} [root@{state.reason_at}]")
         return 0, "\n".join(lines) + "\n\n", ""
-
 
 
 class RealSlurm:
