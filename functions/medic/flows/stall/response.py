@@ -142,7 +142,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     about = About(incident=incident, trigger=Trigger.ALARM, event_id=event.id, mode=mode,
                   cluster=subject.cluster.name, job=subject.job.name if subject.job else None)
     record = about.record(fault=decision.fault or subject.fault, action=decision.action, outcome=decision.outcome,
-                          reason=decision.reason)
+                          reason=decision.reason, why=decision.why)
     if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
         incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(detail.state.timestamp))
     if decision.page and mode.pages:  # the page's details cost metric reads: none for a page nobody gets
