@@ -298,6 +298,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **repair_owner_scenarios(sample),
         **replay_scenarios(),
         **edge_scenarios(),
+        **pause_scenarios(),
     }
 
 
@@ -931,6 +932,25 @@ def untrusted_text_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: four pages; in each, the words quoted on one line and Medic's own 'What to do:' the only one",
         ], [node, cluster_event, {"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=user_error),
             alarm("divergence", "ALARM", T_JOB + minutes(5), reason=f"Threshold Crossed{FAKE_NEXT_STEP}")]),
+    }
+
+
+def pause_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """An operator's scoped, timed, quiet pause (issue 29, item 7)."""
+    pause = {"cluster": "pretrain-slurm", "for": "2h", "reason": "InfiniBand switch firmware upgrade",
+             "by": "arn:aws:sts::123456789012:assumed-role/SRE/alice"}
+    faults = [event(node_id(100 + i), T0 + minutes(4 * i)) for i in range(12)]
+    after = event(node_id(200), T0 + timedelta(hours=2, minutes=10))
+    return {
+        "zzm-paused-cluster-pages-once.jsonl": ([
+            "title: (zzm) medic pause --cluster pretrain-slurm --for 2h: a dozen GPU faults while it holds, one more "
+            "after it ended",
+            "expect: each of the twelve faults recorded suppressed (why paused, needs_human), no node call; one page "
+            "for the cluster in the window, headed by the pause (who, until when, why), the other eleven held; at "
+            "10:09 the pause ends by itself: one page says so (recorded mode_change); the fault at 10:24 is acted "
+            "on: replace_node executed",
+        ], [clock(T0 - minutes(5)), {"sim": {"pause": pause}}, *faults,
+            {"sim": {"advance": "2026-11-20T10:20:00Z"}}, after]),
     }
 
 

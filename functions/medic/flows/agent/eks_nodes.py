@@ -68,7 +68,7 @@ def sweep_node_reports(raw: Any, deps: Deps) -> list[dict]:
 
 
 def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
-    now, mode = deps.now(), deps.mode.current()
+    now, mode = deps.now(), deps.mode.current(cluster.name)
     if not heartbeat_is_fresh(AgentStore(deps.table).agent_heartbeat(cluster.name), now):
         return []  # no live agent: its last report may be stale (a requeue into the void is paged elsewhere)
     item = NodeReportStore(deps.table).report(cluster.name)

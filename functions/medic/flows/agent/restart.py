@@ -90,6 +90,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.OPERATOR, "requeue request")
     detail = event.detail
+    mode = deps.mode.current(detail.cluster)  # an operator's pause of the cluster lowers act to paused
     requester = Requester(account=event.account, source=event.source, claimed_by=detail.requested_by)
     cluster = deps.config.cluster(detail.cluster)
     if detail.namespace is not None or (cluster is not None and cluster.orchestrator == "eks"):

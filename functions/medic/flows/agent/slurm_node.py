@@ -293,7 +293,7 @@ def _job_states(result: AgentResult, context: CommandContext, cluster: str, stre
                                     cluster, stream_event_id, repair, deps))
         except (ClientError, BotoCoreError) as error:  # the result is claimed: say so rather than lose the job
             about = About(incident=context.incident, trigger=Trigger.NODE_REPAIR,
-                          event_id=f"{context.incident}:{job_id}", mode=deps.mode.current(), cluster=cluster,
+                          event_id=f"{context.incident}:{job_id}", mode=deps.mode.current(cluster), cluster=cluster,
                           job=job_id)
             records.append(emit(about.record(fault=repair.fault if repair else "unknown", action=Action.NONE,
                                              outcome=Outcome.FAILED,
@@ -328,7 +328,7 @@ class SlurmSays:
 
 def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, context: CommandContext, cluster: str,
              stream_event_id: str, repair: SlurmRepair | None, deps: Deps) -> dict:
-    mode = deps.mode.current()
+    mode = deps.mode.current(cluster)
     node_name = context.node_name or ""
     action = repair.action if repair else "node repair"
     by_name = valid_job_name(name)
@@ -423,7 +423,7 @@ def hold_watched_jobs(jobs: list[tuple[str, str]], node_incident: str, cluster: 
     from medic.ledger.incidents import IncidentStore
 
     config_cluster = deps.config.cluster(cluster)
-    if config_cluster is None or not deps.mode.current().acts:
+    if config_cluster is None or not deps.mode.current(cluster).acts:
         return
     now, repair_minutes = deps.now(), deps.config.guardrails_for(config_cluster).repair_minutes
     for _, name in jobs:

@@ -37,6 +37,7 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.CLUSTER_EVENT, "HyperPod cluster event")
     details, now = event.detail.EventDetails, deps.now()
+    mode = deps.mode.current(details.ClusterName)  # an operator's pause of the cluster lowers act to paused
     fault = classify_cluster_event(details)
     message = details.failure_message
     about = About(incident=(f"node:{details.ClusterName}:{details.InstanceId}" if details.InstanceId

@@ -115,7 +115,7 @@ def _end_holds(deps: Deps, incident: str) -> None:
 def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: DrainNote, jobs: JobsHit | None,
           page_jobs: bool = False) -> dict | None:
     """Take the awaited call (once), make it, and write the decision's final record."""
-    store, now, mode = NodeStore(deps.table), deps.now(), deps.mode.current()
+    store, now, mode = NodeStore(deps.table), deps.now(), deps.mode.current(call.cluster)
     action = Action(call.action)
     about = About(incident=call.incident, trigger=Trigger(call.trigger), event_id=call.event_id, mode=mode,
                   cluster=call.cluster, node_id=call.node_id, instance_group=call.instance_group)

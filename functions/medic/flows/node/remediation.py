@@ -65,6 +65,7 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         return rejected(raw, error, mode, Trigger.NODE_HEALTH, "node health event")
 
     detail = event.detail
+    mode = deps.mode.current(detail.ClusterName)  # an operator's pause of the cluster lowers act to paused
     health_reason = detail.HealthSummary.HealthStatusReason
     about = About(incident=f"node:{detail.ClusterName}:{detail.InstanceId}", trigger=Trigger.NODE_HEALTH,
                   event_id=event.id, mode=mode, cluster=detail.ClusterName, node_id=detail.InstanceId)

@@ -64,7 +64,8 @@ def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | Non
         if remaining() < RESERVE_SECONDS:
             report["clusters"].append({"cluster": cluster.name, "skipped": "no time left in this run"})
             continue
-        report["clusters"].append(Sweep(deps, mode, event.id, cluster, remaining).run())
+        # each cluster's sweep in its own mode: an operator's pause of the cluster lowers act to paused
+        report["clusters"].append(Sweep(deps, deps.mode.current(cluster.name), event.id, cluster, remaining).run())
     logger.info("reconcile run", extra={"reconcile": report})
     return report
 

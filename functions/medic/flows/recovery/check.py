@@ -175,7 +175,7 @@ def _completed(watch: RecoveryWatch, finished: datetime, progress: Progress, abo
 
 def _about(watch: RecoveryWatch, trigger: Trigger, event_id: str, deps: Deps) -> About:
     """What every record about a watched restart shares: its incident, cluster and job."""
-    return About(incident=watch.incident, trigger=trigger, event_id=event_id, mode=deps.mode.current(),
+    return About(incident=watch.incident, trigger=trigger, event_id=event_id, mode=deps.mode.current(watch.cluster),
                  cluster=watch.cluster, job=watch.job)
 
 

@@ -72,6 +72,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=Fault.UNKNOWN, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Alarm {detail.alarmName} is not one of Medic's configured alarms."))
     incident = incident_of(subject)
+    mode = deps.mode.current(subject.cluster.name)  # an operator's pause of the cluster lowers act to paused
     table = deps.table.for_mode(mode)
     incidents = IncidentStore(table)
     first_delivery = incidents.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp,
