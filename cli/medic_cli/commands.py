@@ -131,7 +131,8 @@ def history(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) ->
     outcomes = frozenset(o.strip() for value in args.outcome for o in value.split(",") if o.strip())
     filters = hist.Filters(since=hist.parse_since(since_text, now) if since_text else None,
                            until=hist.parse_since(args.until, now) if args.until else None,
-                           cluster=args.cluster, node=args.node, job=args.job, outcomes=outcomes)
+                           cluster=args.cluster, node=args.node, job=args.job, outcomes=outcomes,
+                           whys=hist.parse_whys(args.why), needs_human=args.needs_human)
     if args.from_file:
         records = hist.from_file(args.from_file, filters)
     else:
