@@ -322,10 +322,11 @@ class Replay:
         as the CLI writes it (cli/medic_cli/pauses.py: ledger/pauses.py PauseStore.put, ``--for`` read by the CLI's
         own parse_for). ``{"cluster": "C" | ["C", ...] (absent: the whole stack), "for": "4h" (absent: no end),
         "reason": "...", "by": "<caller ARN>"}``. No event: the functions read it with the mode (within 30 s)."""
-        from medic.core.mode import ALL_CLUSTERS, Pause
-        from medic.ledger.pauses import PauseStore
         from medic_cli.context import CliError
         from medic_cli.pauses import parse_for
+
+        from medic.core.mode import ALL_CLUSTERS, Pause
+        from medic.ledger.pauses import PauseStore
 
         if not isinstance(value, dict) or set(value) - {"cluster", "for", "reason", "by"}:
             raise ValueError("expected {\"cluster\": ..., \"for\": \"4h\", \"reason\": ..., \"by\": ...}")
