@@ -12,6 +12,7 @@ from medic.config import CLUSTER_NAME_PATTERN
 from medic.core.mode import ALL_CLUSTERS, Pause
 from medic.ledger.pauses import PauseStore
 from medic_cli.context import CliError, Context
+from medic_cli.mode import read_mode
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -54,6 +55,7 @@ def pause(ctx: Context, clusters: list[str], length: str | None, reason: str) ->
         raise CliError(f"--reason: say why in 1 to {MAX_REASON} characters (it is shown to the on-call)")
     until_in = parse_for(length) if length is not None else None
     wanted = scopes(ctx, clusters)
+    read_mode(ctx)  # the stack's mode parameter exists: the functions read the pauses kept under its name
     store = PauseStore(ctx.ledger(), ctx.mode_parameter)  # resolves the table before anything changes
     who, now = ctx.caller_arn(), ctx.now()
     paused = [Pause(scope=scope, by=who, reason=reason, since=now, until=now + until_in if until_in else None)
