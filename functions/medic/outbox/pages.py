@@ -128,8 +128,8 @@ def page_whatever_the_mode(deps: Deps, record: Record, text: PageText, release: 
 def paused_window(deps: Deps, record: Record, window: PageWindow) -> PageWindow:
     """The window a page counts in: the pause's (one page per cluster per window) while an operator's pause holds
     the record's cluster, else its source's."""
-    if record.about.mode is not Mode.PAUSED or window.source is PageSource.PAUSE:
-        return window
+    if record.about.mode is not Mode.PAUSED or window.source in (PageSource.PAUSE, PageSource.MODE):
+        return window  # a change of the mode (or a pause's own notice) pages whatever holds: page_whatever_the_mode
     if deps.mode.pause_of(record.about.cluster) is None:  # the stack's mode parameter is paused: pages as ever
         return window
     return PageWindow.cluster(PageSource.PAUSE, record.about.cluster)
