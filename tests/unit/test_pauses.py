@@ -4,10 +4,15 @@ on-call by itself (flows/mode/pause_policy.py), and how a function reads it with
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 from medic.adapters.mode import ModeSwitch
 from medic.core.mode import ALL_CLUSTERS, Mode, Pause, mode_under, pause_of
+from medic.core.models import Action, Fault, Outcome, Trigger, Why
+from medic.core.pages import PageSource, PageWindow
+from medic.core.record import About
 from medic.flows.mode.pause_policy import PauseNotice, pause_notice, pause_page, pause_reason
+from medic.outbox.pages import paused_window
 
 NOW = datetime(2026, 11, 20, 8, 14, 5, tzinfo=UTC)
 BY = "arn:aws:sts::123456789012:assumed-role/SRE/alice"
@@ -108,3 +113,19 @@ def test_pauses_that_cannot_be_read_keep_the_last_read_and_with_none_every_clust
     assert reading.current("pretrain-slurm") is Mode.PAUSED and reading.current("finetune-eks") is Mode.ACT
     # And a fresh container that never read them fails closed: every cluster reads paused
     assert switch(Book(None)).current("finetune-eks") is Mode.PAUSED
+
+
+def test_only_an_operators_pause_quiets_a_clusters_pages_and_never_a_change_of_the_mode():
+    record = About(incident="node:pretrain-slurm:i-0d4e5f60718293a4b", trigger=Trigger.NODE_HEALTH, event_id="e-1",
+                   mode=Mode.PAUSED, cluster="pretrain-slurm").record(
+        fault=Fault.GPU_FATAL, action=Action.REPLACE_NODE, outcome=Outcome.SUPPRESSED, why=Why.PAUSED, reason="r")
+    node = PageWindow.cluster(PageSource.NODE, "pretrain-slurm")
+    # Given the whole stack paused by an operator: the cluster's pages count in the pause's window
+    deps = SimpleNamespace(mode=switch(Book([paused(ALL_CLUSTERS)])))
+    paused_pages = PageWindow(PageSource.PAUSE, "cluster pretrain-slurm", 0)
+    assert paused_window(deps, record, node) == paused_pages  # type: ignore[arg-type]
+    # But a change of the mode pages in its own window whatever holds
+    mode = PageWindow(PageSource.MODE, "mode /medic/Medic/mode", before_summary=5)
+    assert paused_window(deps, record, mode) == mode  # type: ignore[arg-type]
+    # And with only the mode parameter paused (the big switch), pages count as ever
+    assert paused_window(SimpleNamespace(mode=switch(Book([]))), record, node) == node  # type: ignore[arg-type]
