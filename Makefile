@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CONFIG ?= medic.yaml
 CDK := PATH="$(CURDIR)/node_modules/node/bin:$$PATH" npx --no-install cdk
 
-.PHONY: setup demo test lint synth deploy diff bench clean
+.PHONY: setup demo test test-real lint synth deploy diff bench clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -24,7 +24,10 @@ demo: setup  ## replay the bundled scenarios on emulated AWS and print what Medi
 	$(PY) -m sim demo
 
 test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed), one worker a core
-	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile --ignore=tests/real
+
+test-real: setup  ## real training (torch), real Slurm, real hang, the real agent; only AWS emulated (README)
+	$(PY) -m pytest tests/real -p no:xdist -rP
 
 lint: setup  ## ruff, then the import contracts in pyproject.toml (layers, no cycles; docs/architecture.md)
 	$(PY) -m ruff check .

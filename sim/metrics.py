@@ -161,6 +161,47 @@ class Metrics:
             raise ValueError("the probe's PutMetricData failed (its warning is on stderr)")
         return self.published[before:]
 
+    def ingest_emf(self, document: Any, at: datetime) -> list[dict]:
+        """One EMF line of the probe (``Probe(emf=True)``), as CloudWatch Logs extracts it into metrics ("Embedded
+        metric format specification", CloudWatch User Guide: ``_aws.CloudWatchMetrics`` directives, each metric of a
+        directive once per dimension set, dimension values from the document's root members, a value or an array),
+        stored at ``at`` (the caller's clock: a live session maps the line's ``_aws.Timestamp`` onto the emulated
+        clock). Put through the harness's CloudWatch client, as the probe's own PutMetricData would be: the
+        handlers' GetMetricData and the alarms' evaluation read them alike. ValueError names what is wrong."""
+        if not isinstance(document, dict) or not isinstance(document.get("_aws"), dict):
+            raise ValueError("an EMF document is a JSON object with an `_aws` member")
+        directives = document["_aws"].get("CloudWatchMetrics")
+        if not isinstance(directives, list) or not directives:
+            raise ValueError("`_aws.CloudWatchMetrics` must be a non-empty list of directives")
+        data: list[tuple[str, dict]] = []
+        for directive in directives:
+            namespace = directive.get("Namespace") if isinstance(directive, dict) else None
+            if not isinstance(namespace, str) or not namespace:
+                raise ValueError(f"an EMF directive needs a Namespace (got {directive!r})")
+            for dimension_set in directive.get("Dimensions") or [[]]:
+                missing = [name for name in dimension_set if not isinstance(document.get(name), str)]
+                if missing:
+                    raise ValueError(f"dimension(s) {', '.join(missing)} have no string value in the document")
+                dimensions = [{"Name": name, "Value": document[name]} for name in dimension_set]
+                for metric in directive.get("Metrics") or []:
+                    name = metric.get("Name") if isinstance(metric, dict) else None
+                    raw = document.get(name) if isinstance(name, str) else None
+                    for value in raw if isinstance(raw, list) else [raw]:
+                        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                            datum = {"MetricName": name, "Dimensions": dimensions, "Timestamp": at,
+                                     "Value": float(value)}
+                            if isinstance(metric.get("Unit"), str):
+                                datum["Unit"] = metric["Unit"]
+                            data.append((namespace, datum))
+        before = len(self.published)
+        recording = _Recording(self.client("cloudwatch"), self.published)
+        try:
+            for namespace, datum in data:
+                recording.put_metric_data(Namespace=namespace, MetricData=[datum])
+        except (ClientError, BotoCoreError) as error:
+            raise ValueError(f"CloudWatch refused the EMF line's metrics: {error}") from None
+        return self.published[before:]
+
     def put(self, value: Any, now: datetime) -> dict:
         """One datapoint: ``{name, value | statistics, job, dimensions, unit, namespace, timestamp}``."""
         if not isinstance(value, dict):

@@ -82,6 +82,7 @@ class ReplayResult:
     dropped: list[dict] = field(default_factory=list)  # events Lambda gave up on (to the DLQ / on-failure target)
     metrics: Counter[str] = field(default_factory=Counter)  # the handlers' EMF metrics: total value by name
     published: list[dict] = field(default_factory=list)  # datapoints the probe/metric directives put
+    skipped: int = 0  # input lines (or documents) the replay could not use, each said on stderr
 
     @property
     def records(self) -> list[dict]:
@@ -184,9 +185,11 @@ class Replay:
         self._epoch: datetime | None = None
         self._monotonic_last = 0.0
 
-    def error(self, lineno: int, message: str) -> None:
+    def error(self, lineno: int, message: str, *, skipped: bool = True) -> None:
+        """An input line the replay says something about: by default one it could not use (skipped)."""
         text = f"line {lineno}: {message}"
         self.result.errors.append(text)
+        self.result.skipped += skipped
         print(f"sim: {text}", file=self.err)
 
     def emit(self, line: dict) -> None:
@@ -661,7 +664,7 @@ class Replay:
         if when is None:
             when = self.now or datetime.now(UTC).replace(microsecond=0)
             self.error(lineno, f"event time {event.get('time')!r} is not an ISO 8601 time; "
-                               f"replaying it at {when.isoformat()}")
+                               f"replaying it at {when.isoformat()}", skipped=False)
         when = self.arrival(when)
         self.move_clock(when)
         self.deliver_event(event, when)

@@ -22,6 +22,9 @@ A cluster has one head node by default; the `slurm` directive gives it several (
 each, and says which slurmctld is in charge (`primary`, 1-based: the ones before it are DOWN, the rest UP,
 0: none answers). The fake Slurm answers each agent's `scontrol ping` as Slurm prints it, so each agent works
 out its own role exactly as on a head node; the pings are not reported as `slurm_command` lines.
+
+A live session (sim/live.py) may point a cluster's agent at a real Slurm instead (`SlurmWorld.use_real_slurm`,
+`RealSlurm`): then Slurm answers, and nothing here models it.
 """
 
 from __future__ import annotations
@@ -371,6 +374,27 @@ class FakeSlurm:
         return 0, "\n".join(lines) + "\n\n", ""
 
 
+class RealSlurm:
+    """subprocess.run for the agent's Slurm class on a real Slurm (a live session, sim/live.py): runs the real
+    program with the cluster's environment (SLURM_CONF), and records every run but the role checks, as FakeSlurm
+    does. The answers, the job states and the requeue hold are Slurm's own: nothing here models them."""
+
+    def __init__(self, cluster: str, env: dict[str, str], runs: list[dict], host: str) -> None:
+        self.cluster = cluster
+        self.env = env
+        self.runs = runs
+        self.host = host
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        completed = subprocess.run(argv, **{**kwargs, "env": self.env})  # noqa: S603 - the agent's own argv
+        program, args = Path(argv[0]).name, list(argv[1:])
+        if not (program == "scontrol" and args == ["ping"]):
+            self.runs.append({"cluster": self.cluster, "host": self.host, "argv": [program, *args],
+                              "exit": completed.returncode,
+                              "output": "\n".join(part for part in ((completed.stdout or "").strip(),
+                                                                    (completed.stderr or "").strip()) if part)})
+        return completed
+
 
 @dataclass
 class AgentHandle:
@@ -393,6 +417,16 @@ class SlurmWorld:
         self._undrained = 0
         self.node_names: Callable[[str], dict[str, str]] | None = None  # cluster -> {instance id: Slurm node name}
         self.compute_nodes: Callable[[str], dict[str, str]] | None = None  # cluster -> {compute instance id: status}
+        # cluster -> (bin dir, environment, head node's hostname) of a real Slurm
+        self.real: dict[str, tuple[str, dict[str, str], str]] = {}
+
+    def use_real_slurm(self, cluster: str, bin_dir: str, env: dict[str, str], host: str) -> None:
+        """The cluster's agent runs ``bin_dir``'s scontrol/squeue/sacct with ``env`` (its SLURM_CONF) against a real
+        slurmctld instead of the fake (sim/live.py), as head node ``host`` (the SlurmctldHost `scontrol ping` names:
+        the agent works out its role from the real answer). Call before the cluster's first agent is made."""
+        if any(key[0] == cluster for key in self.agents):
+            raise ValueError(f"the agents of {cluster!r} already run against the fake Slurm")
+        self.real[cluster] = (bin_dir, dict(env), host)
 
     def close(self) -> None:
         if self._tmp is not None:
@@ -506,6 +540,8 @@ class SlurmWorld:
 
     def cluster_agents(self, cluster: str, controller: int | None = None) -> list[AgentHandle]:
         """The agents on the cluster's head nodes (all of them, or head node ``controller``), created stopped."""
+        if cluster in self.real:  # a real Slurm: its one head node is this machine
+            return [self.agent(cluster, self.real[cluster][2])]
         model = self.cluster(cluster)
         if controller is not None and not 1 <= controller <= model.controllers:
             raise ValueError(f"'controller' must be 1..{model.controllers} for {cluster} (got {controller})")
@@ -527,12 +563,17 @@ class SlurmWorld:
         from medic_agent.state import State
 
         work = self._dir()
+        if cluster in self.real:
+            bin_dir, env, _ = self.real[cluster]
+            slurm = Slurm(bin_dir=bin_dir, timeout=30, runner=RealSlurm(cluster, env, self.runs, host))
+        else:
+            slurm = Slurm(bin_dir=str(work / "bin"), timeout=30,
+                          runner=FakeSlurm(self.cluster(cluster), self.runs, host))
         agent = agent_main.Agent(
             cluster=cluster,
             queue=Queue(self.queues[cluster], lambda: self.client("sqs"), wait_seconds=0, visibility_timeout=120),
             ledger=Ledger(self.table, lambda: self.client("dynamodb")),
-            slurm=Slurm(bin_dir=str(work / "bin"), timeout=30,
-                        runner=FakeSlurm(self.cluster(cluster), self.runs, host)),
+            slurm=slurm,
             state=State(str(work / f"state-{cluster}-{host}.json")),
             heartbeat_seconds=0,  # every cycle reports: cycles run at event times, not every 60 s
             standby_seconds=0,  # a standby's cycle returns at once (it waits 20 s between checks on a head node)

@@ -74,6 +74,9 @@ class Streams:
         self.region = region
         self.mappings: list[StreamMapping] = []
         self.writes = 0  # DynamoDB writes by anyone (handlers, agents, directives): no write, no new record
+        # A process outside the replay writes to the tables too (the real agent, through the live session's endpoint,
+        # sim/live.py): its writes are not counted here, so every poll reads the streams.
+        self.other_writers = False
 
     def count_write(self, model: Any = None, **kwargs: Any) -> None:
         """A ``before-call.dynamodb`` hook: count the writes, so a stream nobody wrote to is not read."""
@@ -85,7 +88,7 @@ class Streams:
 
     def poll(self, mapping: StreamMapping) -> list[dict]:
         """The new records on the mapping's stream that its filters keep (those it drops are consumed)."""
-        if mapping._iterator is not None and mapping._polled_at_write == self.writes:
+        if mapping._iterator is not None and mapping._polled_at_write == self.writes and not self.other_writers:
             return []  # nothing was written since the last read
         mapping._polled_at_write = self.writes
         streams = self.client("dynamodbstreams")

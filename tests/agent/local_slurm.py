@@ -47,11 +47,14 @@ class SlurmStartError(RuntimeError):
 
 
 class LocalSlurm:
-    def __init__(self, backup_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(self, backup_hosts: tuple[str, ...] = (), settings: dict[str, str] | None = None) -> None:
         """``backup_hosts``: more SlurmctldHost lines after this machine's, at 127.0.0.2, .3, ... Nothing runs
         there but this machine's slurmctld answers on every loopback address, so `scontrol ping` prints a real
-        multi-controller answer with every controller UP (and this host, the first, in charge)."""
+        multi-controller answer with every controller UP (and this host, the first, in charge).
+        ``settings``: slurm.conf parameters set (or added) over the defaults below; ``AuthInfo`` is appended to the
+        munge socket's (e.g. ``{"AuthInfo": "cred_expire=5", "SchedulerParameters": "sched_interval=1"}``)."""
         self.backup_hosts = backup_hosts
+        self.settings = dict(settings or {})
         # Not under pytest's tmp_path: munged insists every directory on its socket's path is searchable by all,
         # and a Unix socket path must stay under ~100 characters.
         self.root = Path(tempfile.mkdtemp(prefix="medic-slurm-", dir="/tmp"))
@@ -112,9 +115,9 @@ class LocalSlurm:
         key = key_dir / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        host = socket.gethostname().split(".")[0]
+        host = self.host = socket.gethostname().split(".")[0]
         cpus = max(os.cpu_count() or 1, 4)
-        self.conf.write_text("\n".join([
+        lines = [
             f"ClusterName={CLUSTER}",
             f"SlurmctldHost={host}(127.0.0.1)",
             *(f"SlurmctldHost={name}(127.0.0.{offset})" for offset, name in enumerate(self.backup_hosts, start=2)),
@@ -148,8 +151,16 @@ class LocalSlurm:
             "SlurmdParameters=config_overrides",
             f"NodeName={self.node} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN",
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
-            "",
-        ]))
+        ]
+        for key, value in self.settings.items():
+            at = next((index for index, line in enumerate(lines) if line.startswith(f"{key}=")), None)
+            if key == "AuthInfo" and at is not None:
+                lines[at] += f",{value}"
+            elif at is not None:
+                lines[at] = f"{key}={value}"
+            else:
+                lines.insert(-2, f"{key}={value}")  # before the node and partition lines
+        self.conf.write_text("\n".join([*lines, ""]))
 
     def _start(self, name: str, argv: list[str | None]) -> None:
         log = open(self.root / "log" / f"{name}.out", "wb")  # noqa: SIM115 - owned by the process
@@ -204,6 +215,17 @@ class LocalSlurm:
                        "--output=/dev/null", f"--chdir={self.root / 'jobs'}", "--ntasks=1", "--cpus-per-task=1",
                        f"--wrap=sleep {seconds}").stdout
         return out.strip().split(";")[0]
+
+    def submit_script(self, script: Path, *options: str, env: dict[str, str] | None = None) -> str:
+        """sbatch a batch script with ``options`` (e.g. --requeue, --ntasks=2, --output=...), ``env`` added to the
+        environment it is submitted from (sbatch exports it to the job: --export=ALL, sbatch's default)."""
+        out = self.run_env({**self.env, **(env or {})}, "sbatch", "--parsable", f"--chdir={self.root / 'jobs'}",
+                           *options, str(script)).stdout
+        return out.strip().split(";")[0]
+
+    def run_env(self, env: dict[str, str], *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run([which(argv[0]) or argv[0], *argv[1:]], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=True, cwd=self.root)
 
     def job(self, job_id: str) -> dict[str, str]:
         """`scontrol show job` as a dict (JobState, Restarts, ...)."""
