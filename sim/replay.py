@@ -321,6 +321,67 @@ class Replay:
             if notify:
                 self.deliver_event(self.world.parameter_change(name, "Update", version, now), now)
 
+    def _directive_pause(self, value: Any) -> None:
+        """An operator runs ``medic pause [--cluster C]... [--for 4h] --reason TEXT``: the pause's ledger item, written
+        as the CLI writes it (cli/medic_cli/pauses.py: ledger/pauses.py PauseStore.put, ``--for`` read by the CLI's
+        own parse_for). ``{"cluster": "C" | ["C", ...] (absent: the whole stack), "for": "4h" (absent: no end),
+        "reason": "...", "by": "<caller ARN>"}``. No event: the functions read it with the mode (within 30 s)."""
+        from medic_cli.context import CliError
+        from medic_cli.pauses import parse_for
+
+        from medic.core.mode import ALL_CLUSTERS, Pause
+        from medic.ledger.pauses import PauseStore
+
+        if not isinstance(value, dict) or set(value) - {"cluster", "for", "reason", "by"}:
+            raise ValueError("expected {\"cluster\": ..., \"for\": \"4h\", \"reason\": ..., \"by\": ...}")
+        reason, by = value.get("reason"), value.get("by", "arn:aws:iam::123456789012:user/operator")
+        if not isinstance(reason, str) or not reason.strip() or not isinstance(by, str):
+            raise ValueError("a pause needs a 'reason' (text), and 'by' is a caller ARN")
+        try:
+            length = parse_for(value["for"]) if "for" in value else None
+        except CliError as error:
+            raise ValueError(str(error)) from None
+        now = self.now or datetime.now(UTC).replace(microsecond=0)
+        for store in self._pause_stores(PauseStore):
+            for scope in self._pause_scopes(value, ALL_CLUSTERS):
+                store.put(Pause(scope=scope, by=by, reason=reason, since=now, until=now + length if length else None))
+
+    def _directive_resume(self, value: Any) -> None:
+        """An operator runs ``medic resume --cluster C`` (``{"cluster": "C" | [...]}``) or ``medic resume``
+        (``true``: every pause; the mode parameter is the ``mode`` directive's): the pauses' items deleted, as the
+        CLI deletes them (PauseStore.lift)."""
+        from medic.core.mode import ALL_CLUSTERS
+        from medic.ledger.pauses import PauseStore
+
+        if value is not True and not isinstance(value, dict):
+            raise ValueError("expected true (every pause) or {\"cluster\": ...}")
+        for store in self._pause_stores(PauseStore):
+            wanted = (self._pause_scopes(value, ALL_CLUSTERS) if isinstance(value, dict)
+                      else [pause.scope for pause in store.pauses()])
+            for scope in wanted:
+                store.lift(scope)
+
+    def _pause_scopes(self, value: dict, everything: str) -> list[str]:
+        clusters = value.get("cluster")
+        names = [clusters] if isinstance(clusters, str) else clusters if isinstance(clusters, list) else None
+        if clusters is None:
+            return [everything]
+        if not names or not all(isinstance(name, str) and self.world.configured(name) for name in names):
+            raise ValueError(f"'cluster' must name configured clusters (got {clusters!r})")
+        return names
+
+    def _pause_stores(self, store_class: Any) -> list[Any]:
+        """The pause store of each mode parameter the stack's functions read (one per stack)."""
+        from medic.ledger.table import Table
+
+        pairs = {(f.environment.get("LEDGER_TABLE"), f.environment.get("MODE_PARAMETER"))
+                 for f in self.world.functions.values()} - {(None, None)}
+        stores = [store_class(Table(table, self.world.client("dynamodb")), parameter)
+                  for table, parameter in sorted(pairs) if table and parameter]
+        if not stores:
+            raise ValueError("the stack's functions name no LEDGER_TABLE and MODE_PARAMETER")
+        return stores
+
     def _directive_training_job(self, value: Any) -> None:
         self.world.training.put(value)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -14,7 +15,7 @@ from medic.ledger.modes import ModeChange, ModeStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.overview import read_overview
 from medic_cli import history as hist
-from medic_cli import ledger_view, preconditions
+from medic_cli import ledger_view, pauses, preconditions
 from medic_cli.context import CliError, Context
 from medic_cli.explain import explain
 from medic_cli.mode import read_mode, set_mode
@@ -55,12 +56,14 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     dry_run = reading.effective == "dry_run"
     budgets = ledger_view.budgets(overview, config, now, dry_run=dry_run)
     clusters = preconditions.read(ctx, config) if config is not None else []
+    paused = pauses.read(ctx)
 
     if args.json:
         print(json_block({
             "stack": ctx.stack, "mode": reading.effective, "mode_value": reading.value,
             "mode_parameter": reading.parameter,
             "last_mode_change": ledger_view.mode_change_json(last[0]) if last else None,
+            "pauses": [pauses.pause_json(one, now) for one in paused],
             "ledger_table": ctx.table, "config": ctx.loaded_config.source,
             "open_incidents": incidents, "recent_actions": actions, "budgets_ledger": "dry_run" if dry_run else "real",
             "budgets": [budget.as_json() for budget in budgets],
@@ -71,6 +74,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     lines = [f"Medic stack {ctx.stack}  (ledger {ctx.table})",
              f"Mode:         {reading.effective}{stored}  [{reading.parameter}]",
              f"Last change:  {_change_text(last[0]) if last else 'none recorded by medic'}",
+             *_paused_lines(paused, now),
              f"Config:       {ctx.loaded_config.source}", ""]
     lines.append(f"Open incidents: {len(incidents)}")
     if incidents:
@@ -107,6 +111,13 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     return 0
 
 
+def _paused_lines(paused: list, now: datetime) -> list[str]:
+    """What operators paused (`medic pause`): each pause still on, and each that ended in the last week."""
+    if not paused:
+        return ["Paused:       nothing (medic pause)"]
+    return [f"{'Paused:' if i == 0 else '':<14}{pauses.pause_text(one, now)}" for i, one in enumerate(paused)]
+
+
 def _change_text(change: ModeChange) -> str:
     reason = f": {change.reason!r}" if change.reason else ""
     return f"{when(change.at)} UTC {change.previous or '?'} -> {change.mode} by {change.who}{reason}"
@@ -124,7 +135,8 @@ def history(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) ->
     outcomes = hist.parse_outcomes(args.outcome)
     filters = hist.Filters(since=hist.parse_since(since_text, now) if since_text else None,
                            until=hist.parse_since(args.until, now) if args.until else None,
-                           cluster=args.cluster, node=args.node, job=args.job, outcomes=outcomes)
+                           cluster=args.cluster, node=args.node, job=args.job, outcomes=outcomes,
+                           whys=hist.parse_whys(args.why), needs_human=args.needs_human)
     if args.from_file:
         records = hist.from_file(args.from_file, filters)
     else:
@@ -205,10 +217,27 @@ def report_command(args: argparse.Namespace, ctx: Context, out: TextIO, err: Tex
 # --- mode
 
 def pause(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
-    return _set(ctx, "paused", args.reason, out)
+    """An operator's pause of some clusters (or the whole stack): a ledger item the functions read with the mode."""
+    now = ctx.now()
+    for one in pauses.pause(ctx, args.cluster, args.for_, args.reason):
+        print(f"Paused: {pauses.pause_text(one, now)}", file=out)
+    print(f"Recorded in {ctx.table}. The functions read it within 30 seconds: they record every decision on it and "
+          "act on none, paging at most once per cluster per hour.", file=out)
+    print("It ends by itself at its end (one page says so), or with medic resume; one set without --for pages once "
+          "when it is still on after a day.", file=out)
+    return 0
 
 
 def resume(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    """End the pauses of --cluster (or all of them, and set the mode act, as ever)."""
+    now = ctx.now()
+    lifted = pauses.lift(ctx, args.cluster)
+    for one in lifted:
+        print(f"Resumed: {pauses.pause_text(one, now)}", file=out)
+    if args.cluster:
+        if not lifted:
+            print(f"No pause held {', '.join(args.cluster)}; nothing changed.", file=out)
+        return 0
     return _set(ctx, "act", args.reason, out)
 
 

@@ -20,7 +20,9 @@ from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.training import TrainingJobs
 from medic.config import MedicConfig
+from medic.core.mode import Mode, mode_under, pause_of
 from medic.core.models import (
+    DEFAULT_WHY,
     Action,
     ClusterInfo,
     EventEnvelope,
@@ -41,6 +43,7 @@ from medic.ledger.jobs import JobStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
 from medic.ledger.table import Table
+from medic_cli import pauses
 from medic_cli.context import CliError, Context
 from medic_cli.mode import ModeReading
 from medic_cli.render import when
@@ -114,6 +117,7 @@ def explain_node(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanat
     config = _config(ctx)
     detail = event.detail
     summary = detail.HealthSummary
+    mode = _under_pause(ctx, mode, detail.ClusterName, facts)
     base = {"incident": f"node:{detail.ClusterName}:{detail.InstanceId}", "trigger": Trigger.NODE_HEALTH.value,
             "event_id": event.id, "cluster": detail.ClusterName, "instance_group": None,
             "node_id": detail.InstanceId, "job": None, "mode": mode}
@@ -189,7 +193,21 @@ def _node_state_text(state: NodeState | None) -> str:
 
 def _record(base: dict, fault: Fault, decision: NodeDecision) -> dict:
     return {**base, "fault": fault.value, "action": decision.action.value, "outcome": decision.outcome.value,
+            "why": str(decision.why or DEFAULT_WHY.get(decision.outcome, "")) or None,
             "reason": decision.reason, "attempt": decision.attempt}
+
+
+def _under_pause(ctx: Context, mode: str, cluster: str | None, facts: list[tuple[str, str]]) -> str:
+    """The mode a decision about ``cluster`` runs in: an operator's pause (`medic pause`) turns act into paused."""
+    try:
+        pause = pause_of(pauses.read(ctx), cluster, ctx.now())
+    except (ClientError, BotoCoreError) as error:
+        facts.append(("pauses", f"unreadable ({error}); the functions would keep their last read"))
+        return mode
+    if pause is None:
+        return mode
+    facts.append(("paused", pauses.pause_text(pause, ctx.now())))
+    return str(mode_under(Mode.of(mode), pause))
 
 
 def _with_page(explanation: Explanation, page: Page, table: Table, now: datetime, mode: str,
@@ -229,6 +247,7 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
     config = _config(ctx)
     detail = event.detail
     name, reason = detail.TrainingJobName, detail.FailureReason
+    mode = _under_pause(ctx, mode, None, facts)
     base = {"incident": f"job:{name}", "trigger": Trigger.JOB_STATE.value, "event_id": event.id, "cluster": None,
             "instance_group": None, "node_id": None, "job": name, "mode": mode}
     spec = config.training_jobs_for(name)

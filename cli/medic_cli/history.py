@@ -17,11 +17,12 @@ from typing import Any, TextIO
 
 from botocore.exceptions import ClientError
 
-from medic.core.models import Outcome, RemediationRecord
+from medic.core.models import Outcome, RemediationRecord, Why
 from medic_cli.context import CliError
 from medic_cli.render import parse_time, table, when
 
 RECORD_FIELDS = tuple(RemediationRecord.model_fields)
+WHYS = tuple(why.value for why in Why)
 MAX_EVENTS = 20_000  # per log group: a bound on what one command reads
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -37,6 +38,8 @@ class Filters:
     node: str | None = None
     job: str | None = None
     outcomes: frozenset[str] = frozenset()
+    whys: frozenset[str] = frozenset()  # the outcomes' sub-reasons (core.models.Why)
+    needs_human: bool = False  # only the records that say a human must act
 
     def matches(self, record: dict) -> bool:
         at = record.get("_at")
@@ -50,6 +53,10 @@ class Filters:
             return False
         if self.job and record.get("job") != self.job and record.get("incident") != f"job:{self.job}":
             return False  # --job ROOT also matches the restarts of its lineage (incident job:ROOT)
+        if self.needs_human and record.get("needs_human") is not True:
+            return False
+        if self.whys and record.get("why") not in self.whys:
+            return False
         return not self.outcomes or record.get("outcome") in self.outcomes
 
     def log_pattern(self) -> str:
@@ -72,6 +79,13 @@ def parse_outcomes(values: Iterable[str]) -> frozenset[str]:
         raise CliError(f"--outcome {', '.join(map(repr, unknown))}: not an outcome; the outcomes are "
                        f"{', '.join(outcome.value for outcome in Outcome)}")
     return outcomes
+def parse_whys(values: list[str]) -> frozenset[str]:
+    """``--why`` values (repeatable or comma-separated), each one of core.models.Why's, or CliError naming it."""
+    whys = frozenset(value.strip() for given in values for value in given.split(",") if value.strip())
+    unknown = sorted(whys - set(WHYS))
+    if unknown:
+        raise CliError(f"--why {', '.join(unknown)}: not a sub-reason of any outcome (one of {', '.join(WHYS)})")
+    return whys
 
 
 def parse_since(value: str, now: datetime) -> datetime:
@@ -176,6 +190,8 @@ def parse_line(line: str) -> dict | None:
     if not is_record:
         return None
     record = {name: data.get(name) for name in RECORD_FIELDS}
+    if "jobs" in data:  # node actions on Slurm only: absent elsewhere, null when unknown
+        record["jobs"] = data["jobs"]
     record["_at"] = parse_time(data.get("timestamp"))
     return record
 
@@ -190,6 +206,8 @@ def newest(records: list[dict], limit: int | None) -> list[dict]:
 
 def as_json(record: dict) -> dict:
     out = {name: record.get(name) for name in RECORD_FIELDS}
+    if "jobs" in record:
+        out["jobs"] = record["jobs"]
     out["timestamp"] = record["_at"].isoformat() if record.get("_at") else None
     if record.get("log_group"):
         out["log_group"] = record["log_group"]
@@ -197,11 +215,29 @@ def as_json(record: dict) -> dict:
 
 
 def as_table(records: list[dict]) -> str:
-    rows = [(when(r.get("_at")), r.get("cluster"), r.get("node_id") or r.get("job") or r.get("incident"),
-             r.get("instance_group"), r.get("fault"), r.get("action"), r.get("outcome"), r.get("paged"),
-             r.get("attempt"), r.get("reason")) for r in records]
-    return table(("time (UTC)", "cluster", "node/job", "group", "fault", "action", "outcome", "paged", "try",
-                  "reason"), rows)
+    rows = [(when(r.get("_at")), r.get("trigger"), r.get("cluster"),
+             r.get("node_id") or r.get("job") or r.get("incident"), r.get("instance_group"), r.get("fault"),
+             r.get("action"), r.get("outcome"), r.get("why"), _human(r.get("needs_human")), r.get("paged"),
+             r.get("attempt"), jobs_text(r), r.get("reason"))
+            for r in records]
+    return table(("time (UTC)", "trigger", "cluster", "node/job", "group", "fault", "action", "outcome", "why",
+                  "human", "paged", "try", "jobs", "reason"), rows)
+
+
+def jobs_text(record: dict) -> str:
+    """A node action's `jobs` as a cell: the jobs it hit, `none`, `unknown` (null), or `-` (not a node action)."""
+    if "jobs" not in record:
+        return "-"
+    jobs = record["jobs"]
+    if jobs is None:
+        return "unknown"
+    if not isinstance(jobs, list) or not jobs:
+        return "none"
+    return ", ".join(f"{job.get('id')} ({job.get('name')})" if isinstance(job, dict) else str(job) for job in jobs)
+
+
+def _human(needs: object) -> str:
+    return {True: "yes", False: "no"}.get(needs, "-")  # type: ignore[call-overload]
 
 
 def summary(records: list[dict]) -> str:
@@ -210,5 +246,6 @@ def summary(records: list[dict]) -> str:
         counts[str(record.get("outcome"))] = counts.get(str(record.get("outcome")), 0) + 1
     parts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items()))
     pages = sum(1 for record in records if record.get("paged"))
-    return f"{len(records)} decision(s): {parts or 'none'}; {pages} paged"
+    humans = sum(1 for record in records if record.get("needs_human") is True)
+    return f"{len(records)} decision(s): {parts or 'none'}; {pages} paged; {humans} need a human (--needs-human)"
 

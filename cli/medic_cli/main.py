@@ -3,8 +3,9 @@
   medic status                      mode, open incidents, recent actions, guardrail budgets left
   medic history [filters] [--json]  the remediation records (CloudWatch Logs, or --from-file a sim replay)
   medic report [filters] [--json]   goodput per job and the incidents behind it (same sources)
-  medic pause --reason TEXT         mode paused (decide and record, act on nothing), recorded with who and why
-  medic resume [--reason TEXT]      mode act
+  medic pause [--cluster C]... [--for 4h] --reason TEXT
+                                    pause clusters or the stack: record, act on nothing, page once an hour
+  medic resume [--cluster C]...     end those pauses (without --cluster: every pause, and mode act)
   medic mode [act|dry_run|paused]   show the mode and its last changes, or set it
   medic explain EVENT.json          what Medic would decide for this event now, and why; acts on nothing
   medic backtest --config C.yaml    what config C would have decided differently on the events Medic received
@@ -60,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--job", help="only this job (a lineage root also matches its restarts)")
     history.add_argument("--outcome", action="append", default=[],
                          help="only these outcomes (repeatable or comma-separated: failed,suppressed)")
+    history.add_argument("--why", action="append", default=[],
+                         help="only these sub-reasons of the outcomes (repeatable or comma-separated: paused,"
+                              "rate_limit; README, the remediation log)")
+    history.add_argument("--needs-human", action="store_true", help="only the records that say a human must act")
     history.add_argument("--since", help="from (24h, 30m, 7d or an ISO time; default 24h, all with --from-file)")
     history.add_argument("--until", help="until (an ISO time, or a duration before now)")
     history.add_argument("--limit", type=int, default=500, help="at most this many, the newest (default 500; 0: all)")
@@ -89,10 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log group to search (repeatable; default: the stack outputs *LogGroup)")
     _common(report, top=False)
 
-    pause = commands.add_parser("pause", help="set mode paused: Medic decides and records, acts on nothing, pages")
-    pause.add_argument("--reason", required=True, help="why (recorded with who paused)")
+    pause = commands.add_parser(
+        "pause", help="pause clusters (or the whole stack): Medic decides and records, acts on nothing, pages once "
+                      "per cluster per hour; ends by itself with --for",
+        description="Pauses the named clusters (--cluster, repeatable), or the whole stack without one: their "
+                    "decisions run as in mode paused (recorded, no action), their pages at most one per cluster per "
+                    "hour. With --for it ends by itself (and pages once then); without, it pages once when it is "
+                    "still on after a day. The mode parameter (medic mode) stays the big switch.")
+    pause.add_argument("--cluster", action="append", default=[], help="only this cluster (repeatable)")
+    pause.add_argument("--for", dest="for_", metavar="DURATION", help="end by itself after this long (30m, 4h, 2d)")
+    pause.add_argument("--reason", required=True, help="why (recorded with who paused; shown to the on-call)")
     _common(pause, top=False)
-    resume = commands.add_parser("resume", help="set mode act")
+    resume = commands.add_parser("resume", help="end the pauses of --cluster; without it, end every pause and set "
+                                                "mode act")
+    resume.add_argument("--cluster", action="append", default=[], help="only this cluster's pause (repeatable)")
     resume.add_argument("--reason", default="", help="why (recorded with who resumed)")
     _common(resume, top=False)
     mode = commands.add_parser("mode", help="show the mode and its last changes, or set it")

@@ -14,6 +14,7 @@ from medic.adapters.pager import Pager
 from medic.config import MedicConfig
 from medic.deps import Deps, JobsOnNode
 from medic.ledger.modes import SeenModes
+from medic.ledger.pauses import PauseStore
 from medic.ledger.table import Table
 
 
@@ -64,7 +65,9 @@ def dependencies() -> Deps:
         table=table,
         pager=Pager(os.environ["PAGE_TOPIC_ARN"]),
         # a failed read keeps the last mode any function read (the ledger's), never the deployed one: fail closed
-        mode=ModeSwitch(parameter, default=config.mode, memory=SeenModes(table, parameter)),
+        # and the operators' pauses (`medic pause`) with it: a paused cluster's decisions run as in mode paused
+        mode=ModeSwitch(parameter, default=config.mode, memory=SeenModes(table, parameter),
+                        pauses=PauseStore(table, parameter)),
         jobs_on_node=JOBS_ON_NODE,
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         account=account_of(os.environ["PAGE_TOPIC_ARN"]),

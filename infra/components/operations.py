@@ -20,8 +20,8 @@ FIVE_MINUTES = Duration.minutes(5)
 # "How alarm state is evaluated when data is missing"). With 5 minutes, one failed event paged three times.
 SPARSE_PERIOD = Duration.minutes(1)
 RECORDS = 'filter message = "remediation"'
-RECORD_FIELDS = "fields @timestamp, cluster, instance_group, node_id, job, trigger, fault, action, outcome, paged, " \
-                "reason, incident"
+RECORD_FIELDS = "fields @timestamp, cluster, instance_group, node_id, job, trigger, fault, action, outcome, why, " \
+                "needs_human, paged, reason, jobs.0.id, incident"
 QUERIES = {
     "All decisions (last 24 h: set the time range)": f"{RECORD_FIELDS}\n| {RECORDS}\n| sort @timestamp desc\n"
                                                      "| limit 10000",
@@ -34,6 +34,9 @@ QUERIES = {
                                              "| stats avg(EventToActionSeconds) as mean_s, "
                                              "pct(EventToActionSeconds, 50) as p50_s, "
                                              "pct(EventToActionSeconds, 99) as p99_s, count(*) as actions by cluster",
+    # last: a query's construct id is its index (Query<n>), and the deployed ones keep theirs
+    "Needs a human (medic history --needs-human)": f"{RECORD_FIELDS}\n| {RECORDS}\n| filter needs_human = 1\n"
+                                                   "| sort @timestamp desc",
 }
 
 

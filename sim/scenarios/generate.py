@@ -348,6 +348,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **replay_scenarios(),
         **edge_scenarios(),
         **operator_request_scenarios(),
+        **pause_scenarios(),
     }
 
 
@@ -565,7 +566,9 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
             "job_states see it running (restarts 1): Medic requeues nothing; at 08:49 the replacement is Running: the "
             "node, still drained with Medic's reason, resumed in Slurm and the job recorded ignored (Slurm requeued "
             "it); no page",
-            "check: records action=replace_node .outcome == deferred, executed, executed, executed",
+            "check: records action=replace_node .outcome == deferred, executed",
+            "check: records action=drain_node .outcome == executed",
+            "check: records action=resume_node .outcome == executed",
             "check: records trigger=node_repair jobs~4211 == 1",
             "check: records job=4211 outcome=ignored == 1",
             "check: calls sagemaker:BatchReplaceClusterNodes == 1",
@@ -590,7 +593,9 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
             "expect: replace_node executed once the agent reports the drain; the drain's record lists job 4211; "
             "HyperPod's auto-resume runs it again when the node is back: no requeue, the job recorded ignored (running "
             "again); no page",
-            "check: records action=replace_node .outcome == deferred, executed, executed, executed",
+            "check: records action=replace_node .outcome == deferred, executed",
+            "check: records action=drain_node .outcome == executed",
+            "check: records action=resume_node .outcome == executed",
             "check: records trigger=node_repair jobs~4211 == 1",
             "check: records job=4211 outcome=ignored == 1",
             "check: calls sagemaker:BatchReplaceClusterNodes == 1",
@@ -631,7 +636,9 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "the stall alarm at 08:27 is deferred to the repair (no requeue, no page); at 08:45 the replacement is "
             "Running: the node, still drained with Medic's reason, is resumed, the job's recovery window starts and "
             "Slurm starts the job; it steps again from 08:52: recovered; no page",
-            "check: records action=replace_node .outcome == deferred, executed, executed, executed",
+            "check: records action=replace_node .outcome == deferred, executed",
+            "check: records action=drain_node .outcome == executed",
+            "check: records action=resume_node .outcome == executed",
             "check: records fault=stalled outcome=deferred paged=false == 1",
             "check: records fault=recovered == 1",
             'check: slurm_commands argv~"scontrol requeue" == 0',
@@ -1204,6 +1211,32 @@ def untrusted_text_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: pages == 4",
         ], [node, cluster_event, {"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=user_error),
             alarm("divergence", "ALARM", T_JOB + minutes(5), reason=f"Threshold Crossed{FAKE_NEXT_STEP}")]),
+    }
+
+
+def pause_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """An operator's scoped, timed, quiet pause (issue 29, item 7)."""
+    pause = {"cluster": "pretrain-slurm", "for": "2h", "reason": "InfiniBand switch firmware upgrade",
+             "by": "arn:aws:sts::123456789012:assumed-role/SRE/alice"}
+    faults = [event(node_id(100 + i), T0 + minutes(4 * i)) for i in range(12)]
+    after = event(node_id(200), T0 + timedelta(hours=2, minutes=10))
+    return {
+        "zzm-paused-cluster-pages-once.jsonl": ([
+            "title: (zzm) medic pause --cluster pretrain-slurm --for 2h: a dozen GPU faults while it holds, one more "
+            "after it ended",
+            "expect: each of the twelve faults recorded suppressed (why paused, needs_human), no node call; one page "
+            "for the cluster in the window, headed by the pause (who, until when, why), the other eleven held; at "
+            "10:09 the pause ends by itself: one page says so (recorded mode_change); the fault at 10:24 is acted "
+            "on: replace_node executed",
+            "check: records trigger=node_health why=paused == 12",
+            "check: records trigger=node_health why=paused paged=true == 1",
+            "check: records trigger=mode_change paged=true == 1",
+            "check: records .outcome == suppressed, suppressed, suppressed, suppressed, suppressed, suppressed, "
+            "suppressed, suppressed, suppressed, suppressed, suppressed, suppressed, ignored, executed",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: pages == 2",
+        ], [clock(T0 - minutes(5)), {"sim": {"pause": pause}}, *faults,
+            {"sim": {"advance": "2026-11-20T10:20:00Z"}}, after]),
     }
 
 

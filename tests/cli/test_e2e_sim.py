@@ -37,8 +37,8 @@ def test_given_a_replayed_scenario_when_medic_history_reads_its_output_then_the_
     # Then the one decision of the scenario shows: the node replaced, at the event's time, nobody paged
     assert table.returncode == 0, table.stderr
     row = next(line for line in table.stdout.splitlines() if line.startswith("2026-11-20 08:14:05"))
-    assert row.split()[2:9] == ["pretrain-slurm", "i-0d4e5f60718293a4b", "workers", "gpu_fatal", "replace_node",
-                                "executed", "no"]
+    assert row.split()[2:12] == ["node_health", "pretrain-slurm", "i-0d4e5f60718293a4b", "workers", "gpu_fatal",
+                                 "replace_node", "executed", "acted", "no", "no"]
     assert "1 decision(s): 1 executed; 0 paged" in table.stdout
     [record] = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert {key: record[key] for key in ("incident", "action", "outcome", "timestamp")} == {

@@ -260,3 +260,20 @@ def test_given_an_unreadable_event_file_when_explained_then_an_error(deployed: D
     result = deployed.cli("explain", str(tmp_path / "bad.json"))
 
     assert result.code == 1 and "is not JSON" in result.err
+
+
+def test_given_the_cluster_paused_by_an_operator_when_explained_then_suppressed_because_paused(
+        explainer: Explainer):
+    # Given medic pause --cluster for the event's cluster
+    assert explainer.deployed.cli("pause", "--cluster", CLUSTER, "--for", "2h", "--reason", "IB upgrade",
+                                  "--config", str(explainer.deployed.config_file)).code == 0
+    explainer.node()
+    explainer.cluster_size(16)
+
+    code, out, _ = explainer.run(unhealthy("NvidiaErrorTerminate"), "--json")
+
+    # Then the decision is the paused one the handler would make, and the facts say who paused it
+    result = json.loads(out)
+    assert (result["record"]["mode"], result["record"]["outcome"], result["record"]["why"]) == (
+        "paused", "suppressed", "paused")
+    assert "IB upgrade" in result["facts"]["paused"]

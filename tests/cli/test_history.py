@@ -180,3 +180,69 @@ def test_given_a_replay_piped_in_when_history_reads_stdin_then_its_records_show(
 
     assert [(r["job"], r["outcome"], r["timestamp"]) for r in result.json_lines()] == [
         ("ft-a", "deferred", "2026-11-21T02:40:12+00:00")]
+
+
+def test_given_records_a_human_must_act_on_when_history_needs_human_then_exactly_those(deployed: Deployed):
+    # Given a replacement, a pause's held-back decision, a HyperPod repair Medic defers to and a protected node
+    deployed.log(NODE_LOGS, ago(hours=4), node_id="i-0000000000000004", why="acted", needs_human=False)
+    deployed.log(NODE_LOGS, ago(hours=3), node_id="i-0000000000000003", outcome="suppressed", why="paused",
+                 needs_human=True)
+    deployed.log(NODE_LOGS, ago(hours=2), node_id="i-0000000000000002", outcome="deferred",
+                 why="hyperpod_repairing", needs_human=False, action="none")
+    deployed.log(NODE_LOGS, ago(hours=1), node_id="i-0000000000000001", outcome="suppressed", why="protected",
+                 needs_human=True)
+
+    # When the operator asks for what needs a human
+    result = deployed.cli("history", "--needs-human", "--json")
+
+    # Then exactly the records that say so, with their sub-reasons
+    assert [(r["node_id"], r["why"]) for r in result.json_lines()] == [
+        ("i-0000000000000003", "paused"), ("i-0000000000000001", "protected")]
+    # And the table shows the sub-reason and the flag, and counts them
+    table = deployed.cli("history")
+    row = next(line for line in table.out.splitlines() if "i-0000000000000002" in line)
+    assert "hyperpod_repairing" in row and " no " in row
+    assert "4 decision(s): 1 deferred, 1 executed, 2 suppressed; 0 paged; 2 need a human" in table.out
+
+
+def test_given_one_outcome_word_for_several_things_when_history_why_then_only_that_sub_reason(deployed: Deployed):
+    deployed.log(NODE_LOGS, ago(hours=3), node_id=NODE_A, outcome="suppressed", why="rate_limit", needs_human=True)
+    deployed.log(NODE_LOGS, ago(hours=2), node_id=NODE_B, outcome="suppressed", why="paused", needs_human=True)
+
+    result = deployed.cli("history", "--why", "paused", "--json")
+
+    assert [r["node_id"] for r in result.json_lines()] == [NODE_B]
+
+
+def test_given_a_why_that_is_no_sub_reason_when_history_then_an_error_naming_it_and_the_valid_ones(
+        deployed: Deployed):
+    result = deployed.cli("history", "--why", "paused,sleepy")
+
+    assert result.code == 1
+    assert "--why sleepy: not a sub-reason" in result.err and "hyperpod_repairing" in result.err
+
+
+def test_given_a_slurm_node_repair_when_history_then_drain_repair_and_resume_are_three_actions_with_their_jobs(
+        deployed: Deployed):
+    # Given one replacement of a Slurm node: the drain (the jobs on it), the HyperPod call, the resume
+    jobs = [{"id": "4211", "name": "llama3-70b"}]
+    deployed.log(NODE_LOGS, ago(minutes=50), trigger="node_repair", action="drain_node", jobs=jobs,
+                 event_id="stream-1", reason="The agent on pretrain-slurm drained ip-10-1-2-3 in Slurm.")
+    deployed.log(NODE_LOGS, ago(minutes=49), action="replace_node", jobs=jobs)
+    deployed.log(NODE_LOGS, ago(minutes=10), trigger="node_repair", action="resume_node", event_id="stream-2",
+                 reason="The agent on pretrain-slurm resumed ip-10-1-2-3 in Slurm after the repair.")
+
+    # When the operator reads the history
+    table = deployed.cli("history")
+    exported = deployed.cli("history", "--json")
+
+    # Then each step is its own action, with its trigger and the jobs it hit (table and JSON)
+    rows = [line for line in table.out.splitlines() if line.startswith("20")]
+    assert [("node_repair" in row, "node_health" in row) for row in rows] == [(True, False), (False, True),
+                                                                            (True, False)]
+    assert ["drain_node" in rows[0], "replace_node" in rows[1], "resume_node" in rows[2]] == [True, True, True]
+    assert "4211 (llama3-70b)" in rows[0] and "4211 (llama3-70b)" in rows[1]
+    assert [(r["trigger"], r["action"], r.get("jobs", "absent")) for r in exported.json_lines()] == [
+        ("node_repair", "drain_node", jobs), ("node_health", "replace_node", jobs),
+        ("node_repair", "resume_node", "absent")]
+    assert "trigger" in table.out.splitlines()[1] and "jobs" in table.out.splitlines()[1]

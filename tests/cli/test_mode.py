@@ -16,13 +16,13 @@ def changes(deployed: Deployed) -> list[dict]:
                   key=lambda item: item["sk"]["S"])
 
 
-def test_given_medic_acting_when_an_operator_pauses_then_the_parameter_is_paused_and_who_and_why_are_recorded(
+def test_given_medic_acting_when_the_mode_is_set_paused_then_the_parameter_is_paused_and_who_and_why_are_recorded(
         deployed: Deployed):
     # Given Medic acting
     assert deployed.mode() == "act"
 
-    # When an operator pauses it with a reason
-    result = deployed.cli("pause", "--reason", "bad AMI rolling out, INC-123")
+    # When an operator throws the big switch with a reason
+    result = deployed.cli("mode", "paused", "--reason", "bad AMI rolling out, INC-123")
 
     # Then the functions' switch reads paused, and the ledger holds one change: when, from, to, who, why
     assert result.code == 0, result.err

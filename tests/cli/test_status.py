@@ -151,8 +151,8 @@ def test_given_actions_today_and_last_week_when_status_then_recent_actions_are_t
 
 
 def test_given_a_recorded_pause_when_status_then_the_mode_and_who_paused_it_and_why_show(deployed: Deployed):
-    # Given Medic paused through the CLI
-    assert deployed.cli("pause", "--reason", "network partition in use1-az2").code == 0
+    # Given Medic paused through the CLI's big switch
+    assert deployed.cli("mode", "paused", "--reason", "network partition in use1-az2").code == 0
 
     # When
     result = deployed.cli("status", "--config", str(deployed.config_file))

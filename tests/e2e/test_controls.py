@@ -58,3 +58,28 @@ def test_zv_forged_heartbeats_after_a_requeue_are_no_proof_of_recovery(replay):
     assert [page["subject"] for page in result.pages] == ["[Medic] job llama3-70b: no_progress"]
     assert [run["argv"] for run in result.slurm_commands if run["argv"][0] == "scontrol"] == [
         ["scontrol", "requeue", "4211"]]
+
+
+def test_zzm_a_paused_cluster_records_every_fault_pages_once_and_the_pause_ends_by_itself(replay):
+    # Given medic pause --cluster pretrain-slurm --for 2h, and a dozen GPU faults on its nodes while it holds
+    result = replay(SCENARIOS / "zzm-paused-cluster-pages-once.jsonl")
+    paused = [r for r in result.records if r["trigger"] == "node_health" and r["mode"] == "paused"]
+    # Then every fault is recorded, held back by the pause, and a human must see to it; no node is touched
+    assert len(paused) == 12
+    assert {(r["action"], r["outcome"], r["why"], r["needs_human"]) for r in paused} == {
+        ("replace_node", "suppressed", "paused", True)}
+    # And the cluster pages once in its window: that page says who paused it, until when and why
+    assert [r["paged"] for r in paused] == [True] + [False] * 11
+    first = result.pages[0]
+    assert first["subject"].startswith("[Medic] [paused] pretrain-slurm")
+    assert "alice" in first["message"] and "until 2026-11-20 10:09 UTC" in first["message"]
+    assert '"InfiniBand switch firmware upgrade"' in first["message"]
+    assert "pages once per cluster per window" in first["message"]
+    # And the pause ends by itself at 10:09: one record, one page saying so
+    [ended] = [r for r in result.records if r["trigger"] == "mode_change"]
+    assert (ended["cluster"], ended["paged"], ended["needs_human"]) == ("pretrain-slurm", True, False)
+    assert [page["subject"] for page in result.pages[1:]] == [
+        "[Medic] pause ended: cluster pretrain-slurm: Medic acts again"]
+    # And the next fault is acted on: the one node call of the replay
+    assert outcomes(result)[-1] == ("replace_node", "executed")
+    assert sum(node_action_calls(result).values()) == 1

@@ -26,8 +26,8 @@ def test_zx_a_replay_of_the_morning_to_every_rule_makes_medic_act_on_nothing(rep
     # Then the live events acted once each (the reboot once the agent reported the drain: issue 27) ...
     assert [(r["trigger"], r["action"], r["outcome"]) for r in result.records] == [
         ("operator", "requeue_job", "deferred"), ("operator", "requeue_job", "executed"),
-        ("node_health", "reboot_node", "deferred"), ("node_repair", "reboot_node", "executed"),
-        ("node_health", "reboot_node", "executed"), ("node_repair", "reboot_node", "executed")]
+        ("node_health", "reboot_node", "deferred"), ("node_repair", "drain_node", "executed"),
+        ("node_health", "reboot_node", "executed"), ("node_repair", "resume_node", "executed")]
     # ... and the replays reached no handler: no second requeue, no escalation to a replace, no record, no page
     assert [c["argv"] for c in result.lines if c["kind"] == "slurm_command" and c["argv"][1] == "requeue"] == [
         ["scontrol", "requeue", "4211"]]

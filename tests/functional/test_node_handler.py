@@ -14,7 +14,7 @@ from tests.helpers import hma_reason, node_event
 
 NODE = "i-0d4e5f60718293a4b"
 RECORD_FIELDS = {"incident", "trigger", "event_id", "cluster", "instance_group", "node_id", "job", "fault",
-                 "action", "outcome", "reason", "paged", "mode", "attempt", "requester"}
+                 "action", "outcome", "reason", "paged", "mode", "attempt", "requester", "why", "needs_human"}
 
 
 def test_an_unhealthy_gpu_node_is_replaced_and_recorded(medic, unhealthy_event):
@@ -31,6 +31,7 @@ def test_an_unhealthy_gpu_node_is_replaced_and_recorded(medic, unhealthy_event):
         "cluster": CLUSTER, "instance_group": "gpu-workers", "node_id": NODE, "job": None, "fault": "gpu_fatal",
         "action": "replace_node", "outcome": "executed", "reason": "Fault gpu_fatal calls for replace.",
         "paged": False, "mode": "act", "attempt": 1, "requester": None,  # requester: operator requests only
+        "why": "acted", "needs_human": False,  # the outcome's one meaning; nobody needs to act
     }
     assert medic.pages() == []
     # And exactly one remediation log line carries the record

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import PageText
 from medic.core.record import About
 from medic.core.text import MedicText, quoted, single_line
@@ -28,7 +28,7 @@ def record(**about: object) -> dict:
     fields = {"incident": "job:ft-x", "trigger": Trigger.JOB_STATE, "event_id": "e-1", "mode": Mode.ACT,
               "cluster": "pretrain-slurm", "job": "ft-x", "node_id": "i-0d4e5f60718293a4b", **about}
     return About(**fields).record(fault=Fault.UNKNOWN, action=Action.NONE, outcome=Outcome.DEFERRED,
-                                  reason="Unrecognized; a human decides.")
+                                  why=Why.HUMAN_DECIDES, reason="Unrecognized; a human decides.")
 
 
 def medics_lines(page: PageText, label: str) -> list[str]:

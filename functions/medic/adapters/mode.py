@@ -5,6 +5,11 @@ last read, or the newest any function kept in the ledger, whichever is the newer
 operator's `paused` holds through an SSM outage or a throttled cold start (fail closed). With nothing known at all
 (nothing was ever read) the deployed mode is all there is; when the memory itself cannot be read, `paused`. Every
 failed read counts as `Medic/ModeReadFailures`, which pages (infra Operations).
+
+The operators' pauses (`medic pause`, kept in the ledger: core.mode.PauseBook) are read with it, as often (one
+Query per 30 s per container): a pause of a cluster (or of the whole stack) turns `act` into `paused` for that
+cluster's decisions. A failed read of them keeps this container's last read; with none, every cluster reads as
+paused (fail closed, counted as a failed read too).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 from medic.adapters.aws import client as make_client
 from medic.core import clock
-from medic.core.mode import Mode, ModeMemory, ModeVersion
+from medic.core.mode import Mode, ModeMemory, ModeVersion, Pause, PauseBook, mode_under, pause_of
 from medic.obs import count, logger
 
 VALID_MODES = tuple(mode.value for mode in Mode)
@@ -26,14 +31,47 @@ READ_FAILURES = "ModeReadFailures"  # the metric (namespace Medic) of failed rea
 
 class ModeSwitch:
     def __init__(self, parameter: str, default: str, client: Any = None, memory: ModeMemory | None = None,
-                 now: Callable[[], datetime] = clock.now) -> None:
+                 now: Callable[[], datetime] = clock.now, pauses: PauseBook | None = None) -> None:
         self.parameter = parameter
         self.default = default
         self.memory = memory
         self.now = now
+        self.book = pauses
         self._client = client
         self._cached: tuple[float, Mode] | None = None
         self._known: tuple[Mode, int] | None = None  # this container's last good read: the mode and its version
+        self._pauses: tuple[float, list[Pause] | None] | None = None  # None inside: unreadable, nothing known
+
+    def current(self, cluster: str | None = None) -> Mode:
+        """The mode a decision about ``cluster`` runs in: the switch's, lowered to `paused` by an operator's pause
+        of the cluster or of the whole stack (``cluster`` None: a decision about no cluster, or about the stack)."""
+        return mode_under(self.stack(), self.pause_of(cluster))
+
+    def pause_of(self, cluster: str | None) -> Pause | None:
+        """The operator's pause that holds ``cluster`` now; None when none does (or no pauses are kept here)."""
+        if self.book is None:
+            return None
+        pauses = self.pauses()
+        if pauses is None:  # unreadable and nothing known: fail closed
+            return Pause(scope="*", by="unknown", reason="the pauses could not be read (fail closed)",
+                         since=self.now())
+        return pause_of(pauses, cluster, self.now())
+
+    def pauses(self) -> list[Pause] | None:
+        """Every pause kept (cached as the mode is); None when they cannot be read and none were ever read here."""
+        if self.book is None:
+            return []
+        if self._pauses and time.monotonic() - self._pauses[0] < CACHE_SECONDS:
+            return self._pauses[1]
+        try:
+            read: list[Pause] | None = self.book.pauses()
+        except Exception as error:  # noqa: BLE001 - a failed read keeps the last known pauses, never blocks
+            count(READ_FAILURES)
+            read = self._pauses[1] if self._pauses else None
+            logger.warning("pauses unreadable; keeping the last known", extra={
+                "parameter": self.parameter, "known": read is not None, "error": type(error).__name__})
+        self._pauses = (time.monotonic(), read)
+        return read
 
     @property
     def client(self) -> Any:
@@ -41,7 +79,8 @@ class ModeSwitch:
             self._client = make_client("ssm")
         return self._client
 
-    def current(self) -> Mode:
+    def stack(self) -> Mode:
+        """The switch's mode, the whole stack's (the SSM parameter, read at most every 30 s)."""
         if self._cached and time.monotonic() - self._cached[0] < CACHE_SECONDS:
             return self._cached[1]
         try:

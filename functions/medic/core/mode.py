@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -57,3 +58,52 @@ class ModeVersion:
     @property
     def mode(self) -> Mode:
         return Mode.of(self.value.strip())
+
+
+ALL_CLUSTERS = "*"  # a pause's scope when it holds the whole stack (`medic pause` without --cluster)
+PAUSE_REMINDER = timedelta(days=1)  # a pause set without an end pages once when it is still on after this long
+
+
+@dataclass(frozen=True)
+class Pause:
+    """An operator's pause (`medic pause`): one cluster's, or the whole stack's (scope ALL_CLUSTERS). While it holds,
+    a cluster's decisions run as in mode paused (record everything, act on nothing) and page at most once per
+    cluster per window (outbox/pages.py). It ends by itself at ``until`` (None: only `medic resume` ends it). The
+    stack's mode parameter stays the big switch: a pause only ever lowers `act` to `paused`."""
+
+    scope: str
+    by: str  # who paused (the caller's IAM ARN, as the CLI read it from STS)
+    reason: str
+    since: datetime
+    until: datetime | None = None
+    paged: frozenset[str] = frozenset()  # the pause's own pages already out (ledger/pauses.py: its notices)
+
+    def holds(self, now: datetime) -> bool:
+        return self.until is None or now < self.until
+
+    def covers(self, cluster: str | None) -> bool:
+        return self.scope == ALL_CLUSTERS or (cluster is not None and self.scope == cluster)
+
+    @property
+    def what(self) -> str:
+        return "the whole stack" if self.scope == ALL_CLUSTERS else f"cluster {self.scope}"
+
+
+def pause_of(pauses: Iterable[Pause], cluster: str | None, now: datetime) -> Pause | None:
+    """The pause that holds ``cluster`` now (its own, else the whole stack's); None when none does. ``cluster`` None:
+    a decision about no cluster (a training job), which only a whole-stack pause holds."""
+    holding = [pause for pause in pauses if pause.covers(cluster) and pause.holds(now)]
+    return min(holding, key=lambda pause: pause.scope == ALL_CLUSTERS) if holding else None
+
+
+def mode_under(mode: Mode, pause: Pause | None) -> Mode:
+    """The mode a decision runs in: a pause turns `act` into `paused`; a dry run or a paused stack stays as it is."""
+    return Mode.PAUSED if pause is not None and mode is Mode.ACT else mode
+
+
+class PauseBook(Protocol):
+    """Where the operators' pauses are kept (the ledger: ledger/pauses.py PauseStore), read by every function's
+    ModeSwitch with the mode."""
+
+    def pauses(self) -> list[Pause]:
+        """Every pause kept, ended or not. Raises when it cannot be read."""

@@ -65,6 +65,10 @@ class Action(StrEnum):
     REPLACE_NODE = "replace_node"
     RESTART_JOB = "restart_job"
     REQUEUE_JOB = "requeue_job"
+    # Slurm's side of a node repair, each its own action (trigger node_repair): the drain before the HyperPod call
+    # and the resume after it (scontrol update NodeName=... State=DRAIN / State=RESUME, by the agent)
+    DRAIN_NODE = "drain_node"
+    RESUME_NODE = "resume_node"
     NONE = "none"
 
 
@@ -77,6 +81,68 @@ class Outcome(StrEnum):
     FAILED = "failed"
     REJECTED = "rejected"
     IGNORED = "ignored"
+
+
+class Why(StrEnum):
+    """The precise sub-reason of a record's outcome (the record's `why`): one outcome word means several things
+    (`deferred`: HyperPod repairs it, queued for the agent, awaiting the drain, ...; `suppressed`: a guardrail, a
+    pause, a protected node, ...). Each value belongs to the outcomes WHY_OUTCOMES types it for, and says whether
+    a human must act (NEEDS_HUMAN: the record's `needs_human`, unless its builder says otherwise)."""
+
+    # executed, dry_run, duplicate: one meaning each
+    ACTED = "acted"  # Medic called (or queued) the action, or the agent carried it out
+    WOULD_ACT = "would_act"  # a dry run: Medic would have acted
+    ALREADY_HANDLED = "already_handled"  # a repeated event, or one inside its cooldown for the same fault
+    # deferred: Medic does not act now, for one of these
+    HYPERPOD_REPAIRING = "hyperpod_repairing"  # HyperPod repairs the node (automatic recovery, a repair under way)
+    QUEUED_FOR_AGENT = "queued_for_agent"  # a command waits in the agent's queue; its result is recorded later
+    AWAITING_DRAIN = "awaiting_drain"  # the HyperPod call waits for the agent's drain (or its deadline)
+    OWNED_BY_REPAIR = "owned_by_repair"  # a node repair or a proof of recovery owns the incident already
+    RESULT_UNKNOWN = "result_unknown"  # a call's answer was lost: Medic re-checks before any new call
+    RETRY_LATER = "retry_later"  # Medic takes it up again by itself (its next sweep)
+    NOT_RETRYABLE = "not_retryable"  # a restart would fail the same way, or Slurm cannot requeue the job
+    HUMAN_DECIDES = "human_decides"  # no automatic action for this: an unknown reason, a divergence, a slow repair
+    # suppressed: Medic would act, and holds back, for one of these
+    PAUSED = "paused"  # the mode (or an operator's pause of the cluster) allows no action
+    PROTECTED = "protected"  # a protected instance group, or a Slurm controller
+    COOLDOWN = "cooldown"  # the node failed again inside its cooldown
+    RATE_LIMIT = "rate_limit"  # a budget per hour is spent (node actions, operator requests), or restarted too soon
+    BREAKER = "breaker"  # too many of the cluster's nodes already in repair
+    BUDGET_SPENT = "budget_spent"  # Medic gave up on the job: its restart budget spent, or a restart did not help
+    NO_CHECKPOINT = "no_checkpoint"  # a restart would start from scratch
+    NOT_ALLOWED = "not_allowed"  # the config does not let Medic do it (outside its scope, a plan, a limit)
+    # failed, rejected, ignored
+    CALL_FAILED = "call_failed"  # a call or a command failed, or its result never came: a human looks
+    NOT_RECOVERED = "not_recovered"  # the proof of recovery failed: no progress, or resumed behind its checkpoint
+    INVALID = "invalid"  # the event or the result could not be used (the reason names the field)
+    NOTHING_TO_DO = "nothing_to_do"  # the node is healthy again, the job finished, a stale event, ...
+
+
+_DEFERRED, _SUPPRESSED = frozenset({Outcome.DEFERRED}), frozenset({Outcome.SUPPRESSED})
+# Which outcomes each sub-reason is typed for: About.record refuses any other pair.
+WHY_OUTCOMES: dict[Why, frozenset[Outcome]] = {
+    Why.ACTED: frozenset({Outcome.EXECUTED}),
+    Why.WOULD_ACT: frozenset({Outcome.DRY_RUN}),
+    Why.ALREADY_HANDLED: frozenset({Outcome.DUPLICATE}),
+    **dict.fromkeys((Why.HYPERPOD_REPAIRING, Why.QUEUED_FOR_AGENT, Why.AWAITING_DRAIN, Why.OWNED_BY_REPAIR,
+                     Why.RESULT_UNKNOWN, Why.RETRY_LATER, Why.NOT_RETRYABLE, Why.HUMAN_DECIDES), _DEFERRED),
+    **dict.fromkeys((Why.PAUSED, Why.PROTECTED, Why.COOLDOWN, Why.RATE_LIMIT, Why.BREAKER, Why.BUDGET_SPENT,
+                     Why.NO_CHECKPOINT, Why.NOT_ALLOWED), _SUPPRESSED),
+    Why.CALL_FAILED: frozenset({Outcome.FAILED}),
+    Why.NOT_RECOVERED: frozenset({Outcome.FAILED}),
+    Why.INVALID: frozenset({Outcome.REJECTED}),
+    Why.NOTHING_TO_DO: frozenset({Outcome.IGNORED}),
+}
+# The sub-reason of an outcome with one meaning, when a record's builder names none. Deferred and suppressed have
+# none: their builders always say which.
+DEFAULT_WHY: dict[Outcome, Why] = {Outcome.EXECUTED: Why.ACTED, Outcome.DRY_RUN: Why.WOULD_ACT,
+                                   Outcome.DUPLICATE: Why.ALREADY_HANDLED, Outcome.FAILED: Why.CALL_FAILED,
+                                   Outcome.REJECTED: Why.INVALID, Outcome.IGNORED: Why.NOTHING_TO_DO}
+# Whether a human must act on a record of this sub-reason (its builder may say otherwise: a failure Medic retries
+# by itself needs no one).
+NEEDS_HUMAN: frozenset[Why] = frozenset({
+    Why.NOT_RETRYABLE, Why.HUMAN_DECIDES, Why.PAUSED, Why.PROTECTED, Why.COOLDOWN, Why.RATE_LIMIT, Why.BREAKER,
+    Why.BUDGET_SPENT, Why.NO_CHECKPOINT, Why.NOT_ALLOWED, Why.CALL_FAILED, Why.NOT_RECOVERED})
 
 
 class Fault(StrEnum):
@@ -318,6 +384,8 @@ class RemediationRecord(BaseModel):
     mode: str
     attempt: int = 0
     requester: Requester | None = None  # operator requests only
+    why: Why | None = None  # the outcome's precise sub-reason (typed per outcome: WHY_OUTCOMES)
+    needs_human: bool = False  # a human must act on this record (`medic history --needs-human`)
 
 
 # A Slurm node name as HyperPod names its nodes: one node, never a hostlist expression, ALL or a list (the agent's

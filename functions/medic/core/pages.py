@@ -72,6 +72,7 @@ class PageSource(StrEnum):
     AGENT_NODES = "agent_nodes"  # an EKS agent's node reports: the agent's word
     AGENT_REJECTED = "agent_rejected"  # results an agent wrote that Medic did not ask for: the agent's word
     MODE = "mode"  # changes of the run-time mode parameter (flows/mode): every change pages, a flapping switch does not
+    PAUSE = "pause"  # every page about a cluster an operator paused (`medic pause`): one per cluster per window
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,8 @@ class PageWindow:
 
     @classmethod
     def cluster(cls, source: PageSource, name: str | None) -> PageWindow:
-        return cls(source, f"cluster {name or '-'}", 0 if source in AGENTS_WORD else 1,
-                   AGENTS_WORD.get(source, PAGE_WINDOW))
+        return cls(source, f"cluster {name or '-'}", 0 if source in ONE_PAGE_PER_WINDOW else 1,
+                   ONE_PAGE_PER_WINDOW.get(source, PAGE_WINDOW))
 
     @classmethod
     def job(cls, source: PageSource, name: str | None) -> PageWindow:
@@ -105,6 +106,8 @@ class PageWindow:
 # The agent's word pages once per cluster per window, before any summary: a node report's notices every hour; a
 # result Medic did not ask for once a week (a flood of forgeries is one page: the controller is the suspect).
 AGENTS_WORD = {PageSource.AGENT_NODES: PAGE_WINDOW, PageSource.AGENT_REJECTED: timedelta(days=7)}
+# A paused cluster (an operator's pause) pages once per window too: the page says what the window holds.
+ONE_PAGE_PER_WINDOW = {**AGENTS_WORD, PageSource.PAUSE: PAGE_WINDOW}
 
 
 class WindowVerdict(StrEnum):
@@ -129,7 +132,8 @@ def summary_page(text: PageText, window: PageWindow, nth: int, opened_at: dateti
     """The window's summary: the page itself, headed by what is held and until when."""
     until = _moment(opened_at + window.length, window)
     source = window.source.value.replace("_", " ")
-    what = ("The agent's word pages once per window: it cannot flood the on-call." if window.before_summary == 0
+    what = ("While paused, Medic pages once per cluster per window: this page." if window.source is PageSource.PAUSE
+            else "The agent's word pages once per window: it cannot flood the on-call." if window.before_summary == 0
             else f"This is page {nth} of its kind since {opened_at:%H:%M} UTC: the last one in this window.")
     read = " ".join(part for part in (f"medic history --since {window.since}", _history_filter(window)) if part)
     hold = (f"Paging held:    further {source} pages about {window.scope} are recorded without a page until "

@@ -13,7 +13,19 @@ from functools import cached_property
 from typing import Any
 
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, JobRef, Outcome, RemediationRecord, Requester, Trigger
+from medic.core.models import (
+    DEFAULT_WHY,
+    NEEDS_HUMAN,
+    WHY_OUTCOMES,
+    Action,
+    Fault,
+    JobRef,
+    Outcome,
+    RemediationRecord,
+    Requester,
+    Trigger,
+    Why,
+)
 
 NOT_A_NODE_ACTION = object()  # a record without the `jobs` field (only a Slurm node action's records name jobs)
 
@@ -39,8 +51,28 @@ class About:
         return replace(self, **changes)
 
     def record(self, *, fault: Fault | str, action: Action | str, outcome: Outcome | str, reason: str,
-               attempt: int = 0, paged: bool = False, jobs: JobsHit | object = NOT_A_NODE_ACTION) -> Record:
-        return Record(self, str(fault), Action(action), Outcome(outcome), reason, attempt, paged, jobs)
+               why: Why | None = None, needs_human: bool | None = None, attempt: int = 0, paged: bool = False,
+               jobs: JobsHit | object = NOT_A_NODE_ACTION) -> Record:
+        """A record of this decision. ``why`` is the outcome's precise sub-reason (None: the outcome's only one;
+        `deferred` and `suppressed` always name theirs); ``needs_human`` whether a human must act (None: as the
+        sub-reason says, core.models.NEEDS_HUMAN)."""
+        typed = Outcome(outcome)
+        said = typed_why(typed, why)
+        return Record(self, str(fault), Action(action), typed, reason, attempt, paged, jobs, said,
+                      said in NEEDS_HUMAN if needs_human is None else needs_human)
+
+
+def typed_why(outcome: Outcome, why: Why | None) -> Why:
+    """The record's sub-reason: ``why`` when it is typed for ``outcome`` (core.models.WHY_OUTCOMES), the outcome's
+    own when None and it has one; a ValueError for any other pair (a builder's mistake, caught by the tests)."""
+    if why is None:
+        if outcome not in DEFAULT_WHY:
+            raise ValueError(f"a {outcome.value} record names its why (one of "
+                             f"{', '.join(w.value for w, outs in WHY_OUTCOMES.items() if outcome in outs)})")
+        return DEFAULT_WHY[outcome]
+    if outcome not in WHY_OUTCOMES[why]:
+        raise ValueError(f"why {why.value} is not typed for outcome {outcome.value}")
+    return why
 
 
 @dataclass(frozen=True)
@@ -55,6 +87,8 @@ class Record(Mapping[str, Any]):
     attempt: int = 0
     paged: bool = False
     jobs: JobsHit | object = field(default=NOT_A_NODE_ACTION)
+    why: Why | None = None  # set by About.record: the outcome's sub-reason
+    needs_human: bool = False
 
     def but(self, **changes: Any) -> Record:
         return replace(self, **changes)
@@ -71,7 +105,8 @@ class Record(Mapping[str, Any]):
                 "cluster": about.cluster, "instance_group": about.instance_group, "node_id": about.node_id,
                 "job": about.job, "fault": self.fault, "action": self.action, "outcome": self.outcome,
                 "reason": self.reason, "paged": self.paged, "mode": about.mode, "attempt": self.attempt,
-                "requester": about.requester}
+                "requester": about.requester, "why": self.why or DEFAULT_WHY.get(self.outcome),
+                "needs_human": self.needs_human}
         if self.jobs is not NOT_A_NODE_ACTION:
             line["jobs"] = self.jobs
         return complete(line)

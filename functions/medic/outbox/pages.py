@@ -5,6 +5,10 @@ change of the mode itself, pages through page_whatever_the_mode).
 Every page counts in its source's window (core.pages.PageWindow: per source, per cluster or job): a few go out as
 they are, the next one as the window's summary (itself, headed by the hold), and the rest are recorded without a
 page until the window ends; the next window's first page says how many were held. No source can flood the on-call.
+
+While an operator's pause (`medic pause`, core.mode.Pause) holds a record's cluster, every page about that cluster
+counts in the pause's own window instead (PageSource.PAUSE, per cluster): one page per cluster per window, headed
+by the pause (who, until when, why) and what the window holds; every decision is still recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from datetime import timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
+from medic.core.mode import Mode, Pause
 from medic.core.pages import (
+    PageSource,
     PageText,
     PageWindow,
     WindowVerdict,
@@ -26,6 +32,7 @@ from medic.core.pages import (
     with_held_note,
 )
 from medic.core.record import Record
+from medic.core.text import quoted
 from medic.deps import Deps
 from medic.ledger.pages import PageStore
 from medic.ledger.table import Table
@@ -38,6 +45,7 @@ def page_incident(deps: Deps, table: Table, record: Record, text: PageText, *, w
     second, separate page of the same incident (an escalation), so it is not blocked by the first."""
     if not record.about.mode.pages:
         return False
+    window = paused_window(deps, record, window)
     key = claim or record["incident"]
     store = PageStore(table)
     if not store.claim_page(key, deps.now()):
@@ -57,6 +65,9 @@ def page_incident(deps: Deps, table: Table, record: Record, text: PageText, *, w
 def windowed_text(deps: Deps, table: Table, record: Record, text: PageText, window: PageWindow) -> PageText | None:
     """Count a page into its window: the text to send (as it is, with what the last window held, or as the
     window's summary), or None when the window holds it (logged and counted, never silent about why)."""
+    window = paused_window(deps, record, window)
+    if window.source is PageSource.PAUSE:
+        text = _with_pause(text, deps.mode.pause_of(record.about.cluster))
     counted = PageStore(table).count_window_page(window.source, window.scope, deps.now(), window.length)
     verdict = window_verdict(counted.nth, window)
     if verdict is WindowVerdict.HOLD:
@@ -77,6 +88,13 @@ def page_cluster_summary(deps: Deps, table: Table, record: Record, text: PageTex
         return False
     if not PageStore(table).claim_storm_page(record["cluster"], deps.now(), window):
         return False
+    quiet = paused_window(deps, record, PageWindow.cluster(PageSource.NODE, record["cluster"]))
+    if quiet.source is PageSource.PAUSE:  # paused: the storm's summary is one page of the pause's window
+        windowed = windowed_text(deps, table, record, text, quiet)
+        if windowed is None:
+            PageStore(table).release_storm_page(record["cluster"])
+            return False
+        text = windowed
     return _publish(deps, record, text, release=lambda: PageStore(table).release_storm_page(record["cluster"]))
 
 
@@ -86,6 +104,7 @@ def page_resolution(deps: Deps, table: Table, record: Record, text: PageText, *,
     flapping alarm is not a page per flap."""
     if not record.about.mode.pages:
         return False
+    window = paused_window(deps, record, window)
     if PageStore(table).window_pages(window.source, window.scope, deps.now(), window.length) > window.before_summary:
         logger.info("all-clear held", extra={"incident": record["incident"], "source": window.source.value,
                                              "scope": window.scope})
@@ -104,6 +123,27 @@ def page_whatever_the_mode(deps: Deps, record: Record, text: PageText, release: 
     if windowed is None:
         return False
     return _publish(deps, record, windowed, release=release)
+
+
+def paused_window(deps: Deps, record: Record, window: PageWindow) -> PageWindow:
+    """The window a page counts in: the pause's (one page per cluster per window) while an operator's pause holds
+    the record's cluster, else its source's."""
+    if record.about.mode is not Mode.PAUSED or window.source in (PageSource.PAUSE, PageSource.MODE):
+        return window  # a change of the mode (or a pause's own notice) pages whatever holds: page_whatever_the_mode
+    if deps.mode.pause_of(record.about.cluster) is None:  # the stack's mode parameter is paused: pages as ever
+        return window
+    return PageWindow.cluster(PageSource.PAUSE, record.about.cluster)
+
+
+def _with_pause(text: PageText, pause: Pause | None) -> PageText:
+    """The page headed by the pause that holds it: who, since and until when, why (the operator's words, quoted)."""
+    if pause is None:
+        return text
+    until = f"until {pause.until:%Y-%m-%d %H:%M} UTC" if pause.until else "until someone resumes it (no end set)"
+    line = (f"Paused:         {pause.what} by {quoted(pause.by, 200)} since {pause.since:%Y-%m-%d %H:%M} UTC, "
+            f"{until}: {quoted(pause.reason, 300)}. Medic records every decision and acts on none; "
+            "medic resume ends it.")
+    return PageText(f"[Medic] [paused] {text.subject.removeprefix('[Medic] ')}", (line, "", *text.lines))
 
 
 def _publish(deps: Deps, record: Record, text: PageText, release: Callable[[], None]) -> bool:

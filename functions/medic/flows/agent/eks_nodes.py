@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.config import Cluster, Job
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import PageSource, PageText, PageWindow, console_link
 from medic.core.progress import PROBE_HISTORY, RecoveryWatch
 from medic.core.record import About, Record
@@ -68,7 +68,7 @@ def sweep_node_reports(raw: Any, deps: Deps) -> list[dict]:
 
 
 def _sweep_cluster(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
-    now, mode = deps.now(), deps.mode.current()
+    now, mode = deps.now(), deps.mode.current(cluster.name)
     if not heartbeat_is_fresh(AgentStore(deps.table).agent_heartbeat(cluster.name), now):
         return []  # no live agent: its last report may be stale (a requeue into the void is paged elsewhere)
     item = NodeReportStore(deps.table).report(cluster.name)
@@ -116,6 +116,9 @@ def _notice(notice: NodeNotice, cluster: Cluster, run_id: str, mode: Mode, deps:
                   event_id=run_id, mode=mode, cluster=cluster.name, node_id=node_id)
     record = about.record(fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE,
                           outcome=Outcome.DEFERRED if notice.in_repair else Outcome.IGNORED,
+                          why=Why.HYPERPOD_REPAIRING if notice.in_repair else None,
+                          # the agent's word that a node failed with a watched job's pods on it: a human looks
+                          needs_human=bool(not notice.in_repair and notice.jobs),
                           reason=short(notice.reason, 500))
     if not notice.in_repair and notice.jobs:  # the agent's word: one page per cluster per window (its own window)
         # Claimed per episode (a notice is written once per episode: NodeReportStore.note_state), since nothing

@@ -23,7 +23,7 @@ from medic.adapters.aws import error_code
 from medic.config import KubernetesJob, MedicConfig
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, Outcome, Requester, Trigger
+from medic.core.models import Action, Fault, Outcome, Requester, Trigger, Why
 from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About
 from medic.core.text import short
@@ -90,6 +90,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.OPERATOR, "requeue request")
     detail = event.detail
+    mode = deps.mode.current(detail.cluster)  # an operator's pause of the cluster lowers act to paused
     requester = Requester(account=event.account, source=event.source, claimed_by=detail.requested_by)
     cluster = deps.config.cluster(detail.cluster)
     if cluster is None:
@@ -169,9 +170,10 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
     now = deps.now()
 
     def finish(outcome: Outcome, reason: str, page: str | None = None, attempt: int = 0,
-               claim: str | None = None) -> dict:
+               claim: str | None = None, why: Why | None = None) -> dict:
         action = Action.NONE if outcome is Outcome.REJECTED else acting
-        record = about.record(fault=request.fault, action=action, outcome=outcome, reason=reason, attempt=attempt)
+        record = about.record(fault=request.fault, action=action, outcome=outcome, reason=reason, why=why,
+                              attempt=attempt)
         if page:
             text = slurm_job_page(record, request.context, deps.region, situation=page)
             record = record.paged_if(page_incident(deps, table, record, text, claim=claim,
@@ -209,7 +211,7 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
     what = f"{request.job} ({request.kubernetes.target})" if request.kubernetes else request.job
     if request.mode is Mode.PAUSED:
         return finish(Outcome.SUPPRESSED, f"Medic is paused; would {verb} {what} through the agent.",
-                      page="failed")
+                      page="failed", why=Why.PAUSED)
     if request.mode is Mode.DRY_RUN:
         return finish(Outcome.DRY_RUN, f"Dry run: would {verb} {what} through the agent.")
 
@@ -223,7 +225,8 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
         if not within:
             return finish(Outcome.SUPPRESSED, f"Held back: {cluster.name} has had {per_hour} operator requests this "
                                               f"hour (max_operator_requests_per_hour); would {verb} {what}.",
-                          page="budget", claim=f"operator:{cluster.name}:budget:{operator_hour(now)}")
+                          page="budget", claim=f"operator:{cluster.name}:budget:{operator_hour(now)}",
+                          why=Why.RATE_LIMIT)
 
     named = [slurm_job_incident(cluster.name, request.also_named)] if request.also_named else []
     lineages = [incident.removeprefix("job:") for incident in (request.incident, *named)]
@@ -240,10 +243,10 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
             minutes = int(request.min_interval.total_seconds() // 60)
             return finish(Outcome.SUPPRESSED, f"Held back: {request.job} was restarted at {last:%H:%M} UTC, less than "
                                               f"{minutes} min ago (stall_restart_interval_minutes); a stall that comes "
-                                              "back this soon needs a human.", page="too_soon")
+                                              "back this soon needs a human.", page="too_soon", why=Why.RATE_LIMIT)
         of = f"{request.job}, or of jobs named {request.also_named}" if request.also_named else request.job
         return finish(Outcome.SUPPRESSED, f"Giving up: restart budget spent ({max_restarts} {verb}s of {of}).",
-                      page="gave_up", attempt=max_restarts + 1)
+                      page="gave_up", attempt=max_restarts + 1, why=Why.BUDGET_SPENT)
     last_seen = None
     if request.job_name is not None and request.kubernetes is None:  # a Slurm requeue by name: which job runs it
         try:
@@ -274,4 +277,4 @@ def restart_through_agent(request: RestartRequest, deps: Deps) -> dict:
                       page="failed", attempt=restarts)
     return finish(Outcome.DEFERRED, f"{verb.capitalize()} of {what} (attempt {restarts} of {max_restarts}) queued "
                                     f"for the agent as command {command.command_id}; its result is recorded "
-                                    "when the agent reports.", attempt=restarts)
+                                    "when the agent reports.", attempt=restarts, why=Why.QUEUED_FOR_AGENT)

@@ -193,8 +193,9 @@ def _rejected(cluster: str, command_id: str, stream_event_id: str, why: str, sai
     if said:
         reason += f" The agent said: {quoted_agent(said)}"
     about = About(incident=f"command:{cluster}:{command_id}", trigger=Trigger.RECONCILE, event_id=stream_event_id,
-                  mode=deps.mode.current(), cluster=cluster)
+                  mode=deps.mode.current(cluster), cluster=cluster)
     record = about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                          needs_human=True,  # the controller does not behave as Medic's agent: a human looks
                           reason=short(reason, 500))
     # A page in every mode: this is not an action Medic takes but a sign the cluster's controller is not
     # behaving as Medic's agent does. One page per cluster (until it expires, 7 days), not per forged id: a

@@ -35,7 +35,7 @@ from medic.adapters.aws import error_code
 from medic.config import Cluster
 from medic.core.agent_command import EARLY, CommandContext
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger
+from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger, Why
 from medic.core.pages import PageSource, PageWindow
 from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import DrainNote
@@ -178,9 +178,12 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
     said = quoted_agent(result.message) if result.message else "no output"
     about = About(incident=context.incident, trigger=Trigger.NODE_REPAIR, event_id=stream_event_id,
                   mode=context.mode, cluster=cluster, node_id=node_id or None, instance_group=context.instance_group)
-    fault, action = context.fault or "unknown", context.action or Action.NONE
+    # The drain and the resume are their own actions (the repair's call is HyperPod's record): one replacement
+    # reads drain_node, replace_node, resume_node in `medic history`, each with what it did.
+    fault, repair = context.fault or "unknown", context.action or Action.NONE
     store = RepairStore(deps.table)
     if result.kind == "resume_node":
+        action = Action.RESUME_NODE
         if result.status == "executed" and result.resumed == "false":
             return emit(about.record(fault=fault, action=action, outcome=Outcome.IGNORED,
                                      reason=_not_resumed(cluster, name, result.node_state or "unknown",
@@ -198,13 +201,14 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
                                                window=PageWindow.cluster(PageSource.NODE, cluster)))
         return emit(record)
     # drain_node
+    action = Action.DRAIN_NODE
     jobs = _jobs(result) if result.status == "executed" else None
     store.drained(cluster, node_id, result.status == "executed", jobs)
     if jobs is not None:
         listing = ", ".join(f"{job_id} ({job_name})" for job_id, job_name in jobs) or "none"
         drained = emit(about.record(fault=fault, action=action, outcome=Outcome.EXECUTED,
                                     jobs=[{"id": i, "name": n} for i, n in jobs],
-                                    reason=f"The agent on {cluster} drained {name} in Slurm before the {action}; jobs "
+                                    reason=f"The agent on {cluster} drained {name} in Slurm before the {repair}; jobs "
                                            f"running on it: {listing}."))
         return _then_call(drained, result, context, cluster, jobs, deps)
     what = "drained" if result.status == "executed" else "could not drain"
@@ -289,7 +293,7 @@ def _job_states(result: AgentResult, context: CommandContext, cluster: str, stre
                                     cluster, stream_event_id, repair, deps))
         except (ClientError, BotoCoreError) as error:  # the result is claimed: say so rather than lose the job
             about = About(incident=context.incident, trigger=Trigger.NODE_REPAIR,
-                          event_id=f"{context.incident}:{job_id}", mode=deps.mode.current(), cluster=cluster,
+                          event_id=f"{context.incident}:{job_id}", mode=deps.mode.current(cluster), cluster=cluster,
                           job=job_id)
             records.append(emit(about.record(fault=repair.fault if repair else "unknown", action=Action.NONE,
                                              outcome=Outcome.FAILED,
@@ -324,7 +328,7 @@ class SlurmSays:
 
 def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, context: CommandContext, cluster: str,
              stream_event_id: str, repair: SlurmRepair | None, deps: Deps) -> dict:
-    mode = deps.mode.current()
+    mode = deps.mode.current(cluster)
     node_name = context.node_name or ""
     action = repair.action if repair else "node repair"
     by_name = valid_job_name(name)
@@ -348,6 +352,7 @@ def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, conte
     if fate == "not_requeueable" and said is not None:
         why = why_not_requeueable(said.requeue, said.batch)
         record = about.record(fault=Fault.JOB_NOT_REQUEUEABLE, action=Action.NONE, outcome=Outcome.DEFERRED,
+                              why=Why.NOT_RETRYABLE,
                               reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
                                      f"ended {state}. Slurm cannot requeue it: {why}. Medic does not try: a human "
                                      "resubmits it from its checkpoint.")
@@ -418,7 +423,7 @@ def hold_watched_jobs(jobs: list[tuple[str, str]], node_incident: str, cluster: 
     from medic.ledger.incidents import IncidentStore
 
     config_cluster = deps.config.cluster(cluster)
-    if config_cluster is None or not deps.mode.current().acts:
+    if config_cluster is None or not deps.mode.current(cluster).acts:
         return
     now, repair_minutes = deps.now(), deps.config.guardrails_for(config_cluster).repair_minutes
     for _, name in jobs:
@@ -527,7 +532,7 @@ def _issue_follow_up(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo) -> N
     if repair.drained == "yes" and current.slurm_node == repair.node_name:
         issued.append(node_command(cluster, "resume_node", repair.incident, now, sweep.run_id, node=repair.node_name))
     elif repair.drained == "yes":
-        emit(about.record(fault=repair.fault, action=repair.action, outcome=Outcome.IGNORED,
+        emit(about.record(fault=repair.fault, action=Action.RESUME_NODE, outcome=Outcome.IGNORED,
                           reason=f"The node is back as {node.node_id}, Slurm node {current.slurm_node or 'unknown'}, "
                                  f"not {repair.node_name}: nothing to resume ({repair.node_name} stays drained in "
                                  "Slurm until someone removes or resumes it)."))
@@ -544,6 +549,10 @@ def _issue_follow_up(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo) -> N
         RepairStore(sweep.table).forget(cluster, repair.node_id)
 
 
+# The record's action of each node command (job_states, the follow-up of the jobs, is no node action).
+NODE_COMMAND_ACTIONS = {"drain_node": Action.DRAIN_NODE, "resume_node": Action.RESUME_NODE}
+
+
 def expire_node_command(context: CommandContext, cluster: str, command_id: str, run_id: str, minutes: int,
                         what: str, deps: Deps) -> dict:
     """The sweep's record of a drain/resume/job_states command its agent never answered: the jobs need a look."""
@@ -552,7 +561,7 @@ def expire_node_command(context: CommandContext, cluster: str, command_id: str, 
                   event_id=run_id, mode=context.mode, cluster=cluster, node_id=context.node_id,
                   instance_group=context.instance_group)
     record = about.record(
-        fault=context.fault or "unknown", action=context.action or Action.NONE, outcome=Outcome.FAILED,
+        fault=context.fault or "unknown", action=NODE_COMMAND_ACTIONS.get(kind, Action.NONE), outcome=Outcome.FAILED,
         jobs=None if kind == "drain_node" else NOT_A_NODE_ACTION,  # a drain's jobs: unknown
         reason=f"No result from the agent on {cluster} for its {kind} command {command_id} within {minutes} minutes: "
                f"the agent {what}. The jobs on {context.node_name or 'the node'} need a look.")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, Outcome
+from medic.core.models import Action, Fault, Outcome, Why
 from medic.core.pages import Page
 from medic.flows.jobs.faults import JobFailure
 from medic.ledger.jobs import MedicRestart
@@ -104,6 +104,7 @@ class JobDecision:
     reason: str
     page: Page = Page.NONE
     attempt: int = 0
+    why: Why | None = None  # the record's sub-reason (None: the outcome's only one)
 
     @property
     def executes(self) -> bool:
@@ -121,27 +122,27 @@ def decide_job(ctx: JobContext) -> JobDecision:
     if fault is Fault.JOB_NOT_RETRYABLE:
         return JobDecision(fault, Action.NONE, Outcome.DEFERRED,
                            f"Not retryable ({label}): a restart would fail the same way; a human must fix the job.",
-                           page=Page.INCIDENT)
+                           page=Page.INCIDENT, why=Why.NOT_RETRYABLE)
     if fault is Fault.JOB_UNKNOWN:
         return JobDecision(fault, Action.NONE, Outcome.DEFERRED,
                            "Unrecognized failure reason; Medic does not restart and a human decides.",
-                           page=Page.INCIDENT)
+                           page=Page.INCIDENT, why=Why.HUMAN_DECIDES)
     if ctx.lineage.restarts >= ctx.max_restarts:
         return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
                            f"Giving up: restart budget spent ({ctx.lineage.restarts} of {ctx.max_restarts} restarts "
-                           f"of {ctx.lineage.root}).", page=Page.INCIDENT, attempt=attempt)
+                           f"of {ctx.lineage.root}).", page=Page.INCIDENT, attempt=attempt, why=Why.BUDGET_SPENT)
     if ctx.checkpoint is not Checkpoint.PRESENT and not ctx.allow_without_checkpoint:
         missing = ("the job has no CheckpointConfig" if ctx.checkpoint is Checkpoint.NOT_CONFIGURED
                    else "nothing is stored under its checkpoint S3 URI")
         return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
                            f"Retryable ({label}) but {missing}: a restart would start from scratch.",
-                           page=Page.INCIDENT, attempt=attempt)
+                           page=Page.INCIDENT, attempt=attempt, why=Why.NO_CHECKPOINT)
     because = f"retryable failure ({label}); restart {attempt} of {ctx.max_restarts} from the checkpoint"
     if ctx.checkpoint is not Checkpoint.PRESENT:
         because = f"retryable failure ({label}); restart {attempt} of {ctx.max_restarts} without a checkpoint (allowed)"
     if ctx.mode == Mode.PAUSED:
         return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED, f"Medic is paused; would restart: {because}.",
-                           page=Page.INCIDENT, attempt=attempt)
+                           page=Page.INCIDENT, attempt=attempt, why=Why.PAUSED)
     if ctx.mode == Mode.DRY_RUN:
         return JobDecision(fault, Action.RESTART_JOB, Outcome.DRY_RUN, f"Dry run: would restart: {because}.",
                            attempt=attempt)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.adapters.training import JobAlreadyExists, training_plan_arns
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageWindow
 from medic.core.record import About
 from medic.core.text import quoted
@@ -121,7 +121,7 @@ def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage:
         except CheckpointOutsideConfig as outside:
             decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
                                    f"Retryable ({failure.label}) but {outside}.", page=Page.INCIDENT,
-                                   attempt=lineage.restarts + 1)
+                                   attempt=lineage.restarts + 1, why=Why.NOT_ALLOWED)
             return _finish(about, decision, deps, table, reason)
         except (ClientError, BotoCoreError, ValueError) as error:
             return _failed(about, failure.fault, deps, table, reason,
@@ -155,14 +155,14 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
     outside = _outside_grants(description, spec)
     if outside:
         return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED, outside, page=Page.INCIDENT,
-                           attempt=decision.attempt)
+                           attempt=decision.attempt, why=Why.NOT_ALLOWED)
     plans = [arn for arn in training_plan_arns(description)
              if arn.rsplit("/", 1)[-1] not in spec.training_plans]
     if plans:
         return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
                            f"The job ran on training plan(s) {', '.join(plans)}, not in training_jobs.training_plans: "
                            f"Medic may not create jobs on them; add the plan to the config to let Medic restart.",
-                           page=Page.INCIDENT, attempt=decision.attempt)
+                           page=Page.INCIDENT, attempt=decision.attempt, why=Why.NOT_ALLOWED)
     try:
         job_tags = deps.training.tags(description["TrainingJobArn"])  # carried over to the clone, never trusted
     except (ClientError, BotoCoreError) as error:
@@ -174,7 +174,7 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
         return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
                            f"The job has {len(_user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
                            f"exceed SageMaker's {TAG_LIMIT}; restart it by hand or drop a tag.",
-                           page=Page.INCIDENT, attempt=decision.attempt)
+                           page=Page.INCIDENT, attempt=decision.attempt, why=Why.NOT_ALLOWED)
     now, failed_created = deps.now(), description.get("CreationTime")
     store = JobStore(deps.table)
     noted = store.intend_restart(MedicRestart(name=new_name, root=lineage.root, attempt=lineage.restarts + 1,
@@ -262,7 +262,7 @@ def _failed(about: About, fault: Fault, deps: Deps, table: Table, failure_reason
 
 def _finish(about: About, decision: JobDecision, deps: Deps, table: Table, failure_reason: str) -> dict:
     record = about.record(fault=decision.fault, action=decision.action, outcome=decision.outcome,
-                          reason=decision.reason, attempt=decision.attempt)
+                          reason=decision.reason, why=decision.why, attempt=decision.attempt)
     if decision.page is Page.INCIDENT:
         record = record.paged_if(page_incident(deps, table, record, job_page(record, failure_reason, deps.region),
                                                window=training_jobs_window(deps, about.job)))

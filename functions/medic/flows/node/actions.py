@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
 from medic.adapters.hyperpod import AMBIGUOUS_ERRORS, INVALID_INSTANCE_STATUS
-from medic.core.models import Action, Outcome
+from medic.core.models import Action, Outcome, Why
 from medic.core.pages import Page
 from medic.core.repairs import RESULT_UNKNOWN
 from medic.core.text import short
@@ -43,7 +43,7 @@ def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> 
     except AMBIGUOUS_ERRORS as error:
         # The request may have reached HyperPod: not repeated, not paged; the claim stays unknown and
         # the next attempt (or the reconciler) re-checks the node before any new call.
-        unknown = replace(decision, outcome=Outcome.DEFERRED,
+        unknown = replace(decision, outcome=Outcome.DEFERRED, why=Why.RESULT_UNKNOWN,
                           reason=f"Result unknown: the {decision.action.value} call was sent but its answer was "
                                  f"lost ({error_code(error)}); it may have gone through. Medic re-checks the node "
                                  "(DescribeClusterNode) before any new call and never repeats it blindly.")
@@ -58,7 +58,7 @@ def _call(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> Nod
     except AMBIGUOUS_ERRORS:
         raise  # the caller records these as unknown
     except (ClientError, BotoCoreError) as error:
-        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
+        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                        reason=f"{verb} call failed ({error_code(error)}): {short(str(error))}")
     if result.accepted:
         if result.retried:
@@ -66,13 +66,13 @@ def _call(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> Nod
                                             "InternalServerError)")
         return decision
     if result.repair_in_progress:
-        return replace(decision, outcome=Outcome.DEFERRED,
+        return replace(decision, outcome=Outcome.DEFERRED, why=Why.HYPERPOD_REPAIRING,
                        reason=f"HyperPod reports a repair already running ({result.error_code}): "
                               f"{short(result.message or '')}")
     if result.error_code == INVALID_INSTANCE_STATUS:
         return _recheck_after_invalid_status(decision, deps, cluster, node_id, result.message or "")
     again = " (asked twice: once more after a pause, never again)" if result.retried else ""
-    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
+    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                    reason=f"{verb} was refused ({result.error_code}){again}: {short(result.message or '')}")
 
 
@@ -84,17 +84,17 @@ def _recheck_after_invalid_status(decision: NodeDecision, deps: Deps, cluster: s
     try:
         node = deps.hyperpod.describe_node(cluster, node_id)
     except (ClientError, BotoCoreError) as error:
-        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
+        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                        reason=f"{verb} was refused (InvalidInstanceStatus: {said}) and the node could not be "
                               f"re-checked (DescribeClusterNode: {error_code(error)}).")
     if node is None or node.gone:
-        return replace(decision, outcome=Outcome.IGNORED,
+        return replace(decision, outcome=Outcome.IGNORED, why=None,
                        reason=f"{verb} was refused (InvalidInstanceStatus) and the node is no longer in the cluster: "
                               "nothing to do.")
     if node.status in IN_REPAIR_STATUSES:
-        return replace(decision, outcome=Outcome.DEFERRED,
+        return replace(decision, outcome=Outcome.DEFERRED, why=Why.HYPERPOD_REPAIRING,
                        reason=f"{verb} was refused (InvalidInstanceStatus) and the node is {node.status}: a repair "
                               "is already in progress.")
-    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT,
+    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                    reason=f"{verb} was refused (InvalidInstanceStatus: {said}) and the node is {node.status}, not "
                           "in repair: a human should look at it.")

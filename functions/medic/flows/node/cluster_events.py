@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from medic.core.models import Action, Fault, NodeState, Outcome, Trigger, foreign_cluster_arn
+from medic.core.models import Action, Fault, NodeState, Outcome, Trigger, Why, foreign_cluster_arn
 from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About
 from medic.core.repairs import AWAITING_DRAIN, IN_FLIGHT, RESULT_UNKNOWN
@@ -37,6 +37,7 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.CLUSTER_EVENT, "HyperPod cluster event")
     details, now = event.detail.EventDetails, deps.now()
+    mode = deps.mode.current(details.ClusterName)  # an operator's pause of the cluster lowers act to paused
     fault = classify_cluster_event(details)
     message = details.failure_message
     about = About(incident=(f"node:{details.ClusterName}:{details.InstanceId}" if details.InstanceId
@@ -74,7 +75,7 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
             reason=f"HyperPod could not complete Medic's {state.action} of {acted_on}{replacement} "
                    f"(started {state.acted_at:%H:%M} UTC): {said}")
     else:
-        record = about.record(fault=fault, action=Action.NONE, outcome=Outcome.DEFERRED,
+        record = about.record(fault=fault, action=Action.NONE, outcome=Outcome.DEFERRED, why=Why.HUMAN_DECIDES,
                               reason=f"HyperPod reports ({details.EventLevel}): {said} A human decides.")
     text = cluster_event_page(record, details.Description, message,
                               cluster_log_group(cluster.name, details.ClusterArn), deps.region)

@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from medic.config import Cluster
-from medic.core.models import Action, NodeInfo, Outcome, Trigger
+from medic.core.models import Action, NodeInfo, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageWindow
 from medic.core.record import About, JobsHit
 from medic.core.repairs import AwaitedCall, DrainNote
@@ -60,7 +60,7 @@ def await_drain(decision: NodeDecision, deps: Deps, table: Table, cluster: Clust
         return None
     waits = (f"{drain.text} HyperPod's {decision.action.value} is called once the agent reports the drain, or at "
              f"{call_by:%H:%M:%S} UTC without it (drain_deadline_seconds: {deadline}).")
-    return replace(decision, outcome=Outcome.DEFERRED, drain=replace(drain, text=waits))
+    return replace(decision, outcome=Outcome.DEFERRED, why=Why.AWAITING_DRAIN, drain=replace(drain, text=waits))
 
 
 def call_after_drain(deps: Deps, cluster_name: str, node_id: str, command_id: str, drained: bool, said: str,
@@ -115,7 +115,7 @@ def _end_holds(deps: Deps, incident: str) -> None:
 def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: DrainNote, jobs: JobsHit | None,
           page_jobs: bool = False) -> dict | None:
     """Take the awaited call (once), make it, and write the decision's final record."""
-    store, now, mode = NodeStore(deps.table), deps.now(), deps.mode.current()
+    store, now, mode = NodeStore(deps.table), deps.now(), deps.mode.current(call.cluster)
     action = Action(call.action)
     about = About(incident=call.incident, trigger=Trigger(call.trigger), event_id=call.event_id, mode=mode,
                   cluster=call.cluster, node_id=call.node_id, instance_group=call.instance_group)
@@ -124,7 +124,8 @@ def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: Drai
             return None
         deps.jobs_on(cluster).after_the_call(drain, Outcome.FAILED, deps.table, cluster, call.node_id)
         return emit(about.record(
-            fault=call.fault, action=action, outcome=Outcome.SUPPRESSED, attempt=call.attempt, jobs=jobs,
+            fault=call.fault, action=action, outcome=Outcome.SUPPRESSED, why=Why.PAUSED, attempt=call.attempt,
+            jobs=jobs,
             reason=f"Medic is {mode.value}: the {action.value} that waited for the drain is not called. {how} "
                    f"{call.node_name} stays drained in Slurm until someone resumes it "
                    f"(scontrol update NodeName={call.node_name} State=RESUME)."))
@@ -139,7 +140,7 @@ def _call(deps: Deps, cluster: Cluster, call: AwaitedCall, how: str, drain: Drai
     if after.text != drain.text:  # a failed call: what it means for the drained node
         reason += after.text.removeprefix(drain.text)
     record = about.record(fault=call.fault, action=action, outcome=decision.outcome, reason=reason,
-                          attempt=call.attempt, jobs=jobs)
+                          why=decision.why, attempt=call.attempt, jobs=jobs)
     if decision.page is Page.INCIDENT:
         text = node_page(record, call.health_reason or MedicText("(see the decision's record)"), deps.region)
         record = record.paged_if(page_incident(deps, deps.table, record, text,

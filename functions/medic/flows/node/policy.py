@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from medic.config import KNOWN_CONTROLLER_GROUPS, Cluster, Guardrails
 from medic.core.mode import Mode
-from medic.core.models import Action, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState, Outcome
+from medic.core.models import Action, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState, Outcome, Why
 from medic.core.pages import Page
 from medic.core.repairs import DrainNote
 from medic.flows.node.faults import ACTION_FOR_FAULT
@@ -57,6 +57,7 @@ class NodeDecision:
     attempt: int = 0
     close_incident: bool = False
     drain: DrainNote | None = None  # the scheduler's side of the action (deps.JobsOnNode); None: nothing to tell
+    why: Why | None = None  # the outcome's sub-reason (None: the outcome's only one)
 
     @property
     def executes(self) -> bool:
@@ -101,49 +102,50 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
     if node_recovery(ctx) == "automatic":
         return NodeDecision(Action.NONE, Outcome.DEFERRED,
                             "Cluster has HyperPod automatic node recovery (DescribeCluster NodeRecovery Automatic); "
-                            "HyperPod repairs this node itself.")
+                            "HyperPod repairs this node itself.", why=Why.HYPERPOD_REPAIRING)
     if fault is Fault.UNKNOWN:
         return NodeDecision(Action.NONE, Outcome.DEFERRED,
                             "Unrecognized health reason; Medic takes no action and a human decides.",
-                            page=Page.INCIDENT)
+                            page=Page.INCIDENT, why=Why.HUMAN_DECIDES)
     group = ctx.node.instance_group
     if group in ctx.cluster.protected_groups:
         return NodeDecision(action, Outcome.SUPPRESSED,
                             f"Instance group {group} is protected; Medic never acts on it. "
                             f"A human should {_verb(action)} the node.",
-                            page=Page.INCIDENT, attempt=attempt)
+                            page=Page.INCIDENT, attempt=attempt, why=Why.PROTECTED)
     if is_slurm_controller(ctx.cluster, ctx.cluster_info(), group):
         if action is Action.REPLACE_NODE:
             return NodeDecision(action, Outcome.SUPPRESSED,
                                 f"Node is a Slurm controller (instance group {group}): AWS does not replace Slurm "
                                 "controller nodes, so Medic never asks. A human should recover the controller.",
-                                page=Page.INCIDENT, attempt=attempt)
+                                page=Page.INCIDENT, attempt=attempt, why=Why.PROTECTED)
         if not ctx.cluster.allow_controller_reboot:
             return NodeDecision(action, Outcome.SUPPRESSED,
                                 f"Node is a Slurm controller (instance group {group}); Medic reboots a controller "
                                 "only with allow_controller_reboot: true. A human should reboot the node.",
-                                page=Page.INCIDENT, attempt=attempt)
+                                page=Page.INCIDENT, attempt=attempt, why=Why.PROTECTED)
     if ctx.node.status in IN_REPAIR_STATUSES:
         return NodeDecision(action, Outcome.DEFERRED,
-                            f"Node status is {ctx.node.status}: a repair is already in progress.", attempt=attempt)
+                            f"Node status is {ctx.node.status}: a repair is already in progress.", attempt=attempt,
+                            why=Why.HYPERPOD_REPAIRING)
     if in_cooldown and not escalation:
         return NodeDecision(action, Outcome.SUPPRESSED,
                             f"Node was acted on at {_hhmm(state.acted_at)} ({state.action}), inside the "
                             f"{cooldown_minutes(ctx)}-minute cooldown; it is failing again ({fault.value}).",
-                            page=Page.INCIDENT, attempt=attempt)
+                            page=Page.INCIDENT, attempt=attempt, why=Why.COOLDOWN)
 
     because = (f"rebooted at {_hhmm(state.last_reboot_at)} and failed again: escalating to replace"
                if escalation and state and state.last_reboot_at else f"fault {fault.value} calls for {_verb(action)}")
     if ctx.mode == Mode.PAUSED:
         return NodeDecision(action, Outcome.SUPPRESSED, f"Medic is paused; would {_verb(action)} ({because}).",
-                            page=Page.INCIDENT, attempt=attempt)
+                            page=Page.INCIDENT, attempt=attempt, why=Why.PAUSED)
 
     recent = _actions_since(ctx.cluster_state, ctx.now - timedelta(hours=1))
     budget = ctx.guardrails.max_node_actions_per_hour
     if recent >= budget:
         return NodeDecision(action, Outcome.SUPPRESSED,
                             f"Cluster budget spent: {recent} node actions in the last hour (max {budget}).",
-                            page=Page.STORM, attempt=attempt)
+                            page=Page.STORM, attempt=attempt, why=Why.RATE_LIMIT)
     in_repair = _actions_since(ctx.cluster_state, ctx.now - timedelta(minutes=ctx.guardrails.repair_minutes))
     limit = ctx.guardrails.max_fraction_in_repair
     size = ctx.cluster_info().size
@@ -151,7 +153,7 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
         return NodeDecision(action, Outcome.SUPPRESSED,
                             f"Breaker open: {in_repair} of {size} nodes already in repair; "
                             f"another would exceed {limit:.0%}.",
-                            page=Page.STORM, attempt=attempt)
+                            page=Page.STORM, attempt=attempt, why=Why.BREAKER)
     if ctx.mode == Mode.DRY_RUN:
         return NodeDecision(action, Outcome.DRY_RUN, f"Dry run: would {_verb(action)} ({because}).",
                             attempt=attempt)

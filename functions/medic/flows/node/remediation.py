@@ -22,6 +22,7 @@ from medic.core.models import (
     NodeInfo,
     Outcome,
     Trigger,
+    Why,
     foreign_cluster_arn,
 )
 from medic.core.pages import Page, PageSource, PageText, PageWindow, console_link
@@ -64,6 +65,7 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
         return rejected(raw, error, mode, Trigger.NODE_HEALTH, "node health event")
 
     detail = event.detail
+    mode = deps.mode.current(detail.ClusterName)  # an operator's pause of the cluster lowers act to paused
     health_reason = detail.HealthSummary.HealthStatusReason
     about = About(incident=f"node:{detail.ClusterName}:{detail.InstanceId}", trigger=Trigger.NODE_HEALTH,
                   event_id=event.id, mode=mode, cluster=detail.ClusterName, node_id=detail.InstanceId)
@@ -189,7 +191,8 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
     else:
         decision = NodeDecision(decision.action, Outcome.DEFERRED,
                                 f"Lost the claim to concurrent decisions {CLAIM_ATTEMPTS} times; the reconciler "
-                                "takes this node up on its next sweep.", attempt=decision.attempt)
+                                "takes this node up on its next sweep.", attempt=decision.attempt,
+                                why=Why.RETRY_LATER)
 
     if decision.close_incident:
         PageStore(table).close_incident(incident)
@@ -256,7 +259,7 @@ def finish_node_decision(about: About, fault: Fault, decision: NodeDecision, dep
     drain = decision.drain
     record = about.record(fault=fault, action=decision.action, outcome=decision.outcome,
                           reason=f"{decision.reason} {drain.text}" if drain else decision.reason,
-                          attempt=decision.attempt,
+                          attempt=decision.attempt, why=decision.why,
                           # a Slurm node action names the jobs it hit: unknown (None) until the agent reports
                           jobs=None if drain else NOT_A_NODE_ACTION)
     jobs_paged = False

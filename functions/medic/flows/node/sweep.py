@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger
+from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger, Why
 from medic.core.pages import Page, PageText
 from medic.core.record import Record
 from medic.core.repairs import AWAITING_DRAIN, PendingClaim
@@ -64,7 +64,8 @@ def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | Non
         if remaining() < RESERVE_SECONDS:
             report["clusters"].append({"cluster": cluster.name, "skipped": "no time left in this run"})
             continue
-        report["clusters"].append(Sweep(deps, mode, event.id, cluster, remaining).run())
+        # each cluster's sweep in its own mode: an operator's pause of the cluster lowers act to paused
+        report["clusters"].append(Sweep(deps, deps.mode.current(cluster.name), event.id, cluster, remaining).run())
     logger.info("reconcile run", extra={"reconcile": report})
     return report
 
@@ -150,9 +151,9 @@ class Sweep(ClusterSweep):
         decision = decide_pending(claim, node, self.now, self.mode)
         about = self.about(claim.node_id, node or self.by_id.get(claim.node_id))
 
-        def claim_record(outcome: Outcome, reason: str) -> Record:
+        def claim_record(outcome: Outcome, reason: str, why: Why | None = None) -> Record:
             return about.record(fault=claim.fault, action=describe_claim(claim.action), outcome=outcome,
-                                reason=reason, attempt=claim.attempt)
+                                reason=reason, why=why, attempt=claim.attempt)
 
         if decision.resolution is Resolution.WAIT:
             return  # nothing to record yet: the next run looks again
@@ -163,7 +164,7 @@ class Sweep(ClusterSweep):
                                  attempt=claim.attempt)
             done = act_on_claim(retry, self.deps, self.table, name, claim.node_id)
             self.report["retried"] += 1
-            record = claim_record(done.outcome, done.reason)
+            record = claim_record(done.outcome, done.reason, done.why)
             self.record(record, page=done.page is Page.INCIDENT, text=self._claim_page(record, claim))
             return
         if decision.ledger_outcome and not self.node_store.settle_claim(name, claim, decision.ledger_outcome):
@@ -175,7 +176,7 @@ class Sweep(ClusterSweep):
             count("ClaimsConfirmed")
             return
         self.report["confirmed" if decision.resolution is Resolution.CONFIRMED else "gave_up"] += 1
-        record = claim_record(decision.outcome, decision.reason)
+        record = claim_record(decision.outcome, decision.reason, decision.why)
         self.record(record, page=decision.page, text=self._claim_page(record, claim))
         if decision.resolution is Resolution.GIVE_UP:  # no repair came: the incident's line, a human owns it
             emit_incident(claim_timeline(self.incident(claim.node_id), name, claim, None, None))
@@ -199,7 +200,7 @@ class Sweep(ClusterSweep):
         if decision.action is Action.NONE:  # the unknown-fault branch: say why there is no reason to read
             decision = replace(decision, reason=FAILURE_WITHOUT_REASON)
         record = about.record(fault=Fault.UNKNOWN, action=decision.action, outcome=decision.outcome,
-                              reason=decision.reason, attempt=decision.attempt)
+                              reason=decision.reason, why=decision.why, attempt=decision.attempt)
 
         def after(paged: bool) -> None:
             # A mode that pages, yet nothing paged: the page failed, so the next run reports the node again.

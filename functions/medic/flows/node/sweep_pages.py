@@ -21,7 +21,7 @@ from medic.flows.node.sweep_policy import SUMMARY_AFTER, summary_page
 from medic.ledger.pages import PageStore
 from medic.ledger.table import Table
 from medic.obs import count, logger
-from medic.outbox.pages import page_incident, windowed_text
+from medic.outbox.pages import page_incident, paused_window, windowed_text
 from medic.outbox.records import emit
 
 
@@ -83,9 +83,11 @@ class SweepPages:
         if not claimed:
             return
         records = [item.record for item in claimed]
-        # The sweep's summary is one page of the cluster's node window (held after the window's own summary)
+        # The sweep's summary is one page of the cluster's node window (held after the window's own summary), or of
+        # the pause's while an operator's pause holds the cluster
+        window = paused_window(self.deps, records[0], self.window)
         text = windowed_text(self.deps, self.table, records[0], summary_page(self.cluster, records, self.deps.region),
-                             self.window)
+                             window)
         if text is None:
             for item in claimed:
                 store.release_page(item.key)
@@ -97,7 +99,7 @@ class SweepPages:
             count("PageFailures")
             for item in claimed:
                 store.release_page(item.key)
-            store.uncount_window_page(self.window.source, self.window.scope)
+            store.uncount_window_page(window.source, window.scope)
             return
         count("Pages")
         for item in claimed:

@@ -69,7 +69,7 @@ from typing import Literal
 from pydantic import Field
 
 from medic.core.mode import Mode
-from medic.core.models import Action, MedicEvent, NodeInfo, Outcome
+from medic.core.models import Action, MedicEvent, NodeInfo, Outcome, Why
 from medic.core.pages import PageText, console_link
 from medic.core.record import Record
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
@@ -120,6 +120,7 @@ class PendingDecision:
     reason: str
     ledger_outcome: str | None  # what the claim becomes (None: leave it as it is)
     page: bool = False
+    why: Why | None = None  # the record's sub-reason (None: the outcome's only one)
 
 
 def needs_recheck(claim: PendingClaim, now: datetime, cooldown: timedelta) -> bool:
@@ -154,7 +155,7 @@ def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mo
     if waited < SETTLE:
         return PendingDecision(Resolution.WAIT, Outcome.DEFERRED,
                                f"{what}; the node is {node.status} with no sign of a repair yet. Medic "
-                               "re-checks it before any new call.", None)
+                               "re-checks it before any new call.", None, why=Why.RETRY_LATER)
     minutes = int(waited.total_seconds() // 60)
     if node.status != FAILURE:
         return PendingDecision(Resolution.GIVE_UP, Outcome.FAILED,
@@ -169,7 +170,7 @@ def decide_pending(claim: PendingClaim, node: NodeInfo | None, now: datetime, mo
     if mode is Mode.PAUSED:
         return PendingDecision(Resolution.GIVE_UP, Outcome.SUPPRESSED,
                                f"{what}; the node is still in Failure and Medic is paused: it would retry the "
-                               f"{verb} once.", Outcome.SUPPRESSED.value, page=True)
+                               f"{verb} once.", Outcome.SUPPRESSED.value, page=True, why=Why.PAUSED)
     if mode is Mode.DRY_RUN:
         return PendingDecision(Resolution.WAIT, Outcome.DRY_RUN,
                                f"{what}; dry run: would retry the {verb} once.", None)

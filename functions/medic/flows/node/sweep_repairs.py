@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, NodeInfo, Outcome
+from medic.core.models import Action, Fault, NodeInfo, Outcome, Why
 from medic.core.repairs import PendingClaim
 from medic.core.timeline import node_timeline
 from medic.flows.node.cluster_sweep import ClusterSweep
@@ -61,6 +61,7 @@ def sweep_repairs(sweep: ClusterSweep, nodes: list[NodeInfo], acted: dict, acted
         sweep.report["slow_repairs"] += 1
         about = sweep.about(node.node_id, node)
         record = about.record(fault=Fault.FAILED_NODES, action=Action.NONE, outcome=Outcome.DEFERRED,
+                              why=Why.HUMAN_DECIDES,
                               reason=slow_repair_reason(node, since, sweep.now, sweep.guardrails.repair_minutes,
                                                         medics))
         key = f"{about.incident}:repair"

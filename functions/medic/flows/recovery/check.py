@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
-from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import PageSource, PageWindow
 from medic.core.progress import PROBE_HISTORY, Progress, RecoveryWatch
 from medic.core.record import About
@@ -93,7 +93,7 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
         reason = (f"No training progress {minutes:.0f} min after {since(watch)}{unvouched_note(progress)}; "
                   "not restarting again blindly.")
     record = about.record(fault=Fault.NO_PROGRESS, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
-                          reason=reason)
+                          reason=reason, why=Why.NOT_RECOVERED)
     IncidentStore(table).escalate(watch.incident, deps.now())
     alarm = f"stall alarm of {watch.job}"
     text = alarm_page(record, alarm, MedicText("The job was restarted but its heartbeat and step did not resume."),
@@ -124,6 +124,7 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
     lost = checkpoint - resumed
     record = about.record(
         fault=Fault.RESUMED_BEHIND, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
+        why=Why.NOT_RECOVERED,
         reason=f"Training resumed after {since(watch)}, but from step {resumed:.0f} "
                f"while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} steps lost. The job did not load its "
                "last checkpoint (or loaded an older one).")
@@ -174,7 +175,7 @@ def _completed(watch: RecoveryWatch, finished: datetime, progress: Progress, abo
 
 def _about(watch: RecoveryWatch, trigger: Trigger, event_id: str, deps: Deps) -> About:
     """What every record about a watched restart shares: its incident, cluster and job."""
-    return About(incident=watch.incident, trigger=trigger, event_id=event_id, mode=deps.mode.current(),
+    return About(incident=watch.incident, trigger=trigger, event_id=event_id, mode=deps.mode.current(watch.cluster),
                  cluster=watch.cluster, job=watch.job)
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, MedicConfig
 from medic.core.mode import Mode
-from medic.core.models import Action, Fault, MedicEvent, Outcome
+from medic.core.models import Action, Fault, MedicEvent, Outcome, Why
 from medic.core.progress import PROBE_HISTORY_HOURS, Progress, RecoveryWatch
 from medic.core.text import quoted
 from medic.flows.recovery.policy import made_progress
@@ -162,6 +162,7 @@ class AlarmDecision:
     close_incident: bool = False
     hold_for: str | None = None  # the node incident whose repair now owns the job (its watch is held)
     fault: Fault | None = None  # what Medic found, when it is not what the alarm says (None: the alarm's kind)
+    why: Why | None = None  # the record's sub-reason (None: the outcome's only one)
 
 
 def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
@@ -195,22 +196,24 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              "Training diverged (non-finite or too high loss). Restarting from the checkpoint would "
                              "diverge again and waste the cluster; a human decides (change the learning rate, skip "
-                             "the bad data, roll back further).", page=True)
+                             "the bad data, roll back further).", page=True, why=Why.HUMAN_DECIDES)
     if subject.kind is AlarmKind.SLOWDOWN:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              "Training slowed down well below its recent throughput; a straggler node or a "
-                             "degraded link is likely. A human decides whether to drain a node.", page=True)
+                             "degraded link is likely. A human decides whether to drain a node.", page=True,
+                             why=Why.HUMAN_DECIDES)
     if ctx.storm_held:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              "The guardrails are holding a failure storm back on this cluster and its summary page "
-                             "went out: these failed nodes are that page's; no second page.")
+                             "went out: these failed nodes are that page's; no second page.", why=Why.OWNED_BY_REPAIR)
     if ctx.nodes_in_repair > 0:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              f"HyperPod reports failed nodes and Medic is already repairing {ctx.nodes_in_repair} "
-                             "node(s) of this cluster; no page.")
+                             "node(s) of this cluster; no page.", why=Why.OWNED_BY_REPAIR)
     return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                          "HyperPod has reported failed nodes for longer than a repair takes, and no Medic repair is "
-                         "in flight (automatic recovery stuck, or no health event reached Medic).", page=True)
+                         "in flight (automatic recovery stuck, or no health event reached Medic).", page=True,
+                         why=Why.HUMAN_DECIDES)
 
 
 def _stalled(ctx: AlarmContext) -> AlarmDecision:
@@ -243,7 +246,7 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
                              f"the probe's metrics show for {ctx.subject.job.name} in the {PROBE_HISTORY_HOURS} h "
                              "before came in minutes without exactly one probe session: not one probe's (forged, "
                              "back-dated, or a probe too old to send its session). Medic cannot tell whether the job "
-                             "runs; no requeue.", page=True)
+                             "runs; no requeue.", page=True, why=Why.HUMAN_DECIDES)
     if progress is not None and progress.steps_before == 0 and progress.steps == 0:
         # A stall alarm treats missing data as breaching, so it also enters ALARM for a watched job that has not
         # started yet (a new deploy, a job configured before its launch): silence before any step is no stall.
@@ -257,23 +260,25 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              f"Alarm {ctx.subject.name} is in ALARM while a node repair holds {owner.job} "
                              f"({owner.held_by}): that repair owns this incident, so no requeue and no page; Medic "
-                             "proves the job's recovery from when the node is back (or Slurm starts the job again).")
+                             "proves the job's recovery from when the node is back (or Slurm starts the job again).",
+                             why=Why.OWNED_BY_REPAIR)
     if ctx.node_in_repair is not None:
         incident, name, status = ctx.node_in_repair
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              f"Alarm {ctx.subject.name} is in ALARM while {name}, a node {ctx.subject.job.name} ran "
                              f"on, is in repair ({status}, {incident}): that repair owns this incident, so no requeue "
                              "and no page; Medic proves the job's recovery from when the node is back.",
-                             hold_for=incident)
+                             hold_for=incident, why=Why.OWNED_BY_REPAIR)
     if owner is not None:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
                              f"Alarm {ctx.subject.name} is in ALARM while Medic proves {owner.job}'s recovery after "
                              f"its restart (attempt {owner.attempt}), until {owner.deadline:%H:%M} UTC: that proof "
-                             "owns this incident (one page if training does not resume); no second requeue.")
+                             "owns this incident (one page if training does not resume); no second requeue.",
+                             why=Why.OWNED_BY_REPAIR)
     if ctx.escalated:
         return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
                              "The last restart did not bring training back and a human was paged; Medic does not "
-                             "restart again until the stall alarm has been OK.")
+                             "restart again until the stall alarm has been OK.", why=Why.BUDGET_SPENT)
     if cluster.orchestrator == "eks":
         return AlarmDecision(Plan.REQUEUE, Action.RESTART_JOB, Outcome.EXECUTED,
                              "Training stalled: restart the job's pods so it resumes from its last checkpoint.")

@@ -72,6 +72,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=Fault.UNKNOWN, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Alarm {detail.alarmName} is not one of Medic's configured alarms."))
     incident = incident_of(subject)
+    mode = deps.mode.current(subject.cluster.name)  # an operator's pause of the cluster lowers act to paused
     table = deps.table.for_mode(mode)
     incidents = IncidentStore(table)
     first_delivery = incidents.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp,
@@ -142,7 +143,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
     about = About(incident=incident, trigger=Trigger.ALARM, event_id=event.id, mode=mode,
                   cluster=subject.cluster.name, job=subject.job.name if subject.job else None)
     record = about.record(fault=decision.fault or subject.fault, action=decision.action, outcome=decision.outcome,
-                          reason=decision.reason)
+                          reason=decision.reason, why=decision.why)
     if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
         incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(detail.state.timestamp))
     if decision.page and mode.pages:  # the page's details cost metric reads: none for a page nobody gets
