@@ -80,6 +80,18 @@ def test_lost_work_is_never_negative_and_needs_both_steps():
     assert lost_steps(None, 1200) is None and lost_steps(1440, None) is None
 
 
+def test_a_restart_that_resumed_behind_its_checkpoint_lost_everything_back_to_where_it_resumed():
+    # Given the last step 1250 before the fault, the last checkpoint 1200, and training resumed from step 300
+    # Then 950 steps are redone (not the 50 since the checkpoint, nor only the 900 behind it)
+    assert lost_steps(1250, 1200, resumed_step=300) == 950
+    line = incident_line(stall(last_step=1250, checkpoint_step=1200, resumed_step=300, steps_per_minute=50))
+    assert (line["lost_steps"], line["lost_minutes"]) == (950, 19)
+    # ... a resume at (or above) the checkpoint redoes the work since the checkpoint, as before
+    assert lost_steps(1250, 1200, resumed_step=1200) == 50 and lost_steps(1250, 1200, resumed_step=1210) == 50
+    # ... and without a checkpoint, the step it resumed from is the start
+    assert lost_steps(1250, None, resumed_step=0) == 1250
+
+
 # --- each kind of incident: which moments it has, and which never come
 
 

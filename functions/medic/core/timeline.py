@@ -28,6 +28,7 @@ class Timeline:
     resolved_at: datetime | None = None  # the incident closed; None: Medic gave up (a human owns it)
     last_step: float | None = None  # the probe's last step before the fault
     checkpoint_step: float | None = None  # the last checkpoint step before the fault
+    resumed_step: float | None = None  # the step training resumed from after the restart (None: not known)
     steps_per_minute: float | None = None  # the job's recent step rate before the fault
 
 
@@ -40,18 +41,24 @@ def incident_line(timeline: Timeline) -> dict:
         line[moment] = at.isoformat() if at is not None else None
     for duration, moment in DURATIONS.items():
         line[duration] = _seconds(timeline.fault_at, getattr(timeline, moment))
-    lost = lost_steps(timeline.last_step, timeline.checkpoint_step)
+    lost = lost_steps(timeline.last_step, timeline.checkpoint_step, timeline.resumed_step)
     line["lost_steps"] = lost
     line["lost_minutes"] = (round(lost / timeline.steps_per_minute, 2)
                             if lost is not None and timeline.steps_per_minute else None)
     return line
 
 
-def lost_steps(last_step: float | None, checkpoint_step: float | None) -> float | None:
-    """The work since the last checkpoint, which a restart from it redoes; None when either is unknown."""
-    if last_step is None or checkpoint_step is None:
+def lost_steps(last_step: float | None, checkpoint_step: float | None,
+               resumed_step: float | None = None) -> float | None:
+    """The work the restart redoes, up to the last step before the fault: from the last checkpoint, or from the step
+    training really resumed at when that is below it (it resumed behind its checkpoint: from scratch, or an older
+    one); None when neither start is known."""
+    start = checkpoint_step
+    if resumed_step is not None and (checkpoint_step is None or resumed_step < checkpoint_step):
+        start = resumed_step
+    if last_step is None or start is None:
         return None
-    return max(0.0, last_step - checkpoint_step)
+    return max(0.0, last_step - start)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

@@ -122,11 +122,15 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
     would help (the job is running); one page says what was lost, and the watch ends."""
     resumed, checkpoint = progress.first_step or 0.0, progress.checkpoint_before or 0.0
     lost = checkpoint - resumed
+    # All the work the restart redoes (the incident line's lost_steps): back to where it resumed from the last step
+    # before the stall, not only to the checkpoint.
+    redone = (f" behind it, {watch.last_step - resumed:.0f} in all from step {watch.last_step:.0f} before the stall"
+              if watch.last_step is not None and watch.last_step > checkpoint else "")
     record = about.record(
         fault=Fault.RESUMED_BEHIND, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
         reason=f"Training resumed after {since(watch)}, but from step {resumed:.0f} "
-               f"while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} steps lost. The job did not load its "
-               "last checkpoint (or loaded an older one).")
+               f"while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} steps lost{redone}. The job did not "
+               "load its last checkpoint (or loaded an older one).")
     details = [f"Resumed from:    step {resumed:.0f}", f"Last checkpoint: step {checkpoint:.0f}",
                f"Steps lost:      {lost:.0f}"]
     text = alarm_page(record, f"stall alarm of {watch.job}",
@@ -189,5 +193,6 @@ def stall_timeline(watch: RecoveryWatch, progress: Progress, resolved_at: dateti
         incident=watch.incident, kind="stall", fault=Fault.STALLED.value, fault_at=watch.fault_at,
         detected_at=acted or watch.restarted_at, cluster=watch.cluster, job=watch.job, acted_at=acted,
         resumed_at=resumed, resolved_at=resolved_at, last_step=watch.last_step,
-        checkpoint_step=watch.checkpoint_step, steps_per_minute=watch.steps_per_minute))
+        checkpoint_step=watch.checkpoint_step, steps_per_minute=watch.steps_per_minute,
+        resumed_step=progress.first_step if progress.resumed_behind else None))
 
