@@ -183,16 +183,26 @@ def _about(watch: RecoveryWatch, trigger: Trigger, event_id: str, deps: Deps) ->
 
 
 def stall_timeline(watch: RecoveryWatch, progress: Progress, resolved_at: datetime | None) -> dict:
-    """The stall's incident line: the fault (last heartbeat), its detection and the requeue (the alarm handler's
+    """The job's incident line: the fault (last heartbeat), its detection and the requeue (the alarm handler's
     run), the first step after the restart, the end. A requeued Slurm job's running again reaches Medic only as
-    that first step: repaired_at stays null."""
+    that first step: repaired_at stays null. A job a node repair hit (``watch.repair``) is a ``node_repair``
+    incident: the node's fault and its time (or the job's last heartbeat, if earlier), when Medic received it, and
+    the node; its work lost from the probe's history when no stall alarm read it."""
     resumed = progress.first_step_at if made_progress(progress) else None
     # A job a node repair hit that Medic never restarted (Slurm requeued it, or auto-resume) has no act of Medic's.
     acted = watch.acted_at or (watch.restarted_at if watch.attempt else None)
+    steps = (watch.last_step, watch.checkpoint_step, watch.steps_per_minute)
+    if watch.repair is None:
+        kind, fault, detected, node_id = "stall", Fault.STALLED.value, acted or watch.restarted_at, None
+    else:
+        kind, fault = "node_repair", watch.repair_fault or Fault.STALLED.value
+        detected, node_id = watch.detected_at or acted or watch.restarted_at, watch.repair.rsplit(":", 1)[-1]
+        if watch.last_step is None:  # the probe's history before the window: the step and checkpoint it stopped at
+            steps = (progress.last_step_before, progress.checkpoint_before, progress.steps_per_minute_before)
+    last_step, checkpoint_step, steps_per_minute = steps
     return incident_line(Timeline(
-        incident=watch.incident, kind="stall", fault=Fault.STALLED.value, fault_at=watch.fault_at,
-        detected_at=acted or watch.restarted_at, cluster=watch.cluster, job=watch.job, acted_at=acted,
-        resumed_at=resumed, resolved_at=resolved_at, last_step=watch.last_step,
-        checkpoint_step=watch.checkpoint_step, steps_per_minute=watch.steps_per_minute,
-        resumed_step=progress.first_step if progress.resumed_behind else None))
+        incident=watch.incident, kind=kind, fault=fault, fault_at=watch.fault_at, detected_at=detected,
+        cluster=watch.cluster, job=watch.job, node_id=node_id, acted_at=acted, resumed_at=resumed,
+        resolved_at=resolved_at, last_step=last_step, checkpoint_step=checkpoint_step,
+        steps_per_minute=steps_per_minute, resumed_step=progress.first_step if progress.resumed_behind else None))
 
