@@ -145,3 +145,20 @@ def test_a_page_only_alarm_incident_is_resolved_by_its_ok_with_no_action():
     assert (line["kind"], line["time_to_detect_s"], line["total_s"]) == ("divergence", 1, 2100)
     assert (line["acted_at"], line["time_to_act_s"], line["time_to_repair_s"], line["time_to_resume_s"]) == (
         None, None, None, None)
+
+
+def test_a_training_jobs_line_says_when_the_job_that_failed_started():
+    from medic.flows.jobs.events import TrainingJobDetail
+
+    # Given the state change event's times (epoch milliseconds in strings, as SageMaker sends them)
+    detail = TrainingJobDetail(TrainingJobName="ft", TrainingJobStatus="Failed",
+                               TrainingJobArn="arn:aws:sagemaker:us-west-2:123456789012:training-job/ft",
+                               CreationTime="1795221612000", TrainingStartTime="1795221912000")
+    # Then the job started when it started training (else when it was created); garbage is no time
+    assert detail.started_at == datetime(2026, 11, 21, 0, 45, 12, tzinfo=UTC)
+    assert detail.model_copy(update={"TrainingStartTime": None}).started_at == datetime(2026, 11, 21, 0, 40, 12,
+                                                                                         tzinfo=UTC)
+    assert detail.model_copy(update={"TrainingStartTime": "soon", "CreationTime": "-1"}).started_at is None
+    line = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
+                        restarted_at=None, job_started_at=detail.started_at)
+    assert line["job_started_at"] == "2026-11-21T00:45:12+00:00"

@@ -30,6 +30,7 @@ class Timeline:
     checkpoint_step: float | None = None  # the last checkpoint step before the fault
     resumed_step: float | None = None  # the step training resumed from after the restart (None: not known)
     steps_per_minute: float | None = None  # the job's recent step rate before the fault
+    job_started_at: datetime | None = None  # when the job that failed started (its goodput's wall time from then)
 
 
 def incident_line(timeline: Timeline) -> dict:
@@ -45,6 +46,7 @@ def incident_line(timeline: Timeline) -> dict:
     line["lost_steps"] = lost
     line["lost_minutes"] = (round(lost / timeline.steps_per_minute, 2)
                             if lost is not None and timeline.steps_per_minute else None)
+    line["job_started_at"] = timeline.job_started_at.isoformat() if timeline.job_started_at else None
     return line
 
 
@@ -80,14 +82,15 @@ def node_timeline(*, incident: str, cluster: str, node_id: str, fault: str, faul
 
 
 def job_timeline(*, incident: str, job: str, fault: str, fault_at: datetime | None, detected_at: datetime,
-                 restarted_at: datetime | None) -> dict:
+                 restarted_at: datetime | None, job_started_at: datetime | None = None) -> dict:
     """A training job's incident line, written when Medic's handling of the failure ends: with a restart, the
     clone is InProgress as soon as CreateTrainingJob returns (repaired and resolved then: a later failure of the
     clone is a new attempt of the same incident); without one (gave up, not retryable, suppressed, failed) the
     action, the repair and the resolution are null: a human owns it."""
     return incident_line(Timeline(incident=incident, kind="training_job", fault=fault, fault_at=fault_at,
                                   detected_at=detected_at, job=job, acted_at=restarted_at,
-                                  repaired_at=restarted_at, resolved_at=restarted_at))
+                                  repaired_at=restarted_at, resolved_at=restarted_at,
+                                  job_started_at=job_started_at))
 
 
 def alarm_timeline(*, incident: str, kind: str, fault: str, cluster: str, job: str | None,

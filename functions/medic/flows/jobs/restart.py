@@ -97,7 +97,8 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
             # the lineage's root names the job across its restarts (its incident's name too)
             emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
                                        fault_at=event.time, detected_at=received,
-                                       restarted_at=deps.now() if restarted else None))
+                                       restarted_at=deps.now() if restarted else None,
+                                       job_started_at=detail.started_at))
     return record
 
 
