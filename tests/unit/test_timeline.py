@@ -38,7 +38,7 @@ def test_every_moment_came_each_duration_is_measured_from_the_fault():
     assert (line["lost_steps"], line["lost_minutes"]) == (240, 6)
     assert line["fault_at"] == "2026-11-21T03:05:00+00:00" and line["resolved_at"] == "2026-11-21T03:25:00+00:00"
     assert set(line) == {"incident", "kind", "cluster", "job", "node_id", "fault", *MOMENTS, *DURATIONS,
-                         "lost_steps", "lost_minutes"}
+                         "lost_steps", "lost_minutes", "job_started_at"}
 
 
 def test_no_restart_and_no_probe_leave_their_moments_and_the_lost_work_null():
