@@ -116,15 +116,20 @@ def test_a_node_repair_that_never_came_leaves_repair_and_resolution_null():
     assert (line["time_to_act_s"], line["time_to_repair_s"], line["total_s"]) == (0, None, None)
 
 
-def test_a_training_job_restarted_is_repaired_when_its_clone_is_in_progress():
-    # Given a job failure at 02:40:12, received 30 s later, its clone started (InProgress) 2 s after that
+def test_a_training_job_restarted_is_repaired_when_its_clone_is_in_progress_and_resumed_when_it_trains():
+    # Given a job failure at 02:40:12, received 30 s later, its clone started (InProgress) 2 s after that and
+    # `Training` 5 minutes after the failure
     line = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
-                        restarted_at=at(0.5) + timedelta(seconds=2))
-    # Then act, repair and the end are the clone's start; no probe step is claimed
+                        restarted_at=at(0.5) + timedelta(seconds=2), resumed_at=at(5))
+    # Then act and repair are the clone's start, the resume and the end its training again; no probe step is claimed
     assert (line["kind"], line["job"], line["cluster"]) == ("training_job", "ft", None)
-    assert (line["time_to_detect_s"], line["time_to_act_s"], line["time_to_repair_s"], line["total_s"]) == (
-        30, 32, 32, 32)
-    assert line["time_to_resume_s"] is None
+    assert (line["time_to_detect_s"], line["time_to_act_s"], line["time_to_repair_s"], line["time_to_resume_s"],
+            line["total_s"]) == (30, 32, 32, 300, 300)
+    assert line["lost_steps"] is None
+    # ... and a clone that never trained leaves the resume and the end null
+    never = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
+                         restarted_at=at(0.5), resumed_at=None)
+    assert (never["time_to_repair_s"], never["time_to_resume_s"], never["resolved_at"]) == (30, None, None)
 
 
 def test_a_training_job_medic_gave_up_on_has_only_its_detection():

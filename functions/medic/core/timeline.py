@@ -24,7 +24,7 @@ class Timeline:
     node_id: str | None = None
     acted_at: datetime | None = None  # Medic's action (the call, the queued command); None: no action
     repaired_at: datetime | None = None  # node Running again, clone InProgress, requeued job running
-    resumed_at: datetime | None = None  # the probe's first step after the restart
+    resumed_at: datetime | None = None  # the probe's first step after the restart; a clone's `Training` status
     resolved_at: datetime | None = None  # the incident closed; None: Medic gave up (a human owns it)
     last_step: float | None = None  # the probe's last step before the fault
     checkpoint_step: float | None = None  # the last checkpoint step before the fault
@@ -82,14 +82,16 @@ def node_timeline(*, incident: str, cluster: str, node_id: str, fault: str, faul
 
 
 def job_timeline(*, incident: str, job: str, fault: str, fault_at: datetime | None, detected_at: datetime,
-                 restarted_at: datetime | None, job_started_at: datetime | None = None) -> dict:
-    """A training job's incident line, written when Medic's handling of the failure ends: with a restart, the
-    clone is InProgress as soon as CreateTrainingJob returns (repaired and resolved then: a later failure of the
-    clone is a new attempt of the same incident); without one (gave up, not retryable, suppressed, failed) the
-    action, the repair and the resolution are null: a human owns it."""
+                 restarted_at: datetime | None, resumed_at: datetime | None = None,
+                 job_started_at: datetime | None = None) -> dict:
+    """A training job's incident line. With a restart, written once the clone trains (or never will): the clone is
+    InProgress as soon as CreateTrainingJob returns (repaired then), training again at its first `Training`
+    secondary status (resumed and resolved then; null when it ended or gave up before: the next failure of the
+    clone is a new attempt of the same incident). Without one (gave up, not retryable, suppressed, failed), written
+    when the failure's handling ends: the action, the repair and the resolution are null: a human owns it."""
     return incident_line(Timeline(incident=incident, kind="training_job", fault=fault, fault_at=fault_at,
                                   detected_at=detected_at, job=job, acted_at=restarted_at,
-                                  repaired_at=restarted_at, resolved_at=restarted_at,
+                                  repaired_at=restarted_at, resumed_at=resumed_at, resolved_at=resumed_at,
                                   job_started_at=job_started_at))
 
 
