@@ -421,6 +421,8 @@ def hit_by_repair(deps: Deps, cluster: str, node_incident: str, fault: str | Non
     node_id = node_incident.rsplit(":", 1)[-1]
     try:
         claim = NodeStore(deps.table).node_claims(cluster, [node_id]).get(node_id)
+    except (KeyError, ValueError):  # an item not of Medic's claim shape: no moments
+        return fields
     except (ClientError, BotoCoreError) as error:
         logger.warning("node claim unreadable for a job's timeline", extra={"incident": node_incident,
                                                                            "error_code": error_code(error)})
