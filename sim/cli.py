@@ -208,7 +208,7 @@ def timeline_text(incident: dict) -> str:
         return "-" if seconds is None else f"+{seconds:.0f}s"
 
     fault_at = str(incident.get("fault_at") or "")[11:19] or "?"
-    what = incident.get("node_id") or incident.get("job") or "-"
+    what = incident.get("job") or incident.get("node_id") or "-"  # a node_repair line: the job the repair hit
     lost = incident.get("lost_steps")
     work = "lost work unknown" if lost is None else (
         f"lost {lost:.0f} steps" + (f" ({incident['lost_minutes']:g} min)" if incident.get("lost_minutes") else ""))

@@ -23,7 +23,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import botocore.session
@@ -35,6 +35,11 @@ from sim.faults import error_response, raw_response
 
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # TrainingJobName in the service model
 TRAINING_JOB_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-job/(.+)$")
+# How long a job CreateTrainingJob started stays `Starting` before its secondary status is `Training`: no AWS source
+# gives a duration (SageMaker launches the instances, prepares them and downloads the data and image first; API
+# reference, SecondaryStatusTransition); 5 minutes is an assumption. A job created by a directive or an event keeps
+# the status it was given.
+STARTING = timedelta(minutes=5)
 SECONDARY = {"InProgress": "Starting", "Completed": "Completed", "Failed": "Failed", "Stopping": "Stopping",
              "Stopped": "Stopped", "Deleting": "Stopped"}
 # What moto keeps itself (or computes): never copied over its own attributes.
@@ -245,6 +250,27 @@ class TrainingWorld:
         if problem is None:
             return None
         return error_response(request.url, "json", "ValidationException", 400, problem)
+
+    def catch_up(self, now: datetime) -> None:
+        """Each job Medic created that is still `Starting` STARTING after its creation is `Training` from then:
+        DescribeTrainingJob's SecondaryStatusTransitions end `Starting` and add `Training` with that StartTime (the
+        transitions SageMaker lists, API reference SecondaryStatusTransition: Status and StartTime required)."""
+        for created in self.created:
+            job = self.job(created["name"])
+            if job is None or job.training_job_status != "InProgress" or job.secondary_status != "Starting":
+                continue
+            created_at = job.creation_time  # moto keeps naive UTC times
+            created_at = created_at.replace(tzinfo=UTC) if created_at.tzinfo is None else created_at
+            began = created_at + STARTING
+            if began > now:
+                continue
+            job.secondary_status = "Training"
+            job.training_start_time = began
+            job.secondary_status_transitions = [
+                {"Status": "Starting", "StartTime": created_at, "EndTime": began,
+                 "StatusMessage": "Preparing the instances for training"},
+                {"Status": "Training", "StartTime": began,
+                 "StatusMessage": "Training image download completed. Training in progress."}]
 
     def drain_created(self) -> list[dict]:
         new = self.created[self._undrained:]

@@ -197,9 +197,10 @@ class World:
 
     def catch_up(self, now: datetime) -> None:
         """The emulated services' own work up to ``now``: repairs that took their node down or finished, then
-        slurmctld's scheduling passes and purges."""
+        slurmctld's scheduling passes and purges, then the training jobs Medic started reaching `Training`."""
         self.hyperpod.finish_repairs(now)
         self.slurm.catch_up(now)
+        self.training.catch_up(now)
 
     def __exit__(self, *exc: object) -> None:
         self.router.__exit__()

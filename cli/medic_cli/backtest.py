@@ -24,7 +24,7 @@ import secrets
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -178,10 +178,11 @@ def run(args: argparse.Namespace, ctx: Context, err: TextIO, sleep: Callable[[fl
         raise BacktestError("--events and --against go together (offline: both files; else neither, to read "
                             "the stack's archive and log groups)")
     now = ctx.now()
+    in_events: list[Directive] = []
     if args.events:
         since = hist.parse_since(args.since, now) if args.since else None
         until = hist.parse_since(args.until, now) if args.until else None
-        events = read_events(args.events)
+        events, in_events = read_events(args.events)
         live = hist.from_file(args.against, hist.Filters(since=since, until=until, cluster=args.cluster))
     else:
         since = hist.parse_since(args.since or "7d", now)
@@ -199,10 +200,8 @@ def run(args: argparse.Namespace, ctx: Context, err: TextIO, sleep: Callable[[fl
     if args.cluster:
         events = [event for event in events if _cluster_of(event) in (None, args.cluster)]
     events.sort(key=lambda event: _event_time(event) or datetime.min.replace(tzinfo=UTC))
-    directives, assumptions = rebuild_world(events, live, config)
-    if getattr(args, "world", None):
-        directives += read_directives(args.world)
-        assumptions.append(f"the world directives of {args.world} apply after the rebuilt world")
+    given = [*(read_directives(args.world) if getattr(args, "world", None) else []), *in_events]
+    directives, assumptions = rebuild_world(events, live, config, given)
     lines = [json.dumps(line) for line in [*directives, *_with_live_mode(events, live)]]
     replayed = replay(lines, candidate)
     candidate_records = [_as_record(line) for line in replayed.records]
@@ -213,20 +212,33 @@ def run(args: argparse.Namespace, ctx: Context, err: TextIO, sleep: Callable[[fl
 
 # --- reading the inputs
 
-def read_events(path: str) -> list[dict]:
-    """EventBridge events, one JSON object a line (blank lines and # comments skipped; sim directives are not
-    events: the world is rebuilt here). A bad line stops the backtest, naming it."""
+def read_events(path: str) -> tuple[list[dict], list[Directive]]:
+    """EventBridge events, one JSON object a line (blank lines and # comments skipped), and the sim directives the
+    file mixes in (a `sim replay` scenario is such a file): they move into the world (``rebuild_world``). A bad
+    line stops the backtest, naming it."""
     try:
         text = Path(path).read_text() if path != "-" else sys.stdin.read()
     except OSError as error:
         raise BacktestError(f"cannot read {path}: {error.strerror}") from None
-    events = []
+    events, directives = [], []
     for lineno, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        events.append(parse_event(stripped, f"{path}: line {lineno}"))
-    return events
+        where = f"{path}: line {lineno}"
+        if _is_directive(stripped):
+            directives.append(parse_directive(stripped, where))
+        else:
+            events.append(parse_event(stripped, where))
+    return events, directives
+
+
+def _is_directive(text: str) -> bool:
+    try:
+        item = json.loads(text)
+    except json.JSONDecodeError:
+        return False  # parse_event names the line
+    return isinstance(item, dict) and "sim" in item
 
 
 def parse_event(text: str, where: str) -> dict:
@@ -250,24 +262,39 @@ def as_received(event: dict) -> dict:
     return {key: value for key, value in event.items() if key != "replay-name"}
 
 
-def read_directives(path: str) -> list[dict]:
+@dataclass(frozen=True)
+class Directive:
+    """A sim directive an operator gave (``--world``, or mixed into ``--events``), and the line it came from."""
+    line: dict
+    where: str
+
+    @property
+    def kind(self) -> str:
+        return next(iter(self.line["sim"]), "")
+
+
+# Directives that happen at a time (the clock moves, a result or metric arrives, an event is sent): they have no
+# place in a world set up before the events, which the backtest replays each at its own time.
+TIMED_DIRECTIVES = frozenset({"advance", "agent_result", "put_event", "probe", "metric", "ttl_sweep"})
+
+
+def parse_directive(text: str, where: str) -> Directive:
+    try:
+        item = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BacktestError(f"{where}: not valid JSON ({error.msg})") from None
+    if not isinstance(item, dict) or set(item) != {"sim"} or not isinstance(item["sim"], dict) or not item["sim"]:
+        raise BacktestError(f"{where}: expected a sim directive {{\"sim\": {{...}}}}")
+    return Directive(item, where)
+
+
+def read_directives(path: str) -> list[Directive]:
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as error:
         raise BacktestError(f"cannot read {path}: {error.strerror}") from None
-    directives = []
-    for lineno, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        try:
-            item = json.loads(stripped)
-        except json.JSONDecodeError as error:
-            raise BacktestError(f"{path}: line {lineno}: not valid JSON ({error.msg})") from None
-        if not isinstance(item, dict) or set(item) != {"sim"}:
-            raise BacktestError(f"{path}: line {lineno}: expected a sim directive {{\"sim\": {{...}}}}")
-        directives.append(item)
-    return directives
+    return [parse_directive(stripped, f"{path}: line {lineno}") for lineno, line in enumerate(lines, 1)
+            if (stripped := line.strip()) and not stripped.startswith("#")]
 
 
 def read_archive(ctx: Context, since: datetime, until: datetime, err: TextIO,
@@ -326,14 +353,24 @@ def drain(sqs: Any, queue: str, replay_name: str) -> list[dict]:
 
 # --- the world the events need
 
-def rebuild_world(events: list[dict], live: list[dict], config: Any) -> tuple[list[dict], list[str]]:
-    """sim directives for what the records and events say, and a sentence for each thing they cannot say."""
+def rebuild_world(events: list[dict], live: list[dict], config: Any,
+                  given: Sequence[Directive] = ()) -> tuple[list[dict], list[str]]:
+    """sim directives for what the records and events say, and a sentence for each thing they cannot say. The
+    operator's directives (``given``) come in: their clusters first (a cluster's groups are set when it is created,
+    sim's ``cluster`` directive: before any node of the rebuilt world creates it with the default groups), the
+    rest after the rebuilt world (the operator's word on a node's group or status wins over the records')."""
     configured = {cluster.name: cluster for cluster in config.clusters}
     groups: dict[tuple[str, str], str] = {}
     for record in live:
         if record.get("cluster") and record.get("node_id") and record.get("instance_group"):
             groups[(record["cluster"], record["node_id"])] = record["instance_group"]
-    directives: list[dict] = []
+    clusters_given = [d for d in given if d.kind == "cluster"]
+    timed = [d for d in given if d.kind in TIMED_DIRECTIVES]
+    rest = [d for d in given if d.kind != "cluster" and d.kind not in TIMED_DIRECTIVES]
+    sized = {str(d.line["sim"]["cluster"].get("name")): d.line["sim"]["cluster"]["groups"] for d in clusters_given
+             if isinstance(d.line["sim"]["cluster"], dict) and isinstance(d.line["sim"]["cluster"].get("groups"),
+                                                                          dict)}
+    directives: list[dict] = [d.line for d in clusters_given]
     assumptions: list[str] = []
     clusters: dict[str, set[str]] = {}
     for event in events:
@@ -349,9 +386,14 @@ def rebuild_world(events: list[dict], live: list[dict], config: Any) -> tuple[li
                                "candidate")
             continue
         protected = set(configured[cluster].protected_groups)
-        assumptions.append(f"cluster {cluster}: size unknown: the sim's default cluster (Slurm: controller ×1 + "
-                           f"workers ×16; EKS: workers ×16) plus the {len(nodes)} node(s) the events name; the "
-                           "breaker (max_fraction_in_repair) counts against that (set sizes with --world)")
+        if cluster in sized:
+            shown = " + ".join(f"{group} ×{count}" for group, count in sized[cluster].items())
+            assumptions.append(f"cluster {cluster}: size from the world directives: {shown}, plus the node(s) the "
+                               "events name that it does not hold")
+        else:
+            assumptions.append(f"cluster {cluster}: size unknown: the sim's default cluster (Slurm: controller ×1 "
+                               f"+ workers ×16; EKS: workers ×16) plus the {len(nodes)} node(s) the events name; "
+                               "the breaker (max_fraction_in_repair) counts against that (set sizes with --world)")
         for node in sorted(nodes):
             group = groups.get((cluster, node))
             if group is None:
@@ -361,6 +403,15 @@ def rebuild_world(events: list[dict], live: list[dict], config: Any) -> tuple[li
             if group in protected:
                 assumptions.append(f"node {node} ({cluster}): group {group} from the live records (protected in "
                                    "the candidate)")
+    directives += [d.line for d in rest]
+    for directive in given:
+        if directive in timed:
+            assumptions.append(f"{directive.where}: directive {directive.kind!r} left out: it happens at a time, "
+                               "and the backtest replays each event at its own time")
+    if given and len(timed) < len(given):
+        wheres = sorted({d.where.rsplit(": line", 1)[0] for d in given if d not in timed})
+        assumptions.append(f"the world directives of {', '.join(wheres)}: clusters before the rebuilt world, the "
+                           "rest after it")
     if any(_node_of(event) for event in events):
         assumptions.append("node status at each event: unknown: assumed Running, except what the replayed "
                            "actions themselves change")

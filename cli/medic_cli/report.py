@@ -3,7 +3,9 @@
 Each incident Medic closes is one JSON log line with ``"message": "incident"`` (functions/medic/obs.py,
 ``emit_incident``); ``sim replay`` prints the same as ``{"kind": "incident", "incident_kind": ...}`` lines.
 
-Goodput of a job over the window = productive time / wall time. Without the probe's metrics (a file), productive
+Goodput of a job over the window = productive time / wall time, the wall time from the window's start or, without
+the probe, the job's own start when later (the earliest ``job_started_at`` of its lines: a training job's, from its
+state change event). Without the probe's metrics (a file), productive
 time is the wall time less what its incidents cost: each incident's downtime (from ``fault_at`` until training ran
 again: ``resumed_at``, else ``repaired_at``, else ``resolved_at``, else the end of the window; overlapping
 incidents counted once) plus its re-done work (``lost_minutes``). With the probe's metrics (live), productive time
@@ -27,7 +29,7 @@ from medic_cli.render import parse_time, table, when
 MOMENTS = ("fault_at", "detected_at", "acted_at", "repaired_at", "resumed_at", "resolved_at")
 DURATIONS = ("time_to_detect_s", "time_to_act_s", "time_to_repair_s", "time_to_resume_s", "total_s")
 FIELDS = ("incident", "kind", "cluster", "job", "node_id", "fault", *MOMENTS, *DURATIONS, "lost_steps",
-          "lost_minutes")
+          "lost_minutes", "job_started_at")
 NO_DOWNTIME = frozenset({"slowdown"})  # the job kept stepping: degraded, not down
 PROBE_NAMESPACE = "Medic/Training"
 
@@ -134,6 +136,14 @@ def downtime(incident: dict, end: datetime) -> tuple[datetime, datetime] | None:
     return (start, max(start, min(back, end)))
 
 
+def job_start(incidents: list[dict], start: datetime, end: datetime) -> datetime:
+    """Where a job's wall time starts: its own start when its lines say it (the earliest ``job_started_at``: a
+    lineage's root's) and it came inside the window, else the window's start."""
+    started = [moment for moment in (parse_time(incident.get("job_started_at")) for incident in incidents)
+               if moment is not None]
+    return min(max(start, min(started)), end) if started else start
+
+
 def merged_seconds(spans: Iterable[tuple[datetime, datetime]], start: datetime, end: datetime) -> float:
     """The seconds the spans cover inside [start, end], overlaps counted once."""
     clipped = sorted((max(a, start), min(b, end)) for a, b in spans if b > start and a < end)
@@ -169,17 +179,19 @@ def report(incidents: list[dict], start: datetime, end: datetime,
             jobs.setdefault(name, []).append(incident)
     job_rows = []
     for name, own in sorted(jobs.items()):
-        spans = [span for span in (downtime(incident, end) for incident in own) if span]
-        down = merged_seconds(spans, start, end)
-        redo = 60 * sum(float(incident.get("lost_minutes") or 0) for incident in own)
         minutes = productive_minutes(name)
-        productive = (60 * minutes if minutes is not None else wall - down) - redo
-        productive = max(0.0, min(wall, productive))
+        since = start if minutes is not None else job_start(own, start, end)
+        job_wall = max(0.0, (end - since).total_seconds())
+        spans = [span for span in (downtime(incident, end) for incident in own) if span]
+        down = merged_seconds(spans, since, end)
+        redo = 60 * sum(float(incident.get("lost_minutes") or 0) for incident in own)
+        productive = (60 * minutes if minutes is not None else job_wall - down) - redo
+        productive = max(0.0, min(job_wall, productive))
         job_rows.append({"job": name, "cluster": next((i["cluster"] for i in own if i.get("cluster")), None),
-                         "wall_s": round(wall, 3), "productive_s": round(productive, 3),
-                         "lost_s": round(wall - productive, 3), "downtime_s": round(down, 3),
+                         "since": since.isoformat(), "wall_s": round(job_wall, 3), "productive_s": round(productive, 3),
+                         "lost_s": round(job_wall - productive, 3), "downtime_s": round(down, 3),
                          "redone_s": round(redo, 3),
-                         "goodput": round(productive / wall, 4) if wall else None,
+                         "goodput": round(productive / job_wall, 4) if job_wall else None,
                          "from": "probe" if minutes is not None else "incidents", "incidents": len(own)})
     return {"window": {"from": start.isoformat(), "until": end.isoformat(), "wall_s": round(wall, 3)},
             "jobs": job_rows, "kinds": _grouped(incidents, "kind", end), "causes": _grouped(incidents, "fault", end),
@@ -213,8 +225,10 @@ def as_text(result: dict, source: str, top: int = 5) -> str:
     lines = [f"Goodput from {when(parse_time(window['from']))} to {when(parse_time(window['until']))} UTC "
              f"({_span(window['wall_s'])}) from {source}"]
     if result["jobs"]:
-        lines.append(table(("job", "cluster", "goodput", "productive", "lost", "down", "redone", "incidents", "from"),
-                           [(row["job"], row["cluster"], _percent(row["goodput"]), _span(row["productive_s"]),
+        lines.append(table(("job", "cluster", "goodput", "wall", "productive", "lost", "down", "redone", "incidents",
+                            "from"),
+                           [(row["job"], row["cluster"], _percent(row["goodput"]), _span(row["wall_s"]),
+                             _span(row["productive_s"]),
                              _span(row["lost_s"]), _span(row["downtime_s"]), _span(row["redone_s"]),
                              row["incidents"], row["from"]) for row in result["jobs"]]))
     else:

@@ -22,7 +22,7 @@ INCIDENT_MESSAGE = "incident"
 REDRIVE_MESSAGE = "redrive override"  # an event redriven with an operator's override reached a handler
 # Fields whose null is meaningful (not applicable; a moment that never came): kept in the log line.
 RECORD_FIELDS = frozenset(RemediationRecord.model_fields) | frozenset(
-    {"kind", "node_id", "jobs", *MOMENTS, *DURATIONS, "lost_steps", "lost_minutes"})
+    {"kind", "node_id", "jobs", *MOMENTS, *DURATIONS, "lost_steps", "lost_minutes", "job_started_at"})
 
 
 class RecordFormatter(LambdaPowertoolsFormatter):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import math
 
-from aws_cdk import Aws, Duration, Stack, Tags
+from aws_cdk import Acknowledgment, Aws, Duration, Stack, Tags, Validations
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -12,6 +12,7 @@ from constructs import Construct
 from infra.components.function import MedicFunction
 from infra.components.reconciler import RECONCILE_EVERY
 from infra.components.shared import Shared
+from infra.components.training_job_restarts import training_job_arn
 from infra.event_patterns import fits, rule_pattern, set_rule_pattern
 from medic.config import ALARM_PREFIX, Cluster, Guardrails, Job, alarm_name
 
@@ -160,6 +161,7 @@ class AlarmResponse(Construct):
             shared.grant_ledger_paging_mode(function.role)
             function.role.add_to_policy(iam.PolicyStatement(
                 actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"], resources=["*"]))
+        self._read_restarted_training_jobs(shared)
         if agent_queue_arns:  # only the alarm handler requeues; the recovery check escalates by page
             self.handler.role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
                                                                 resources=agent_queue_arns))
@@ -182,3 +184,19 @@ class AlarmResponse(Construct):
             schedule=events.Schedule.rate(Duration.minutes(5)),
         )
         self.recovery.route(self.schedule, scheduled=True)
+
+    def _read_restarted_training_jobs(self, shared: Shared) -> None:
+        """The recovery check reads each clone Medic started (DescribeTrainingJob) to time its restart's incident line
+        (flows/jobs/timeline): only the configured prefixes' jobs, read only."""
+        prefixes = sorted({spec.prefix for spec in shared.config.training_jobs}
+                          | {spec.prefix.lower() for spec in shared.config.training_jobs})
+        if not prefixes:
+            return
+        role = self.recovery.role
+        role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"],
+                                               resources=[training_job_arn(f"{prefix}*") for prefix in prefixes]))
+        for prefix in prefixes:
+            Validations.of(role).acknowledge(Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+                   f"<AWS::AccountId>:training-job/{prefix}*]",
+                reason=f"Medic's restarts are named {prefix}...-r<k>: the configured prefix is the scope (read only)."))

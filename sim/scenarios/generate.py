@@ -290,13 +290,14 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
             event("i-0a1b2c3d4e5f60718", T0 + timedelta(minutes=1))]),
         "h-training-job-restart.jsonl": ([
             "title: (h) Training job: a retryable failure with a checkpoint in S3 -> restart from it",
-            "expect: restart_job executed, new job ft-mistral-7b-0042-r1 with the same checkpoint URI, no page",
+            "expect: restart_job executed, new job ft-mistral-7b-0042-r1 with the same checkpoint URI, no page; the "
+            "incident line once the clone trains (its `Training` status, 5 minutes later)",
             "check: records .action == restart_job",
             "check: records .outcome == executed",
             "check: training_jobs name=ft-mistral-7b-0042-r1 "
             "checkpoint=s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/ == 1",
             "check: pages == 0",
-        ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed()]),
+        ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(), {"sim": {"advance": "+10m"}}]),
         "i-training-job-gives-up.jsonl": ([
             "title: (i) Training job: every restart fails the same way until the budget is spent",
             "expect: three restarts executed (r1..r3), then suppressed with one give-up page",

@@ -345,4 +345,60 @@ def test_a_world_file_sets_what_the_records_cannot_say(storm, tmp_path):
     assert difference["node_id"] == node
     assert difference["live"]["outcome"] == "executed"
     assert (difference["candidate"]["outcome"], difference["candidate"]["paged"]) == ("suppressed", True)
-    assert f"the world directives of {world} apply after the rebuilt world" in result["assumptions"]
+    assert f"the world directives of {world}: clusters before the rebuilt world, the rest after it" in result[
+        "assumptions"]
+
+
+# --- the operator's world: cluster sizes, and directives mixed into --events (issue 29 item 10/11)
+
+SMALL_CLUSTER = json.dumps({"sim": {"cluster": {"name": "pretrain-slurm", "groups": {"controller": 1, "workers": 2}}}})
+
+
+@pytest.fixture(scope="module")
+def small_cluster(tmp_path_factory) -> dict[str, Path]:
+    """The live Medic on a small cluster (controller ×1 + workers ×2, besides the failing nodes): of 4 failures the
+    breaker (max_fraction_in_repair 0.25) lets one be replaced and suppresses the rest, paging once."""
+    tmp = tmp_path_factory.mktemp("small")
+    events = storm_events(4)
+    live = replayed([SMALL_CLUSTER, *events], LIVE_CONFIG)
+    assert [(line["outcome"], line["paged"]) for line in live if line["kind"] == "record"] == [
+        ("executed", False), ("suppressed", True), ("suppressed", False), ("suppressed", False)]
+    return {"events": write_lines(tmp / "events.jsonl", events),
+            "live": write_lines(tmp / "live.jsonl", [json.dumps(line) for line in live]),
+            "world": write_lines(tmp / "world.jsonl", [SMALL_CLUSTER]),
+            "mixed": write_lines(tmp / "mixed.jsonl", [SMALL_CLUSTER, *events,
+                                                       json.dumps({"sim": {"advance": "+10m"}})])}
+
+
+def test_given_the_clusters_size_in_the_world_file_when_the_config_is_unchanged_then_no_decision_differs(
+        small_cluster):
+    # When the operator backtests the live config itself, telling the backtest the cluster's real size
+    code, out, err = medic("--config", str(LIVE_CONFIG), "--events", str(small_cluster["events"]), "--against",
+                           str(small_cluster["live"]), "--world", str(small_cluster["world"]), "--json")
+    # Then the world has that size (the breaker counts against it as live) and nothing differs
+    result = json.loads(out)
+    assert code == 0, (err, result["differences"])
+    assert result["replay_errors"] == []
+    assert ("cluster pretrain-slurm: size from the world directives: controller ×1 + workers ×2, plus the node(s) "
+            "the events name that it does not hold") in result["assumptions"]
+
+
+def test_given_an_events_file_that_mixes_in_directives_then_they_set_the_world_and_a_timed_one_is_left_out(
+        small_cluster):
+    # When the events file is a scenario: the cluster directive, the events, and time passing
+    code, out, err = medic("--config", str(LIVE_CONFIG), "--events", str(small_cluster["mixed"]), "--against",
+                           str(small_cluster["live"]), "--json")
+    # Then the directives went into the world (no difference), and the one that happens at a time is said left out
+    result = json.loads(out)
+    assert code == 0, (err, result["differences"])
+    assert result["events"] == 4
+    assert (f"{small_cluster['mixed']}: line 6: directive 'advance' left out: it happens at a time, and the backtest "
+            "replays each event at its own time") in result["assumptions"]
+
+
+def test_given_a_directive_in_the_events_file_that_is_not_one_then_the_error_names_the_line(small_cluster, tmp_path):
+    events = write_lines(tmp_path / "events.jsonl", [*storm_events(1), '{"sim": []}'])
+    code, _, err = medic("--config", str(LIVE_CONFIG), "--events", str(events), "--against",
+                         str(small_cluster["live"]))
+    assert code == 2
+    assert f"{events}: line 2: expected a sim directive" in err

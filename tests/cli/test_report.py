@@ -41,7 +41,8 @@ def test_given_a_replays_output_when_report_then_goodput_per_job_time_lost_per_k
     assert result.code == 0, result.err
     assert "Goodput from 2026-11-21 02:20:00 to 2026-11-21 03:25:00 UTC (1h05m)" in result.out
     row = next(line for line in result.out.splitlines() if line.startswith("llama3-70b"))
-    assert row.split() == ["llama3-70b", CLUSTER, "61.5%", "40m00s", "25m00s", "19m00s", "6m00s", "1", "incidents"]
+    assert row.split() == ["llama3-70b", CLUSTER, "61.5%", "1h05m", "40m00s", "25m00s", "19m00s", "6m00s", "1",
+                           "incidents"]
     # ... time lost per kind and the causes, the node's 30-minute replacement first
     kinds = result.out.split("Time lost per incident kind")[1].split("Top causes")[0]
     assert [line.split()[:3] for line in kinds.splitlines() if line.startswith(("node", "stall"))] == [
@@ -200,3 +201,34 @@ def test_given_a_job_with_a_probe_when_report_live_then_productive_time_is_the_m
     assert result.code == 0, result.err
     [job] = json.loads(result.out)["jobs"]
     assert (job["job"], job["from"], job["productive_s"]) == ("llama", "probe", (90 - 5) * 60)
+
+
+def test_a_job_without_a_probe_counts_from_its_own_start_not_from_the_windows():
+    from medic_cli.render import parse_time
+    from medic_cli.report import report
+
+    # Given a 7-day window, and a training job (no probe) that started 2 hours before its end, failed 1 hour in and
+    # was back 10 minutes later (its line says when the job started: job_started_at, from its state change event)
+    start, end = parse_time("2026-11-14T10:00:00Z"), parse_time("2026-11-21T10:00:00Z")
+    line = incident("training_job", "2026-11-21T09:00:00Z", {"resolved_at": "2026-11-21T09:10:00Z",
+                                                             "job_started_at": "2026-11-21T08:00:00+00:00"},
+                    job="ft-a", fault="job_retryable")
+    [job] = report([line], start, end)["jobs"]
+    # Then its wall time is its 2 hours, not the window's 7 days: 10 of 120 minutes lost (before: 99.9 %)
+    assert (job["since"], job["wall_s"], job["downtime_s"]) == ("2026-11-21T08:00:00+00:00", 7200, 600)
+    assert job["goodput"] == round(110 / 120, 4)
+    # ... a lineage counts from its root's start (the earliest of its lines), and a job started before the window
+    # from the window's start
+    clone = incident("training_job", "2026-11-21T09:30:00Z", {"resolved_at": "2026-11-21T09:40:00Z",
+                                                              "job_started_at": "2026-11-21T09:10:00+00:00"},
+                     job="ft-a", fault="job_retryable")
+    [job] = report([line, clone], start, end)["jobs"]
+    assert (job["wall_s"], job["downtime_s"]) == (7200, 1200)
+    older = incident("training_job", "2026-11-21T09:00:00Z", {"resolved_at": "2026-11-21T09:10:00Z",
+                                                              "job_started_at": "2026-11-01T00:00:00+00:00"},
+                     job="ft-b", fault="job_retryable")
+    [job] = report([older], start, end)["jobs"]
+    assert (job["since"], job["wall_s"]) == (start.isoformat(), 7 * 86400)
+    # ... and a job with a probe counts the probe's minutes over the window, as before
+    [job] = report([line], start, end, productive_minutes=lambda name: 100)["jobs"]
+    assert (job["wall_s"], job["from"]) == (7 * 86400, "probe")

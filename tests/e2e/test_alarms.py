@@ -84,8 +84,13 @@ def test_zf_a_requeued_job_that_resumes_below_its_last_checkpoint_pages_once_wit
     behind = result.records[2]
     assert (behind["fault"], behind["paged"], behind["timestamp"][11:19]) == ("resumed_behind", True, "03:25:00")
     assert "from step 0 while the last checkpoint was step 1200: 1200 steps lost" in behind["reason"]
+    assert "1200 steps lost behind it, 1440 in all from step 1440 before the stall" in behind["reason"]
     [page] = result.pages
     assert "Resumed from:    step 0" in page["message"] and "Last checkpoint: step 1200" in page["message"]
+    # ... and its incident line counts the steps really lost: all 1440 since step 0 (at 40 a minute, 36 minutes),
+    # not the 240 a resume from the checkpoint would have redone
+    [incident] = result.incidents
+    assert (incident["lost_steps"], incident["lost_minutes"]) == (1440, 36)
 
 
 def test_n_no_progress_after_the_requeue_pages_once_and_the_alarm_still_in_alarm_restarts_nothing(replay):

@@ -43,23 +43,37 @@ def test_a_rebooted_node_is_repaired_in_the_emulated_reboot_time(replay):
     assert incident["time_to_repair_s"] == REPAIR["reboot"][1].total_seconds() == 600
 
 
-def test_a_restarted_training_job_is_repaired_when_its_clone_starts(replay):
-    # Given scenario (h): a retryable failure, restarted from its checkpoint
+def test_a_restarted_training_job_resumes_when_its_clone_trains_not_when_create_returns(replay):
+    # Given scenario (h): a retryable failure at 02:40:12, restarted from its checkpoint at once; the emulated clone
+    # is `Starting` for 5 minutes, then `Training` (DescribeTrainingJob's SecondaryStatusTransitions)
     result = replay(SCENARIOS / "h-training-job-restart.jsonl")
-    # Then one training_job line for the lineage: the clone InProgress is the repair and the end
+    # Then one training_job line for the lineage, written by the recovery check that sees the clone training: the
+    # clone InProgress is the repair, its `Training` status the resume and the end (before: 0 s lost)
     [incident] = result.incidents
     assert (incident["incident"], incident["incident_kind"], incident["job"], incident["fault"]) == (
         "job:ft-mistral-7b-0042", "training_job", "ft-mistral-7b-0042", "job_retryable")
-    assert incident["fault_at"] == incident["acted_at"] == incident["repaired_at"] == incident["resolved_at"] == (
-        "2026-11-21T02:40:12+00:00")
-    assert (incident["time_to_repair_s"], incident["total_s"], incident["time_to_resume_s"]) == (0, 0, None)
+    assert incident["fault_at"] == incident["acted_at"] == incident["repaired_at"] == "2026-11-21T02:40:12+00:00"
+    assert incident["resumed_at"] == incident["resolved_at"] == "2026-11-21T02:45:12+00:00"
+    assert (incident["time_to_repair_s"], incident["time_to_resume_s"], incident["total_s"]) == (0, 300, 300)
+    # ... and when the job that failed had started (its TrainingStartTime in the event): its goodput's start
+    assert incident["job_started_at"] == "2026-11-21T00:45:12+00:00"
+
+
+def test_a_restart_whose_clone_has_not_trained_yet_has_no_line_yet(replay):
+    # Given scenario (h) only until 2 minutes after the restart (the clone still `Starting`)
+    lines = [line for line in read_scenario(SCENARIOS / "h-training-job-restart.jsonl").lines
+             if "advance" not in str(line)]
+    result = replay([*lines, {"sim": {"advance": "+2m"}}])
+    # Then the incident is not closed: no line
+    assert result.incidents == []
 
 
 def test_a_training_job_medic_gives_up_on_still_gets_a_line_with_nulls(replay):
     # Given scenario (i): three restarts, then the budget is spent
     result = replay(SCENARIOS / "i-training-job-gives-up.jsonl")
-    # Then one line per failure handled: three repaired, the last with no action, repair or end
-    assert [line["total_s"] for line in result.incidents] == [0, 0, 0, None]
+    # Then one line per failure handled: three repaired, each clone training 5 minutes later (written by the recovery
+    # check before the clone's own failure), the last with no action, repair or end
+    assert [line["total_s"] for line in result.incidents] == [300, 300, 300, None]
     assert {line["job"] for line in result.incidents} == {"ft-mistral-7b-0042"}
     last = result.incidents[-1]
     assert (last["acted_at"], last["repaired_at"], last["resolved_at"], last["time_to_detect_s"]) == (

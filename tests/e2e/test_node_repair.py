@@ -5,7 +5,11 @@ come back, under the stall restart's budget and proof of recovery."""
 
 from __future__ import annotations
 
-from sim.scenario import SCENARIOS
+import json
+
+from medic_cli.render import parse_time
+
+from sim.scenario import DEMO_CONFIG, SCENARIOS
 from sim.scenarios.generate import NODE
 from tests.e2e.conftest import node_action_calls
 
@@ -189,6 +193,36 @@ def test_zzr_the_repair_owns_the_watched_job_it_hits_and_its_recovery_window_sta
     assert "the repair that held it ended at 08:45 UTC" in recovered["reason"]
     assert not [r for r in result.records if r["fault"] == "no_progress"]
     assert result.pages == []
+    # And the job's incident line is the node repair's, from the node's fault: its downtime counts in its goodput
+    [line] = [i for i in result.incidents if i["job"] == "llama3-70b"]
+    assert (line["incident_kind"], line["node_id"], line["fault"], line["fault_at"], line["resumed_at"]) == (
+        "node_repair", NODE, "gpu_fatal", "2026-11-20T08:14:05+00:00", "2026-11-20T08:52:00+00:00")
+
+
+def test_a_watched_job_a_repair_hit_whose_stall_alarm_never_fired_is_a_node_repair_incident_from_the_nodes_fault(
+        replay, tmp_path):
+    from medic_cli.report import parse_line, report
+
+    # Given (zzr) with a stall alarm slower than the repair (stall_minutes 60): no alarm reads the job's last
+    # heartbeat, so before this, the line was a `stall` with no fault time, and the job's goodput 100 %
+    config = tmp_path / "slow-stall.medic.yaml"
+    config.write_text(DEMO_CONFIG.read_text().replace("    stall_minutes: 10", "    stall_minutes: 60", 1))
+    result = replay(SCENARIOS / "zzr-repair-owns-the-stalled-job.jsonl", config)
+    assert not [r for r in result.records if r["trigger"] == "alarm" and r["fault"] == "stalled"]
+    # Then the job's line is a node_repair incident with the node's fault, its time and the node, and the work
+    # since the checkpoint the probe read (800 steps at 40 a minute)
+    [line] = [i for i in result.incidents if i["job"] == "llama3-70b"]
+    assert (line["incident"], line["incident_kind"], line["node_id"], line["fault"]) == (
+        "job:slurm:pretrain-slurm:llama3-70b", "node_repair", NODE, "gpu_fatal")
+    assert (line["fault_at"], line["detected_at"], line["resumed_at"]) == (
+        "2026-11-20T08:14:05+00:00", "2026-11-20T08:14:05+00:00", "2026-11-20T08:52:00+00:00")
+    assert (line["time_to_resume_s"], line["lost_steps"], line["lost_minutes"]) == (2275, 800, 20)
+    # And the report counts it against the job: down from 08:14:05 to 08:52, and 20 minutes re-done
+    incidents = [parse_line(json.dumps(i)) for i in result.incidents]
+    start, end = parse_time("2026-11-20T07:55:00Z"), parse_time("2026-11-20T09:05:00Z")
+    [job] = report([i for i in incidents if i], start, end)["jobs"]
+    assert (job["job"], job["downtime_s"], job["redone_s"]) == ("llama3-70b", 2275, 1200)
+    assert job["goodput"] == round((4200 - 2275 - 1200) / 4200, 4)
 
 def test_a_node_hyperpod_already_returned_to_service_is_not_resumed_and_nobody_is_paged(replay):
     from sim.scenarios.generate import event
@@ -241,6 +275,9 @@ def test_zzs_a_repair_hyperpod_started_owns_the_watched_job_on_the_node_too(repl
     # And the job's window starts when the node is Running again: it steps, recovered, without any act of Medic's
     [recovered] = [r for r in result.records if r["fault"] == "recovered"]
     assert "the repair that held it ended at 08:45 UTC" in recovered["reason"]
-    [line] = [i for i in result.incidents if i["incident_kind"] == "stall"]
-    assert (line["acted_at"], line["resolved_at"] is not None) == (None, True)
+    # And its incident line is the repair's (node_repair): HyperPod's repair has no claim of Medic's, so the fault
+    # is the stall Medic saw, from the job's last heartbeat
+    [line] = [i for i in result.incidents if i["job"] == "llama3-70b"]
+    assert (line["incident_kind"], line["node_id"], line["fault"]) == ("node_repair", NODE, "stalled")
+    assert (line["acted_at"], line["fault_at"] is not None, line["resolved_at"] is not None) == (None, True, True)
     assert result.pages == []

@@ -600,7 +600,7 @@ def test_the_recovery_check_takes_any_event_and_with_nothing_to_watch_changes_no
     # It reads its event only for a run id: whatever arrives, a run with no open watch reads and writes nothing.
     wired.calls.allow = lambda service, operation, params: (service, operation) in (MODE_READ, ("dynamodb", "Query"))
     response, lines = wired.run(lambda event, deps: recovery_check.handler(event, LambdaContext()), raw)
-    assert (response, lines) == ({"concluded": 0}, [])
+    assert (response, lines) == ({"concluded": 0, "job_timelines": 0}, [])
     assert not wired.calls.forbidden
 
 

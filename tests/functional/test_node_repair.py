@@ -250,6 +250,10 @@ def test_a_watched_job_the_drain_finds_is_held_by_the_repair(slurm, unhealthy_ev
     [held] = IncidentStore(slurm.medic.deps.table).recoveries()
     assert (held.incident, held.held_by, held.attempt) == (f"job:slurm:{CLUSTER}:llama3-70b", INCIDENT, 0)
     assert held.deadline == slurm.medic.clock[0] + timedelta(minutes=30 + 20)
+    # And the watch keeps the repair that hit the job (issue 29): its incident line will be that repair's, from the
+    # node's fault time, not a stall with none
+    assert (held.repair, held.repair_fault) == (INCIDENT, "gpu_fatal")
+    assert held.fault_at is not None and held.fault_at.isoformat() == unhealthy_event["time"].replace("Z", "+00:00")
 
 
 def test_when_the_call_fails_the_jobs_it_held_are_free_again(slurm, unhealthy_event):

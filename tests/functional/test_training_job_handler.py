@@ -512,3 +512,53 @@ def test_a_checkpoint_in_a_bucket_medic_may_not_list_pages_instead_of_failing_on
     assert (record["outcome"], record["paged"]) == ("suppressed", True)
     assert "other-team-bucket" in record["reason"] and "training_jobs.checkpoint_buckets" in record["reason"]
     assert training.names() == [JOB]
+
+
+def test_a_restarts_incident_line_waits_for_its_clone_to_train_and_resumes_then(world, failed_event):
+    from datetime import timedelta
+
+    from medic.flows.jobs.timeline import conclude_clone_timelines
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    # Given a restart (CreateTrainingJob returned), whose clone is still `Starting`
+    lines = incident_lines(lambda: handle(medic, failed_event))
+    restarted = medic.clock[0]
+    clone = [job for job in sagemaker_backends["123456789012"][REGION].training_jobs.values()
+             if job.training_job_name == f"{JOB}-r1"][0]
+    clone.training_job_status, clone.secondary_status = "InProgress", "Starting"
+    clone.secondary_status_transitions = [{"Status": "Starting", "StartTime": restarted}]
+    # Then no line yet (before: a line at once, resumed when CreateTrainingJob returned: 0 s lost), nor at a check
+    assert lines == []
+    medic.clock[0] = restarted + timedelta(minutes=5)
+    assert incident_lines(lambda: conclude_clone_timelines(medic.deps)) == []
+    # When SageMaker says the clone is training (its `Training` secondary status, 7 minutes after the restart)
+    trained = restarted + timedelta(minutes=7)
+    clone.secondary_status = "Training"
+    clone.secondary_status_transitions = [{"Status": "Starting", "StartTime": restarted, "EndTime": trained},
+                                          {"Status": "Training", "StartTime": trained}]
+    medic.clock[0] = restarted + timedelta(minutes=10)
+    [line] = incident_lines(lambda: conclude_clone_timelines(medic.deps))
+    # Then the restart's line says it resumed then, and the next check writes nothing more
+    assert (line["incident"], line["kind"], line["job"]) == (f"job:{JOB}", "training_job", JOB)
+    assert (line["acted_at"], line["repaired_at"]) == (restarted.isoformat(), restarted.isoformat())
+    assert line["resumed_at"] == line["resolved_at"] == trained.isoformat()
+    assert incident_lines(lambda: conclude_clone_timelines(medic.deps)) == []
+
+
+def test_a_clone_that_fails_before_training_closes_its_restarts_line_without_a_resume(world, failed_event):
+    from medic.flows.jobs.timeline import conclude_clone_timelines
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, training = world
+    training.job(JOB)
+    training.checkpoint_saved()
+    handle(medic, failed_event)
+    clone = [job for job in sagemaker_backends["123456789012"][REGION].training_jobs.values()
+             if job.training_job_name == f"{JOB}-r1"][0]
+    clone.training_job_status, clone.secondary_status = "Failed", "Failed"
+    clone.secondary_status_transitions = [{"Status": "Starting", "StartTime": medic.clock[0]}]
+    [line] = incident_lines(lambda: conclude_clone_timelines(medic.deps))
+    assert (line["acted_at"] is not None, line["resumed_at"], line["resolved_at"]) == (True, None, None)

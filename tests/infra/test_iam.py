@@ -27,7 +27,9 @@ EXTRA = {
                                            "sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
                                            "sagemaker:DescribeClusterNode"},
     "AlarmResponseHandler": {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"},
-    "AlarmResponseRecoveryCheck": {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"},
+    # a restart's incident line waits for its clone to train: the recovery check reads it (issue 29)
+    "AlarmResponseRecoveryCheck": {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics",
+                                   "sagemaker:DescribeTrainingJob"},
     "TrainingJobRestartsHandler": {"iam:PassRole", "s3:ListBucket", "sagemaker:AddTags",
                                    "sagemaker:CreateTrainingJob", "sagemaker:DescribeTrainingJob",
                                    "sagemaker:ListTags"},
@@ -72,3 +74,12 @@ def test_no_secret_looking_values_in_function_environments(raw):
         for name in variables:
             assert not any(word in name.upper() for word in ("SECRET", "PASSWORD", "TOKEN", "KEY_ID", "ACCESS_KEY"))
         assert "aws_secret_access_key" not in json.dumps(variables).lower()
+
+
+def test_the_recovery_check_reads_only_the_configured_prefixes_training_jobs(raw):
+    # A restart's incident line waits for its clone to train (issue 29): DescribeTrainingJob, on the prefixes only
+    [statement] = [s for s in statements(raw, "AlarmResponseRecoveryCheck") if "sagemaker:DescribeTrainingJob"
+                   in actions_of(s)]
+    assert actions_of(statement) == {"sagemaker:DescribeTrainingJob"}
+    resources_ = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    assert resources_ and all(":training-job/" in json.dumps(resource) for resource in resources_)

@@ -244,3 +244,34 @@ def test_the_training_plans_a_job_ran_on_are_found_where_the_model_puts_them():
         "InstanceCount": 2, "VolumeSizeInGB": 500, "TrainingPlanArn": plan,
         "InstancePreferences": [{"InstanceType": "ml.p5.48xlarge", "TrainingPlanArns": [other]}]})
     assert training_plan_arns(description) == [plan, other]
+
+
+# --- a restart's timeline: when its clone trained (issue 29)
+
+def test_a_clone_resumes_at_its_first_training_status_and_is_waited_for_until_then():
+    from datetime import UTC, datetime, timedelta
+
+    from medic.flows.jobs.policy import clone_progress
+
+    created = datetime(2026, 11, 21, 2, 40, 12, tzinfo=UTC)
+    deadline, now = created + timedelta(hours=24), created + timedelta(minutes=10)
+    starting = {"Status": "Starting", "StartTime": created}
+    training = {"Status": "Training", "StartTime": created + timedelta(minutes=7)}
+    # Given DescribeTrainingJob of the clone: still Starting, then Training (SecondaryStatusTransitions)
+    waiting = clone_progress({"TrainingJobStatus": "InProgress", "SecondaryStatusTransitions": [starting]},
+                             now, deadline)
+    assert (waiting.done, waiting.resumed_at) == (False, None)
+    trained = clone_progress({"TrainingJobStatus": "InProgress",
+                              "SecondaryStatusTransitions": [starting, training]}, now, deadline)
+    # Then it resumed at the Training entry's StartTime, not at CreateTrainingJob's return
+    assert (trained.done, trained.resumed_at) == (True, created + timedelta(minutes=7))
+    # ... a clone that ended without training never resumed; nor one gone, nor one still starting at the deadline
+    failed = clone_progress({"TrainingJobStatus": "Failed", "SecondaryStatusTransitions": [starting]}, now, deadline)
+    assert (failed.done, failed.resumed_at) == (True, None)
+    assert clone_progress(None, now, deadline) == clone_progress({"TrainingJobStatus": "InProgress"}, deadline,
+                                                                 deadline)
+    assert clone_progress(None, now, deadline).done and clone_progress(None, now, deadline).resumed_at is None
+    # ... and a completed one without the entry resumed at its TrainingStartTime
+    completed = clone_progress({"TrainingJobStatus": "Completed", "TrainingStartTime": training["StartTime"]},
+                               now, deadline)
+    assert completed.resumed_at == training["StartTime"]

@@ -38,7 +38,7 @@ def test_every_moment_came_each_duration_is_measured_from_the_fault():
     assert (line["lost_steps"], line["lost_minutes"]) == (240, 6)
     assert line["fault_at"] == "2026-11-21T03:05:00+00:00" and line["resolved_at"] == "2026-11-21T03:25:00+00:00"
     assert set(line) == {"incident", "kind", "cluster", "job", "node_id", "fault", *MOMENTS, *DURATIONS,
-                         "lost_steps", "lost_minutes"}
+                         "lost_steps", "lost_minutes", "job_started_at"}
 
 
 def test_no_restart_and_no_probe_leave_their_moments_and_the_lost_work_null():
@@ -80,6 +80,18 @@ def test_lost_work_is_never_negative_and_needs_both_steps():
     assert lost_steps(None, 1200) is None and lost_steps(1440, None) is None
 
 
+def test_a_restart_that_resumed_behind_its_checkpoint_lost_everything_back_to_where_it_resumed():
+    # Given the last step 1250 before the fault, the last checkpoint 1200, and training resumed from step 300
+    # Then 950 steps are redone (not the 50 since the checkpoint, nor only the 900 behind it)
+    assert lost_steps(1250, 1200, resumed_step=300) == 950
+    line = incident_line(stall(last_step=1250, checkpoint_step=1200, resumed_step=300, steps_per_minute=50))
+    assert (line["lost_steps"], line["lost_minutes"]) == (950, 19)
+    # ... a resume at (or above) the checkpoint redoes the work since the checkpoint, as before
+    assert lost_steps(1250, 1200, resumed_step=1200) == 50 and lost_steps(1250, 1200, resumed_step=1210) == 50
+    # ... and without a checkpoint, the step it resumed from is the start
+    assert lost_steps(1250, None, resumed_step=0) == 1250
+
+
 # --- each kind of incident: which moments it has, and which never come
 
 
@@ -104,15 +116,20 @@ def test_a_node_repair_that_never_came_leaves_repair_and_resolution_null():
     assert (line["time_to_act_s"], line["time_to_repair_s"], line["total_s"]) == (0, None, None)
 
 
-def test_a_training_job_restarted_is_repaired_when_its_clone_is_in_progress():
-    # Given a job failure at 02:40:12, received 30 s later, its clone started (InProgress) 2 s after that
+def test_a_training_job_restarted_is_repaired_when_its_clone_is_in_progress_and_resumed_when_it_trains():
+    # Given a job failure at 02:40:12, received 30 s later, its clone started (InProgress) 2 s after that and
+    # `Training` 5 minutes after the failure
     line = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
-                        restarted_at=at(0.5) + timedelta(seconds=2))
-    # Then act, repair and the end are the clone's start; no probe step is claimed
+                        restarted_at=at(0.5) + timedelta(seconds=2), resumed_at=at(5))
+    # Then act and repair are the clone's start, the resume and the end its training again; no probe step is claimed
     assert (line["kind"], line["job"], line["cluster"]) == ("training_job", "ft", None)
-    assert (line["time_to_detect_s"], line["time_to_act_s"], line["time_to_repair_s"], line["total_s"]) == (
-        30, 32, 32, 32)
-    assert line["time_to_resume_s"] is None
+    assert (line["time_to_detect_s"], line["time_to_act_s"], line["time_to_repair_s"], line["time_to_resume_s"],
+            line["total_s"]) == (30, 32, 32, 300, 300)
+    assert line["lost_steps"] is None
+    # ... and a clone that never trained leaves the resume and the end null
+    never = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
+                         restarted_at=at(0.5), resumed_at=None)
+    assert (never["time_to_repair_s"], never["time_to_resume_s"], never["resolved_at"]) == (30, None, None)
 
 
 def test_a_training_job_medic_gave_up_on_has_only_its_detection():
@@ -133,3 +150,20 @@ def test_a_page_only_alarm_incident_is_resolved_by_its_ok_with_no_action():
     assert (line["kind"], line["time_to_detect_s"], line["total_s"]) == ("divergence", 1, 2100)
     assert (line["acted_at"], line["time_to_act_s"], line["time_to_repair_s"], line["time_to_resume_s"]) == (
         None, None, None, None)
+
+
+def test_a_training_jobs_line_says_when_the_job_that_failed_started():
+    from medic.flows.jobs.events import TrainingJobDetail
+
+    # Given the state change event's times (epoch milliseconds in strings, as SageMaker sends them)
+    detail = TrainingJobDetail(TrainingJobName="ft", TrainingJobStatus="Failed",
+                               TrainingJobArn="arn:aws:sagemaker:us-west-2:123456789012:training-job/ft",
+                               CreationTime="1795221612000", TrainingStartTime="1795221912000")
+    # Then the job started when it started training (else when it was created); garbage is no time
+    assert detail.started_at == datetime(2026, 11, 21, 0, 45, 12, tzinfo=UTC)
+    assert detail.model_copy(update={"TrainingStartTime": None}).started_at == datetime(2026, 11, 21, 0, 40, 12,
+                                                                                         tzinfo=UTC)
+    assert detail.model_copy(update={"TrainingStartTime": "soon", "CreationTime": "-1"}).started_at is None
+    line = job_timeline(incident="job:ft", job="ft", fault="job_retryable", fault_at=FAULT, detected_at=at(0.5),
+                        restarted_at=None, job_started_at=detail.started_at)
+    assert line["job_started_at"] == "2026-11-21T00:45:12+00:00"

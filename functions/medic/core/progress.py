@@ -34,6 +34,12 @@ class RecoveryWatch:
     # backstop: the repair's window plus the job's). None: the window runs.
     held_by: str | None = None
     acted_at: datetime | None = None  # Medic's restart (its timeline), when it is not the window's start
+    # The node repair that hit the job (issue 29): its incident, kept after the hold ends, makes the job's incident
+    # line a `node_repair` one, with the node's fault and its moments (fault_at above: the node's fault time unless
+    # the job's own last heartbeat came first); None: a stall of the job's own.
+    repair: str | None = None
+    repair_fault: str | None = None
+    detected_at: datetime | None = None  # when Medic received the node's fault
 
     @property
     def held(self) -> bool:

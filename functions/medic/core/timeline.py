@@ -24,11 +24,13 @@ class Timeline:
     node_id: str | None = None
     acted_at: datetime | None = None  # Medic's action (the call, the queued command); None: no action
     repaired_at: datetime | None = None  # node Running again, clone InProgress, requeued job running
-    resumed_at: datetime | None = None  # the probe's first step after the restart
+    resumed_at: datetime | None = None  # the probe's first step after the restart; a clone's `Training` status
     resolved_at: datetime | None = None  # the incident closed; None: Medic gave up (a human owns it)
     last_step: float | None = None  # the probe's last step before the fault
     checkpoint_step: float | None = None  # the last checkpoint step before the fault
+    resumed_step: float | None = None  # the step training resumed from after the restart (None: not known)
     steps_per_minute: float | None = None  # the job's recent step rate before the fault
+    job_started_at: datetime | None = None  # when the job that failed started (its goodput's wall time from then)
 
 
 def incident_line(timeline: Timeline) -> dict:
@@ -40,18 +42,25 @@ def incident_line(timeline: Timeline) -> dict:
         line[moment] = at.isoformat() if at is not None else None
     for duration, moment in DURATIONS.items():
         line[duration] = _seconds(timeline.fault_at, getattr(timeline, moment))
-    lost = lost_steps(timeline.last_step, timeline.checkpoint_step)
+    lost = lost_steps(timeline.last_step, timeline.checkpoint_step, timeline.resumed_step)
     line["lost_steps"] = lost
     line["lost_minutes"] = (round(lost / timeline.steps_per_minute, 2)
                             if lost is not None and timeline.steps_per_minute else None)
+    line["job_started_at"] = timeline.job_started_at.isoformat() if timeline.job_started_at else None
     return line
 
 
-def lost_steps(last_step: float | None, checkpoint_step: float | None) -> float | None:
-    """The work since the last checkpoint, which a restart from it redoes; None when either is unknown."""
-    if last_step is None or checkpoint_step is None:
+def lost_steps(last_step: float | None, checkpoint_step: float | None,
+               resumed_step: float | None = None) -> float | None:
+    """The work the restart redoes, up to the last step before the fault: from the last checkpoint, or from the step
+    training really resumed at when that is below it (it resumed behind its checkpoint: from scratch, or an older
+    one); None when neither start is known."""
+    start = checkpoint_step
+    if resumed_step is not None and (checkpoint_step is None or resumed_step < checkpoint_step):
+        start = resumed_step
+    if last_step is None or start is None:
         return None
-    return max(0.0, last_step - checkpoint_step)
+    return max(0.0, last_step - start)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
@@ -73,14 +82,17 @@ def node_timeline(*, incident: str, cluster: str, node_id: str, fault: str, faul
 
 
 def job_timeline(*, incident: str, job: str, fault: str, fault_at: datetime | None, detected_at: datetime,
-                 restarted_at: datetime | None) -> dict:
-    """A training job's incident line, written when Medic's handling of the failure ends: with a restart, the
-    clone is InProgress as soon as CreateTrainingJob returns (repaired and resolved then: a later failure of the
-    clone is a new attempt of the same incident); without one (gave up, not retryable, suppressed, failed) the
-    action, the repair and the resolution are null: a human owns it."""
+                 restarted_at: datetime | None, resumed_at: datetime | None = None,
+                 job_started_at: datetime | None = None) -> dict:
+    """A training job's incident line. With a restart, written once the clone trains (or never will): the clone is
+    InProgress as soon as CreateTrainingJob returns (repaired then), training again at its first `Training`
+    secondary status (resumed and resolved then; null when it ended or gave up before: the next failure of the
+    clone is a new attempt of the same incident). Without one (gave up, not retryable, suppressed, failed), written
+    when the failure's handling ends: the action, the repair and the resolution are null: a human owns it."""
     return incident_line(Timeline(incident=incident, kind="training_job", fault=fault, fault_at=fault_at,
                                   detected_at=detected_at, job=job, acted_at=restarted_at,
-                                  repaired_at=restarted_at, resolved_at=restarted_at))
+                                  repaired_at=restarted_at, resumed_at=resumed_at, resolved_at=resumed_at,
+                                  job_started_at=job_started_at))
 
 
 def alarm_timeline(*, incident: str, kind: str, fault: str, cluster: str, job: str | None,

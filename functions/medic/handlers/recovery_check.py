@@ -1,4 +1,5 @@
-"""Lambda entry point for the proof-of-recovery schedule (every 5 minutes)."""
+"""Lambda entry point for the proof-of-recovery schedule (every 5 minutes): the restarted jobs' proofs of recovery,
+and the training-job restarts whose clone has now trained (their incident lines)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from medic.flows.jobs.timeline import conclude_clone_timelines
 from medic.flows.recovery.check import check_recoveries
 from medic.obs import logger, tracer
 from medic.wiring import dependencies
@@ -14,4 +16,7 @@ from medic.wiring import dependencies
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
-    return {"concluded": len(check_recoveries(event, dependencies()))}
+    deps = dependencies()
+    concluded = len(check_recoveries(event, deps))
+    timelines = conclude_clone_timelines(deps) if deps.config.training_jobs else 0
+    return {"concluded": concluded, "job_timelines": timelines}

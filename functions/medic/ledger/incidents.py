@@ -88,6 +88,11 @@ class IncidentStore:
             timeline["held_by"] = {"S": watch.held_by}
         if watch.acted_at is not None:
             timeline["acted_at"] = {"S": watch.acted_at.isoformat()}
+        for name in ("repair", "repair_fault"):
+            if (text := getattr(watch, name)) is not None:
+                timeline[name] = {"S": text}
+        if watch.detected_at is not None:
+            timeline["detected_at"] = {"S": watch.detected_at.isoformat()}
         self.table.put({
             **self._recovery_key(watch.incident), "job": {"S": watch.job}, "cluster": {"S": watch.cluster},
             "restarted_at": {"S": watch.restarted_at.isoformat()}, "deadline": {"S": watch.deadline.isoformat()},
@@ -156,6 +161,9 @@ def _recovery_watch(item: dict) -> RecoveryWatch:
         fault_at=datetime.fromisoformat(item["fault_at"]["S"]) if "fault_at" in item else None,
         held_by=item["held_by"]["S"] if "held_by" in item else None,
         acted_at=datetime.fromisoformat(item["acted_at"]["S"]) if "acted_at" in item else None,
+        repair=item["repair"]["S"] if "repair" in item else None,
+        repair_fault=item["repair_fault"]["S"] if "repair_fault" in item else None,
+        detected_at=datetime.fromisoformat(item["detected_at"]["S"]) if "detected_at" in item else None,
         **{name: float(item[name]["N"]) for name in TIMELINE_NUMBERS if name in item})
 
 

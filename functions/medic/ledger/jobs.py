@@ -22,6 +22,25 @@ RESTART_DAYS = 180
 CLOCK_TOLERANCE = timedelta(seconds=60)
 
 
+CLONE_PARTITION = "jobclone#watch"  # one partition: the restarts whose timeline waits for the clone to train
+
+
+@dataclass(frozen=True)
+class CloneWatch:
+    """A restart whose incident line waits for its clone to train (flows/jobs/timeline): the failure's timeline so
+    far, and until when Medic waits."""
+
+    clone: str
+    incident: str
+    job: str  # the lineage's root
+    fault: str
+    fault_at: datetime | None
+    detected_at: datetime
+    acted_at: datetime  # CreateTrainingJob returned: the clone InProgress
+    deadline: datetime
+    job_started_at: datetime | None = None
+
+
 @dataclass(frozen=True)
 class LineageRestarts:
     """A job lineage's restart budget spent so far."""
@@ -183,6 +202,26 @@ class JobStore:
         item = self.table.get(self.restart_key(job_name))
         return readable(_medic_restart, job_name, item) if item else None
 
+    def watch_clone(self, watch: CloneWatch) -> None:
+        item = {**self.table.key(CLONE_PARTITION, watch.clone), "incident": {"S": watch.incident},
+                "job": {"S": watch.job}, "fault": {"S": watch.fault},
+                "detected_at": {"S": watch.detected_at.isoformat()}, "acted_at": {"S": watch.acted_at.isoformat()},
+                "deadline": {"S": watch.deadline.isoformat()},
+                "expires_at": expires(watch.deadline, DEDUPE_DAYS)}
+        for name in ("fault_at", "job_started_at"):
+            if (moment := getattr(watch, name)) is not None:
+                item[name] = {"S": moment.isoformat()}
+        self.table.put(item)
+
+    def clone_watches(self) -> list[CloneWatch]:
+        """Every restart whose clone has not been seen training yet (unreadable items left out)."""
+        watches = (readable(_clone_watch, item) for item in self.table.partition(CLONE_PARTITION))
+        return [watch for watch in watches if watch is not None]
+
+    def end_clone_watch(self, clone: str) -> bool:
+        """True once: the run that ends the watch writes the incident line."""
+        return self.table.delete_if(self.table.key(CLONE_PARTITION, clone))
+
     def lineages_among(self, items: Iterable[dict]) -> list[LineageRestarts]:
         """Every job lineage's restarts, among a scan of the whole table (Table.scan); unreadable ones left out."""
         found = []
@@ -208,3 +247,14 @@ def _medic_restart(name: str, item: dict) -> MedicRestart:
 
 def _lineage_restarts(lineage: str, item: dict) -> LineageRestarts:
     return LineageRestarts(lineage, int(item["restarts"]["N"]), datetime.fromisoformat(item["last_restart_at"]["S"]))
+
+
+def _clone_watch(item: dict) -> CloneWatch:
+    def moment(name: str) -> datetime | None:
+        return datetime.fromisoformat(item[name]["S"]) if name in item else None
+
+    return CloneWatch(clone=item["sk"]["S"], incident=item["incident"]["S"], job=item["job"]["S"],
+                      fault=item["fault"]["S"], fault_at=moment("fault_at"),
+                      detected_at=datetime.fromisoformat(item["detected_at"]["S"]),
+                      acted_at=datetime.fromisoformat(item["acted_at"]["S"]),
+                      deadline=datetime.fromisoformat(item["deadline"]["S"]), job_started_at=moment("job_started_at"))

@@ -76,6 +76,16 @@ class Table:
     def delete(self, key: Key) -> None:
         self.client.delete_item(TableName=self.name, Key=key)
 
+    def delete_if(self, key: Key) -> bool:
+        """Delete the item if it exists; False when it did not (another run deleted it first)."""
+        try:
+            self.client.delete_item(TableName=self.name, Key=key, ConditionExpression="attribute_exists(pk)")
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     def update(self, key: Key, expression: str, values: dict, names: dict | None = None) -> None:
         self.client.update_item(TableName=self.name, Key=key, UpdateExpression=expression,
                                 ExpressionAttributeValues=values,

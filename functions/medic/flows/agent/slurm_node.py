@@ -227,7 +227,7 @@ def _then_call(drained: dict, result: AgentResult, context: CommandContext, clus
     from medic.flows.node.drain_first import call_after_drain
 
     if jobs:
-        hold_watched_jobs(jobs, context.incident, cluster, deps)
+        hold_watched_jobs(jobs, context.incident, cluster, deps, context.fault)
     listed = None if jobs is None else [{"id": job_id, "name": name} for job_id, name in jobs]
     call_after_drain(deps, cluster, context.node_id or "", result.command_id, result.status == "executed",
                      quoted_agent(result.message) if result.message else "no output", listed)
@@ -378,7 +378,7 @@ def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, conte
     record = restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=about.event_id,
         fault=fault, context=reason, job_id=job_id), deps)
-    _watch_recovery(record, name if by_name else None, cluster, repair, context.early, deps)
+    _watch_recovery(record, name if by_name else None, cluster, repair, context.early, deps, context.incident, fault)
     return record
 
 
@@ -391,7 +391,7 @@ def _brought_back(said: SlurmSays | None) -> str:
 
 
 def _watch_recovery(record: dict, name: str | None, cluster: str, repair: SlurmRepair | None, early: bool,
-                    deps: Deps) -> None:
+                    deps: Deps, node_incident: str = "", fault: str | None = None) -> None:
     """A requeued watched job (medic.yaml `jobs`) gets the stall restart's proof of recovery. One the repair holds
     (hold_watched_jobs) keeps its hold: while the node is still in repair, the window starts when it is back."""
     job = deps.config.job(name) if name else None
@@ -410,10 +410,35 @@ def _watch_recovery(record: dict, name: str | None, cluster: str, repair: SlurmR
     store.watch_recovery(RecoveryWatch(
         incident=record["incident"], job=job.name, cluster=cluster, restarted_at=now,
         deadline=held_deadline(job, repair_minutes, now) if held else recovery_deadline(job, now),
-        attempt=record["attempt"], held_by=repair.incident if held and repair else None, acted_at=now))
+        attempt=record["attempt"], held_by=repair.incident if held and repair else None, acted_at=now,
+        **hit_by_repair(deps, cluster, repair.incident if repair else node_incident, fault)))
 
 
-def hold_watched_jobs(jobs: list[tuple[str, str]], node_incident: str, cluster: str, deps: Deps) -> None:
+def hit_by_repair(deps: Deps, cluster: str, node_incident: str, fault: str | None = None) -> dict:
+    """What a job's recovery watch keeps of the node repair that hit it (RecoveryWatch.repair): the node's incident,
+    and from Medic's claim of the node its fault, its time and when Medic received it (a repair HyperPod or a person
+    started has no claim: the fault given, no moments). Never raises: the line lacks what could not be read."""
+    from medic.ledger.nodes import NodeStore
+
+    fields: dict = {"repair": node_incident, "repair_fault": fault}
+    if not node_incident:
+        return {}
+    node_id = node_incident.rsplit(":", 1)[-1]
+    try:
+        claim = NodeStore(deps.table).node_claims(cluster, [node_id]).get(node_id)
+    except (KeyError, ValueError):  # an item not of Medic's claim shape: no moments
+        return fields
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("node claim unreadable for a job's timeline", extra={"incident": node_incident,
+                                                                           "error_code": error_code(error)})
+        return fields
+    if claim is not None:
+        fields.update(repair_fault=claim.fault, fault_at=claim.fault_at, detected_at=claim.detected_at)
+    return fields
+
+
+def hold_watched_jobs(jobs: list[tuple[str, str]], node_incident: str, cluster: str, deps: Deps,
+                      fault: str | None = None) -> None:
     """One incident, one owner (issue 27): each watched job (medic.yaml `jobs`) the drain found on a node Medic
     repairs belongs to that repair. Its proof-of-recovery watch is held by the node's incident: the stall alarm does
     not requeue or page it meanwhile, and its window starts when the node is back (or Slurm starts it again)."""
@@ -426,13 +451,15 @@ def hold_watched_jobs(jobs: list[tuple[str, str]], node_incident: str, cluster: 
     if config_cluster is None or not deps.mode.current(cluster).acts:
         return
     now, repair_minutes = deps.now(), deps.config.guardrails_for(config_cluster).repair_minutes
+    origin: dict | None = None
     for _, name in jobs:
         job = deps.config.job(name) if valid_job_name(name) else None
         if job is None or job.cluster != cluster:
             continue
+        origin = origin if origin is not None else hit_by_repair(deps, cluster, node_incident, fault)
         IncidentStore(deps.table).watch_recovery(RecoveryWatch(
             incident=slurm_job_incident(cluster, job.name), job=job.name, cluster=cluster, restarted_at=now,
-            deadline=held_deadline(job, repair_minutes, now), attempt=0, held_by=node_incident))
+            deadline=held_deadline(job, repair_minutes, now), attempt=0, held_by=node_incident, **origin))
 
 
 def start_recovery_windows(node_incident: str, cluster: str, deps: Deps, job_name: str | None = None) -> None:

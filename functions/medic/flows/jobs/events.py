@@ -3,6 +3,8 @@ handler (and `medic explain`) parses it, so only they build these models."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from medic.core.models import MedicEvent
@@ -19,6 +21,26 @@ class TrainingJobDetail(BaseModel):
     TrainingJobStatus: str = Field(min_length=1, max_length=32)
     FailureReason: str = Field(default="", max_length=4096)
     Tags: dict[str, str] | None = None
+    # When the job was created and started training: the event carries DescribeTrainingJob's times as epoch
+    # milliseconds in strings ("Events that Amazon SageMaker AI sends to Amazon EventBridge", the training job state
+    # change example: "CreationTime": "1583831889050"); read for the job's goodput (its own start), never acted on.
+    CreationTime: str | int | float | None = None
+    TrainingStartTime: str | int | float | None = None
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When this job started: TrainingStartTime, else CreationTime; None when neither is a readable time."""
+        return _epoch_millis(self.TrainingStartTime) or _epoch_millis(self.CreationTime)
+
+
+def _epoch_millis(value: str | int | float | None) -> datetime | None:
+    try:
+        millis = float(value) if value is not None and not isinstance(value, bool) else None
+    except ValueError:
+        return None
+    if millis is None or not 0 < millis < 1e14:  # before year 5138: a time, not garbage
+        return None
+    return datetime.fromtimestamp(millis / 1000, UTC)
 
 
 class TrainingJobStateEvent(MedicEvent):

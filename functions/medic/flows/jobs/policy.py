@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from medic.core.mode import Mode
@@ -148,3 +148,36 @@ def decide_job(ctx: JobContext) -> JobDecision:
                            attempt=attempt)
     return JobDecision(fault, Action.RESTART_JOB, Outcome.EXECUTED, f"{because[0].upper()}{because[1:]}.",
                        attempt=attempt)
+
+
+# --- a restart's timeline: when did the clone train? (flows/jobs/timeline)
+
+# How long Medic waits for a clone to reach `Training` before writing its incident line without a resume: no AWS
+# source bounds SageMaker's Starting/Downloading phases (a job waiting for capacity or its training plan can pend
+# for days: MaxPendingTimeInSeconds up to 28 days); a day is an assumption, and the line then says it never resumed.
+CLONE_TRAINING_WAIT = timedelta(hours=24)
+ENDED = frozenset({"Completed", "Failed", "Stopped"})  # TrainingJobStatus values a job does not leave
+
+
+@dataclass(frozen=True)
+class CloneProgress:
+    done: bool  # the incident line can be written now
+    resumed_at: datetime | None = None  # the clone's first `Training` secondary status
+
+
+def clone_progress(description: dict | None, now: datetime, deadline: datetime) -> CloneProgress:
+    """Where a clone Medic started is (DescribeTrainingJob, None: the job is gone). Training again at the StartTime
+    of its first `Training` entry in SecondaryStatusTransitions ("Training - Training is in progress", API reference,
+    SecondaryStatusTransition; botocore's sagemaker model: Status and StartTime required); a clone that ended
+    without one never trained (a Completed one without the entry: its TrainingStartTime); past the deadline, Medic
+    stops waiting (no resume); otherwise it waits."""
+    if description is None:
+        return CloneProgress(done=True)
+    for transition in description.get("SecondaryStatusTransitions") or []:
+        if isinstance(transition, dict) and transition.get("Status") == "Training" \
+                and isinstance(transition.get("StartTime"), datetime):
+            return CloneProgress(done=True, resumed_at=transition["StartTime"])
+    status = description.get("TrainingJobStatus")
+    if status == "Completed" and isinstance(description.get("TrainingStartTime"), datetime):
+        return CloneProgress(done=True, resumed_at=description["TrainingStartTime"])
+    return CloneProgress(done=status in ENDED or now >= deadline)

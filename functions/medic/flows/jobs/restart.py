@@ -33,6 +33,7 @@ from medic.flows.jobs.policy import (
     lineage_of,
     not_medics_restart,
 )
+from medic.flows.jobs.timeline import watch_clone
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident
@@ -92,12 +93,16 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
         raise
     if claimed:
         JobStore(table).finish_job_failure(name, deps.now())
-        if mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:
-            restarted = record["outcome"] == Outcome.EXECUTED.value
-            # the lineage's root names the job across its restarts (its incident's name too)
+        # the lineage's root names the job across its restarts (its incident's name too)
+        if mode is not Mode.DRY_RUN and record["outcome"] == Outcome.EXECUTED.value:
+            # the line waits for the clone to train (flows/jobs/timeline): its resume is then, not now
+            watch_clone(deps, clone=lineage.next_name(), incident=about.incident, job=lineage.root,
+                        fault=record["fault"], fault_at=event.time, detected_at=received, acted_at=deps.now(),
+                        job_started_at=detail.started_at)
+        elif mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:
             emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
-                                       fault_at=event.time, detected_at=received,
-                                       restarted_at=deps.now() if restarted else None))
+                                       fault_at=event.time, detected_at=received, restarted_at=None,
+                                       job_started_at=detail.started_at))
     return record
 
 

@@ -122,12 +122,16 @@ def _resumed_behind(watch: RecoveryWatch, progress: Progress, about: About, deps
     would help (the job is running); one page says what was lost, and the watch ends."""
     resumed, checkpoint = progress.first_step or 0.0, progress.checkpoint_before or 0.0
     lost = checkpoint - resumed
+    # All the work the restart redoes (the incident line's lost_steps): back to where it resumed from the last step
+    # before the stall, not only to the checkpoint.
+    redone = (f" behind it, {watch.last_step - resumed:.0f} in all from step {watch.last_step:.0f} before the stall"
+              if watch.last_step is not None and watch.last_step > checkpoint else "")
     record = about.record(
         fault=Fault.RESUMED_BEHIND, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
         why=Why.NOT_RECOVERED,
         reason=f"Training resumed after {since(watch)}, but from step {resumed:.0f} "
-               f"while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} steps lost. The job did not load its "
-               "last checkpoint (or loaded an older one).")
+               f"while the last checkpoint was step {checkpoint:.0f}: {lost:.0f} steps lost{redone}. The job did not "
+               "load its last checkpoint (or loaded an older one).")
     details = [f"Resumed from:    step {resumed:.0f}", f"Last checkpoint: step {checkpoint:.0f}",
                f"Steps lost:      {lost:.0f}"]
     text = alarm_page(record, f"stall alarm of {watch.job}",
@@ -180,15 +184,26 @@ def _about(watch: RecoveryWatch, trigger: Trigger, event_id: str, deps: Deps) ->
 
 
 def stall_timeline(watch: RecoveryWatch, progress: Progress, resolved_at: datetime | None) -> dict:
-    """The stall's incident line: the fault (last heartbeat), its detection and the requeue (the alarm handler's
+    """The job's incident line: the fault (last heartbeat), its detection and the requeue (the alarm handler's
     run), the first step after the restart, the end. A requeued Slurm job's running again reaches Medic only as
-    that first step: repaired_at stays null."""
+    that first step: repaired_at stays null. A job a node repair hit (``watch.repair``) is a ``node_repair``
+    incident: the node's fault and its time (or the job's last heartbeat, if earlier), when Medic received it, and
+    the node; its work lost from the probe's history when no stall alarm read it."""
     resumed = progress.first_step_at if made_progress(progress) else None
     # A job a node repair hit that Medic never restarted (Slurm requeued it, or auto-resume) has no act of Medic's.
     acted = watch.acted_at or (watch.restarted_at if watch.attempt else None)
+    steps = (watch.last_step, watch.checkpoint_step, watch.steps_per_minute)
+    if watch.repair is None:
+        kind, fault, detected, node_id = "stall", Fault.STALLED.value, acted or watch.restarted_at, None
+    else:
+        kind, fault = "node_repair", watch.repair_fault or Fault.STALLED.value
+        detected, node_id = watch.detected_at or acted or watch.restarted_at, watch.repair.rsplit(":", 1)[-1]
+        if watch.last_step is None:  # the probe's history before the window: the step and checkpoint it stopped at
+            steps = (progress.last_step_before, progress.checkpoint_before, progress.steps_per_minute_before)
+    last_step, checkpoint_step, steps_per_minute = steps
     return incident_line(Timeline(
-        incident=watch.incident, kind="stall", fault=Fault.STALLED.value, fault_at=watch.fault_at,
-        detected_at=acted or watch.restarted_at, cluster=watch.cluster, job=watch.job, acted_at=acted,
-        resumed_at=resumed, resolved_at=resolved_at, last_step=watch.last_step,
-        checkpoint_step=watch.checkpoint_step, steps_per_minute=watch.steps_per_minute))
+        incident=watch.incident, kind=kind, fault=fault, fault_at=watch.fault_at, detected_at=detected,
+        cluster=watch.cluster, job=watch.job, node_id=node_id, acted_at=acted, resumed_at=resumed,
+        resolved_at=resolved_at, last_step=last_step, checkpoint_step=checkpoint_step,
+        steps_per_minute=steps_per_minute, resumed_step=progress.first_step if progress.resumed_behind else None))
 

@@ -132,11 +132,17 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         return record
 
     if decision.hold_for is not None and mode.acts:  # the repair owns the job: its watch, held until the node is back
+        from medic.flows.agent.slurm_node import hit_by_repair
+
         repair_minutes = deps.config.guardrails_for(subject.cluster).repair_minutes
+        origin = hit_by_repair(deps, subject.cluster.name, decision.hold_for)
+        # the job's incident is the repair's (a node_repair line): from its last heartbeat, or the node's fault if
+        # that came first
+        stopped = [at for at in (origin.pop("fault_at", None), recent.last_heartbeat_at if recent else None) if at]
         incidents.watch_recovery(RecoveryWatch(
             incident=incident, job=subject.job.name, cluster=subject.cluster.name, restarted_at=now,
             deadline=held_deadline(subject.job, repair_minutes, now), attempt=0, held_by=decision.hold_for,
-            fault_at=recent.last_heartbeat_at if recent else None,
+            fault_at=min(stopped, default=None), **origin,
             last_step=recent.last_step_before if recent else None,
             checkpoint_step=recent.checkpoint_before if recent else None,
             steps_per_minute=recent.steps_per_minute_before if recent else None))
