@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import yaml
 
-from medic.config import ConfigError, MedicConfig, parse_config
+from medic.config import ConfigError, MedicConfig, cluster_id_notices, parse_config
 
 # Lambda allows 4 KB for all of a function's environment variables together.
 MAX_ENV_CONFIG_BYTES = 3000
@@ -28,6 +29,8 @@ def load_config(path: str | Path) -> MedicConfig:
         raise ConfigError(f"Medic config {path} must be a mapping of keys (mode, clusters, ...), "
                           f"got {type(data).__name__}")
     config = parse_config(data, str(path))
+    for notice in cluster_id_notices(data):  # an ARN given for an id: say which id was taken
+        print(f"note: Medic config {path}: {notice}", file=sys.stderr)
     size = len(config.to_env().encode())
     if size > MAX_ENV_CONFIG_BYTES:
         raise ConfigError(f"Medic config {path} is too large for the functions' environment "

@@ -298,6 +298,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **repair_owner_scenarios(sample),
         **replay_scenarios(),
         **edge_scenarios(),
+        **blind_scenarios(),
     }
 
 
@@ -931,6 +932,44 @@ def untrusted_text_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: four pages; in each, the words quoted on one line and Medic's own 'What to do:' the only one",
         ], [node, cluster_event, {"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=user_error),
             alarm("divergence", "ALARM", T_JOB + minutes(5), reason=f"Threshold Crossed{FAKE_NEXT_STEP}")]),
+    }
+
+
+WRONG_ID = "q8w4e6r2t0yz"  # another id than demo.medic.yaml's k3v9q2w8x1za for pretrain-slurm
+
+
+def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Medic tells someone when it cannot see or act (issue 29, items 1-2)."""
+    def wrong_id(at: datetime, node: str, fault: str = "NvidiaErrorReboot") -> dict:
+        """HyperPod's event for pretrain-slurm, in the stack's account and region, under another id than configured."""
+        result = event(node, at, fault)
+        arn = f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{WRONG_ID}"
+        result["resources"], result["detail"]["ClusterArn"] = [arn], arn
+        return result
+
+    next_morning = T0 + timedelta(hours=23)  # another UTC day, within the day's window
+    return {
+        "zzj-agent-goes-silent.jsonl": ([
+            "title: (zzj) Slurm: the agent on pretrain-slurm reports from 08:00 and stops at 08:05; it is back at 08:55",
+            "expect: the 08:25 sweep records agent_silent (failed) and pages once (silent 19 min, more than "
+            "agent_silence_minutes 15); the sweeps after it say nothing more; the 09:00 sweep records agent_back "
+            "and sends one all-clear",
+        ], [clock(datetime(2026, 11, 20, 8, 0, tzinfo=UTC)),
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            {"sim": {"advance": "+5m"}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": False}}},
+            {"sim": {"advance": "+50m"}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            {"sim": {"advance": "+10m"}}]),
+        "zzk-cluster-id-mismatch.jsonl": ([
+            "title: (zzk) pretrain-slurm's events name cluster id q8w4e6r2t0yz (the stack's account and region); "
+            "medic.yaml says k3v9q2w8x1za",
+            "expect: every node event rejected, no call; one page naming the id to set; the next morning's event "
+            "(another UTC day, 23 h later) is recorded without a page: the config window holds until 08:14 the day "
+            "after",
+        ], [wrong_id(T0, NODE), wrong_id(T0 + timedelta(minutes=3), "i-0a1b2c3d4e5f60718"),
+            wrong_id(T0 + timedelta(minutes=7), "i-0f1e2d3c4b5a69788", "NvidiaErrorTerminate"),
+            wrong_id(next_morning, NODE)]),
     }
 
 
