@@ -145,6 +145,19 @@ class AgentStore:
         self.table.update(watch_key(cluster), update, values)
         return AgentWatch(since, last_seen, item.get("reported", {}).get("S", ""))
 
+    def read_watch(self, cluster: str) -> AgentWatch | None:
+        """The cluster's agent watch as the last sweep left it (None: no sweep looked yet); `medic status`."""
+        item = self.table.get(watch_key(cluster))
+        since = _iso_of(item.get("watching_since")) if item else None
+        if item is None or since is None:
+            return None
+        return AgentWatch(since, _epoch_of(item.get("last_seen_epoch")), item.get("reported", {}).get("S", ""))
+
+    def standbys(self, cluster: str) -> list[dict[str, str]]:
+        """The standby agents' own reports (`agent#<cluster>/standby#<host>`: their word, their clock), as text."""
+        return [{name: value["S"] for name, value in item.items() if "S" in value}
+                for item in self.table.partition(f"agent#{cluster}") if item["sk"]["S"].startswith("standby#")]
+
     def claim_silence_report(self, cluster: str, silence: str, now: datetime) -> bool:
         """True once per silence (``silence``: its key): the one record and page of it."""
         return self.table.update_if(
