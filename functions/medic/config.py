@@ -333,6 +333,14 @@ class MedicConfig(Strict):
         return cls.model_validate_json(value)
 
 
+# The canary (flows/canary): each reconciler run puts one event with this source and detail-type on the default bus;
+# a rule takes it (its own stack's: detail.ledger, the ledger table's name) to the node remediation function, which
+# notes its arrival. The reconciler publishes how long ago the last one arrived; the CanaryLate alarm pages past
+# CANARY_LATE (three reconciler runs without one).
+CANARY_SOURCE = "medic.canary"
+CANARY_DETAIL_TYPE = "Medic Canary"
+CANARY_LATE = timedelta(minutes=15)
+
 # Medic's alarms are named medic-<kind>-<job or cluster>: the rule takes only these, and the alarm
 # handler reads kind and subject back from the name (kinds never contain each other as prefixes).
 ALARM_PREFIX = "medic-"

@@ -950,7 +950,8 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     next_morning = T0 + timedelta(hours=23)  # another UTC day, within the day's window
     return {
         "zzj-agent-goes-silent.jsonl": ([
-            "title: (zzj) Slurm: the agent on pretrain-slurm reports from 08:00 and stops at 08:05; it is back at 08:55",
+            "title: (zzj) Slurm: the agent on pretrain-slurm reports from 08:00 and stops at 08:05; it is back at "
+            "08:55",
             "expect: the 08:25 sweep records agent_silent (failed) and pages once (silent 19 min, more than "
             "agent_silence_minutes 15); the sweeps after it say nothing more; the 09:00 sweep records agent_back "
             "and sends one all-clear",
