@@ -962,6 +962,13 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             {"sim": {"advance": "+50m"}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             {"sim": {"advance": "+10m"}}]),
+        "zzl-canary-late.jsonl": ([
+            "title: (zzl) The reconciler may not put events (its role lost events:PutEvents) from 08:00 to 08:20",
+            "fault: events:PutEvents=AccessDeniedException:4",
+            "expect: no canary comes back for 20 minutes: CanaryAgeSeconds 1200 at the 08:25 run, the CanaryLate alarm "
+            "goes ALARM at 08:26 and pages once through the topic; the 08:25 canary comes back, and the alarm's OK at "
+            "08:31 sends the all-clear",
+        ], [clock(datetime(2026, 11, 20, 8, 0, tzinfo=UTC)), {"sim": {"advance": "+35m"}}]),
         "zzk-cluster-id-mismatch.jsonl": ([
             "title: (zzk) pretrain-slurm's events name cluster id q8w4e6r2t0yz (the stack's account and region); "
             "medic.yaml says k3v9q2w8x1za",

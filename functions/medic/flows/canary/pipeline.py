@@ -8,8 +8,8 @@ AWS's own). The stack's canary rule takes its own stack's canaries (detail.stack
 the one HyperPod's node events reach, which notes the arrival in the ledger (`canary#pipeline`, one conditional
 write: only the canary Medic sent last counts, so an event anyone else puts cannot make a broken pipeline look alive)
 and logs one `"message": "canary"` line with the delivery time, `CanaryLatencySeconds`. It acts on nothing and pages
-nobody; the alarm `CanaryLate` pages when `CanaryAgeSeconds` passes CANARY_LATE (three runs without a canary: a reconciler
-that cannot put events, a rule that is gone or disabled, a handler that fails, a ledger it cannot write).
+nobody; the alarm `CanaryLate` pages when `CanaryAgeSeconds` passes CANARY_LATE (three runs without a canary: a
+reconciler that cannot put events, a rule that is gone or disabled, a handler that fails, a ledger it cannot write).
 """
 
 from __future__ import annotations
