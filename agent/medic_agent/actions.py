@@ -29,8 +29,8 @@ from medic_agent.commands import (
     parse_node_state,
     requeue_argv,
     resume_argv,
-    show_node_argv,
     running_jobs_argv,
+    show_node_argv,
 )
 from medic_agent.slurm import OUTPUT_LIMIT, Run, Slurm
 

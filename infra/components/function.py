@@ -65,6 +65,7 @@ RESERVED_CONCURRENCY = {
     "agent_results": 5,  # a stream: one batch per shard at a time anyway
     "reconciler": 2,  # a run every 5 minutes
     "recovery_check": 2,  # a run every 5 minutes
+    "mode_change": 2,  # one per change of the mode parameter
 }
 
 

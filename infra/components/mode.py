@@ -46,7 +46,8 @@ class ModeWatch(Construct):
         self.handler = MedicFunction(
             self, "Handler", handler="medic.handlers.mode_change.handler",
             description="Medic: page every change of the run-time mode parameter, whoever made it",
-            environment=shared.environment(), layers=list(shared.layers), key=shared.key)
+            environment=shared.environment(), layers=list(shared.layers), key=shared.key,
+            reserved_concurrency=shared.reserved("mode_change"))
         shared.grant_ledger_paging_mode(self.handler.role)
         self.handler.role.add_to_principal_policy(iam.PolicyStatement(
             actions=["ssm:GetParameterHistory"], resources=[shared.mode.parameter_arn]))

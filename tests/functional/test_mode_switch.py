@@ -50,6 +50,7 @@ def change_event(medic, operation: str = "Update", name: str = MODE_PARAMETER, e
     event = copy.deepcopy(load_event("ssm-parameter-store-change"))
     newest = medic.ssm.get_parameter_history(Name=MODE_PARAMETER)["Parameters"][-1]["LastModifiedDate"]
     event["time"] = newest.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    medic.clock[0] = newest.astimezone(UTC) + timedelta(seconds=2)  # the event reaches Medic as SSM sends it
     event["detail"].update(operation=operation, name=name)
     if event_id:
         event["id"] = event_id

@@ -10,7 +10,9 @@ def test_given_a_tiny_run_when_benchmarking_then_the_numbers_come_back_as_a_dict
 
     assert result["benchmark"] == "probe_overhead"
     assert result["calls"] == 2_000 and result["repeats"] == 1
-    assert result["step_ns"] > 0 and result["empty_loop_ns"] > 0
+    # step_ns is net of the empty loop: on a loaded machine it may come out below zero; the call's total cannot
+    assert isinstance(result["step_ns"], float) and result["empty_loop_ns"] > 0
+    assert result["step_ns"] + result["empty_loop_ns"] > 0
     assert probe_overhead.row(result).startswith("| probe.step() |")
 
 

@@ -59,7 +59,7 @@ from medic.flows.agent.commands import (
     why_not_requeueable,
 )
 from medic.flows.node.pages import node_page
-from medic.ledger.agents import AgentStore
+from medic.ledger.agents import AgentStore, CommandRef
 from medic.ledger.repairs import RepairStore, SlurmRepair
 from medic.ledger.table import Table
 from medic.obs import logger
@@ -131,9 +131,9 @@ def drain_overdue(deps: Deps, table: Table, cluster: Cluster, node_id: str, node
                   now: datetime) -> DrainNote:
     """The call goes ahead without the drain: withdraw it (in one transaction with the agent's claim check: it then
     never runs during the repair), or, when the agent took it already, let its result come (it lists the jobs)."""
-    store = AgentStore(table)
+    store, ref = AgentStore(table), CommandRef(cluster.name, command_id)  # a drain is always issued keyed by cluster
     try:
-        withdrawn = store.withdraw_command(cluster.name, command_id, now)
+        withdrawn = store.withdraw_command(ref, now)
     except (ClientError, BotoCoreError) as error:
         return DrainNote(f"Medic could not withdraw the drain (command {command_id}: {error_code(error)}) and called "
                          f"HyperPod without it: the jobs on {node_name} are unknown.", node_name, page=True)
@@ -141,7 +141,7 @@ def drain_overdue(deps: Deps, table: Table, cluster: Cluster, node_id: str, node
         return DrainNote(f"The agent took the drain (command {command_id}) but has not reported it: Medic called "
                          f"HyperPod without waiting further; the jobs on {node_name} are recorded when the agent "
                          "reports.", node_name, queued=True, command_id=command_id)
-    if store.claim_command_record(command_id, now):  # this is its final word: the command sweep leaves it alone
+    if store.claim_command_record(ref, now):  # this is its final word: the command sweep leaves it alone
         store.close_command(command_id)
     RepairStore(table).drained(cluster.name, node_id, False, None)
     return DrainNote(f"Medic withdrew the drain (command {command_id}; it can no longer run during the repair) and "

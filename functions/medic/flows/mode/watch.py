@@ -47,7 +47,7 @@ MODE_PAGES_BEFORE_SUMMARY = 5  # changes of the mode paged as they are per windo
 def record_mode_change(raw: Any, deps: Deps) -> dict:
     parameter = deps.mode.parameter
     try:
-        event = ParameterStoreChangeEvent.model_validate(raw)
+        event = ParameterStoreChangeEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, deps.mode.current(), Trigger.MODE_CHANGE, "Parameter Store Change event")
     detail, now, table = event.detail, deps.now(), deps.table

@@ -90,8 +90,8 @@ def _conclude(watch: RecoveryWatch, verdict: Verdict, progress: Progress, run_id
         reason = (f"No training progress, and the repair of its node ({watch.held_by}) that holds the job has not "
                   f"ended by {watch.deadline:%H:%M} UTC{unvouched_note(progress)}; not restarting it blindly.")
     else:
-        reason = (f"No training progress {minutes:.0f} min after {since(watch)}{unvouched_note(progress)}; not restarting "
-                  "again blindly.")
+        reason = (f"No training progress {minutes:.0f} min after {since(watch)}{unvouched_note(progress)}; "
+                  "not restarting again blindly.")
     record = about.record(fault=Fault.NO_PROGRESS, action=Action.NONE, outcome=Outcome.FAILED, attempt=watch.attempt,
                           reason=reason)
     IncidentStore(table).escalate(watch.incident, deps.now())
