@@ -201,8 +201,8 @@ def test_the_canary_rule_takes_only_its_own_stacks_live_canaries_to_the_node_rem
     canary = {"version": "0", "id": "3f6c1a2b-4d5e-4f60-8a7b-9c0d1e2f3a4b", "detail-type": "Medic Canary",
               "source": "medic.canary", "account": "123456789012", "time": "2026-11-20T08:05:00Z",
               "region": "us-west-2", "resources": [],
-              "detail": {"stack": "Medic", "ledger": "Medic-LedgerTable", "canary": "3f6c1a2b-4d5e-4f60-8a7b-9c0d1e2f3a4b",
-                         "sent_at": "2026-11-20T08:05:00+00:00"}}
+              "detail": {"stack": "Medic", "ledger": "Medic-LedgerTable",
+                         "canary": "3f6c1a2b-4d5e-4f60-8a7b-9c0d1e2f3a4b", "sent_at": "2026-11-20T08:05:00+00:00"}}
     assert canary_rule["account"] == [{"Ref": "AWS::AccountId"}]
     resolved = {**canary_rule, "account": ["123456789012"]}
     # Then it takes that canary, and neither another stack's, a replay of it, nor a node event
