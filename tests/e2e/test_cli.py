@@ -41,7 +41,7 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 59
+    assert out.count("   summary: ") == len(bundled()) == 62
     assert ("   timeline: stall llama3-70b stalled at 03:05:00: detect +780s -> act +780s -> repair - -> resume +1140s "
             "-> resolved +1200s; lost 240 steps (6 min)") in out
     assert "time      node/job" in out
