@@ -3,8 +3,9 @@
 SNS marks a subscription its endpoint has not confirmed yet by the SubscriptionArn ``PendingConfirmation`` in
 ListSubscriptionsByTopic (SNS API reference, ListSubscriptionsByTopic / Subscription: "SubscriptionArn ... If the
 subscription is pending confirmation, the value is PendingConfirmation"; an email endpoint gets nothing until its
-owner follows the link in AWS's confirmation mail, and an unconfirmed subscription is deleted after three days:
-SNS developer guide, "Subscribing to an Amazon SNS topic"). The results come in pages of 100 with NextToken.
+owner follows the link in AWS's confirmation mail, and "Amazon SNS automatically deletes unconfirmed subscriptions
+after 48 hours": SNS developer guide, "Deleting an Amazon SNS subscription and topic"). The results come in pages of
+100 with NextToken.
 """
 
 from __future__ import annotations
