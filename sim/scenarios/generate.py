@@ -656,7 +656,8 @@ def health_alarm_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "title: (t) DynamoDB fails the node handler on every attempt: its Errors and dead-letter alarms page",
             "fault: dynamodb:BatchGetItem=InternalServerError:12",
             "expect: three invocations raise (Lambda's two retries), the event goes to the DLQ; the function's Errors "
-            "alarm and its DeadLetters alarm each publish one page through the topic",
+            "alarm pages at 08:15, goes OK at 08:17 on the canary's invocation at 08:16 (it succeeds: a real datapoint "
+            "of no error) and pages again at 08:18 for the last retry; its DeadLetters alarm pages once",
         ], [clock(T0 - minutes(3)), sample, clock(T0 + minutes(20))]),
         "zb-failed-node-alarm.jsonl": ([
             "title: (u) A Slurm node left in Failure past repair_minutes: the failed-node alarm pages",

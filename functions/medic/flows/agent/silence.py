@@ -70,7 +70,8 @@ def _watch(cluster: Cluster, run_id: str, deps: Deps) -> list[dict]:
         record = about.record(fault=Fault.AGENT_SILENT, action=Action.NONE, outcome=Outcome.FAILED,
                               reason=short(_silent_reason(cluster, verdict, watch.last_seen, watch.watching_since,
                                                           deps), 500))
-        page = _silent_page(record, cluster, store.heartbeat_said(cluster.name))
+        page = _silent_page(record, cluster, store.heartbeat_said(cluster.name),
+                            never=verdict.state is AgentState.NEVER_REPORTED)
         return [emit(record.paged_if(page_incident(deps, deps.table, record, page,
                                                    claim=f"{agent_incident(cluster.name)}:{verdict.silence}",
                                                    window=window)))]
@@ -110,8 +111,8 @@ def _said_text(said: dict[str, str]) -> str:
     return f"; the agent said {', '.join(parts)}" if parts else ""
 
 
-def _silent_page(record: Record, cluster: Cluster, said: dict[str, str]) -> PageText:
-    what = "has never reported" if "never reported" in record["reason"] else "is silent"
+def _silent_page(record: Record, cluster: Cluster, said: dict[str, str], *, never: bool) -> PageText:
+    what = "has never reported" if never else "is silent"
     lines = (
         f"Cluster:        {cluster.name} ({cluster.orchestrator})",
         f"Agent:          {'; '.join(f'{name} {quoted(value, 64)}' for name, value in said.items()) or 'unknown'}",
