@@ -154,7 +154,7 @@ def test_p_awss_documented_alarm_event_delivered_three_times_acts_once(replay):
     assert result.pages == [] and result.alarms == []
 
 
-def test_t_a_handler_failing_every_retry_pages_once_for_its_errors_and_once_for_its_dead_letter_queue(replay):
+def test_t_a_handler_failing_every_retry_pages_for_its_errors_and_once_for_its_dead_letter_queue(replay):
     # Given DynamoDB failing the node handler's ledger read on every attempt (12 = 3 invocations x 4 attempts)
     result = replay(SCENARIOS / "za-handler-fails-every-retry.jsonl")
     # Then Lambda gives up after its two retries and the event waits in the function's DLQ
