@@ -192,6 +192,17 @@ class Operations(Construct):
                                function.function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"))]),
             records("Latest remediation records", f"{RECORD_FIELDS} | {RECORDS} | sort @timestamp desc | limit 50"),
         )
+        # Medic's dead-man's switches (issue 29): each cluster's agent heartbeat age, the canary's
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Agents: seconds since each cluster's agent heartbeat (DynamoDB's clock)", width=12, height=6,
+                left=[cw.MathExpression(
+                    expression="SEARCH('{Medic/Cluster,Cluster,service} MetricName=\"AgentHeartbeatAgeSeconds\"', "
+                               "'Maximum', 300)", label="agent heartbeat age", period=FIVE_MINUTES)]),
+            cw.GraphWidget(
+                title="Canary: seconds since the last one came back (CanaryLate pages past 900)", width=12, height=6,
+                left=[_medic_metric("CanaryAgeSeconds").with_(statistic="Maximum")]),
+        )
         return dashboard
 
 

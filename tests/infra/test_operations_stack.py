@@ -59,7 +59,8 @@ def test_the_dashboard_shows_outcomes_pages_incidents_latency_queues_mode_and_re
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for title in ("Actions and outcomes per cluster", "Suppressed, failed, pages", "Open incidents",
                   "Time from event to action", "Dead-letter queues", "Mode at the latest decisions",
-                  "Latest remediation records", "errors and throttles"):
+                  "Latest remediation records", "errors and throttles", "Agents: seconds since each cluster's agent",
+                  "Canary: seconds since the last one came back"):
         assert title in body, title
 
 
