@@ -403,7 +403,8 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (zd) Slurm: the agent dies right after its heartbeat; a requeue is queued for it",
             "expect: requeue_job deferred (the heartbeat, timed by DynamoDB, is 35 s old); no result ever comes; "
             "the reconciler's sweep at 08:24 closes it as failed (10 minutes), gives the restart back to the "
-            "budget, withdraws the command and pages once; the agent back at 08:35 does not run it late",
+            "budget, withdraws the command and pages once; the 08:29 sweep reports the agent silent (one page); the "
+            "agent back at 08:35 does not run it late",
         ], [{"sim": {"slurm_job": SLURM_JOB}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:13:30Z"}}},
             requeue_request(event_id="0c6b1d2e-8f3a-4e5b-9c7d-1a2b3c4d5e6f"),
