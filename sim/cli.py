@@ -79,13 +79,47 @@ def _default_config() -> Path:
 def _demo(args: argparse.Namespace) -> int:
     from sim.replay import run
 
+    verdicts: list[tuple[str, bool]] = []
     for path in args.scenarios or bundled():
         scenario = read_scenario(path)
         config = scenario.config or args.config or DEMO_CONFIG
         faults = [parse_fault(spec) for spec in scenario.faults]
         result = run(scenario.lines, config, faults, err=sys.stderr)
-        print(render(scenario.title, scenario.expect, result, config, scenario.faults))
-    return 0
+        passed, verdict = check_lines(scenario.checks, result)
+        print(render(scenario.title, scenario.expect, result, config, scenario.faults) + "\n".join(verdict) + "\n")
+        verdicts.append((scenario.title, passed))
+    failed = [title for title, passed in verdicts if not passed]
+    print(f"== {len(verdicts)} scenarios: {len(verdicts) - len(failed)} PASS, {len(failed)} FAIL ==")
+    for title in failed:
+        print(f"   FAIL: {title}")
+    return 1 if failed else 0
+
+
+def check_lines(checks: list[str], result: ReplayResult) -> tuple[bool, list[str]]:
+    """Each of the scenario's checks against its replay (sim/expect.py), one line each, then PASS or FAIL: a
+    scenario with no check, or with a check that cannot be read, fails."""
+    from sim.expect import CheckSyntaxError, parse_check
+
+    lines, failures = [], 0
+    for source in checks:
+        try:
+            check = parse_check(source)
+        except CheckSyntaxError as error:
+            failures += 1
+            lines.append(f"   check: {source}  -> FAIL: {error}")
+            continue
+        met, actual = check.evaluate(result)
+        failures += not met
+        lines.append(f"   check: {source}" + ("" if met else f"  -> FAIL: got {actual}"))
+    met = len(checks) - failures
+    if not checks:
+        failures += 1
+        lines.append("   check: none: a scenario says what it expects in '# check:' lines (sim/README.md, Checks)")
+    if result.skipped:
+        failures += 1
+        lines.append(f"   input: {result.skipped} item(s) skipped (named on stderr): the replay is not the scenario's")
+    lines.append(f"   {'PASS' if not failures else 'FAIL'} ({met} of {len(checks)} checks met)")
+    return not failures, lines
 
 
 # The calls that change something outside Medic, as the demo's summary counts them.

@@ -85,6 +85,7 @@ class ReplayResult:
     # events the handlers put (PutEvents: Medic's canary), as the rules delivered them: id, source, detail-type, time,
     # functions (the names of the functions the rules took it to; [] when no rule took it)
     put_events: list[dict] = field(default_factory=list)
+    skipped: int = 0  # input lines (or documents) the replay could not use, each said on stderr
 
     @property
     def records(self) -> list[dict]:
@@ -187,9 +188,11 @@ class Replay:
         self._epoch: datetime | None = None
         self._monotonic_last = 0.0
 
-    def error(self, lineno: int, message: str) -> None:
+    def error(self, lineno: int, message: str, *, skipped: bool = True) -> None:
+        """An input line the replay says something about: by default one it could not use (skipped)."""
         text = f"line {lineno}: {message}"
         self.result.errors.append(text)
+        self.result.skipped += skipped
         print(f"sim: {text}", file=self.err)
 
     def emit(self, line: dict) -> None:
@@ -603,7 +606,7 @@ class Replay:
         if when is None:
             when = self.now or datetime.now(UTC).replace(microsecond=0)
             self.error(lineno, f"event time {event.get('time')!r} is not an ISO 8601 time; "
-                               f"replaying it at {when.isoformat()}")
+                               f"replaying it at {when.isoformat()}", skipped=False)
         when = self.arrival(when)
         self.move_clock(when)
         self.deliver_event(event, when)

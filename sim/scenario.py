@@ -5,6 +5,7 @@ inject and the expected result, e.g.::
     # config: dry-run.medic.yaml        (relative to the scenario file)
     # fault: sns:Publish=InternalError:10   (repeatable; as --fault, which adds to or overrides them)
     # expect: at most 4 executed, the rest suppressed, one summary page
+    # check: records outcome=executed <= 4     (repeatable; sim/expect.py: what `sim demo` verifies)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 DEMO_CONFIG = SCENARIOS / "demo.medic.yaml"
-_HEADER = re.compile(r"^#\s*(title|config|expect|fault)\s*:\s*(.+?)\s*$")
+_HEADER = re.compile(r"^#\s*(title|config|expect|fault|check)\s*:\s*(.+?)\s*$")
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Scenario:
     config: Path | None
     expect: str
     faults: list[str] = field(default_factory=list)  # --fault specs from '# fault:' lines
+    checks: list[str] = field(default_factory=list)  # '# check:' lines (sim/expect.py), in order
 
 
 def read_scenario(path: Path) -> Scenario:
@@ -33,6 +35,7 @@ def read_scenario(path: Path) -> Scenario:
     lines = path.read_text().splitlines()
     header: dict[str, str] = {}
     faults: list[str] = []
+    checks: list[str] = []
     for line in lines:
         if not line.strip():
             continue
@@ -41,11 +44,15 @@ def read_scenario(path: Path) -> Scenario:
         match = _HEADER.match(line.strip())
         if match and match.group(1) == "fault":
             faults.append(match.group(2))
+        elif match and match.group(1) == "check":
+            checks.append(match.group(2))
         elif match:
             header.setdefault(match.group(1), match.group(2))
     config = (path.parent / header["config"]) if "config" in header else None
-    return Scenario(path, lines, header.get("title", path.stem), config, header.get("expect", ""), faults)
+    return Scenario(path, lines, header.get("title", path.stem), config, header.get("expect", ""), faults,
+                    checks)
 
 
 def bundled() -> list[Path]:
     return sorted(SCENARIOS.glob("*.jsonl"))
+

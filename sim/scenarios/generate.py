@@ -231,55 +231,104 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         "a-single-fault.jsonl": ([
             "title: (a) One GPU fault: NvidiaErrorTerminate -> replace",
             "expect: replace_node executed, no page",
+            "check: records .action == replace_node",
+            "check: records .outcome == executed",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: pages == 0",
         ], [sample]),
         "b-repeat-delivery.jsonl": ([
             "title: (b) Repeat delivery: the same event twice",
             "expect: executed, then duplicate; exactly one BatchReplaceClusterNodes call",
+            "check: records .outcome == executed, duplicate",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: pages == 0",
         ], [sample, sample]),
         "c-escalation.jsonl": ([
             "title: (c) Escalation: a rebooted node fails again two hours later",
             "expect: reboot_node executed, then replace_node executed",
+            "check: records .action == reboot_node, replace_node",
+            "check: records .outcome == executed, executed",
+            "check: calls sagemaker:BatchRebootClusterNodes == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
         ], [event(fault="NvidiaErrorReboot"), event(at=T0 + timedelta(hours=2), fault="NvidiaErrorReboot")]),
         "d-storm.jsonl": ([
             "title: (d) Storm: 30 failing nodes in one cluster within ten minutes",
             "expect: at most 4 executed (hourly budget), the rest suppressed, one summary page",
+            "check: records == 30",
+            "check: records outcome=executed >= 1",
+            "check: records outcome=executed <= 4",
+            "check: records outcome!=executed outcome!=suppressed == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes <= 4",
+            "check: pages == 1",
         ], storm),
         "e-protected-node.jsonl": ([
             "title: (e) Protected node: a GPU fault on the Slurm controller",
             "expect: no node action, one page for a human",
+            "check: records .outcome == suppressed",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages == 1",
         ], [{"sim": {"node": {"cluster": "pretrain-slurm", "id": "i-0c0ffee0c0ffee001", "group": "controller"}}},
             event("i-0c0ffee0c0ffee001")]),
         "f-dry-run.jsonl": ([
             "title: (f) Dry run: the same fault with mode dry_run",
             "config: dry-run.medic.yaml",
             "expect: outcome dry_run, no BatchReplace/BatchReboot call, no page",
+            "check: records .outcome == dry_run",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages == 0",
         ], [sample]),
         "g-hostile-input.jsonl": ([
             "title: (g) Hostile input: a shell command in the InstanceId, then a valid event",
             "expect: the first rejected with no call; the next valid event still executes",
+            "check: records .outcome == rejected, executed",
+            "check: records outcome=rejected action=none == 1",
+            "check: records outcome=executed node_id=i-0a1b2c3d4e5f60718 == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
         ], [event("i-0abc; rm -rf /", event_id="6e0c1d1e-0b7a-4b8e-9a0e-1f2a3b4c5d6e"),
             event("i-0a1b2c3d4e5f60718", T0 + timedelta(minutes=1))]),
         "h-training-job-restart.jsonl": ([
             "title: (h) Training job: a retryable failure with a checkpoint in S3 -> restart from it",
             "expect: restart_job executed, new job ft-mistral-7b-0042-r1 with the same checkpoint URI, no page",
+            "check: records .action == restart_job",
+            "check: records .outcome == executed",
+            "check: training_jobs name=ft-mistral-7b-0042-r1 "
+            "checkpoint=s3://ml-artifacts-123456789012/ft/checkpoints/ft-mistral-7b/ == 1",
+            "check: pages == 0",
         ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed()]),
         "i-training-job-gives-up.jsonl": ([
             "title: (i) Training job: every restart fails the same way until the budget is spent",
             "expect: three restarts executed (r1..r3), then suppressed with one give-up page",
+            "check: records .outcome == executed, executed, executed, suppressed",
+            "check: training_jobs .name == ft-mistral-7b-0042-r1, ft-mistral-7b-0042-r2, ft-mistral-7b-0042-r3",
+            "check: records outcome=suppressed paged=true == 1",
+            "check: pages == 1",
         ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(),
             *(restart_failed(k, T_JOB + timedelta(hours=3 * k)) for k in (1, 2, 3))]),
         "j-training-job-not-retryable.jsonl": ([
             "title: (j) Training job: CUDA out of memory is not retryable",
             "expect: no restart, one page for a human",
+            "check: records .action == none",
+            "check: records .outcome == deferred",
+            "check: calls sagemaker:CreateTrainingJob == 0",
+            "check: pages == 1",
         ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=CUDA_OOM)]),
         "k-slurm-requeue.jsonl": ([
             "title: (k) Slurm: an operator asks to requeue job 4211; the cluster's agent is up",
             "expect: requeue_job deferred (queued for the agent), then executed when the agent reports; no page",
+            "check: records .action == requeue_job, requeue_job",
+            "check: records .outcome == deferred, executed",
+            'check: slurm_commands argv="scontrol requeue 4211" exit=0 == 1',
+            "check: pages == 0",
         ], [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             requeue_request()]),
         "l-slurm-agent-down.jsonl": ([
             "title: (l) Slurm: the same request while the agent has not reported for 12 minutes",
             "expect: requeue_job failed, nothing queued, one page to check the agent",
+            "check: records .outcome == failed",
+            "check: calls sqs:SendMessage == 0",
+            "check: pages == 1",
         ], [{"sim": {"slurm_job": SLURM_JOB}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z"}}},
             requeue_request()]),
@@ -320,6 +369,12 @@ def replay_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (zx) Someone replays the morning's events from the archive to every rule, two hours later",
             "expect: the live requeue request and reboot act once; their replays (replay-name, new ids, the old "
             "times) reach no handler: no second requeue, no replace, no record, no page",
+            "check: records action=requeue_job .outcome == deferred, executed",
+            'check: slurm_commands argv~"scontrol requeue" == 1',
+            "check: calls sagemaker:BatchRebootClusterNodes == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: records == 6",
+            "check: pages == 0",
         ], [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             request, reboot, {"sim": {"advance": "+2h"}}, replayed(request, replay), replayed(reboot, replay)]),
     }
@@ -360,6 +415,10 @@ def edge_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: the plain redrive is rejected naming its age (8 d, older than the 1 d 7 h deliveries can take), "
             "no call; the redrive with the override (medic-redrive for its id) reboots the node; the 1970 event is "
             "rejected; one reboot in all, no page",
+            "check: records .outcome == rejected, executed, rejected",
+            'check: records outcome=rejected reason~"8 d old" == 1',
+            "check: calls sagemaker:BatchRebootClusterNodes == 1",
+            "check: pages == 0",
         ], [clock(T0 + timedelta(days=8)), reboot,
             redriven(reboot, "alice@example.com", "DLQ after the DynamoDB outage; the node still reports Xid 79"),
             epoch]),
@@ -367,16 +426,28 @@ def edge_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (zzb) A Healthy report dated a month ahead arrives between two faults of the node",
             "expect: the node is rebooted; the future-dated Healthy report is rejected (dated 30 d after Medic's "
             "clock); the node failing again two hours later is replaced (escalation), not ignored as stale",
+            "check: records .action == reboot_node, none, replace_node",
+            "check: records .outcome == executed, rejected, executed",
+            "check: pages == 0",
         ], [reboot, {"sim": {"advance": "+20m"}}, {"sim": {"put_event": healthy}},
             event(at=T0 + timedelta(hours=2), fault="NvidiaErrorReboot")]),
         "zzc-foreign-partition-and-account.jsonl": ([
             "title: (zzc) Events naming another partition (aws-us-gov, aws-iso-b) or another account's alarm",
             "expect: the node event, the training job event and the alarm are rejected: no reboot, no restart, no "
             "page",
+            "check: records .outcome == rejected, rejected, rejected",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:CreateTrainingJob == 0",
+            "check: pages == 0",
         ], [{"sim": {"s3_put": CHECKPOINT}}, iso_job, other_account, gov]),
         "zzd-time-without-zone.jsonl": ([
             "title: (zzd) A node event and an alarm whose times have no time zone",
             "expect: both rejected naming the time; no crash, nothing in a dead-letter queue, no call, no page",
+            "check: records .outcome == rejected, rejected",
+            'check: records reason~"no time zone" == 2',
+            "check: dropped == 0",
+            "check: pages == 0",
         ], [clock(T0), naive, naive_alarm]),
     }
 
@@ -391,6 +462,10 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: requeue_job deferred; the forged result (written by other-slurm's agent, under its own key) "
             "rejected and paged once as its own incident; the real requeue then fails in Slurm and its own "
             "incident still pages",
+            "check: records action=requeue_job .outcome == deferred, failed",
+            "check: records outcome=rejected cluster=other-slurm paged=true == 1",
+            'check: slurm_commands argv="scontrol requeue 4211" exit=1 == 1',
+            "check: pages == 2",
         ], [{"sim": {"slurm_job": pending}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:13:30Z"}}},
             requeue_request(event_id="7a1e2f64-3c5d-4b8e-9f01-2d3c4b5a6e7f"),
@@ -405,6 +480,11 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "the reconciler's sweep at 08:24 closes it as failed (10 minutes), gives the restart back to the "
             "budget, withdraws the command and pages once; the 08:29 sweep reports the agent silent (one page); the "
             "agent back at 08:35 does not run it late",
+            "check: records .outcome == deferred, failed, failed",
+            "check: records outcome=failed timestamp~T08:24:05 == 1",
+            "check: records fault=agent_silent timestamp~T08:29:05 == 1",
+            "check: slurm_commands == 0",
+            "check: pages == 2",
         ], [{"sim": {"slurm_job": SLURM_JOB}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:13:30Z"}}},
             requeue_request(event_id="0c6b1d2e-8f3a-4e5b-9c7d-1a2b3c4d5e6f"),
@@ -415,6 +495,9 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (ze) Slurm: the agent's clock runs an hour ahead, and it died at 08:02",
             "expect: its last heartbeat says 09:02 by its own clock, but DynamoDB wrote it at 08:02: requeue_job "
             "failed, nothing queued, one page to check the agent",
+            "check: records .outcome == failed",
+            "check: calls sqs:SendMessage == 0",
+            "check: pages == 1",
         ], [{"sim": {"slurm_job": SLURM_JOB}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z",
                                "clock_ahead": "+1h"}}},
@@ -425,6 +508,10 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: requeue_job failed and one page at 08:14 (a standby's heartbeat never counts: it would not run "
             "the command); after the failover the second head node's agent is primary and runs the 08:20 requeue "
             "(deferred, then executed on ip-10-1-0-11)",
+            "check: records .outcome == failed, deferred, executed",
+            'check: slurm_commands argv="scontrol requeue 4211" host=ip-10-1-0-11 == 1',
+            "check: slurm_commands host=ip-10-1-0-10 == 0",
+            "check: pages == 1",
         ], [{"sim": {"slurm_job": SLURM_JOB}},
             {"sim": {"slurm": {"cluster": "pretrain-slurm", "controllers": 2, "primary": 1}}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "controller": 1, "heartbeat": "2026-11-20T08:02:00Z"}}},
@@ -454,6 +541,12 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
             "job_states see it running (restarts 1): Medic requeues nothing; at 08:49 the replacement is Running: the "
             "node, still drained with Medic's reason, resumed in Slurm and the job recorded ignored (Slurm requeued "
             "it); no page",
+            "check: records action=replace_node .outcome == deferred, executed, executed, executed",
+            "check: records trigger=node_repair jobs~4211 == 1",
+            "check: records job=4211 outcome=ignored == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            "check: pages == 0",
         ], [{"sim": {"slurm_job": on_node}}, agent_up, sample, *resumed]),
         "zo-node-repair-job-not-requeueable.jsonl": ([
             "title: (zo) Slurm: the same fault, job 4211 submitted with sbatch --no-requeue",
@@ -461,6 +554,11 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
             "down; the 08:19 sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page "
             "naming the job and saying to resubmit it; no scontrol requeue, no restart spent; at 08:44 the node is "
             "resumed and nothing more is asked or paged",
+            "check: records fault=job_not_requeueable .outcome == deferred",
+            "check: records fault=job_not_requeueable paged=true == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: pages == 1",
         ], [{"sim": {"slurm_job": {**on_node, "requeue": False}}}, agent_up, sample,
             {"sim": {"advance": "2026-11-20T08:50:00Z"}}]),
         "zi-node-repair-auto-resume.jsonl": ([
@@ -468,12 +566,23 @@ def node_repair_scenarios(sample: dict) -> dict[str, tuple[list[str], list[objec
             "expect: replace_node executed once the agent reports the drain; the drain's record lists job 4211; "
             "HyperPod's auto-resume runs it again when the node is back: no requeue, the job recorded ignored (running "
             "again); no page",
+            "check: records action=replace_node .outcome == deferred, executed, executed, executed",
+            "check: records trigger=node_repair jobs~4211 == 1",
+            "check: records job=4211 outcome=ignored == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            "check: pages == 0",
         ], [{"sim": {"slurm_job": {**on_node, "auto_resume": True}}}, agent_up, sample,
             {"sim": {"advance": "2026-11-20T08:50:00Z"}}]),
         "zj-node-repair-agent-down.jsonl": ([
             "title: (zj) Slurm: the same fault while the agent has not reported for 12 minutes",
             "expect: the node is still replaced (the repair matters more); the record's jobs is null (unknown), "
             "nothing drained; one page says the jobs on the node need a look",
+            "check: records .outcome == executed",
+            "check: records .jobs == null",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: slurm_commands == 0",
+            "check: pages == 1",
         ], [{"sim": {"slurm_job": on_node}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:02:00Z"}}}, sample]),
     }
@@ -498,6 +607,11 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "the stall alarm at 08:27 is deferred to the repair (no requeue, no page); at 08:45 the replacement is "
             "Running: the node, still drained with Medic's reason, is resumed, the job's recovery window starts and "
             "Slurm starts the job; it steps again from 08:52: recovered; no page",
+            "check: records action=replace_node .outcome == deferred, executed, executed, executed",
+            "check: records fault=stalled outcome=deferred paged=false == 1",
+            "check: records fault=recovered == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            "check: pages == 0",
         ], [{"sim": {"slurm_job": everywhere}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             *stepping, sample, *resumed]),
@@ -506,6 +620,11 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "expect: the probe names the node the job ran on; the reconciler sees that node Pending; the stall alarm "
             "at 08:27 is deferred to HyperPod's repair (no requeue, no page); the node Running again at 08:40 starts "
             "the job's recovery window; it steps again at 08:47: recovered; no page",
+            "check: records fault=stalled outcome=deferred == 1",
+            "check: records fault=recovered == 1",
+            "check: calls sqs:SendMessage == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: pages == 0",
         ], [{"sim": {"slurm_job": on_node}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             *[{**line, "sim": {**line["sim"], "probe": {**line["sim"]["probe"], "node": REPAIRED_NAME}}}
               if "probe" in line["sim"] else line for line in stepping],
@@ -587,12 +706,21 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: stall ALARM at 03:18 (10 minutes of breaching silence after the 03:05 minute, in a 12-minute "
             "evaluation range); requeue_job deferred then executed; recovered at 03:25; the alarm OK at 03:25 closes; "
             "no page",
+            "check: alarms alarm=medic-stall-llama3-70b to=ALARM timestamp~T03:18:00 == 1",
+            "check: records action=requeue_job .outcome == deferred, executed",
+            "check: records fault=recovered timestamp~T03:25:00 == 1",
+            "check: alarms alarm=medic-stall-llama3-70b to=OK timestamp~T03:25:00 == 1",
+            "check: pages == 0",
         ], [*healthy, *resumed, clock(T_ALARM + minutes(30))]),
         "zf-stall-resumed-from-scratch.jsonl": ([
             "title: (zf) Stall: requeued, and training resumes, but from step 0 instead of the checkpoint at 1200",
             "expect: stall ALARM at 03:18, requeue_job deferred then executed; at 03:25 the recovery check finds the "
             "job stepping again from step 0 (first report 25, 25 steps counted): resumed_behind failed, one page "
             "with both numbers and the 1200 steps lost; the alarm OK at 03:25 pages nothing more",
+            "check: records action=requeue_job .outcome == deferred, executed",
+            "check: records fault=resumed_behind outcome=failed paged=true == 1",
+            'check: pages message~"Steps lost:      1200" == 1',
+            "check: pages == 1",
         ], [*healthy, *every_minute(T_ALARM + minutes(24), T_ALARM + minutes(27), steps=25, loss=2.9,
                                     tokens_per_sec=40500.0, new_process=True, step=25),
             clock(T_ALARM + minutes(30))]),
@@ -600,11 +728,23 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (n) Stall: requeued, but training never resumes",
             "expect: stall ALARM at 03:18, requeue_job deferred then executed; no_progress failed with one page at "
             "03:40; the alarm stays in ALARM: no second requeue",
+            "check: alarms alarm=medic-stall-llama3-70b to=ALARM timestamp~T03:18:00 == 1",
+            "check: records action=requeue_job .outcome == deferred, executed",
+            "check: records fault=no_progress outcome=failed timestamp~T03:40:00 == 1",
+            "check: pages == 1",
+            "check: calls sqs:SendMessage == 1",
+            "check: alarms to=OK == 0",
         ], [*healthy, clock(T_ALARM + minutes(60))]),
         "o-divergence.jsonl": ([
             "title: (o) Divergence: the loss turns NaN -> the divergence alarm -> one page with the last checkpoint",
             "expect: divergence ALARM at 03:03; deferred with one page naming checkpoint step 1200; nothing requeued "
             "or restarted",
+            "check: alarms alarm=medic-divergence-llama3-70b to=ALARM timestamp~T03:03:00 == 1",
+            "check: records .outcome == deferred",
+            'check: pages message~"Last checkpoint:  step 1200" == 1',
+            "check: pages == 1",
+            "check: calls sqs:SendMessage == 0",
+            "check: calls sagemaker:CreateTrainingJob == 0",
         ], [clock(T_ALARM), *slurm,
             *every_minute(T_ALARM, T_ALARM + minutes(1), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
                           checkpoint=1200),
@@ -615,6 +755,10 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "once under another id)",
             "expect: ignored once (the heartbeat read back counts steps: the job is making progress, no requeue), "
             "then duplicate twice; no command; the evaluated stall alarm itself stays OK",
+            "check: records .outcome == ignored, duplicate, duplicate",
+            "check: calls sqs:SendMessage == 0",
+            "check: alarms to=ALARM == 0",
+            "check: pages == 0",
         ], [*healthy, clock(T_ALARM + minutes(11)), AWS_SAMPLE_ALARM, AWS_SAMPLE_ALARM,
             {**AWS_SAMPLE_ALARM, "id": "0a7d4c52-9e1b-4f3a-b6c8-2d5e7f9a1b3c"}]),
         "zn-stall-job-completed.jsonl": ([
@@ -623,6 +767,10 @@ def alarm_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: stall ALARM at 03:18; requeue_job deferred; the agent finds no llama3-70b pending or running, "
             "slurmctld has forgotten it (MinJobAge, 300 s), sacct says 4211 COMPLETED: the requeue is ignored (the "
             "job completed), the restart given back, the recovery watch ended; no page, then or later",
+            "check: records .outcome == deferred, ignored",
+            "check: records fault=completed outcome=ignored == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            "check: pages == 0",
         ], [*healthy, {"sim": {"slurm": {"cluster": "pretrain-slurm", "accounting": True}}},
             clock(T_ALARM + minutes(5) + timedelta(seconds=30)),
             {"sim": {"slurm_job": {**SLURM_JOB, "state": "COMPLETED"}}}, clock(T_ALARM + minutes(45))]),
@@ -639,6 +787,11 @@ def completion_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "silence trips the stall alarm",
             "expect: the last steps and Completed at 03:05:40, Slurm job 4211 COMPLETED; stall ALARM at 03:18; "
             "ignored (fault completed, the marker's time and step 1450); no command to the agent, no page",
+            "check: alarms alarm=medic-stall-llama3-70b to=ALARM timestamp~T03:18:00 == 1",
+            "check: records .outcome == ignored",
+            "check: records fault=completed == 1",
+            "check: calls sqs:SendMessage == 0",
+            "check: pages == 0",
         ], [clock(T_ALARM), *slurm,
             *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
                           checkpoint=1200),
@@ -659,12 +812,23 @@ def health_alarm_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "expect: three invocations raise (Lambda's two retries), the event goes to the DLQ; the function's Errors "
             "alarm pages at 08:15, goes OK at 08:17 on the canary's invocation at 08:16 (it succeeds: a real datapoint "
             "of no error) and pages again at 08:18 for the last retry; its DeadLetters alarm pages once",
+            "check: dropped == 1",
+            "check: alarms to=ALARM alarm~OperationsErrors == 2",
+            "check: alarms to=ALARM alarm~OperationsDeadLetters == 1",
+            "check: pages == 3",
         ], [clock(T0 - minutes(3)), sample, clock(T0 + minutes(20))]),
         "zb-failed-node-alarm.jsonl": ([
             "title: (u) A Slurm node left in Failure past repair_minutes: the failed-node alarm pages",
             "expect: the reconciler pages the unexplained failed node once; its FailedNodes gauge keeps the "
             "failed-node alarm breaching; after 30 minutes of sweeps the alarm fires and Medic pages (no Medic repair "
             "in flight), as the cluster's node pages' summary for the hour",
+            "check: records fault=unknown paged=true == 1",
+            "check: alarms alarm=medic-failed-nodes-pretrain-slurm to=ALARM == 1",
+            "check: records fault=failed_nodes paged=true == 1",
+            'check: pages subject~"held until" == 1',
+            "check: pages == 2",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
         ], [clock(T0 - minutes(4)),
             {"sim": {"node": {"cluster": "pretrain-slurm", "id": failed_node, "group": "workers",
                               "status": "Failure"}}},
@@ -678,17 +842,30 @@ def fault_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]:
             "title: (q) Fault: HyperPod throttles the first two replace calls",
             "fault: sagemaker:BatchReplaceClusterNodes=ThrottlingException:2",
             "expect: botocore retries; replace_node executed once (1 call, 3 attempts), no page",
+            "check: records .outcome == executed",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: attempts sagemaker:BatchReplaceClusterNodes == 3",
+            "check: injected sagemaker:BatchReplaceClusterNodes == 2",
+            "check: pages == 0",
         ], [sample]),
         "r-permanent-node-error.jsonl": ([
             "title: (r) Fault: Medic's role may not replace nodes (AccessDeniedException)",
             "fault: sagemaker:BatchReplaceClusterNodes=AccessDeniedException:1",
             "expect: replace_node failed, not retried, one page",
+            "check: records .outcome == failed",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: pages == 1",
         ], [sample]),
         "s-page-publish-fails.jsonl": ([
             "title: (s) Fault: SNS Publish fails while a protected node needs a human; the handler does not raise",
             "fault: sns:Publish=InternalError:10",
             "expect: the record is still written (paged false), PageFailures 1 in the handler's metrics, no page, "
             "nothing dropped to the DLQ",
+            "check: records .outcome == suppressed",
+            "check: records .paged == false",
+            "check: metric PageFailures == 1",
+            "check: pages == 0",
+            "check: dropped == 0",
         ], [{"sim": {"node": {"cluster": "pretrain-slurm", "id": "i-0c0ffee0c0ffee001", "group": "controller"}}},
             event("i-0c0ffee0c0ffee001")]),
     }
@@ -709,6 +886,10 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
         "t-slurm-controller-machine.jsonl": ([
             "title: (t) A Slurm controller in AWS's sample group controller-machine (protected by default)",
             "expect: a reboot-class fault gets no node action and one page",
+            "check: records .outcome == suppressed",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: pages == 1",
         ], [{"sim": {"cluster": {"name": "pretrain-slurm",
                                  "groups": {"controller-machine": 1, "login-group": 1, "worker-group-1": 16}}}},
             {"sim": {"node": {"cluster": "pretrain-slurm", "id": controller, "group": "controller-machine"}}},
@@ -716,28 +897,52 @@ def node_trust_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object
         "u-node-recovery-disagrees.jsonl": ([
             "title: (u) DescribeCluster says NodeRecovery Automatic; medic.yaml says node_recovery none",
             "expect: both faults deferred to HyperPod, no node call; the disagreement recorded and paged once",
+            "check: records fault=gpu_fatal .outcome == deferred, deferred",
+            "check: records fault=config_mismatch paged=true == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages == 1",
         ], [{"sim": {"cluster": {"name": "pretrain-slurm", "node_recovery": "Automatic"}}},
             sample, event("i-0a1b2c3d4e5f60718", T0 + timedelta(minutes=10))]),
         "v-replaced-node-old-id.jsonl": ([
             "title: (v) A node Medic replaced fails again hours later under its old (terminated) instance id",
             "expect: replace_node executed once (the node gets a new instance id); the later event is ignored",
+            "check: records .outcome == executed, ignored",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: pages == 0",
         ], [sample, {"sim": {"advance": "+3h"}}, event(at=T0 + timedelta(hours=3))]),
         "w-not-found-node.jsonl": ([
             "title: (w) A node whose ClusterInstanceStatus is NotFound reports a GPU fault",
             "expect: ignored (the node is gone), no node call, no page",
+            "check: records .outcome == ignored",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages == 0",
         ], [{"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "group": "workers", "status": "NotFound"}}},
             sample]),
         "x-event-redelivered-later.jsonl": ([
             "title: (x) The same node health event (same id) delivered again two hours later (DLQ redrive, replay)",
             "expect: rebooted once; the redelivery is a duplicate with no call",
+            "check: records .outcome == executed, duplicate",
+            "check: calls sagemaker:BatchRebootClusterNodes == 1",
+            "check: pages == 0",
         ], [event(fault="NvidiaErrorReboot"), {"sim": {"advance": "+2h"}}, event(fault="NvidiaErrorReboot")]),
         "y-stale-unhealthy-event.jsonl": ([
             "title: (y) An unhealthy event older than the node's last healthy report arrives late",
             "expect: the healthy report is recorded; the late unhealthy event is ignored (stale), no call",
+            "check: records .fault == healthy, gpu_reboot",
+            "check: records .outcome == ignored, ignored",
+            "check: records fault=gpu_reboot reason~Stale == 1",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
         ], [healthy, event(at=T0 + timedelta(minutes=5), fault="NvidiaErrorReboot")]),
         "z-foreign-cluster-arn.jsonl": ([
             "title: (z) A node health event whose ClusterArn names another account",
             "expect: rejected, no call, no page",
+            "check: records .outcome == rejected",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages == 0",
         ], [foreign]),
     }
 
@@ -761,6 +966,10 @@ def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]
             "someone writes three datapoints: a heartbeat back-dated two hours, a step and a heartbeat now",
             "expect: the stall alarm goes OK on the forged heartbeat, then ALARM when it stops; the read-back finds "
             "only heartbeats no probe session vouches for: no requeue (the job is not touched), one page",
+            "check: alarms alarm=medic-stall-llama3-70b to=ALARM timestamp~T03:13:00 == 1",
+            "check: records .outcome == deferred",
+            "check: calls sqs:SendMessage == 0",
+            "check: pages == 1",
         ], [clock(T_ALARM), *slurm, forged("Heartbeat", 5, T_ALARM - timedelta(hours=2)),
             forged("Step", 5, T_ALARM), forged("Heartbeat", 1, T_ALARM), clock(T_ALARM + minutes(20))]),
         "zv-forged-recovery.jsonl": ([
@@ -770,6 +979,11 @@ def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]
             "session: the alarm's OK at 03:23 is no proof of recovery, its ALARM again at 03:38 restarts nothing (the "
             "recovery check owns the incident); no_progress failed with one page at 03:40 saying the reported steps "
             "did not count",
+            "check: records action=requeue_job .outcome == deferred, executed",
+            "check: alarms alarm=medic-stall-llama3-70b to=OK timestamp~T03:23:00 == 1",
+            "check: records fault=no_progress outcome=failed paged=true == 1",
+            "check: calls sqs:SendMessage == 1",
+            "check: pages == 1",
         ], [clock(T_ALARM), *slurm,
             *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
                           checkpoint=1200),
@@ -783,6 +997,11 @@ def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]
             "expect: each request by id is queued, the agent asks squeue for the job's name and refuses (not a job "
             "Medic watches): rejected, nothing requeued, one page for the cluster; the request by name requeues the "
             "one running llama3-70b (4211), never a held namesake: executed",
+            "check: records outcome=rejected .job == 5001, 5002, 5003",
+            "check: records outcome=executed job=llama3-70b == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 1',
+            'check: slurm_commands argv="scontrol requeue 4211" == 1',
+            "check: pages == 1",
         ], [{"sim": {"slurm_job": SLURM_JOB}}, *team_b, *held,
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             *(requeue_request(T0 + minutes(n), job_id=str(5001 + n), reason="please requeue my eval job")
@@ -795,6 +1014,11 @@ def control_scenarios(sample: dict) -> dict[str, tuple[list[str], list[object]]]
             "expect: each change pages once, straight to the topic (the dry_run one too), naming the old and new mode "
             "and who changed it; the node function's read fails every attempt and keeps the last mode known "
             "(paused), not the deployed act: the GPU fault is suppressed and paged, no node call",
+            "check: records fault=mode_changed paged=true == 2",
+            "check: records fault=gpu_fatal .outcome == suppressed",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages == 3",
         ], [clock(T0 - minutes(1) - timedelta(seconds=5)), {"sim": {"mode": "dry_run"}},
             clock(T0 - timedelta(seconds=5)), {"sim": {"mode": "paused"}}, sample]),
     }
@@ -824,6 +1048,11 @@ def flood_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: 16 records (deferred, a human decides); the first event pages, the second pages as the window's "
             "summary (held until 09:32), the next 13 are recorded without a page; at 09:40 the next window's first "
             "page says 13 were held",
+            "check: records == 16",
+            "check: records outcome!=deferred == 0",
+            "check: pages == 3",
+            'check: pages subject~"held until 09:32" == 1',
+            'check: pages message~"Held before:    13 more" == 1',
         ], [*(capacity_error(i, T0 + timedelta(minutes=18, seconds=30 * i)) for i in range(15)),
             capacity_error(15, T0 + timedelta(hours=1, minutes=26))]),
     }
@@ -851,6 +1080,10 @@ def tenant_pod_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "ownerReference carries bert-xl's real uid (the forged uid's pod is not the job's); that pod has been "
             "Terminating for 44 minutes on a NotReady node, but the probe counted steps since: ignored, no restart, "
             "no pod of bert-xl deleted, no page",
+            "check: records fault=pods_stuck_terminating .outcome == ignored",
+            "check: records action=restart_job == 0",
+            "check: kubernetes_calls verb=delete == 0",
+            "check: pages == 0",
         ], [clock(start),
             {"sim": {"k8s_job": {"cluster": eks, "namespace": "kubeflow", "name": "bert-xl", "kind": "PyTorchJob",
                                  "replicas": 4}}},
@@ -882,18 +1115,28 @@ def job_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (zr) Training job: another job under the prefix, tagged medic:lineage=<the victim>, fails first",
             "expect: it restarts as ft-mallory-01-r1 (its own lineage, image and incident); the victim's failure "
             "then restarts the victim as ft-mistral-7b-0042-r1 with its own image; no duplicate, no page",
+            "check: training_jobs .name == ft-mallory-01-r1, ft-mistral-7b-0042-r1",
+            "check: records .outcome == executed, executed",
+            "check: pages == 0",
         ], [{"sim": {"s3_put": CHECKPOINT}}, {"sim": {"s3_put": f"{MALLORY_CHECKPOINT}checkpoint-10.pt"}}, forged,
             training_failed(at=T_JOB + timedelta(hours=1))]),
         "zs-job-restart-name-taken.jsonl": ([
             "title: (zs) Training job: someone created a job under the name of the victim's next restart",
             "expect: CreateTrainingJob refused (ResourceInUse); the job holding the name is not Medic's restart of "
             "this failure: restart_job failed and one page, never a silent duplicate; the other job untouched",
+            "check: records .outcome == failed",
+            "check: training_jobs == 0",
+            "check: pages == 1",
         ], [clock(T_JOB - timedelta(hours=1)), {"sim": {"training_job": squatter}},
             {"sim": {"s3_put": CHECKPOINT}}, training_failed()]),
         "zt-job-attempt-tag-superscript.jsonl": ([
             "title: (zt) Training job: a job tagged medic:attempt=\u00b2 (a superscript two, a valid tag value) fails",
             "expect: no crash, no dead letter: the job is the first of its own lineage, restarted as "
             "ft-mistral-7b-0042-r1 (attempt 1)",
+            "check: records .outcome == executed",
+            "check: training_jobs .name == ft-mistral-7b-0042-r1",
+            "check: dropped == 0",
+            "check: pages == 0",
         ], [{"sim": {"s3_put": CHECKPOINT}},
             training_failed(tags={"medic:lineage": JOB, "medic:attempt": "\u00b2"})]),
     }
@@ -932,6 +1175,9 @@ def untrusted_text_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (zu) Someone else's words in pages: a health reason, a cluster event, a FailureReason and an "
             "alarm's StateReason, each printing a fake 'What to do:' line",
             "expect: four pages; in each, the words quoted on one line and Medic's own 'What to do:' the only one",
+            "check: records .outcome == deferred, deferred, deferred, deferred",
+            "check: records paged=true == 4",
+            "check: pages == 4",
         ], [node, cluster_event, {"sim": {"s3_put": CHECKPOINT}}, training_failed(reason=user_error),
             alarm("divergence", "ALARM", T_JOB + minutes(5), reason=f"Threshold Crossed{FAKE_NEXT_STEP}")]),
     }
@@ -957,6 +1203,10 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: the 08:25 sweep records agent_silent (failed) and pages once (silent 19 min, more than "
             "agent_silence_minutes 15); the sweeps after it say nothing more; the 09:00 sweep records agent_back "
             "and sends one all-clear",
+            "check: records .fault == agent_silent, agent_back",
+            "check: records fault=agent_silent timestamp~T08:25:00 paged=true == 1",
+            "check: pages == 2",
+            "check: pages subject~RESOLVED == 1",
         ], [clock(datetime(2026, 11, 20, 8, 0, tzinfo=UTC)),
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             {"sim": {"advance": "+5m"}},
@@ -970,6 +1220,11 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: no canary comes back for 20 minutes: CanaryAgeSeconds 1200 at the 08:25 run, the CanaryLate alarm "
             "goes ALARM at 08:26 and pages once through the topic; the 08:25 canary comes back, and the alarm's OK at "
             "08:31 sends the all-clear",
+            "check: records == 0",
+            "check: alarms alarm~CanaryLate .to == ALARM, OK",
+            "check: alarms alarm~CanaryLate to=ALARM timestamp~T08:26:00 == 1",
+            "check: pages == 2",
+            "check: injected events:PutEvents == 4",
         ], [clock(datetime(2026, 11, 20, 8, 0, tzinfo=UTC)), {"sim": {"advance": "+35m"}}]),
         "zzk-cluster-id-mismatch.jsonl": ([
             "title: (zzk) pretrain-slurm's events name cluster id q8w4e6r2t0yz (the stack's account and region); "
@@ -977,6 +1232,12 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: every node event rejected, no call; one page naming the id to set; the next morning's event "
             "(another UTC day, 23 h later) is recorded without a page: the config window holds until 08:14 the day "
             "after",
+            "check: records .outcome == rejected, rejected, rejected, rejected",
+            "check: records .paged == true, false, false, false",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages message~\"Set id: q8w4e6r2t0yz\" == 1",
+            "check: pages == 1",
         ], [wrong_id(T0, NODE), wrong_id(T0 + timedelta(minutes=3), "i-0a1b2c3d4e5f60718"),
             wrong_id(T0 + timedelta(minutes=7), "i-0f1e2d3c4b5a69788", "NvidiaErrorTerminate"),
             wrong_id(next_morning, NODE)]),

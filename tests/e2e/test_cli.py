@@ -42,6 +42,10 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
     assert out.count("   summary: ") == len(bundled()) == 62
+    # every bundled scenario's checks are met, each said, with the tally last
+    assert out.count("   PASS (") == len(bundled()) and "   FAIL" not in out and "-> FAIL" not in out
+    assert out.rstrip().endswith("== 62 scenarios: 62 PASS, 0 FAIL ==")
+    assert "   check: records .outcome == executed, duplicate\n" in out  # (b)
     assert ("   timeline: stall llama3-70b stalled at 03:05:00: detect +780s -> act +780s -> repair - -> resume +1140s "
             "-> resolved +1200s; lost 240 steps (6 min)") in out
     assert "time      node/job" in out
@@ -55,6 +59,22 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     assert "   schedules ran: ReconcilerSchedule 12×, AlarmResponseRecoverySchedule 12×" in out
     assert "   fault: sagemaker:BatchReplaceClusterNodes=ThrottlingException:2 (2 injected of 3 attempts)" in out
     assert "   metric: PageFailures 1 (pages that could not be published)" in out
+
+
+def test_the_demo_fails_a_scenario_whose_checks_are_not_met_and_exits_1(capsys, monkeypatch, tmp_path):
+    # Given the single-fault scenario with one check it meets and one it does not (it expects a page)
+    scenario = tmp_path / "a-wrong.jsonl"
+    lines = (SCENARIOS / "a-single-fault.jsonl").read_text().splitlines()
+    scenario.write_text("\n".join(["# title: (a) expecting a page", "# check: records .outcome == executed",
+                                   "# check: pages == 1", *[line for line in lines if not line.startswith("#")]]))
+    monkeypatch.setattr("sim.replay.run", replayed)
+    # When the demo replays it
+    code = main(["demo", str(scenario), "--config", str(DEMO_CONFIG)])
+    # Then it says which check failed and what the replay had, FAIL, the tally, and exits 1
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "   check: records .outcome == executed\n   check: pages == 1  -> FAIL: got 0\n   FAIL (1 of 2" in out
+    assert out.rstrip().endswith("== 1 scenarios: 0 PASS, 1 FAIL ==\n   FAIL: (a) expecting a page")
 
 
 def test_sim_replay_applies_the_scenario_fault_header_and_fault_options_override_it(capsys):
