@@ -3,8 +3,9 @@ stack's partition, account and region, under another id than medic.yaml's `clust
 
 The event stays `rejected` (Medic acts only on the cluster it was configured for, and IAM grants the node actions on
 the configured id's ARN alone), but this is a configuration error, not a forgery: `aws.*` sources are AWS's own
-(PutEvents refuses a source beginning with `aws.`: EventBridge user guide, "Amazon EventBridge events", and the
-PutEvents API reference, NotAuthorizedForSourceException), and an event of another account or region is never one.
+("All events sourced from within AWS begin with "aws." Customer-generated events can have any value here, as long as
+it doesn't begin with "aws."": EventBridge's event structure, `source`), and an event of another account or region is
+never one.
 Without a page every node event of the cluster would be rejected in silence. One page per cluster per UTC day
 (its claim `incident#cluster:<name>:cluster_id:<day>`), counted in the `config` page window, naming the id to set.
 """
