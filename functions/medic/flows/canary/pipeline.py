@@ -1,15 +1,16 @@
 """The canary (issue 29, item 6): proof that an event still travels EventBridge → rule → handler → ledger, end to end.
 
-Each reconciler run (every 5 minutes) first publishes how long ago the last canary arrived, `Medic`
-`CanaryAgeSeconds` (dimension service; since the first canary was sent when none ever arrived), then puts the next
-one on the default bus: source `medic.canary`, detail-type `Medic Canary`, detail `{"stack": <stack name>, "ledger":
-<table>, "canary": <id>, "sent_at": <time>}` (a customer event's source may be anything that does not begin with
-`aws.`: EventBridge's event structure, `source`). The stack's canary rule takes its own stack's canaries
-(detail.stack) to the node remediation function, the one HyperPod's node events reach, which notes the arrival in the ledger (`canary#pipeline`, one conditional
-write: only the canary Medic sent last counts, so an event anyone else puts cannot make a broken pipeline look alive)
-and logs one `"message": "canary"` line with the delivery time, `CanaryLatencySeconds`. It acts on nothing and pages
-nobody; the alarm `CanaryLate` pages when `CanaryAgeSeconds` passes CANARY_LATE (three runs without a canary: a
-reconciler that cannot put events, a rule that is gone or disabled, a handler that fails, a ledger it cannot write).
+Each reconciler run (every 5 minutes) first publishes how long ago the last canary arrived, `Medic` `CanaryAgeSeconds`
+(dimension service; since the first canary was sent when none ever arrived), then puts the next one on the default
+bus: source `medic.canary`, detail-type `Medic Canary`, detail `{"stack": <stack name>, "ledger": <table>, "canary":
+<id>, "sent_at": <time>}` (a customer event's source may be anything that does not begin with `aws.`: EventBridge's
+event structure, `source`). The stack's canary rule takes its own stack's canaries (detail.stack) to the node
+remediation function, the one HyperPod's node events reach, which notes the arrival in the ledger (`canary#pipeline`,
+one conditional write: only the canary Medic sent last counts, so an event anyone else puts cannot make a broken
+pipeline look alive) and logs one `"message": "canary"` line with the delivery time, `CanaryLatencySeconds`. It acts
+on nothing and pages nobody; the alarm `CanaryLate` pages when `CanaryAgeSeconds` passes CANARY_LATE (three runs
+without a canary: a reconciler that cannot put events, a rule that is gone or disabled, a handler that fails, a ledger
+it cannot write).
 """
 
 from __future__ import annotations
