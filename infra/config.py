@@ -6,12 +6,13 @@ functions, without a synth."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from medic.config import ConfigError, MedicConfig, parse_config
+from medic.config import ConfigError, MedicConfig, cluster_id_notices, parse_config
 
 # Lambda allows 4 KB for all of a function's environment variables together.
 MAX_ENV_CONFIG_BYTES = 3000
@@ -70,13 +71,16 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 def load_config(path: str | Path) -> MedicConfig:
     """medic.yaml → the typed config, or ConfigError naming each mistake synth refuses."""
-    config = parse_config(read_yaml(path), str(path))
+    data = read_yaml(path)
+    config = parse_config(data, str(path))
     notify = config.notify
     if not notify.emails and not notify.https and not notify.subscribed_elsewhere:
         raise ConfigError(f"invalid Medic config {path}:\n  notify: nobody would get Medic's pages (no emails, no "
                           "https): every page would go to a topic with no subscriber. Set notify.emails or "
                           "notify.https, or notify.subscribed_elsewhere: true when you subscribe the topic (stack "
                           "output PagingTopicArn) yourself")
+    for notice in cluster_id_notices(data):  # an ARN given for an id: say which id was taken
+        print(f"note: Medic config {path}: {notice}", file=sys.stderr)
     size = len(config.to_env().encode())
     if size > MAX_ENV_CONFIG_BYTES:
         raise ConfigError(f"Medic config {path} is too large for the functions' environment "

@@ -8,6 +8,7 @@ from constructs import Construct
 
 from infra.components.agent_channel import AgentChannel
 from infra.components.boto3_layer import Boto3Layer
+from infra.components.canary import Canary
 from infra.components.cluster_events import ClusterEvents
 from infra.components.encryption import MedicKey
 from infra.components.event_archive import EventArchive
@@ -45,6 +46,9 @@ class MedicStack(Stack):
         self.node_remediation = NodeRemediation(self, "NodeRemediation", shared=shared)
         self.cluster_events = ClusterEvents(self, "ClusterEvents", shared=shared)
         self.reconciler = Reconciler(self, "Reconciler", shared=shared)
+        # The reconciler's canary through a rule to the node remediation function: the pipeline proven end to end.
+        self.canary = Canary(self, "Canary", shared=shared, sender=self.reconciler.handler,
+                             receiver=self.node_remediation.handler)
         # Every cluster, Slurm or EKS, gets a command queue for its on-cluster agent. The construct id is the one
         # it was first deployed under (when only Slurm had agents): a new id would replace its queues and function.
         self.agent_channel = AgentChannel(self, "SlurmJobRequeue", shared=shared)

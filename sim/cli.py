@@ -160,6 +160,11 @@ def render(title: str, expect: str, result: ReplayResult, config: Path, faults: 
     if result.schedule_runs:
         runs = ", ".join(f"{_short_id(rule)} {count}×" for rule, count in result.schedule_runs.items())
         lines.append(f"   schedules ran: {runs}")
+    if result.put_events:  # what the handlers put (the reconciler's canary), and whether a rule took it anywhere
+        put = Counter(event["source"] for event in result.put_events)
+        reached = Counter(event["source"] for event in result.put_events if event["functions"])
+        lines.append("   events put: " + ", ".join(f"{source} {count}× ({reached[source]} delivered)"
+                                                    for source, count in put.items()))
     for change in result.alarms:
         notified = f" -> page via {', '.join(t.rsplit(':', 1)[-1] for t in change['notified'])}" \
             if change["notified"] else ""

@@ -83,6 +83,9 @@ class ReplayResult:
     dropped: list[dict] = field(default_factory=list)  # events Lambda gave up on (to the DLQ / on-failure target)
     metrics: Counter[str] = field(default_factory=Counter)  # the handlers' EMF metrics: total value by name
     published: list[dict] = field(default_factory=list)  # datapoints the probe/metric directives put
+    # events the handlers put (PutEvents: Medic's canary), as the rules delivered them: id, source, detail-type, time,
+    # functions (the names of the functions the rules took it to; [] when no rule took it)
+    put_events: list[dict] = field(default_factory=list)
     skipped: int = 0  # input lines (or documents) the replay could not use, each said on stderr
 
     @property
@@ -697,18 +700,31 @@ class Replay:
             raise ValueError("expected an EventBridge event (with source, detail-type and detail)")
         self.deliver_event(value, self.now)
 
-    def deliver_event(self, event: dict, when: datetime) -> None:
-        """The event through the stack's rules to their functions, at ``when``."""
+    def deliver_event(self, event: dict, when: datetime) -> list[str]:
+        """The event through the stack's rules to their functions, at ``when``; then what the handlers put. The names
+        of the functions it reached."""
         with time_machine.travel(when, tick=False) as clock:  # the world moves with the event's time
             self.world.catch_up(when)
             functions = self.world.route(event)
             if not functions:
-                return
+                return []
             self.world.prepare_for(event)
             self.settle(when, clock, lag=timedelta(0))  # running agents have just reported in (and polled)
             for function in functions:
                 self.invoke(function, event, when, clock)
             self.settle(when, clock)
+        self.deliver_put_events(when)
+        return [function.name for function in functions]
+
+    def deliver_put_events(self, when: datetime) -> None:
+        """The events the handlers put (sim.world.World.put_events), each through the rules as EventBridge delivers
+        an event when it is put (at ``when``: the handlers ran at the replay clock); kept in ``put_events``."""
+        while self.world.put_by_handlers:
+            event = self.world.put_by_handlers.pop(0)
+            reached = self.deliver_event(event, when)
+            self.result.put_events.append({"id": event["id"], "source": event["source"],
+                                           "detail-type": event["detail-type"], "time": event["time"],
+                                           "functions": reached})
 
     # time passing: the schedules
     def move_clock(self, when: datetime) -> None:
@@ -760,6 +776,7 @@ class Replay:
             for function, constant in schedule.targets:
                 self.invoke(function, event if constant is None else constant, when, clock)
             self.settle(when, clock)
+        self.deliver_put_events(when)  # the reconciler's canary, through its rule
 
     # the template's alarms: CloudWatch evaluates them each minute
     def evaluate_alarms(self, when: datetime) -> None:

@@ -21,7 +21,7 @@ from moto.events.models import EventPattern
 
 from sim.cfn import Physical, SimError, Template
 from sim.eks import EksWorld
-from sim.faults import Fault
+from sim.faults import Fault, raw_response
 from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld, slurm_node_type
 from sim.metrics import Metrics
 from sim.router import Router
@@ -145,6 +145,7 @@ class World:
             "sagemaker:ListClusterNodes": self.hyperpod.list_cluster_nodes,
             "sagemaker:ListTags": self.training.list_tags,
             "sagemaker:CreateTrainingJob": self.training.refuse_create,
+            "events:PutEvents": self.put_events,
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
         })
@@ -152,6 +153,7 @@ class World:
         self._clients: dict[str, Any] = {}
         self._pages_drained_at = 0
         self.harness_publishes = 0  # SNS messages the emulation itself published (alarm actions)
+        self.put_by_handlers: list[dict] = []  # events a handler put (PutEvents), waiting for the rules (Replay)
 
     # lifecycle
     def __enter__(self) -> World:
@@ -502,6 +504,29 @@ class World:
                 "time": stamp, "region": self.region,
                 "resources": [f"arn:aws:ssm:{self.region}:{self.account}:parameter/{name.lstrip('/')}"],
                 "detail": {"name": name, "type": "String", "operation": operation}}
+
+    def put_events(self, request: Any) -> Any:
+        """A handler's PutEvents: each entry becomes the event EventBridge delivers to the rules that match it
+        (EventBridge user guide, "Amazon EventBridge events": `version`, `id`, `detail-type`, `source`, `account`,
+        `time`, `region`, `resources`, `detail`; PutEventsRequestEntry: "If no timestamp is provided, the timestamp
+        of the PutEvents call will be used"), queued here and routed by the replay once the handler returned (the
+        harness answers the call itself: moto's own EventBridge would deliver it to the probe queues of the rules
+        mid-invocation). Each entry gets an EventId, as PutEvents' answer gives one per entry that was put."""
+        params = json.loads(request.body or b"{}")
+        answers = []
+        for entry in params.get("Entries", []):
+            event_id = str(uuid.uuid4())
+            at = entry.get("Time")
+            when = (datetime.fromtimestamp(float(at), UTC) if isinstance(at, (int, float)) else
+                    datetime.now(UTC)).replace(microsecond=0)  # the handler's clock is the replay's
+            self.put_by_handlers.append({
+                "version": "0", "id": event_id, "detail-type": entry.get("DetailType", ""),
+                "source": entry.get("Source", ""), "account": self.account,
+                "time": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": self.region,
+                "resources": list(entry.get("Resources", [])), "detail": json.loads(entry.get("Detail") or "{}")})
+            answers.append({"EventId": event_id})
+        body = json.dumps({"FailedEntryCount": 0, "Entries": answers}).encode()
+        return raw_response(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, body)
 
     def route(self, event: dict) -> list[Function]:
         """The functions the stack's rules deliver this event to, as moto's EventBridge matches it."""

@@ -14,8 +14,8 @@ from botocore.exceptions import ClientError
 from medic.ledger.modes import ModeChange, ModeStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.overview import read_overview
+from medic_cli import agents, ledger_view, paging, pauses, preconditions
 from medic_cli import history as hist
-from medic_cli import ledger_view, pauses, preconditions
 from medic_cli.context import CliError, Context
 from medic_cli.explain import explain
 from medic_cli.mode import read_mode, set_mode
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int
 
         return stream_failures.command(args, ctx, out, err)
     handler = {"status": status, "history": history, "report": report_command, "pause": pause, "resume": resume,
-               "mode": mode, "explain": explain_command}[args.command]
+               "mode": mode, "explain": explain_command, "test-page": test_page_command}[args.command]
     return handler(args, ctx, out, err)
 
 
@@ -57,6 +57,9 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     budgets = ledger_view.budgets(overview, config, now, dry_run=dry_run)
     clusters = preconditions.read(ctx, config) if config is not None else []
     paused = pauses.read(ctx)
+    agent_lines = agents.read(ctx.ledger(), config, now) if config is not None else []
+    topic = ctx.outputs.get("PagingTopicArn")
+    subscribed = paging.subscriptions(ctx, topic) if topic else None
 
     if args.json:
         print(json_block({
@@ -67,7 +70,9 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
             "ledger_table": ctx.table, "config": ctx.loaded_config.source,
             "open_incidents": incidents, "recent_actions": actions, "budgets_ledger": "dry_run" if dry_run else "real",
             "budgets": [budget.as_json() for budget in budgets],
-            "preconditions": [cluster.as_json() for cluster in clusters]}), file=out)
+            "preconditions": [cluster.as_json() for cluster in clusters],
+            "agents": [line.as_json() for line in agent_lines],
+            "paging": subscribed.as_json() if subscribed else None}), file=out)
         return 0
 
     stored = "" if reading.value == reading.effective else f"  (parameter holds {reading.value!r}: read as paused)"
@@ -107,6 +112,16 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     for cluster in clusters:
         lines.append(f"  {cluster.cluster}  ({cluster.summary})")
         lines += [f"    {check.state:<8} {check.name:<19} {check.detail}" for check in cluster.checks]
+    lines += ["", "Agents (last heartbeat by DynamoDB's clock; host and version as each agent says, quoted):"]
+    if config is None:
+        lines.append("  no config: pass --config medic.yaml to list each cluster's agent")
+    elif agent_lines:
+        lines.append(_indent(table(("cluster", "role", "state", "host", "version", "last heartbeat (UTC)", "detail"),
+                                   [(a.cluster, a.role, a.state, a.host, a.version,
+                                     when(a.last_heartbeat) + ("" if a.clock == "DynamoDB" else " (its clock)"),
+                                     a.detail) for a in agent_lines])))
+    lines += ["", "Paging (the topic's subscriptions; `medic test-page` sends a test page):"]
+    lines += subscribed.lines() if subscribed else ["  no PagingTopicArn output: cannot list the subscriptions"]
     print("\n".join(lines), file=out)
     return 0
 
@@ -116,6 +131,23 @@ def _paused_lines(paused: list, now: datetime) -> list[str]:
     if not paused:
         return ["Paused:       nothing (medic pause)"]
     return [f"{'Paused:' if i == 0 else '':<14}{pauses.pause_text(one, now)}" for i, one in enumerate(paused)]
+
+
+# --- test-page
+
+def test_page_command(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    topic = paging.topic_arn(ctx)
+    who = ctx.caller_arn()
+    message_id = paging.test_page(ctx, topic, who, ctx.now(), args.note)
+    subscribed = paging.subscriptions(ctx, topic)
+    confirmed = len(subscribed.found) - len(subscribed.pending)
+    if args.json:
+        print(json_block({"message_id": message_id, "sent_by": who, **subscribed.as_json(),
+                          "confirmed": confirmed}), file=out)
+    else:
+        print("\n".join([f"Test page published to {topic} (SNS message {message_id}), marked TEST, sent by {who}.",
+                         "Subscriptions:", *subscribed.lines()]), file=out)
+    return 0 if confirmed else 1
 
 
 def _change_text(change: ModeChange) -> str:

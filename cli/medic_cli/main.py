@@ -1,6 +1,7 @@
 """``medic``: see what Medic did and steer it without a deploy.
 
-  medic status                      mode, open incidents, recent actions, guardrail budgets left
+  medic status                      mode, open incidents, recent actions, guardrail budgets left, agents, paging
+  medic test-page [--note TEXT]     a page marked TEST through the stack's topic; who would receive it
   medic history [filters] [--json]  the remediation records (CloudWatch Logs, or --from-file a sim replay)
   medic report [filters] [--json]   goodput per job and the incidents behind it (same sources)
   medic pause [--cluster C]... [--for 4h] --reason TEXT
@@ -93,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--log-group", action="append", default=[], metavar="NAME",
                         help="log group to search (repeatable; default: the stack outputs *LogGroup)")
     _common(report, top=False)
+
+    test_page = commands.add_parser(
+        "test-page", help="publish a page marked TEST through the stack's topic; list who would receive it "
+                          "(exit 1 when no subscription is confirmed)",
+        description="Publishes one page, clearly marked as a test, to the stack's paging topic (stack output "
+                    "PagingTopicArn), then lists the topic's subscriptions and which still wait for their "
+                    "confirmation (they receive nothing until their owner confirms). Exit status: 0 the page went "
+                    "out and at least one subscription is confirmed, 1 otherwise.")
+    test_page.add_argument("--note", default="", help="a line added to the test page (e.g. who should see it)")
+    test_page.add_argument("--json", action="store_true", help="one JSON object")
+    _common(test_page, top=False)
 
     pause = commands.add_parser(
         "pause", help="pause clusters (or the whole stack): Medic decides and records, acts on nothing, pages once "

@@ -47,11 +47,27 @@ def assess(cluster: Cluster, described: dict | None, problem: str = "",
     created = described.get("CreationTime")
     summary = (f"{described.get('ClusterArn', cluster.id)}, {described.get('ClusterStatus', '?')}"
                + (f", created {when(created)} UTC" if created else ""))
-    checks = [_orchestrator(cluster, described), _cluster_events(described), _node_recovery(cluster, described),
+    checks = [_cluster_id(cluster, described), _orchestrator(cluster, described), _cluster_events(described),
+              _node_recovery(cluster, described),
               _batch_node_apis(described)]
     if cluster.orchestrator == "eks":
         checks.append(_container_insights(*insights))
     return ClusterPreconditions(cluster.name, summary, tuple(checks))
+
+
+def _cluster_id(cluster: Cluster, described: dict) -> Check:
+    # DescribeCluster's ClusterArn ends in the cluster's id (botocore's ClusterArn pattern: ...:cluster/[a-z0-9]{12});
+    # IAM grants Medic's node actions on the configured id's ARN, and an event under another id is rejected.
+    arn = described.get("ClusterArn") or ""
+    actual = arn.rsplit("cluster/", 1)[-1] if "cluster/" in arn else ""
+    if not actual:
+        return Check("cluster id", UNKNOWN, f"DescribeCluster returned no ClusterArn; config says id {cluster.id}")
+    if actual == cluster.id:
+        return Check("cluster id", HOLDS, f"{cluster.id}, as configured")
+    return Check("cluster id", FAILS,
+                 f"the cluster's id is {actual} (ClusterArn {arn}), the config says {cluster.id}: set clusters[].id "
+                 f"to {actual} and deploy (until then every event of the cluster is rejected, and IAM refuses Medic's "
+                 "calls on it)")
 
 
 def _orchestrator(cluster: Cluster, described: dict) -> Check:

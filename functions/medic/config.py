@@ -16,6 +16,11 @@ from medic.config_training import DEFAULT_FAILURE_RULES, FailureRule, Strict, Tr
 
 # SageMaker HyperPod cluster names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+# A HyperPod cluster's id: the last part of its ARN (DescribeCluster's ClusterArn, botocore's ClusterArn pattern
+# `arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}`).
+CLUSTER_ID_PATTERN = r"^[a-z0-9]{12}$"
+CLUSTER_ARN_FOR_ID = (r"arn:(?P<partition>aws[a-z-]*):sagemaker:(?P<region>[a-z0-9-]+):(?P<account>[0-9]{12}):"
+                      r"cluster/(?P<id>[a-z0-9]{12})")
 # An EKS cluster's OIDC issuer URL (Amazon EKS user guide, "Create an IAM OIDC provider for your cluster":
 # https://oidc.eks.<region>.amazonaws.com/id/<ID>; amazonaws.com.cn in the China regions).
 EKS_OIDC_ISSUER_PATTERN = r"^https://oidc\.eks\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/id/[A-Za-z0-9]{1,64}$"
@@ -116,6 +121,13 @@ class Guardrails(Strict):
     # A watched job's stall alarm restarts it at most once per this many minutes (after any restart of the job):
     # a stall that comes back sooner (or a fake recovery between) is held back and paged.
     stall_restart_interval_minutes: int = Field(default=60, ge=0, le=7 * 24 * 60)
+    # A cluster's agent (every Slurm cluster's; an EKS cluster's when it has watched jobs) whose last heartbeat,
+    # by DynamoDB's clock, is older than this is reported silent: one record and one page per silence, and one
+    # when it reports again. Agents heartbeat every minute; the reconciler looks every 5 minutes.
+    agent_silence_minutes: int = Field(default=15, ge=5, le=24 * 60)
+    # An agent never heard from since Medic began watching the cluster (its first sweep after the deploy that
+    # configured it) is reported after this grace: the time to install it.
+    agent_install_grace_hours: int = Field(default=24, ge=1, le=24 * 14)
 
 
 class GuardrailOverrides(Strict):
@@ -131,13 +143,16 @@ class GuardrailOverrides(Strict):
     drain_deadline_seconds: int | None = Field(default=None, ge=30, le=900)
     max_operator_requests_per_hour: int | None = Field(default=None, ge=0, le=1000)
     stall_restart_interval_minutes: int | None = Field(default=None, ge=0, le=7 * 24 * 60)
+    agent_silence_minutes: int | None = Field(default=None, ge=5, le=24 * 60)
+    agent_install_grace_hours: int | None = Field(default=None, ge=1, le=24 * 14)
 
 
 class Cluster(Strict):
     name: str = Field(pattern=CLUSTER_NAME_PATTERN)
     # The cluster id, the last part of its ARN (arn:aws:sagemaker:<region>:<account>:cluster/<id>):
-    # IAM grants the node actions on exactly these ARNs.
-    id: str = Field(pattern=r"^[a-z0-9]{12}$")
+    # IAM grants the node actions on exactly these ARNs. The full ARN is accepted too: its id is taken
+    # (cluster_id_notices says so at synth).
+    id: str = Field(pattern=CLUSTER_ID_PATTERN)
     orchestrator: Literal["slurm", "eks"]
     # What the deployer expects HyperPod does; DescribeCluster's NodeRecovery is the truth Medic follows
     # (a disagreement is paged once and shown by `medic status`).
@@ -156,6 +171,12 @@ class Cluster(Strict):
     # issuer, as `aws eks describe-cluster --name <eks> --query cluster.identity.oidc.issuer` prints it. The agent
     # role then also trusts that IAM OIDC provider (sts:AssumeRoleWithWebIdentity for the agent's ServiceAccount).
     eks_oidc_issuer: str | None = Field(default=None, pattern=EKS_OIDC_ISSUER_PATTERN)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_from_arn(cls, value: object) -> object:
+        found = re.fullmatch(CLUSTER_ARN_FOR_ID, value) if isinstance(value, str) else None
+        return found.group("id") if found else value
 
     @model_validator(mode="after")
     def _eks_only(self) -> Cluster:
@@ -264,6 +285,12 @@ class MedicConfig(Strict):
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:
             raise ValueError(f"clusters: duplicate cluster name(s) {duplicated}")
+        ids = [cluster.id for cluster in self.clusters]
+        same_id = sorted({cluster_id for cluster_id in ids if ids.count(cluster_id) > 1})
+        if same_id:
+            named = {cluster_id: [c.name for c in self.clusters if c.id == cluster_id] for cluster_id in same_id}
+            raise ValueError(f"clusters: duplicate cluster id(s) {named}: each HyperPod cluster has its own id "
+                             "(DescribeCluster's ClusterArn ends in it)")
         jobs = [job.name for job in self.jobs]
         duplicated_jobs = sorted({name for name in jobs if jobs.count(name) > 1})
         if duplicated_jobs:
@@ -313,6 +340,14 @@ class MedicConfig(Strict):
         return cls.model_validate_json(value)
 
 
+# The canary (flows/canary): each reconciler run puts one event with this source and detail-type on the default bus;
+# a rule takes it (its own stack's: detail.ledger, the ledger table's name) to the node remediation function, which
+# notes its arrival. The reconciler publishes how long ago the last one arrived; the CanaryLate alarm pages past
+# CANARY_LATE (three reconciler runs without one).
+CANARY_SOURCE = "medic.canary"
+CANARY_DETAIL_TYPE = "Medic Canary"
+CANARY_LATE = timedelta(minutes=15)
+
 # Medic's alarms are named medic-<kind>-<job or cluster>: the rule takes only these, and the alarm
 # handler reads kind and subject back from the name (kinds never contain each other as prefixes).
 ALARM_PREFIX = "medic-"
@@ -341,6 +376,20 @@ def _check_kubernetes_keys(index: int, job: Job, cluster: Cluster | None) -> Non
             and not re.match(K8S_OBJECT_NAME_PATTERN, job.name):
         raise ValueError(f"jobs.{index}.name: {job.name!r} is not a Kubernetes object name (lowercase letters, "
                          f"digits, '-' and '.'): give the job's object name in jobs.{index}.object_name")
+
+
+def cluster_id_notices(data: object) -> list[str]:
+    """What synth says about each ``clusters[].id`` given as a full cluster ARN: the id taken from it."""
+    clusters = data.get("clusters") if isinstance(data, dict) else None
+    notices = []
+    for index, cluster in enumerate(clusters if isinstance(clusters, list) else []):
+        value = cluster.get("id") if isinstance(cluster, dict) else None
+        found = re.fullmatch(CLUSTER_ARN_FOR_ID, value) if isinstance(value, str) else None
+        if found:
+            notices.append(f"clusters.{index}.id: took the cluster id {found['id']!r} from the ARN {value} (account "
+                           f"{found['account']}, region {found['region']}); Medic acts on cluster {found['id']} in "
+                           "the account and region the stack is deployed to")
+    return notices
 
 
 class ConfigError(ValueError):

@@ -165,6 +165,8 @@ class Deps:
     # The stack's partition (from the same ARN): aws, aws-us-gov, aws-cn, aws-iso-b, ...; events naming another are
     # rejected.
     partition: str = "aws"
+    # The stack's name (MEDIC_STACK: the reconciler's only), which its canary carries to the stack's own canary rule.
+    stack: str = ""
     training: TrainingJobs = _OnFirstUse(_training)  # type: ignore[assignment]
     checkpoints: Checkpoints = _OnFirstUse(_checkpoints)  # type: ignore[assignment]
     metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]

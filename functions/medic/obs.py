@@ -98,11 +98,11 @@ def count(name: str, value: float = 1) -> None:
         pass
 
 
-def cluster_gauges(cluster: str, gauges: dict[str, int]) -> None:
+def cluster_gauges(cluster: str, gauges: dict[str, int], unit: MetricUnit = MetricUnit.Count) -> None:
     """Medic's own per-cluster gauges from a sweep (e.g. FailedNodes, NodesInRepair): HyperPod publishes no
     node metrics for Slurm clusters, so the failed-node alarm watches these (dimensions Cluster, service)."""
     for name, value in gauges.items():
         # the service dimension explicitly: the alarm names it, whatever POWERTOOLS_SERVICE_NAME says
-        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=CLUSTER_NAMESPACE,
+        with single_metric(name=name, unit=unit, value=value, namespace=CLUSTER_NAMESPACE,
                            default_dimensions={"service": SERVICE}) as metric:
             metric.add_dimension(name="Cluster", value=cluster)

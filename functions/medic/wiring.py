@@ -72,4 +72,5 @@ def dependencies() -> Deps:
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         account=account_of(os.environ["PAGE_TOPIC_ARN"]),
         partition=partition_of(os.environ["PAGE_TOPIC_ARN"]),
+        stack=os.environ.get("MEDIC_STACK", ""),
     )

@@ -12,6 +12,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.components.function import REDRIVE_RUNBOOK, MedicFunction
+from medic.config import CANARY_LATE
+
+CANARY_LATE_MINUTES = int(CANARY_LATE.total_seconds() // 60)
 
 FIVE_MINUTES = Duration.minutes(5)
 # Alarms on sparse metrics (a datapoint only when something happens) use one-minute periods: CloudWatch
@@ -81,6 +84,22 @@ class Operations(Construct):
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
         mode_unreadable.add_alarm_action(page)
         self.health_alarms.append(mode_unreadable)
+        # The canary (flows/canary): the reconciler's gauge of how long ago its last canary came back through the
+        # canary rule. One datapoint per reconciler run (5 minutes): one period each, as the failed-node gauges.
+        # Missing data (no run) is not breaching: the reconciler's own Errors alarm says why it did not run.
+        canary_late = cw.Metric(namespace="Medic", metric_name="CanaryAgeSeconds", dimensions_map={"service": "medic"},
+                                statistic="Maximum", period=FIVE_MINUTES).create_alarm(
+            self, "CanaryLate",
+            alarm_description=(f"Medic's canary has not come back for more than {CANARY_LATE_MINUTES} minutes: an "
+                               "event no longer travels EventBridge -> rule -> function -> ledger (the reconciler "
+                               "cannot put events, the canary rule is gone or disabled, the node remediation function "
+                               "fails or cannot write its ledger). Medic may be blind to HyperPod's node events: see "
+                               "README 'The canary is late'."),
+            threshold=CANARY_LATE.total_seconds(), comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1, treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
+        canary_late.add_alarm_action(page)
+        canary_late.add_ok_action(page)  # its all-clear: the pipeline works again
+        self.health_alarms.append(canary_late)
         self._let_alarms_publish(topic)
 
         log_groups = [function.log_group for function in functions]
@@ -175,6 +194,17 @@ class Operations(Construct):
                                function.function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
                                function.function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"))]),
             records("Latest remediation records", f"{RECORD_FIELDS} | {RECORDS} | sort @timestamp desc | limit 50"),
+        )
+        # Medic's dead-man's switches (issue 29): each cluster's agent heartbeat age, the canary's
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Agents: seconds since each cluster's agent heartbeat (DynamoDB's clock)", width=12, height=6,
+                left=[cw.MathExpression(
+                    expression="SEARCH('{Medic/Cluster,Cluster,service} MetricName=\"AgentHeartbeatAgeSeconds\"', "
+                               "'Maximum', 300)", label="agent heartbeat age", period=FIVE_MINUTES)]),
+            cw.GraphWidget(
+                title="Canary: seconds since the last one came back (CanaryLate pages past 900)", width=12, height=6,
+                left=[_medic_metric("CanaryAgeSeconds").with_(statistic="Maximum")]),
         )
         return dashboard
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -28,7 +28,8 @@ class Reconciler(Construct):
             handler="medic.handlers.reconcile.handler",
             description="Medic: reconcile HyperPod node status with Medic's ledger (missed events, unfinished "
                         "actions, long repairs)",
-            environment=shared.environment(),
+            # MEDIC_STACK: the stack's name, which its canary carries for the stack's own canary rule (canary.py)
+            environment={**shared.environment(), "MEDIC_STACK": Stack.of(self).stack_name},
             layers=list(shared.layers),
             key=shared.key,
             reserved_concurrency=shared.reserved("reconciler"),

@@ -350,6 +350,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **edge_scenarios(),
         **operator_request_scenarios(),
         **pause_scenarios(),
+        **blind_scenarios(),
     }
 
 
@@ -506,11 +507,13 @@ def agent_trust_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "title: (zd) Slurm: the agent dies right after its heartbeat; a requeue is queued for it",
             "expect: requeue_job deferred (the heartbeat, timed by DynamoDB, is 35 s old); no result ever comes; "
             "the reconciler's sweep at 08:24 closes it as failed (10 minutes), gives the restart back to the "
-            "budget, withdraws the command and pages once; the agent back at 08:35 does not run it late",
-            "check: records .outcome == deferred, failed",
+            "budget, withdraws the command and pages once; the 08:29 sweep reports the agent silent (one page); the "
+            "agent back at 08:35 does not run it late",
+            "check: records .outcome == deferred, failed, failed",
             "check: records outcome=failed timestamp~T08:24:05 == 1",
+            "check: records fault=agent_silent timestamp~T08:29:05 == 1",
             "check: slurm_commands == 0",
-            "check: pages == 1",
+            "check: pages == 2",
         ], [{"sim": {"slurm_job": SLURM_JOB}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": "2026-11-20T08:13:30Z"}}},
             requeue_request(event_id="0c6b1d2e-8f3a-4e5b-9c7d-1a2b3c4d5e6f"),
@@ -842,11 +845,12 @@ def health_alarm_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             "title: (t) DynamoDB fails the node handler on every attempt: its Errors and dead-letter alarms page",
             "fault: dynamodb:BatchGetItem=InternalServerError:12",
             "expect: three invocations raise (Lambda's two retries), the event goes to the DLQ; the function's Errors "
-            "alarm and its DeadLetters alarm each publish one page through the topic",
+            "alarm pages at 08:15, goes OK at 08:17 on the canary's invocation at 08:16 (it succeeds: a real datapoint "
+            "of no error) and pages again at 08:18 for the last retry; its DeadLetters alarm pages once",
             "check: dropped == 1",
-            "check: alarms to=ALARM alarm~OperationsErrors == 1",
+            "check: alarms to=ALARM alarm~OperationsErrors == 2",
             "check: alarms to=ALARM alarm~OperationsDeadLetters == 1",
-            "check: pages == 2",
+            "check: pages == 3",
         ], [clock(T0 - minutes(3)), sample, clock(T0 + minutes(20))]),
         "zb-failed-node-alarm.jsonl": ([
             "title: (u) A Slurm node left in Failure past repair_minutes: the failed-node alarm pages",
@@ -1238,6 +1242,64 @@ def pause_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: pages == 2",
         ], [clock(T0 - minutes(5)), {"sim": {"pause": pause}}, *faults,
             {"sim": {"advance": "2026-11-20T10:20:00Z"}}, after]),
+WRONG_ID = "q8w4e6r2t0yz"  # another id than demo.medic.yaml's k3v9q2w8x1za for pretrain-slurm
+
+
+def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Medic tells someone when it cannot see or act (issue 29, items 1-2)."""
+    def wrong_id(at: datetime, node: str, fault: str = "NvidiaErrorReboot") -> dict:
+        """HyperPod's event for pretrain-slurm, in the stack's account and region, under another id than configured."""
+        result = event(node, at, fault)
+        arn = f"arn:aws:sagemaker:us-west-2:123456789012:cluster/{WRONG_ID}"
+        result["resources"], result["detail"]["ClusterArn"] = [arn], arn
+        return result
+
+    next_morning = T0 + timedelta(hours=23)  # another UTC day, within the day's window
+    return {
+        "zzj-agent-goes-silent.jsonl": ([
+            "title: (zzj) Slurm: the agent on pretrain-slurm reports from 08:00 and stops at 08:05; it is back at "
+            "08:55",
+            "expect: the 08:25 sweep records agent_silent (failed) and pages once (silent 19 min, more than "
+            "agent_silence_minutes 15); the sweeps after it say nothing more; the 09:00 sweep records agent_back "
+            "and sends one all-clear",
+            "check: records .fault == agent_silent, agent_back",
+            "check: records fault=agent_silent timestamp~T08:25:00 paged=true == 1",
+            "check: pages == 2",
+            "check: pages subject~RESOLVED == 1",
+        ], [clock(datetime(2026, 11, 20, 8, 0, tzinfo=UTC)),
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            {"sim": {"advance": "+5m"}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": False}}},
+            {"sim": {"advance": "+50m"}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            {"sim": {"advance": "+10m"}}]),
+        "zzl-canary-late.jsonl": ([
+            "title: (zzl) The reconciler may not put events (its role lost events:PutEvents) from 08:00 to 08:20",
+            "fault: events:PutEvents=AccessDeniedException:4",
+            "expect: no canary comes back for 20 minutes: CanaryAgeSeconds 1200 at the 08:25 run, the CanaryLate alarm "
+            "goes ALARM at 08:26 and pages once through the topic; the 08:25 canary comes back, and the alarm's OK at "
+            "08:31 sends the all-clear",
+            "check: records == 0",
+            "check: alarms alarm~CanaryLate .to == ALARM, OK",
+            "check: alarms alarm~CanaryLate to=ALARM timestamp~T08:26:00 == 1",
+            "check: pages == 2",
+            "check: injected events:PutEvents == 4",
+        ], [clock(datetime(2026, 11, 20, 8, 0, tzinfo=UTC)), {"sim": {"advance": "+35m"}}]),
+        "zzk-cluster-id-mismatch.jsonl": ([
+            "title: (zzk) pretrain-slurm's events name cluster id q8w4e6r2t0yz (the stack's account and region); "
+            "medic.yaml says k3v9q2w8x1za",
+            "expect: every node event rejected, no call; one page naming the id to set; the next morning's event "
+            "(another UTC day, 23 h later) is recorded without a page: the config window holds until 08:14 the day "
+            "after",
+            "check: records .outcome == rejected, rejected, rejected, rejected",
+            "check: records .paged == true, false, false, false",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: pages message~\"Set id: q8w4e6r2t0yz\" == 1",
+            "check: pages == 1",
+        ], [wrong_id(T0, NODE), wrong_id(T0 + timedelta(minutes=3), "i-0a1b2c3d4e5f60718"),
+            wrong_id(T0 + timedelta(minutes=7), "i-0f1e2d3c4b5a69788", "NvidiaErrorTerminate"),
+            wrong_id(next_morning, NODE)]),
     }
 
 

@@ -64,6 +64,21 @@ def test_given_a_continuous_cluster_when_status_then_cluster_events_hold(deploye
     assert checks(result, CLUSTER)["orchestrator"] == ("ok", "Slurm, as configured")
 
 
+def test_given_the_configured_ids_when_status_then_each_matches_describeclusters_arn(deployed):
+    result = status(deployed, SLURM_CONTINUOUS_AUTOMATIC, EKS_ON_DEMAND)
+    assert checks(result, CLUSTER)["cluster id"] == ("ok", "k3v9q2w8x1za, as configured")
+
+
+def test_given_a_mistyped_cluster_id_when_status_then_it_says_no_and_names_the_id_to_set(deployed):
+    # Given DescribeCluster's ClusterArn for pretrain-slurm ends in another id than the config's k3v9q2w8x1za
+    recreated = described(CLUSTER, "q8w4e6r2t0yz", NodeProvisioningMode="Continuous", NodeRecovery="None",
+                          Orchestrator={"Slurm": {}})
+    state, detail = checks(status(deployed, recreated, EKS_ON_DEMAND), CLUSTER)["cluster id"]
+    # Then status says NO, with the id the config must say
+    assert state == "NO"
+    assert "the cluster's id is q8w4e6r2t0yz" in detail and "set clusters[].id to q8w4e6r2t0yz" in detail
+
+
 def test_given_a_cluster_not_in_continuous_provisioning_then_status_says_it_gets_no_cluster_events(deployed):
     # HyperPod sends "SageMaker HyperPod Cluster Event" only with NodeProvisioningMode=Continuous
     state, detail = checks(status(deployed, SLURM_CONTINUOUS_AUTOMATIC, EKS_ON_DEMAND), EKS)["cluster events"]

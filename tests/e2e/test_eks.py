@@ -47,11 +47,15 @@ def test_zk_a_stalled_pytorchjob_is_restarted_by_the_eks_agent_once_and_recovers
 
 def test_zl_with_the_eks_agent_down_one_page_and_nothing_queued_into_the_void(replay):
     result = replay(SCENARIOS / "zl-eks-agent-down.jsonl")
-    [failed] = result.records
+    # The reconciler already reported the agent silent at 03:05 (25 min since 02:40: issue 29, item 1), one page
+    silent, failed = result.records
+    assert (silent["fault"], silent["outcome"], silent["paged"], silent["timestamp"][11:16]) == (
+        "agent_silent", "failed", True, "03:05")
     assert (failed["action"], failed["outcome"], failed["paged"], failed["incident"]) == (
         "restart_job", "failed", True, INCIDENT)
     assert "not reporting (last heartbeat: 2026-11-21 02:40 UTC)" in failed["reason"]
-    [page] = result.pages
+    silence_page, page = result.pages
+    assert silence_page["subject"] == "[Medic] finetune-eks: its agent is silent"
     assert "kubectl -n medic-agent logs deploy/medic-agent" in page["message"]
     assert result.calls.get("sqs:SendMessage", 0) == 0
     assert not [call for call in result.kubernetes_calls if call["verb"] == "delete"]

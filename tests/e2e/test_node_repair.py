@@ -258,8 +258,10 @@ def test_a_drain_the_agent_never_reports_is_withdrawn_and_the_call_made_without_
                                                                         ("executed", None, True)]
     assert "did not report the drain" in node[1]["reason"] and "withdrew the drain" in node[1]["reason"]
     assert node_action_calls(result) == {"sagemaker:BatchRebootClusterNodes": 1}
-    [page] = result.pages
-    assert "need a look" in page["subject"]
+    jobs_page, silence_page = result.pages
+    assert "need a look" in jobs_page["subject"]
+    # (the agent silent since 08:12 is also reported by the reconciler, once: issue 29, item 1)
+    assert silence_page["subject"] == f"[Medic] {CLUSTER}: its agent is silent"
     # And the agent back later never runs the withdrawn drain: it would land while HyperPod repairs the node
     assert not [argv for argv in argvs(result) if "State=DRAIN" in argv]
 

@@ -172,13 +172,16 @@ def test_zd_a_requeue_into_the_void_fails_at_the_deadline_refunds_the_restart_an
     # Given an agent that reported at 08:13:30 (by DynamoDB's clock) and died, and a requeue queued for it at 08:14:05
     result = replay(SCENARIOS / "zd-requeue-into-the-void.jsonl")
     # Then the requeue is deferred, and the reconciler's sweep closes it at 08:24:05 (10 minutes): failed, paged once
-    deferred, failed = result.records
+    deferred, failed, silent = result.records
     assert (deferred["outcome"], failed["outcome"], failed["paged"], failed["trigger"]) == (
         "deferred", "failed", True, "reconcile")
     assert failed["incident"] == deferred["incident"] and failed["attempt"] == deferred["attempt"] == 1
     assert failed["timestamp"].startswith("2026-11-20T08:24:05")
     assert "never took it on" in failed["reason"] and "gave the restart back" in failed["reason"]
-    assert len(result.pages) == 1 and "journalctl -u medic-agent" in result.pages[0]["message"]
+    assert "journalctl -u medic-agent" in result.pages[0]["message"]
+    # And the 08:29 sweep reports the agent itself silent (15 min since 08:13:30, by DynamoDB's clock), once
+    assert (silent["fault"], silent["paged"], silent["timestamp"][11:19]) == ("agent_silent", True, "08:29:05")
+    assert [page["subject"] for page in result.pages][1:] == ["[Medic] pretrain-slurm: its agent is silent"]
     # And the agent, back at 08:34, does not run the withdrawn command late
     assert result.slurm_commands == []
 

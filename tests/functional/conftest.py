@@ -48,9 +48,11 @@ class RecordLog(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
         self.lines: list[dict] = []
+        self.messages: list[dict] = []  # every line, remediation records or not
 
     def emit(self, record: logging.LogRecord) -> None:
         line = json.loads(medic_logger.registered_formatter.format(record))
+        self.messages.append(line)
         if line.get("message") == "remediation":
             self.lines.append(line)
 

@@ -335,7 +335,6 @@ def test_an_unhealthy_event_older_than_the_nodes_last_healthy_report_is_ignored_
 @pytest.mark.parametrize("arn", [
     "arn:aws:sagemaker:us-west-2:999999999999:cluster/k3v9q2w8x1za",  # another account
     "arn:aws:sagemaker:eu-west-1:123456789012:cluster/k3v9q2w8x1za",  # another region
-    "arn:aws:sagemaker:us-west-2:123456789012:cluster/zzzzzzzzzzzz",  # another cluster
 ])
 def test_a_node_event_naming_a_foreign_cluster_arn_is_rejected_without_any_call(medic, unhealthy_event, arn):
     event = node_event(unhealthy_event)
@@ -343,6 +342,27 @@ def test_a_node_event_naming_a_foreign_cluster_arn_is_rejected_without_any_call(
     record = medic.handle(event)
     medic.hyperpod.assert_all_called()
     assert (record["outcome"], record["action"], record["paged"]) == ("rejected", "none", False)
+
+
+def test_the_configured_name_under_another_id_in_the_stacks_account_is_a_config_error_paged_once_a_day(
+        medic, unhealthy_event):
+    # Given HyperPod's events for pretrain-slurm under id zzzzzzzzzzzz, in the stack's own account and region, while
+    # medic.yaml says k3v9q2w8x1za (issue 29, item 2)
+    def under_another_id(event_id: str, time: str) -> dict:
+        event = node_event(unhealthy_event, event_id=event_id, time=time)
+        event["detail"]["ClusterArn"] = "arn:aws:sagemaker:us-west-2:123456789012:cluster/zzzzzzzzzzzz"
+        return event
+
+    first = medic.handle(under_another_id("first", "2026-11-20T08:14:05Z"))
+    second = medic.handle(under_another_id("second", "2026-11-20T09:30:00Z"))
+    # Then both are rejected with no call; the first pages, naming the id to set; the second that day does not
+    medic.hyperpod.assert_all_called()
+    assert [(r["outcome"], r["action"], r["paged"]) for r in (first, second)] == [
+        ("rejected", "none", True), ("rejected", "none", False)]
+    assert "until clusters[pretrain-slurm].id is zzzzzzzzzzzz" in first["reason"]
+    [page] = medic.pages()
+    assert page["Subject"] == "[Medic] pretrain-slurm: clusters[].id in medic.yaml is not the cluster's id"
+    assert "Set id: zzzzzzzzzzzz for cluster pretrain-slurm" in page["Message"]
 
 
 def test_the_documented_example_arn_with_the_cluster_name_is_accepted(medic, unhealthy_event):

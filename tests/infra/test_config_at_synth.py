@@ -60,3 +60,25 @@ def test_cdk_synth_with_a_bad_config_stops_and_synthesizes_nothing(tmp_path):
     assert "mode" in result.stderr and "'sometimes'" in result.stderr
     assert not list(out.glob("*.template.json")) if out.exists() else True
     shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_full_cluster_arn_for_an_id_is_taken_and_synth_says_which_id(tmp_path, capsys):
+    # Given a config that names pretrain-slurm's id by its ClusterArn (issue 29, item 2)
+    path = tmp_path / "medic.yaml"
+    path.write_text("clusters:\n  - name: pretrain-slurm\n"
+                    "    id: arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za\n    orchestrator: slurm\n")
+    # When synth loads it
+    config = load_config(path)
+    # Then the id is the ARN's, and synth says so
+    assert config.clusters[0].id == "k3v9q2w8x1za"
+    assert "clusters.0.id: took the cluster id 'k3v9q2w8x1za' from the ARN" in capsys.readouterr().err
+
+
+def test_two_clusters_with_one_id_stop_synth(tmp_path):
+    path = tmp_path / "medic.yaml"
+    path.write_text("clusters:\n"
+                    "  - {name: pretrain-slurm, id: k3v9q2w8x1za, orchestrator: slurm}\n"
+                    "  - {name: finetune-slurm, id: k3v9q2w8x1za, orchestrator: slurm}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert "duplicate cluster id(s)" in str(raised.value)

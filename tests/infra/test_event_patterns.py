@@ -110,9 +110,9 @@ def test_the_platform_configs_have_the_size_the_test_means():
 def test_every_pattern_of_a_large_platform_fits_the_quota_with_the_account_resolved(platform):
     # Given a stack for 6 clusters, 12 watched jobs and 4 prefixes (or the issue's 4, 8 and 3)
     sizes = {lid: len(deployed_text(pattern)) for lid, pattern in patterns(platform).items()}
-    # Then the node, cluster-event, requeue, alarm, training-job and mode-watch rules, the read-back rule and the
-    # archive ...
-    assert len(sizes) == 8
+    # Then the node, cluster-event, requeue, alarm, training-job, mode-watch and canary rules, the read-back rule and
+    # the archive ...
+    assert len(sizes) == 9
     # ... each fit EventBridge's "Event pattern size" quota, as EventBridge counts the deployed pattern
     over = {lid: size for lid, size in sizes.items() if size > EVENT_PATTERN_QUOTA}
     assert not over, f"over the {EVENT_PATTERN_QUOTA}-character quota: {over}"
@@ -153,9 +153,11 @@ def covered(rule: dict, branch: dict) -> bool:
 
 
 def test_every_rule_that_reaches_a_handler_is_within_the_archive(platform):
-    # (but the mode watch's: a change of the mode is paged, not a remediation event a backtest replays)
+    # (but the mode watch's: a change of the mode is paged, not a remediation event a backtest replays; nor the
+    # canary's: Medic's own proof of the pipeline, which a backtest has nothing to decide about)
     archive = archive_pattern(platform)
-    rules = {lid: rule for lid, rule in acting_rules(platform).items() if not lid.startswith("ModeWatchRule")}
+    rules = {lid: rule for lid, rule in acting_rules(platform).items()
+             if not lid.startswith(("ModeWatchRule", "CanaryRule"))}
     assert len(rules) == 5
     for lid, rule in rules.items():
         assert rule["account"] == archive["account"]
@@ -183,7 +185,7 @@ def test_the_archive_drops_what_no_rule_could_take(raw):
 def test_every_rule_that_reaches_a_handler_takes_only_live_events(raw):
     # Given the rules whose target is one of Medic's functions
     rules = acting_rules(raw)
-    assert len(rules) == 6  # node, cluster events, training jobs, alarms, operator requests, the mode watch
+    assert len(rules) == 7  # node, cluster events, training jobs, alarms, operator requests, the mode watch, the canary
     for pattern in rules.values():
         # Then each excludes what EventBridge replays from an archive (it adds replay-name to a replayed event)
         assert pattern["replay-name"] == NO_REPLAYS["replay-name"]
@@ -191,6 +193,27 @@ def test_every_rule_that_reaches_a_handler_takes_only_live_events(raw):
     event = load_event("hyperpod-node-health-unhealthy")
     assert matches(node_rule, event)
     assert not matches(node_rule, {**event, "replay-name": "ops-investigation-replay"})
+
+
+def test_the_canary_rule_takes_only_its_own_stacks_live_canaries_to_the_node_remediation_function(raw):
+    # Given the canary rule (issue 29, item 6) and the canary the reconciler of stack "Medic" puts
+    [(lid, canary_rule)] = [(lid, p) for lid, p in acting_rules(raw).items() if lid.startswith("CanaryRule")]
+    canary = {"version": "0", "id": "3f6c1a2b-4d5e-4f60-8a7b-9c0d1e2f3a4b", "detail-type": "Medic Canary",
+              "source": "medic.canary", "account": "123456789012", "time": "2026-11-20T08:05:00Z",
+              "region": "us-west-2", "resources": [],
+              "detail": {"stack": "Medic", "ledger": "Medic-LedgerTable",
+                         "canary": "3f6c1a2b-4d5e-4f60-8a7b-9c0d1e2f3a4b", "sent_at": "2026-11-20T08:05:00+00:00"}}
+    assert canary_rule["account"] == [{"Ref": "AWS::AccountId"}]
+    resolved = {**canary_rule, "account": ["123456789012"]}
+    # Then it takes that canary, and neither another stack's, a replay of it, nor a node event
+    assert matches(resolved, canary)
+    assert not matches(resolved, {**canary, "detail": {**canary["detail"], "stack": "MedicCandidate"}})
+    assert not matches(resolved, {**canary, "replay-name": "ops-investigation-replay"})
+    assert not matches(resolved, {**load_event("hyperpod-node-health-unhealthy"), "account": "123456789012"})
+    # And its target is the node remediation function, with that function's dead-letter queue
+    [target] = raw["Resources"][lid]["Properties"]["Targets"]
+    assert target["Arn"]["Fn::GetAtt"][0].startswith("NodeRemediationHandlerFunction")
+    assert target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0].startswith("NodeRemediationHandlerDeadLetters")
 
 
 def test_a_config_whose_rule_would_break_the_quota_stops_synth_naming_the_quota_and_the_keys(tmp_path):

@@ -16,8 +16,10 @@ EXTRA = {
     "NodeRemediationHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
                                "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode"},
     "ClusterEventsHandler": set(),
+    # and its canary (issue 29, item 6): PutEvents on the default bus, its source and detail-type only
     "ReconcilerHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
-                          "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes"},
+                          "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes",
+                          "events:PutEvents"},
     "SlurmJobRequeueRequeueHandler": set(),
     # the node call that waited for the agent's drain is made from the drain's result (issue 27)
     "SlurmJobRequeueAgentResultsHandler": {"dynamodb:DescribeStream", "dynamodb:GetRecords",
@@ -83,3 +85,14 @@ def test_the_recovery_check_reads_only_the_configured_prefixes_training_jobs(raw
     assert actions_of(statement) == {"sagemaker:DescribeTrainingJob"}
     resources_ = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
     assert resources_ and all(":training-job/" in json.dumps(resource) for resource in resources_)
+
+
+def test_the_reconciler_may_put_only_the_canary_on_the_default_bus(raw):
+    # Given the reconciler's PutEvents grant (issue 29, item 6)
+    [grant] = [s for s in statements(raw, "ReconcilerHandler") if "events:PutEvents" in actions_of(s)]
+    # Then it names the account's default bus and only the canary's source and detail-type (EventBridge's condition
+    # keys events:source, events:detail-type): no event any other rule takes
+    assert actions_of(grant) == {"events:PutEvents"}
+    assert grant["Resource"]["Fn::Join"][1][-1] == ":event-bus/default"
+    assert grant["Condition"] == {"StringEquals": {"events:source": "medic.canary",
+                                                   "events:detail-type": "Medic Canary"}}

@@ -63,7 +63,8 @@ def test_the_dashboard_shows_outcomes_pages_incidents_latency_queues_mode_and_re
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for title in ("Actions and outcomes per cluster", "Suppressed, failed, pages", "Open incidents",
                   "Time from event to action", "Dead-letter queues", "Mode at the latest decisions",
-                  "Latest remediation records", "errors and throttles"):
+                  "Latest remediation records", "errors and throttles", "Agents: seconds since each cluster's agent",
+                  "Canary: seconds since the last one came back"):
         assert title in body, title
 
 
@@ -82,3 +83,16 @@ def test_the_dashboard_shows_incident_durations_p50_p99_closed_incidents_and_goo
     assert "Goodput of llama3-70b (daily, % of the day; from its incidents)" in body
     assert "coalesce(time_to_resume_s, time_to_repair_s, total_s, 0) + coalesce(lost_minutes, 0) * 60" in body
     assert "100 - sum(lost_s) / 864 as goodput_pct" in body
+
+
+def test_the_canary_late_alarm_pages_when_no_canary_came_back_for_fifteen_minutes(raw):
+    # Given the CanaryLate alarm (issue 29, item 6) on the reconciler's CanaryAgeSeconds gauge
+    [alarm] = [res["Properties"] for lid, res in resources(raw, "AWS::CloudWatch::Alarm").items()
+               if lid.startswith("OperationsCanaryLate")]
+    # Then one 5-minute period (one reconciler run) over 900 s pages through the topic, and its OK clears it
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
+        "Medic", "CanaryAgeSeconds", "Maximum", 300)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["EvaluationPeriods"]) == (
+        900, "GreaterThanThreshold", 1)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"] == alarm["OKActions"] and len(alarm["AlarmActions"]) == 1

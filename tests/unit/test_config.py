@@ -118,3 +118,50 @@ def test_the_oidc_issuer_is_an_eks_clusters_and_named_when_wrong():
     for wrong in ("oidc.eks.us-west-2.amazonaws.com/id/EXAMPLE", "https://example.com/id/EXAMPLE"):
         with pytest.raises(ConfigError, match="eks_oidc_issuer"):
             parse_config({"clusters": [{**eks, "eks_oidc_issuer": wrong}]})
+
+
+# --- issue 29: a wrong cluster id is caught at synth; the agent's silence bounds
+
+
+def test_two_clusters_with_one_id_are_refused_naming_both():
+    data = {"clusters": [{"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"},
+                         {"name": "finetune-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"}]}
+    with pytest.raises(ConfigError) as raised:
+        parse_config(data, "medic.yaml")
+    assert "duplicate cluster id(s) {'k3v9q2w8x1za': ['pretrain-slurm', 'finetune-slurm']}" in str(raised.value)
+
+
+def test_a_full_cluster_arn_gives_its_id_and_synth_says_so():
+    from medic.config import cluster_id_notices
+
+    arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za"
+    data = {"clusters": [{"name": "pretrain-slurm", "id": arn, "orchestrator": "slurm"}]}
+    assert parse_config(data).clusters[0].id == "k3v9q2w8x1za"
+    [notice] = cluster_id_notices(data)
+    assert notice.startswith("clusters.0.id: took the cluster id 'k3v9q2w8x1za' from the ARN " + arn)
+    assert cluster_id_notices(MINIMAL) == []
+
+
+@pytest.mark.parametrize("bad", ["arn:aws:sagemaker:us-west-2:123456789012:cluster/pretrain-slurm",
+                                 "arn:aws:eks:us-west-2:123456789012:cluster/k3v9q2w8x1za", "K3V9Q2W8X1ZA"])
+def test_anything_else_for_an_id_is_refused_naming_it(bad):
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"clusters": [{"name": "pretrain-slurm", "id": bad, "orchestrator": "slurm"}]})
+    assert "clusters.0.id" in str(raised.value) and repr(bad) in str(raised.value)
+
+
+def test_the_agent_silence_bounds_default_and_are_bounded():
+    guardrails = parse_config(MINIMAL).guardrails
+    assert (guardrails.agent_silence_minutes, guardrails.agent_install_grace_hours) == (15, 24)
+    with pytest.raises(ConfigError) as raised:
+        parse_config({**MINIMAL, "guardrails": {"agent_silence_minutes": 2}})
+    assert "guardrails.agent_silence_minutes" in str(raised.value)
+
+
+def test_the_example_config_documents_every_guardrail():
+    from pathlib import Path
+
+    from medic.config import Guardrails
+
+    example = yaml.safe_load((Path(__file__).resolve().parents[2] / "medic.example.yaml").read_text())
+    assert set(Guardrails.model_fields) <= set(example["guardrails"])

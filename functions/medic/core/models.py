@@ -49,6 +49,22 @@ def foreign_cluster_arn(arn: str, *, account: str, region: str, name: str, clust
     return None
 
 
+def mismatched_cluster_id(arn: str, *, account: str, region: str, name: str, cluster_id: str,
+                          partition: str = "aws") -> str | None:
+    """The cluster id a ``ClusterArn`` names when it is an ARN of the stack's own partition, account and region, for
+    a configured cluster's name, but another id than the configured one (and not the name, as AWS's examples have
+    it): a wrong ``clusters[].id``, or the cluster deleted and created again under the same name. None otherwise
+    (the configured cluster, or a foreign ARN, which is not a configuration error). An unknown ``account`` (empty)
+    says nothing: no mismatch."""
+    parts = arn.split(":", 5)
+    if not account or len(parts) != 6 or not parts[5].startswith("cluster/"):
+        return None
+    if (parts[1], parts[3], parts[4]) != (partition, region, account):
+        return None
+    named = parts[5].removeprefix("cluster/")
+    return named if named not in (cluster_id, name) and re.fullmatch(r"[a-z0-9]{12}", named) else None
+
+
 class Trigger(StrEnum):
     NODE_HEALTH = "node_health"
     CLUSTER_EVENT = "cluster_event"
@@ -181,6 +197,9 @@ class Fault(StrEnum):
     # EKS: a watched job's pods stuck Terminating on a NotReady node (they never go away by themselves)
     PODS_STUCK_TERMINATING = "pods_stuck_terminating"
     MODE_CHANGED = "mode_changed"  # the run-time mode parameter changed: paged whoever made it
+    # a cluster's agent silent longer than agent_silence_minutes (or never heard from past agent_install_grace_hours)
+    AGENT_SILENT = "agent_silent"
+    AGENT_BACK = "agent_back"  # the agent Medic reported silent heartbeats again
     INVALID = "invalid"  # the event itself could not be used
 
 

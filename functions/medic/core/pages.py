@@ -73,6 +73,8 @@ class PageSource(StrEnum):
     AGENT_REJECTED = "agent_rejected"  # results an agent wrote that Medic did not ask for: the agent's word
     MODE = "mode"  # changes of the run-time mode parameter (flows/mode): every change pages, a flapping switch does not
     PAUSE = "pause"  # every page about a cluster an operator paused (`medic pause`): one per cluster per window
+    CONFIG = "config"  # a configuration error found at run time (a cluster id that is not the cluster's): once a day
+    AGENT_SILENT = "agent_silent"  # a cluster's agent silent (or never heard from): once per silence, its return
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,8 @@ def summary_page(text: PageText, window: PageWindow, nth: int, opened_at: dateti
     until = _moment(opened_at + window.length, window)
     source = window.source.value.replace("_", " ")
     what = ("While paused, Medic pages once per cluster per window: this page." if window.source is PageSource.PAUSE
+            else "A configuration error pages once a day: it cannot flood the on-call."
+            if window.source is PageSource.CONFIG
             else "The agent's word pages once per window: it cannot flood the on-call." if window.before_summary == 0
             else f"This is page {nth} of its kind since {opened_at:%H:%M} UTC: the last one in this window.")
     read = " ".join(part for part in (f"medic history --since {window.since}", _history_filter(window)) if part)
@@ -156,7 +160,7 @@ def with_held_note(text: PageText, window: PageWindow, held: int, previous: date
 
 
 def _moment(moment: datetime, window: PageWindow) -> str:
-    return f"{moment:%Y-%m-%d %H:%M}" if window.length > timedelta(days=1) else f"{moment:%H:%M}"
+    return f"{moment:%Y-%m-%d %H:%M}" if window.length >= timedelta(days=1) else f"{moment:%H:%M}"
 
 
 def _history_filter(window: PageWindow) -> str:

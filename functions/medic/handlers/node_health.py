@@ -1,4 +1,5 @@
-"""Lambda entry point for "SageMaker HyperPod Cluster Node Health Event"."""
+"""Lambda entry point for "SageMaker HyperPod Cluster Node Health Event", and for Medic's canary (the canary rule
+delivers its events here, on the path HyperPod's node events take: medic.flows.canary.pipeline)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from medic.flows.canary.pipeline import is_canary, record_canary
 from medic.flows.node.remediation import remediate_node
 from medic.obs import logger, note_event, tracer
 from medic.wiring import dependencies
@@ -15,4 +17,6 @@ from medic.wiring import dependencies
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     note_event(event)
+    if is_canary(event):
+        return record_canary(event, dependencies())
     return remediate_node(event, dependencies())

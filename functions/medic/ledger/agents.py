@@ -56,6 +56,36 @@ def seen_key(cluster: str) -> Key:
     return {"pk": {"S": f"agentseen#{cluster}"}, "sk": {"S": "heartbeat"}}
 
 
+def watch_key(cluster: str) -> Key:
+    """The reconciler's watch on the cluster's agent: Medic's own item (never under `agent#`)."""
+    return {"pk": {"S": f"agentwatch#{cluster}"}, "sk": {"S": "silence"}}
+
+
+# What an agent's heartbeat says of itself, kept with Medic's note of it (the agent's word: shown quoted).
+HEARTBEAT_SAID = ("host", "version", "role")
+
+
+@dataclass(frozen=True)
+class AgentWatch:
+    watching_since: datetime  # the first sweep that looked for the cluster's agent
+    last_seen: datetime | None  # the newest heartbeat DynamoDB wrote, as far as Medic knows
+    reported: str  # the silence last reported (its key), '' when none is open
+
+
+def _epoch_of(value: dict | None) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(int(value["N"]), UTC) if value else None
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
+def _iso_of(value: dict | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value["S"]) if value else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class OpenCommand:
     command_id: str
@@ -80,14 +110,65 @@ class AgentStore:
         except (KeyError, TypeError, ValueError, OverflowError):
             return None  # unreadable: as good as no heartbeat
 
-    def record_heartbeat_seen(self, cluster: str, seen_at: datetime, reported_at: str) -> bool:
+    def record_heartbeat_seen(self, cluster: str, seen_at: datetime, reported_at: str,
+                              said: dict[str, str] | None = None) -> bool:
         """The agent's heartbeat as Medic saw it arrive (``seen_at``: the stream record's creation time); the
-        agent's own ``reported_at`` is kept for display only. Never moves back: False for an older one."""
+        agent's own ``reported_at`` and what it ``said`` of itself (host, version, role: HEARTBEAT_SAID) are kept
+        for display only (`medic status`, the silence page: the agent's word). Never moves back: False for an
+        older one."""
         seen = epoch(seen_at)
+        words = {name: {"S": value[:128]} for name, value in (said or {}).items() if name in HEARTBEAT_SAID and value}
         return self.table.put_if(
             {**seen_key(cluster), "seen_epoch": {"N": str(seen)}, "seen_at": {"S": seen_at.isoformat()},
-             "agent_at": {"S": reported_at[:64]}, "expires_at": expires(seen_at, days=1)},
+             "agent_at": {"S": reported_at[:64]}, **words, "expires_at": expires(seen_at, days=1)},
             "attribute_not_exists(pk) OR seen_epoch < :seen", {":seen": {"N": str(seen)}})
+
+    def heartbeat_said(self, cluster: str) -> dict[str, str]:
+        """What the agent's last counted heartbeat said of itself (host, version, role; the agent's word)."""
+        item = self.table.get(seen_key(cluster)) or {}
+        return {name: item[name]["S"] for name in HEARTBEAT_SAID if "S" in item.get(name, {})}
+
+    # --- the reconciler's watch on each cluster's agent (flows/agent/silence.py)
+
+    def watch_agent(self, cluster: str, seen: datetime | None, now: datetime) -> AgentWatch:
+        """The cluster's agent watch, brought up to date: since when Medic watches (its first sweep of the cluster),
+        the newest heartbeat it ever saw (kept past `agentseen#`'s one-day TTL), the silence it last reported."""
+        item = self.table.get(watch_key(cluster)) or {}
+        known = _epoch_of(item.get("last_seen_epoch"))
+        last_seen = max((moment for moment in (seen, known) if moment is not None), default=None)
+        since = _iso_of(item.get("watching_since")) or now
+        values: dict[str, dict[str, str]] = {":since": {"S": since.isoformat()}, ":expires": expires(now, days=30)}
+        update = "SET watching_since = if_not_exists(watching_since, :since), expires_at = :expires"
+        if last_seen is not None:
+            update += ", last_seen_epoch = :seen"
+            values[":seen"] = {"N": str(epoch(last_seen))}
+        self.table.update(watch_key(cluster), update, values)
+        return AgentWatch(since, last_seen, item.get("reported", {}).get("S", ""))
+
+    def read_watch(self, cluster: str) -> AgentWatch | None:
+        """The cluster's agent watch as the last sweep left it (None: no sweep looked yet); `medic status`."""
+        item = self.table.get(watch_key(cluster))
+        since = _iso_of(item.get("watching_since")) if item else None
+        if item is None or since is None:
+            return None
+        return AgentWatch(since, _epoch_of(item.get("last_seen_epoch")), item.get("reported", {}).get("S", ""))
+
+    def standbys(self, cluster: str) -> list[dict[str, str]]:
+        """The standby agents' own reports (`agent#<cluster>/standby#<host>`: their word, their clock), as text."""
+        return [{name: value["S"] for name, value in item.items() if "S" in value}
+                for item in self.table.partition(f"agent#{cluster}") if item["sk"]["S"].startswith("standby#")]
+
+    def claim_silence_report(self, cluster: str, silence: str, now: datetime) -> bool:
+        """True once per silence (``silence``: its key): the one record and page of it."""
+        return self.table.update_if(
+            watch_key(cluster), "SET reported = :silence, reported_at = :now",
+            "attribute_not_exists(reported) OR reported <> :silence",
+            {":silence": {"S": silence}, ":now": {"S": now.isoformat()}}) is not None
+
+    def clear_silence_report(self, cluster: str, silence: str) -> bool:
+        """True once when the agent reported after the silence ``silence``: the one record of its return."""
+        return self.table.update_if(watch_key(cluster), "REMOVE reported, reported_at", "reported = :silence",
+                                    {":silence": {"S": silence}}) is not None
 
     def record_command(self, command_id: str, context: CommandContext, now: datetime) -> None:
         """What a queued agent command is for, so its result can be checked and recorded against the same

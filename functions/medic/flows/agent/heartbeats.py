@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from medic.deps import Deps
 from medic.flows.agent.commands import parse_agent_heartbeat_pk
-from medic.ledger.agents import AgentStore
+from medic.ledger.agents import HEARTBEAT_SAID, AgentStore
 from medic.obs import logger
 
 if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
@@ -36,8 +36,11 @@ def record_heartbeat(record: DynamoDBStreamRecordModel, cluster: str, deps: Deps
     """Medic's own note that the cluster's agent reported, timed by DynamoDB. No remediation record: a
     heartbeat is not a decision. AWS errors propagate (the stream retries the record)."""
     seen_at = record.dynamodb.ApproximateCreationDateTime or deps.now()
-    reported = (record.dynamodb.NewImage or {}).get("at")
-    AgentStore(deps.table).record_heartbeat_seen(cluster, seen_at, reported if isinstance(reported, str) else "")
+    image = record.dynamodb.NewImage or {}
+    reported = image.get("at")
+    said = {name: image[name] for name in HEARTBEAT_SAID if isinstance(image.get(name), str)}  # the agent's word
+    AgentStore(deps.table).record_heartbeat_seen(cluster, seen_at, reported if isinstance(reported, str) else "",
+                                                 said)
     logger.debug("agent heartbeat seen", extra={"cluster": cluster, "seen_at": seen_at.isoformat()})
     configured = deps.config.cluster(cluster)
     if configured is not None and configured.orchestrator == "slurm":

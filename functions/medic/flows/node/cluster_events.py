@@ -10,13 +10,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from medic.core.models import Action, Fault, NodeState, Outcome, Trigger, Why, foreign_cluster_arn
+from medic.core.models import (
+    Action,
+    Fault,
+    NodeState,
+    Outcome,
+    Trigger,
+    Why,
+    foreign_cluster_arn,
+    mismatched_cluster_id,
+)
 from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About
 from medic.core.repairs import AWAITING_DRAIN, IN_FLIGHT, RESULT_UNKNOWN
 from medic.core.text import quoted, short
 from medic.deps import Deps
 from medic.flows.node.cluster_event_policy import ClusterEvent, classify_cluster_event, cluster_log_group
+from medic.flows.node.cluster_id import cluster_id_reason, page_cluster_id
 from medic.flows.node.pages import cluster_event_page
 from medic.ledger.nodes import NodeStore
 from medic.ledger.requests import RequestStore
@@ -51,9 +61,13 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
     foreign = foreign_cluster_arn(details.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
                                   cluster_id=cluster.id, partition=deps.partition)
     if foreign:
-        return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
-                                 reason=short(f"{foreign} Medic records events of its configured clusters only.",
-                                              500)))
+        wrong_id = mismatched_cluster_id(details.ClusterArn, account=deps.account, region=deps.region,
+                                         name=cluster.name, cluster_id=cluster.id, partition=deps.partition)
+        said = (cluster_id_reason(cluster, wrong_id) if wrong_id
+                else f"{foreign} Medic records events of its configured clusters only.")
+        record = about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                              reason=short(said, 500))
+        return emit(record.paged_if(page_cluster_id(deps, record, cluster, wrong_id)) if wrong_id else record)
     table = deps.table.for_mode(mode)
     if not RequestStore(table).claim_request(str(Trigger.CLUSTER_EVENT), details.EventId, now):
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.DUPLICATE,

@@ -24,6 +24,7 @@ from medic.core.models import (
     Trigger,
     Why,
     foreign_cluster_arn,
+    mismatched_cluster_id,
 )
 from medic.core.pages import Page, PageSource, PageText, PageWindow, console_link
 from medic.core.record import NOT_A_NODE_ACTION, About, Record
@@ -31,6 +32,7 @@ from medic.core.repairs import IN_FLIGHT, PENDING_OUTCOMES
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
+from medic.flows.node.cluster_id import cluster_id_reason, page_cluster_id
 from medic.flows.node.drain_first import await_drain
 from medic.flows.node.faults import classify
 from medic.flows.node.pages import node_page, storm_page
@@ -77,8 +79,13 @@ def remediate_node(raw: Any, deps: Deps) -> dict:
     foreign = foreign_cluster_arn(detail.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
                                   cluster_id=cluster.id, partition=deps.partition)
     if foreign:
-        return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
-                                 reason=short(f"{foreign} Medic acts only on its configured clusters; no call.", 500)))
+        wrong_id = mismatched_cluster_id(detail.ClusterArn, account=deps.account, region=deps.region,
+                                         name=cluster.name, cluster_id=cluster.id, partition=deps.partition)
+        said = (f"{cluster_id_reason(cluster, wrong_id)} No call." if wrong_id
+                else f"{foreign} Medic acts only on its configured clusters; no call.")
+        record = about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                              reason=short(said, 500))
+        return emit(record.paged_if(page_cluster_id(deps, record, cluster, wrong_id)) if wrong_id else record)
 
     return _remediate(event, deps, deps.table.for_mode(mode), cluster, fault, about)
 
