@@ -1242,6 +1242,9 @@ def pause_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: pages == 2",
         ], [clock(T0 - minutes(5)), {"sim": {"pause": pause}}, *faults,
             {"sim": {"advance": "2026-11-20T10:20:00Z"}}, after]),
+    }
+
+
 WRONG_ID = "q8w4e6r2t0yz"  # another id than demo.medic.yaml's k3v9q2w8x1za for pretrain-slurm
 
 

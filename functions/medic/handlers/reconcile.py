@@ -12,9 +12,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from medic.flows.agent.command_sweep import sweep_commands
 from medic.flows.agent.eks_nodes import sweep_node_reports
-from medic.flows.mode.pauses import see_to_pauses
 from medic.flows.agent.silence import sweep_agent_silence
 from medic.flows.canary.pipeline import send_canary
+from medic.flows.mode.pauses import see_to_pauses
 from medic.flows.node.sweep import reconcile
 from medic.obs import logger, tracer
 from medic.wiring import dependencies
