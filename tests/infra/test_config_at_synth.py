@@ -65,7 +65,7 @@ def test_cdk_synth_with_a_bad_config_stops_and_synthesizes_nothing(tmp_path):
 def test_a_full_cluster_arn_for_an_id_is_taken_and_synth_says_which_id(tmp_path, capsys):
     # Given a config that names pretrain-slurm's id by its ClusterArn (issue 29, item 2)
     path = tmp_path / "medic.yaml"
-    path.write_text("clusters:\n  - name: pretrain-slurm\n"
+    path.write_text("notify: {emails: [oncall@example.com]}\nclusters:\n  - name: pretrain-slurm\n"
                     "    id: arn:aws:sagemaker:us-west-2:123456789012:cluster/k3v9q2w8x1za\n    orchestrator: slurm\n")
     # When synth loads it
     config = load_config(path)
@@ -76,7 +76,7 @@ def test_a_full_cluster_arn_for_an_id_is_taken_and_synth_says_which_id(tmp_path,
 
 def test_two_clusters_with_one_id_stop_synth(tmp_path):
     path = tmp_path / "medic.yaml"
-    path.write_text("clusters:\n"
+    path.write_text("notify: {emails: [oncall@example.com]}\nclusters:\n"
                     "  - {name: pretrain-slurm, id: k3v9q2w8x1za, orchestrator: slurm}\n"
                     "  - {name: finetune-slurm, id: k3v9q2w8x1za, orchestrator: slurm}\n")
     with pytest.raises(ConfigError) as raised:
