@@ -203,10 +203,10 @@ def _follow_job_watches(cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -
             logger.warning("progress unavailable", extra={"job": job.name, "error_code": error_code(error)})
             continue
         finished = progress.finished_at
+        about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
+                      cluster=cluster.name, job=job.name)
         if finished is not None and not made_progress(progress):  # its latest report is the completion marker
             store.end_job_watch(cluster.name, name)
-            about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
-                          cluster=cluster.name, job=job.name)
             records.append(emit(about.record(
                 fault=Fault.COMPLETED, action=Action.NONE, outcome=Outcome.IGNORED,
                 reason=short(f"{job.name} had pods on node {node}, which failed at {since:%H:%M} UTC, but its probe "
@@ -214,8 +214,6 @@ def _follow_job_watches(cluster: Cluster, run_id: str, mode: Mode, deps: Deps) -
                              "nothing since: the job finished; no restart.", 500))))
         elif made_progress(progress):
             store.end_job_watch(cluster.name, name)
-            about = About(incident=incident, trigger=Trigger.NODE_REPAIR, event_id=run_id, mode=mode,
-                          cluster=cluster.name, job=job.name)
             records.append(emit(about.record(
                 fault=Fault.K8S_NODE_UNHEALTHY, action=Action.NONE, outcome=Outcome.IGNORED,
                 reason=short(f"{job.name} is training again after node {node} failed at {since:%H:%M} UTC "
