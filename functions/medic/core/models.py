@@ -222,7 +222,7 @@ class NodeHealthDetail(BaseModel):
 
 
 class Redrive(BaseModel):
-    """An operator's override on one event redriven from a dead-letter queue after its age bound (README, runbook
+    """An operator's override on one event redriven from a dead-letter queue after its age bound (docs/operator-runbook.md,
     "A dead-letter queue has messages"): a top-level `medic-redrive` the runbook's redrive adds. No event's author
     can set it: PutEvents takes only Source, DetailType, Detail, Resources and Time, and EventBridge builds the
     envelope itself (EventBridge API reference, PutEventsRequestEntry); a top-level field reaches a handler only
@@ -348,7 +348,7 @@ class MedicEvent(EventBridgeEnvelope):
                              "override makes it act")
         raise ValueError(f"the event is {span(age)} old (its time {when.isoformat()}), {window}: a redelivery, not "
                          "news. To make it act, redrive it with an operator's override (medic-redrive for its id: "
-                         "README, 'A dead-letter queue has messages')")
+                         "docs/operator-runbook.md, 'A dead-letter queue has messages')")
 
     @field_validator("resources")
     @classmethod
