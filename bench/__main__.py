@@ -5,10 +5,10 @@
     python -m bench --quick             # tiny inputs: checks the machinery, numbers mean nothing
     python -m bench --only warm         # calls per node replacement and per suppressed storm event (~1 min)
     python -m bench --storm-events 2000 # a smaller storm than the full 10,000 events (20 clusters)
-    python -m bench --only recovery     # recovery time per failure class (~1 min); rewrites its own block of docs/benchmarks.md
+    python -m bench --only recovery     # recovery time per failure class (~1 min); rewrites its own block
 
-The recovery model's block of docs/benchmarks.md (its own markers) is rewritten whenever it runs, `--only recovery` included:
-its numbers come from the latencies and the replay, not from this machine. Results also go to
+The recovery model's block of docs/benchmarks.md (its own markers) is rewritten whenever it runs, `--only
+recovery` included: its numbers come from the latencies and the replay, not from this machine. Results also go to
 build/bench/results.json. Exit 0 unless the tool itself breaks: a missed target or a
 failed benchmark is reported, in the table and the page, not raised.
 """

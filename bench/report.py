@@ -1,4 +1,5 @@
-"""The results table, and the block of docs/benchmarks.md it lives in (``<!-- bench:start -->`` .. ``<!-- bench:end -->``).
+"""The results table, and the block of docs/benchmarks.md it lives in (``<!-- bench:start -->`` ..
+``<!-- bench:end -->``).
 
 ``update_page`` replaces only what is between the markers; when they are missing it appends the section (its
 heading and the markers) at the end of the page. Nothing else is touched.
