@@ -26,7 +26,7 @@ demo: setup  ## replay the bundled scenarios on emulated AWS and print what Medi
 test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed), one worker a core
 	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile --ignore=tests/real
 
-test-real: setup  ## real training (torch), real Slurm, real hang, the real agent; only AWS emulated (README)
+test-real: setup  ## real training (torch), real Slurm, real hang, the real agent; only AWS emulated (docs/real-test.md)
 	$(PY) -m pytest tests/real -p no:xdist -rP
 
 lint: setup  ## ruff, then the import contracts in pyproject.toml (layers, no cycles; docs/architecture.md)

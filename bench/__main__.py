@@ -1,16 +1,16 @@
-"""``python -m bench`` (``make bench``): every benchmark in its own interpreter, the table, the README.
+"""``python -m bench`` (``make bench``): every benchmark in its own interpreter, the table, docs/benchmarks.md.
 
-    python -m bench                     # all; prints the table, rewrites the README block
-    python -m bench --only cold_start,probe --no-readme
+    python -m bench                     # all; prints the table, rewrites its block of docs/benchmarks.md
+    python -m bench --only cold_start,probe --no-page
     python -m bench --quick             # tiny inputs: checks the machinery, numbers mean nothing
     python -m bench --only warm         # calls per node replacement and per suppressed storm event (~1 min)
     python -m bench --storm-events 2000 # a smaller storm than the full 10,000 events (20 clusters)
-    python -m bench --only recovery     # recovery time per failure class (~1 min); rewrites its own README block
+    python -m bench --only recovery     # recovery time per failure class (~1 min); rewrites its own block
 
-The recovery model's README block (its own markers) is rewritten whenever it runs, `--only recovery` included:
-its numbers come from the latencies and the replay, not from this machine. Results also go to
+The recovery model's block of docs/benchmarks.md (its own markers) is rewritten whenever it runs, `--only
+recovery` included: its numbers come from the latencies and the replay, not from this machine. Results also go to
 build/bench/results.json. Exit 0 unless the tool itself breaks: a missed target or a
-failed benchmark is reported, in the table and the README, not raised.
+failed benchmark is reported, in the table and the page, not raised.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 
 from bench.common import ROOT, in_subprocess, machine
-from bench.report import RECOVERY_END, RECOVERY_HEADING, RECOVERY_START, block, notes, table, update_readme
+from bench.report import PAGE, RECOVERY_END, RECOVERY_HEADING, RECOVERY_START, block, notes, table, update_page
 
 PROBE_CODE = "import json; from bench.probe_overhead import run; print(json.dumps(run({args})))"
 # The replay benchmarks share one config: synthesize its template once (sim caches it), outside their timing.
@@ -61,8 +61,8 @@ def _code(code: str, timeout: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--only", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
-    parser.add_argument("--no-readme", action="store_true", help="print only; leave README.md alone")
-    parser.add_argument("--quick", action="store_true", help="tiny inputs (machinery check; implies --no-readme)")
+    parser.add_argument("--no-page", action="store_true", help=f"print only; leave {PAGE} alone")
+    parser.add_argument("--quick", action="store_true", help="tiny inputs (machinery check; implies --no-page)")
     parser.add_argument("--storm-events", type=int, default=None,
                         help="the storm's size (default 10,000 events over 20 clusters)")
     args = parser.parse_args(argv)
@@ -112,15 +112,15 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"\n{render(recovery)}")
     print(f"\nbench: {results['total_s']} s in all", file=sys.stderr)
-    if not (args.no_readme or args.quick or args.only):
-        changed = update_readme(ROOT / "README.md", block(results))
-        print(f"bench: README.md {'updated' if changed else 'unchanged'}", file=sys.stderr)
-    if isinstance(recovery, dict) and "error" not in recovery and not (args.no_readme or args.quick):
+    if not (args.no_page or args.quick or args.only):
+        changed = update_page(ROOT / PAGE, block(results))
+        print(f"bench: {PAGE} {'updated' if changed else 'unchanged'}", file=sys.stderr)
+    if isinstance(recovery, dict) and "error" not in recovery and not (args.no_page or args.quick):
         from bench.recovery import block as recovery_block
 
-        changed = update_readme(ROOT / "README.md", recovery_block(recovery), start=RECOVERY_START, end=RECOVERY_END,
-                                heading=RECOVERY_HEADING)
-        print(f"bench: README.md recovery section {'updated' if changed else 'unchanged'}", file=sys.stderr)
+        changed = update_page(ROOT / PAGE, recovery_block(recovery), start=RECOVERY_START, end=RECOVERY_END,
+                              heading=RECOVERY_HEADING)
+        print(f"bench: {PAGE} recovery section {'updated' if changed else 'unchanged'}", file=sys.stderr)
     return 0
 
 

@@ -667,7 +667,8 @@ def render(result: dict) -> str:
 
 
 def block(result: dict) -> str:
-    """The README's recovery section (between its own markers): the table, what it says, every latency's source."""
+    """The recovery section of docs/benchmarks.md (between its own markers): the table, what it says, every
+    latency's source."""
     return "\n".join([
         "Fault → training resumed, per failure class (minutes from the fault). **With Medic** is a replay through "
         "`sim` with the latencies below (the node event's delivery, the emulated reboot and replacement, the "

@@ -1,7 +1,8 @@
-"""The results table, and the README block it lives in (``<!-- bench:start -->`` .. ``<!-- bench:end -->``).
+"""The results table, and the block of docs/benchmarks.md it lives in (``<!-- bench:start -->`` ..
+``<!-- bench:end -->``).
 
-``update_readme`` replaces only what is between the markers; when they are missing it inserts a
-``## Benchmarks`` section just before ``## Development`` (or at the end). Nothing else is touched.
+``update_page`` replaces only what is between the markers; when they are missing it appends the section (its
+heading and the markers) at the end of the page. Nothing else is touched.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
-HEADING = "## Benchmarks"
+# The page the results live in (the README links it; docs/README.md says who reads it).
+PAGE = "docs/benchmarks.md"
+HEADING = "## Cold start, AWS calls, the storm, the probe"
 # The recovery model (bench/recovery.py) has its own block: its numbers do not depend on the machine.
 RECOVERY_START, RECOVERY_END = "<!-- bench:recovery:start -->", "<!-- bench:recovery:end -->"
-RECOVERY_HEADING = "### Recovery time per failure class"
-ANCHOR = "## Development"
+RECOVERY_HEADING = "## Recovery time per failure class"
 
 # Where import time goes, by top-level package (python -X importtime), grouped by cause.
 CAUSES = (
@@ -411,20 +413,15 @@ def block(results: dict) -> str:
     return "\n".join(parts)
 
 
-def update_readme(path: Path, content: str, *, start: str = START, end: str = END, heading: str = HEADING) -> bool:
-    """Write ``content`` between the markers; True when the file changed."""
+def update_page(path: Path, content: str, *, start: str = START, end: str = END, heading: str = HEADING) -> bool:
+    """Write ``content`` between the markers of the page at ``path``; True when the file changed."""
     text = path.read_text()
     wrapped = f"{start}\n{content.rstrip()}\n{end}"
     if start in text and end in text:
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
         new = pattern.sub(lambda _: wrapped, text, count=1)
     else:
-        section = f"{heading}\n\n{wrapped}\n\n"
-        anchor = re.search(rf"^{re.escape(ANCHOR)}\s*$", text, re.MULTILINE)
-        if anchor:
-            new = text[:anchor.start()] + section + text[anchor.start():]
-        else:
-            new = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
+        new = text.rstrip("\n") + f"\n\n{heading}\n\n{wrapped}\n"
     if new != text:
         path.write_text(new)
         return True

@@ -9,7 +9,7 @@
 Writes multi-document YAML when PyYAML is importable, else one JSON `List` (kubectl applies either). The
 manifest holds only what the agent needs (agent/README.md, "HyperPod EKS", lists every rule and why):
   Namespace medic-agent, ServiceAccount medic-agent (annotated with --role-arn for IRSA; with EKS Pod Identity
-    make the association instead, see the README)
+    make the association instead, see agent/README.md)
   ConfigMap medic-agent-config  watched-jobs.json: the cluster's jobs from medic.yaml `jobs:` [{namespace, kind,
                                 name, launcher_exits_128_or_more_on_sigterm}], the only jobs the agent may restart
   ConfigMap medic-agent-code    the agent's source and requirements-eks.txt (no image to build: the Deployment
@@ -135,7 +135,7 @@ def render(config: dict, *, cluster: str, queue_url: str, table: str, region: st
     watched_text = json.dumps(watched, indent=2) + "\n"
     account = {"apiVersion": "v1", "kind": "ServiceAccount",
                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": LABELS}}
-    if role_arn:  # IRSA; with EKS Pod Identity the association names the role instead (README)
+    if role_arn:  # IRSA; with EKS Pod Identity the association names the role instead (agent/README.md)
         account["metadata"]["annotations"] = {"eks.amazonaws.com/role-arn": role_arn}
     restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                   "capabilities": {"drop": ["ALL"]}}

@@ -106,7 +106,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
              for b in budgets])))
     else:
         lines.append("  no clusters (pass --config medic.yaml to list the configured clusters)")
-    lines += ["", "Cluster preconditions (DescribeCluster; README \"Before you deploy\"):"]
+    lines += ["", "Cluster preconditions (DescribeCluster; docs/deploy.md \"Before you deploy\"):"]
     if not clusters:
         lines.append("  no config: pass --config medic.yaml to check the configured clusters")
     for cluster in clusters:

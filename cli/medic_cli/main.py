@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="only these outcomes (repeatable or comma-separated: failed,suppressed)")
     history.add_argument("--why", action="append", default=[],
                          help="only these sub-reasons of the outcomes (repeatable or comma-separated: paused,"
-                              "rate_limit; README, the remediation log)")
+                              "rate_limit; docs/remediation-log.md)")
     history.add_argument("--needs-human", action="store_true", help="only the records that say a human must act")
     history.add_argument("--since", help="from (24h, 30m, 7d or an ISO time; default 24h, all with --from-file)")
     history.add_argument("--until", help="until (an ISO time, or a duration before now)")

@@ -29,8 +29,8 @@ EKS_AGENT_SERVICE_ACCOUNT = "medic-agent"
 
 class AgentQueue(Construct):
     """One cluster's command queue for its agent, and the managed policy the agent needs: a Slurm agent's
-    through the cluster's instance role; an EKS agent's through its own role, which EKS Pod Identity gives the
-    agent's pods (only its ServiceAccount's, on its cluster)."""
+    through the role of the cluster's controller group (a role of its own: docs/agents.md); an EKS agent's through
+    its own role, which EKS Pod Identity gives the agent's pods (only its ServiceAccount's, on its cluster)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, shared: Shared, cluster: Cluster) -> None:
         super().__init__(scope, construct_id)
@@ -88,7 +88,8 @@ class AgentQueue(Construct):
                   description=f"--queue-url for the medic agent on {name}")
         if cluster.orchestrator == "slurm":
             CfnOutput(self, "AgentPolicyArn", value=self.policy.managed_policy_arn,
-                      description=f"attach to the {name} cluster's instance role")
+                      description=f"attach to the {name} cluster's controller group's own role only "
+                                  "(docs/agents.md)")
         else:
             self._pod_identity(cluster)
 

@@ -23,9 +23,9 @@ RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
 
-# What to do when a dead-letter queue holds messages (its alarm's description says it): for most, the README's
-# runbook entry, which redrives the events as they are.
-REDRIVE_RUNBOOK = "README 'A dead-letter queue has messages'"
+# What to do when a dead-letter queue holds messages (its alarm's description says it): for most, the runbook's
+# entry (docs/operator-runbook.md), which redrives the events as they are.
+REDRIVE_RUNBOOK = "docs/operator-runbook.md 'A dead-letter queue has messages'"
 
 
 class DeadLetterQueue(Construct):
@@ -54,7 +54,7 @@ class DeadLetterQueue(Construct):
 # 6 hours", "How Lambda handles errors and retries with asynchronous invocation"), instead of taking the account's
 # concurrency from Medic's other functions (the reconciler, the alarm handler) and the account's other workloads.
 # Lambda keeps 100 of the account's concurrency unreserved ("You can reserve up to the Unreserved account
-# concurrency value ... minus 100"): these need an account limit of sum + 100 (README, "Before you deploy";
+# concurrency value ... minus 100"): these need an account limit of sum + 100 (docs/deploy.md, "Before you deploy";
 # medic.yaml `reserved_concurrency: false` reserves none). Each is far above what the function needs.
 RESERVED_CONCURRENCY = {
     "node_health": 10,  # one per node event; a storm is decided in seconds, the guardrails suppress the rest

@@ -94,7 +94,7 @@ class Operations(Construct):
                                "event no longer travels EventBridge -> rule -> function -> ledger (the reconciler "
                                "cannot put events, the canary rule is gone or disabled, the node remediation function "
                                "fails or cannot write its ledger). Medic may be blind to HyperPod's node events: see "
-                               "README 'The canary is late'."),
+                               "docs/operator-runbook.md 'The canary is late'."),
             threshold=CANARY_LATE.total_seconds(), comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1, treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
         canary_late.add_alarm_action(page)

@@ -384,8 +384,8 @@ def replay_scenarios() -> dict[str, tuple[list[str], list[object]]]:
 
 
 def redriven(live: dict, by: str, reason: str) -> dict:
-    """``live`` as the README's runbook redrives it from a dead-letter queue with the operator's override: the event as
-    it was (id, time, detail), plus the top-level `medic-redrive` naming its id."""
+    """``live`` as the runbook (docs/operator-runbook.md) redrives it from a dead-letter queue with the operator's
+    override: the event as it was (id, time, detail), plus the top-level `medic-redrive` naming its id."""
     return {**live, "medic-redrive": {"event": live["id"], "by": by, "reason": reason}}
 
 

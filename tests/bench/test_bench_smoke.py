@@ -9,6 +9,7 @@ import pytest
 
 from bench import cold_start, common, report, storm, warm
 from bench.__main__ import BENCHMARKS
+from bench.common import ROOT
 from medic.config import parse_config
 from tests.bench.template import template
 
@@ -83,18 +84,29 @@ def test_storm_exactness_checks_catch_overruns():
     assert storm.page_overruns(pages) == ["c"] and storm.page_overruns(pages[:1]) == []
 
 
-def test_the_readme_block_is_replaced_and_nothing_else(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("# Medic\n\nintro\n\n## Development\n\nmake lint\n")
-    assert report.update_readme(readme, "first")
-    text = readme.read_text()
-    assert text.index("## Benchmarks") < text.index(report.START) < text.index("first") < text.index("## Development")
-    readme.write_text(text.replace("intro", "intro, edited by someone else"))
-    assert report.update_readme(readme, "second")
-    text = readme.read_text()
+def test_the_page_block_is_replaced_and_nothing_else(tmp_path):
+    # Given a benchmarks page without the block
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\nintro\n")
+    # When the results are written twice, the page edited in between
+    assert report.update_page(page, "first")
+    text = page.read_text()
+    assert text.index("intro") < text.index(report.HEADING) < text.index(report.START) < text.index("first")
+    page.write_text(text.replace("intro", "intro, edited by someone else"))
+    assert report.update_page(page, "second")
+    # Then only the block changed, once, and the same results change nothing
+    text = page.read_text()
     assert "second" in text and "first" not in text and "edited by someone else" in text
-    assert text.count(report.START) == 1 and text.count("## Benchmarks") == 1
-    assert not report.update_readme(readme, "second")
+    assert text.count(report.START) == 1 and text.count(report.HEADING) == 1
+    assert not report.update_page(page, "second")
+
+
+def test_make_bench_writes_the_page_that_holds_the_markers():
+    # The blocks live in docs/benchmarks.md (the README links it); README.md has none to rewrite.
+    page = (ROOT / report.PAGE).read_text()
+    for marker in (report.START, report.END, report.RECOVERY_START, report.RECOVERY_END):
+        assert page.count(marker) == 1, marker
+        assert marker not in (ROOT / "README.md").read_text()
 
 
 def test_the_table_renders_results_and_errors():

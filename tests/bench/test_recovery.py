@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from bench import recovery
-from bench.report import RECOVERY_END, RECOVERY_START, update_readme
+from bench.report import RECOVERY_END, RECOVERY_START, update_page
 from medic.config import parse_config
 from tests.bench.template import template
 
@@ -72,13 +72,13 @@ def test_every_latency_says_where_its_number_comes_from():
         assert entry.seconds > 0 and len(entry.source) > 40, name
 
 
-def test_the_table_and_its_readme_block(tmp_path, tiny_template):
+def test_the_table_and_its_page_block(tmp_path, tiny_template):
     result = recovery.run("job_retryable", template=tiny_template)
     text = recovery.table(result)
     assert "| Training job crash, retryable reason" in text and "**8.1 min**" in text and "**68.0 min**" in text
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{RECOVERY_START}\nstale numbers\n{RECOVERY_END}\n\n## Development\n")
-    assert update_readme(readme, recovery.block(result), start=RECOVERY_START, end=RECOVERY_END)
-    written = readme.read_text()
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"# x\n\n{RECOVERY_START}\nstale numbers\n{RECOVERY_END}\n\n## Cold start and SnapStart\n")
+    assert update_page(page, recovery.block(result), start=RECOVERY_START, end=RECOVERY_END)
+    written = page.read_text()
     assert "stale numbers" not in written and "`sagemaker_start_s` = 480 s (assumption)" in written
-    assert written.endswith("## Development\n")
+    assert written.endswith("## Cold start and SnapStart\n")

@@ -32,7 +32,8 @@ def reboot_event(event_id: str = "5c1f4a2e-7d3b-4f0e-9a61-2b8c0d9e1f10", at: dat
 
 
 def with_override(event: dict, **changes: str) -> dict:
-    """The README runbook's redrive: the event as it was, plus the operator's override naming its id."""
+    """The runbook's redrive (docs/operator-runbook.md): the event as it was, plus the operator's override naming
+    its id."""
     return {**event, "medic-redrive": {"event": event["id"], "by": "alice@example.com",
                                        "reason": "DLQ after the DynamoDB outage", **changes}}
 

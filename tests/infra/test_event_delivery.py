@@ -62,7 +62,7 @@ def test_every_function_has_its_reserved_concurrency_within_what_lambda_lets_an_
     assert sorted(reserved.values()) == sorted(RESERVED_CONCURRENCY.values())
     node = next(value for lid, value in reserved.items() if lid.startswith("NodeRemediationHandler"))
     assert node == RESERVED_CONCURRENCY["node_health"]
-    # The sum the README's precondition names: the account needs it plus Lambda's 100 unreserved
+    # The sum docs/deploy.md's precondition names: the account needs it plus Lambda's 100 unreserved
     assert sum(reserved.values()) + UNRESERVED_MINIMUM == 141
 
 

@@ -222,11 +222,12 @@ class NodeHealthDetail(BaseModel):
 
 
 class Redrive(BaseModel):
-    """An operator's override on one event redriven from a dead-letter queue after its age bound (README, runbook
-    "A dead-letter queue has messages"): a top-level `medic-redrive` the runbook's redrive adds. No event's author
-    can set it: PutEvents takes only Source, DetailType, Detail, Resources and Time, and EventBridge builds the
-    envelope itself (EventBridge API reference, PutEventsRequestEntry); a top-level field reaches a handler only
-    through a direct invoke (lambda:InvokeFunction on Medic's function: an operator's permission)."""
+    """An operator's override on one event redriven from a dead-letter queue after its age bound
+    (docs/operator-runbook.md, "A dead-letter queue has messages"): a top-level `medic-redrive` the runbook's
+    redrive adds. No event's author can set it: PutEvents takes only Source, DetailType, Detail, Resources and
+    Time, and EventBridge builds the envelope itself (EventBridge API reference, PutEventsRequestEntry); a
+    top-level field reaches a handler only through a direct invoke (lambda:InvokeFunction on Medic's function: an
+    operator's permission)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -348,7 +349,7 @@ class MedicEvent(EventBridgeEnvelope):
                              "override makes it act")
         raise ValueError(f"the event is {span(age)} old (its time {when.isoformat()}), {window}: a redelivery, not "
                          "news. To make it act, redrive it with an operator's override (medic-redrive for its id: "
-                         "README, 'A dead-letter queue has messages')")
+                         "docs/operator-runbook.md, 'A dead-letter queue has messages')")
 
     @field_validator("resources")
     @classmethod

@@ -3,8 +3,8 @@
     aws events put-events --entries '[{"Source": "medic.operator", "DetailType": "Medic Requeue Job",
       "Detail": "{\"cluster\": \"pretrain-slurm\", \"job_id\": \"4211\", \"reason\": \"NCCL hang\"}"}]'
 
-Optional detail: `requested_by` (who asks: recorded as claimed, not verified). Who may send it: the README's
-security section (a Deny on `events:source` = medic.operator).
+Optional detail: `requested_by` (who asks: recorded as claimed, not verified). Who may send it: docs/security.md
+(a Deny on `events:source` = medic.operator).
 """
 
 from __future__ import annotations
