@@ -575,7 +575,9 @@ class SlurmWorld:
             ledger=Ledger(self.table, lambda: self.client("dynamodb")),
             slurm=slurm,
             state=State(str(work / f"state-{cluster}-{host}.json")),
-            heartbeat_seconds=0,  # every cycle reports: cycles run at event times, not every 60 s
+            # The agent heartbeats every 60 s of the replay's clock, at the cycles the replay runs (event and schedule
+            # times), as on a head node it does every 60 s (agent/README.md); not at each of a settle's rounds.
+            heartbeat_seconds=60, seconds=_replay_seconds,
             standby_seconds=0,  # a standby's cycle returns at once (it waits 20 s between checks on a head node)
             host=host,
         )
@@ -644,6 +646,11 @@ def _now() -> str:
     from datetime import UTC, datetime
 
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _replay_seconds() -> float:
+    """The replay clock in seconds (time_machine moves it), for the agent's intervals."""
+    return datetime.now(UTC).timestamp()
 
 
 @contextlib.contextmanager

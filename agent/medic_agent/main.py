@@ -54,7 +54,8 @@ INTERRUPTED = ("the agent stopped while this command was being claimed or run; i
 class Agent(CommandHandling):
     def __init__(self, *, cluster: str, queue: Queue, ledger: Ledger, slurm: Slurm, state: State,
                  heartbeat_seconds: float = 60.0, standby_seconds: float | None = None,
-                 host: str | None = None, clock: Callable[[], datetime] = utcnow) -> None:
+                 host: str | None = None, clock: Callable[[], datetime] = utcnow,
+                 seconds: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
         self.queue = queue
         self.ledger = ledger
@@ -63,6 +64,7 @@ class Agent(CommandHandling):
         self.heartbeat_seconds = heartbeat_seconds
         self.host = host or socket.gethostname()
         self.clock = clock
+        self.seconds = seconds  # what times the heartbeat and role-check intervals (a replay runs them on its clock)
         self.log = log
         self.interrupted = INTERRUPTED
         self.stopping = False
@@ -116,7 +118,7 @@ class Agent(CommandHandling):
         """Ask `scontrol ping` which controller is in charge; log (and heartbeat at once) when the role changes."""
         run = self.slurm.run(PING_ARGV)
         role = decide(run.output, run.returncode, self.host)
-        self._role_checked = time.monotonic()
+        self._role_checked = self.seconds()
         previous, self.role = self.role, role
         if previous is None or previous.role != role.role or previous.reason != role.reason:
             level = logging.INFO if role.acts or previous is None or previous.acts else logging.DEBUG
@@ -129,7 +131,7 @@ class Agent(CommandHandling):
         return role
 
     def _still_primary(self) -> bool:
-        if self._role_checked is not None and time.monotonic() - self._role_checked < ROLE_RECHECK_SECONDS:
+        if self._role_checked is not None and self.seconds() - self._role_checked < ROLE_RECHECK_SECONDS:
             return self.role is not None and self.role.acts
         acts = self.check_role().acts
         if not acts:
@@ -137,7 +139,7 @@ class Agent(CommandHandling):
         return acts
 
     def heartbeat_if_due(self) -> None:
-        now = time.monotonic()
+        now = self.seconds()
         if self._last_heartbeat is not None and now - self._last_heartbeat < self.heartbeat_seconds:
             return
         role = self.role or self.check_role()
