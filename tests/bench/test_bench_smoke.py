@@ -52,6 +52,13 @@ def test_warm_replay_times_each_path_and_counts_its_calls(tiny_template):
     assert "sagemaker:BatchReplaceClusterNodes" in replacement["sequences"][0]["calls"]
     assert all(call in result["why"] for call in replacement["sequences"][0]["calls"])
     assert result["calls"]["replace_node_cold"]["count"] == 1  # (this template has no reconciler to sweep first)
+    # a replacement in a warm container is four round trips (issue 14's budget, issue 31 item 6): the ledger read
+    # (the agent's heartbeat with the rest: no GetItem of its own), the node, the claim, the call. This template has
+    # no reconciler, so a cluster's first replacement also asks DescribeCluster (the stack reads its snapshot)
+    for sequence in result["calls"]["replace_node_warm"]["sequences"]:
+        assert [call for call in sequence["calls"] if call != "sagemaker:DescribeCluster"] == [
+            "dynamodb:BatchGetItem", "sagemaker:DescribeClusterNode", "dynamodb:TransactWriteItems",
+            "sagemaker:BatchReplaceClusterNodes"], sequence
     # the burst: four acted on, one suppressed event pages the storm summary, the others are suppressed quietly
     assert result["calls"]["suppressed_paging"]["count"] == 1
     assert result["calls"]["suppressed"]["count"] == 2

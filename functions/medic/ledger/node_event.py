@@ -2,8 +2,10 @@
 
 The node's last action and healthy report, the cluster's recent actions (nodes.NodeStore), whether
 this event id already acted (requests.RequestStore), when the cluster's last storm summary paged
-(pages.PageStore) and the reconciler's DescribeCluster snapshot (clusters.ClusterInfoStore). Each
-store keeps its own keys; this module only gathers them into one round trip.
+(pages.PageStore), the reconciler's DescribeCluster snapshot (clusters.ClusterInfoStore) and when the
+cluster's agent last reported (agents.seen_key: whether a Slurm node can be drained before its repair; always
+the real item, whatever the mode). Each store keeps its own keys; this module only gathers them into one round
+trip.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from medic.core.models import ClusterInfo, ClusterState, NodeState
+from medic.ledger.agents import heartbeat_seen_at, seen_key
 from medic.ledger.clusters import ClusterInfoStore, fresh_cluster_info
 from medic.ledger.nodes import NodeStore, cluster_state_of, node_state_of
 from medic.ledger.pages import PageStore
@@ -27,6 +30,7 @@ class NodeEventView:
     event_acted: bool  # this event id already acted (a redelivery, a replay)
     storm_paged_at: datetime | None  # the cluster's last guardrail summary page
     cluster_info: ClusterInfo | None  # the reconciler's DescribeCluster, when fresh
+    agent_seen_at: datetime | None = None  # when DynamoDB wrote the cluster's agent's last heartbeat (None: never)
 
 
 def load_node_event(table: Table, cluster: str, node_id: str, trigger: str, event_id: str | None,
@@ -34,7 +38,7 @@ def load_node_event(table: Table, cluster: str, node_id: str, trigger: str, even
     nodes, pages, info = NodeStore(table), PageStore(table), ClusterInfoStore(table)
     wanted = {"state": nodes.node_key(cluster, node_id), "actions": nodes.cluster_key(cluster),
               "healthy": nodes.healthy_key(cluster, node_id), "storm": pages.storm_key(cluster),
-              "info": info.key(cluster)}
+              "info": info.key(cluster), "agent": seen_key(cluster)}
     if event_id is not None:
         wanted["event"] = RequestStore(table).claim_key(trigger, event_id)
     by_key = {(item["pk"]["S"], item["sk"]["S"]): item for item in table.batch_get(wanted.values(), attempts=1)}
@@ -45,4 +49,4 @@ def load_node_event(table: Table, cluster: str, node_id: str, trigger: str, even
         healthy_at=datetime.fromisoformat(healthy["at"]["S"]) if healthy else None,
         event_acted=found.get("event") is not None,
         storm_paged_at=datetime.fromisoformat(storm["paged_at"]["S"]) if storm and "paged_at" in storm else None,
-        cluster_info=fresh_cluster_info(found["info"], now))
+        cluster_info=fresh_cluster_info(found["info"], now), agent_seen_at=heartbeat_seen_at(found["agent"]))

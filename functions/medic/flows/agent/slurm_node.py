@@ -83,19 +83,16 @@ def jobs_claim(incident: str) -> str:
 
 
 def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
-                        incident: str, action: Action, fault: str, event_id: str | None,
-                        now: datetime) -> DrainNote | None:
+                        incident: str, action: Action, fault: str, event_id: str | None, now: datetime,
+                        heartbeat: datetime | None) -> DrainNote | None:
     """Queue the drain of the node in Slurm (never waiting for it); None when the cluster has no agent (not Slurm,
-    no queue). Never raises for AWS errors: the repair matters more than the drain."""
+    no queue). ``heartbeat``: when the agent last reported, read with the node path's other ledger items
+    (ledger/node_event: no round trip of its own). Never raises for AWS errors: the repair matters more than the
+    drain."""
     if cluster.orchestrator != "slurm" or not deps.agents.has_queue(cluster.name):
         return None
     name = node.slurm_node if node is not None else None
     shown = name or "the node"
-    try:
-        heartbeat = AgentStore(deps.table).agent_heartbeat(cluster.name)
-    except (ClientError, BotoCoreError) as error:
-        return DrainNote(f"Could not read the agent's heartbeat ({error_code(error)}): {shown} was not drained in "
-                         "Slurm and the jobs on it are unknown.", name, page=True)
     if heartbeat is None:  # no agent has ever reported: Slurm is not told, as before the agent was installed
         return DrainNote(f"No Medic agent has reported on {cluster.name}: {shown} was not drained in Slurm and the "
                          "jobs on it are unknown.", name, page=False)
@@ -603,9 +600,10 @@ class SlurmJobsOnNode:
     jobs before the call, resume it and requeue the jobs Slurm ended after the repair, all through the agent."""
 
     def before_repair(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
-                      incident: str, action: Action, fault: str, event_id: str | None,
-                      now: datetime) -> DrainNote | None:
-        return drain_before_repair(deps, table, cluster, node, node_id, incident, action, fault, event_id, now)
+                      incident: str, action: Action, fault: str, event_id: str | None, now: datetime,
+                      agent_seen_at: datetime | None) -> DrainNote | None:
+        return drain_before_repair(deps, table, cluster, node, node_id, incident, action, fault, event_id, now,
+                                   agent_seen_at)
 
     def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
                        node_id: str) -> DrainNote:

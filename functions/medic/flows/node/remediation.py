@@ -211,7 +211,8 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
         controller = node is not None and is_slurm_controller(
             cluster, info or ClusterInfo(0, None, None, frozenset()), node.instance_group)
         drain = None if controller else jobs.before_repair(  # a head node runs no jobs: nothing to drain
-            deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now)
+            deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now,
+            view.agent_seen_at)
         if drain is not None and drain.queued:  # drain first: the call waits for the agent's drain result
             waiting = await_drain(decision, deps, table, cluster, node, node_id, version, drain, about, fault.value,
                                   health_reason)
