@@ -1,7 +1,7 @@
 """A hand-written template in the shape the stack synthesizes, with the node and training-job rules and
-functions: the replay benchmarks run on it in the smoke tests without a synth. The node function has the Slurm
-clusters' agent queues (AGENT_QUEUES, as infra/components/agent_channel.py gives it), so the node path asks
-whether to drain first, as in the stack; no agent ever reports here, so the call is made at once."""
+functions: the replay benchmarks run on it in the smoke tests without a synth. With ``agent_queues`` the node
+function has the Slurm clusters' agent queues (AGENT_QUEUES, as infra/components/agent_channel.py gives it), so the
+node path asks whether to drain first, as in the stack; no agent ever reports there, so the call is made at once."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _rule(pattern: dict, function: str) -> dict:
         "Targets": [{"Arn": {"Fn::GetAtt": [function, "Arn"]}, "Id": "Target0"}]}}
 
 
-def template(config: MedicConfig) -> dict:
+def template(config: MedicConfig, agent_queues: bool = False) -> dict:
     return {"Resources": {
         "KeyABC": {"Type": "AWS::KMS::Key", "Properties": {}},
         "LedgerABC": {"Type": "AWS::DynamoDB::Table", "Properties": {
@@ -47,7 +47,7 @@ def template(config: MedicConfig) -> dict:
             "Name": "/medic/Medic/mode", "Type": "String", "Value": config.mode}},
         "RoleABC": {"Type": "AWS::IAM::Role", "Properties": {}},
         "AgentQueueABC": {"Type": "AWS::SQS::Queue", "Properties": {}},
-        "NodeFnABC": _function("medic.handlers.node_health.handler", config, agent_queues=True),
+        "NodeFnABC": _function("medic.handlers.node_health.handler", config, agent_queues),
         "JobFnABC": _function("medic.handlers.training_job.handler", config),
         "NodeRuleABC": _rule(NODE_PATTERN, "NodeFnABC"),
         "JobRuleABC": _rule(JOB_PATTERN, "JobFnABC"),

@@ -15,7 +15,7 @@ from tests.bench.template import template
 
 @pytest.fixture(scope="module")
 def tiny_template() -> dict:
-    return template(parse_config(common.replay_config()))
+    return template(parse_config(common.replay_config()), agent_queues=True)  # as the stack: the node path may drain
 
 
 def test_configs_validate_as_synth_validates_them(tmp_path):
