@@ -204,7 +204,8 @@ def storm_rows(storm: dict) -> list[tuple[str, str, str, str]]:
 
 CALL_ROWS = (  # key in warm["calls"], label, key of its target in warm["call_targets"]
     ("replace_node_warm", "AWS calls: node replacement, warm container", "replace_node_warm"),
-    ("replace_node_cold", "AWS calls: node replacement, first in a container (reconciler's snapshot in the ledger)",
+    ("replace_node_cold", "AWS calls: node replacement, first in a container or after its 30 s mode cache "
+                          "(reconciler's snapshot in the ledger)",
      "replace_node_cold"),
     ("reboot_node", "AWS calls: node reboot", None),
     ("duplicate", "AWS calls: redelivered event (duplicate)", None),
