@@ -22,11 +22,11 @@ from medic.flows.agent.commands import parse_agent_heartbeat_pk
 from medic.ledger.agents import HEARTBEAT_SAID, AgentStore
 from medic.obs import logger
 
-if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
-    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
+if TYPE_CHECKING:  # the stream model costs cold-start time; only the stream handler needs it
+    from medic.flows.agent.stream import StreamRecord
 
 
-def heartbeat_cluster(record: DynamoDBStreamRecordModel) -> str | None:
+def heartbeat_cluster(record: StreamRecord) -> str | None:
     """The cluster whose agent wrote this heartbeat; None when the stream record is not an agent heartbeat."""
     keys = record.dynamodb.Keys
     if record.eventName not in ("INSERT", "MODIFY") or keys.get("sk") != "heartbeat":
@@ -34,7 +34,7 @@ def heartbeat_cluster(record: DynamoDBStreamRecordModel) -> str | None:
     return parse_agent_heartbeat_pk(keys.get("pk"))
 
 
-def record_heartbeat(record: DynamoDBStreamRecordModel, cluster: str, deps: Deps) -> None:
+def record_heartbeat(record: StreamRecord, cluster: str, deps: Deps) -> None:
     """Medic's own note that the cluster's agent reported, timed by DynamoDB. No remediation record: a
     heartbeat is not a decision. AWS errors propagate (the stream retries the record)."""
     seen_at = record.dynamodb.ApproximateCreationDateTime or deps.now()
