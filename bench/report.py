@@ -23,7 +23,7 @@ CAUSES = (
      ("aws_xray_sdk", "asyncio", "wrapt", "requests", "charset_normalizer", "idna", "http", "sqlite3", "mysql",
       "certifi", "pkgutil", "aiobotocore", "httpx")),
     ("pydantic itself", ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions")),
-    ("Powertools (Logger and Metrics; for `agent_results` also its batch utility and parser models)",
+    ("Powertools (Logger and Metrics)",
      ("aws_lambda_powertools",)),
     ("Medic's own modules, mostly pydantic model classes built at import (the config's, the handler's events)",
      ("medic",)),
