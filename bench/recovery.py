@@ -624,6 +624,13 @@ def notes(result: dict) -> list[str]:
                    "the path column), where Medic repairs the node and Slurm again requeues the job itself; a job "
                    "Slurm will not requeue (`--no-requeue`), where Medic pages to resubmit it; and hangs, which no "
                    "node fault reveals.")
+        out.append("Medic drained the node before the repair, so Medic resumes it: at the agent's first heartbeat "
+                   "(every minute) after HyperPod reports it `Running` (HyperPod sends no event when a node is back, "
+                   "save as a cluster event on clusters with continuous provisioning), not at the reconciler's next "
+                   "sweep (up to 5 minutes later, as before issue 31). What Medic still loses against Slurm's own "
+                   "path: its call comes after the node event's delivery and the agent's drain, so the node is back "
+                   "seconds past a whole minute, and the resume comes at the next heartbeat, just after that "
+                   "minute's scheduling pass: the job starts at the pass after.")
     out.append("The stall alarm is not a latency input: `sim/alarms.py` evaluates the template's alarm once a "
                "minute as CloudWatch documents it (one-minute periods, `EvaluationPeriods` = `DatapointsToAlarm` = "
                "`stall_minutes`, missing data breaching); a hung process still publishes Heartbeat 0, a dead one "

@@ -25,7 +25,7 @@ CAUSES = (
      ("aws_xray_sdk", "asyncio", "wrapt", "requests", "charset_normalizer", "idna", "http", "sqlite3", "mysql",
       "certifi", "pkgutil", "aiobotocore", "httpx")),
     ("pydantic itself", ("pydantic", "pydantic_core", "annotated_types", "typing_inspection", "typing_extensions")),
-    ("Powertools (Logger and Metrics; for `agent_results` also its batch utility and parser models)",
+    ("Powertools (Logger and Metrics)",
      ("aws_lambda_powertools",)),
     ("Medic's own modules, mostly pydantic model classes built at import (the config's, the handler's events)",
      ("medic",)),
@@ -206,7 +206,8 @@ def storm_rows(storm: dict) -> list[tuple[str, str, str, str]]:
 
 CALL_ROWS = (  # key in warm["calls"], label, key of its target in warm["call_targets"]
     ("replace_node_warm", "AWS calls: node replacement, warm container", "replace_node_warm"),
-    ("replace_node_cold", "AWS calls: node replacement, first in a container (reconciler's snapshot in the ledger)",
+    ("replace_node_cold", "AWS calls: node replacement, first in a container or after its 30 s mode cache "
+                          "(reconciler's snapshot in the ledger)",
      "replace_node_cold"),
     ("reboot_node", "AWS calls: node reboot", None),
     ("duplicate", "AWS calls: redelivered event (duplicate)", None),
@@ -254,9 +255,11 @@ def notes(results: dict) -> list[str]:
         breakdown = "; ".join(f"{label}: {ms:.0f} ms" for label, ms in grouped[:5])
         done = ("Nothing is built at import (clients, config and tables come from `dependencies()` on the first "
                 "call); the Tracer patches botocore only (`patch_modules=(\"botocore\",)`, Powertools' documented "
-                "way); the EventBridge envelope is Medic's own model, not Powertools' parser; and the adapters only "
-                "some handlers use (training jobs, checkpoints, metrics, agent queues, with the alarm and agent "
-                "models behind them) are imported on first use.")
+                "way); the EventBridge envelope and the ledger's stream records are Medic's own models, not "
+                "Powertools' parser (whose models package builds every event source's models) nor its batch "
+                "utility; the adapters only some handlers use (training jobs, checkpoints, metrics, agent queues, "
+                "with the alarm and agent models behind them), and the canary's flow in the node function, are "
+                "imported on first use.")
         if cold["within_target"]:
             out.append(f"**Cold start ≤ {target}× boto3: met** ({low:.2f}–{high:.2f}×, worst `{worst}`). {done}")
         else:
@@ -267,10 +270,7 @@ def notes(results: dict) -> list[str]:
                 f"time, which inflates it): {breakdown}. What is left is pydantic itself and the classes built "
                 "from it (the config's models, which every handler needs on its first call anyway), the X-Ray SDK "
                 "that Powertools' Tracer loads when tracing is on, and the handler's own modules. Next steps: "
-                "`agent_results` imports Powertools' "
-                "batch utility and parser models and the agent flow's command models (it should parse "
-                "the stream image with a small model of its own, or import `DynamoDBStreamRecordModel` on the "
-                "first record); the X-Ray SDK goes only with tracing off (Lambda's active tracing still records "
+                "the X-Ray SDK goes only with tracing off (Lambda's active tracing still records "
                 "each invocation without it, but not the botocore subsegments); the config models could be built "
                 "with `defer_build=True`, which moves their cost to the first call (a Lambda cold start pays "
                 "both; see \"Cold start and SnapStart\" below the block).")

@@ -56,7 +56,8 @@ WHY = {
     "ssm:GetParameter": "run-time mode (act | dry_run | paused), cached 30 s per container",
     "sagemaker:DescribeClusterNode": "instance group (protected?) and status (already in repair?): not in the event",
     "dynamodb:BatchGetItem": "node history and the cluster's recent actions, one round trip "
-                             "(cooldown, escalation, hourly budget, breaker)",
+                             "(cooldown, escalation, hourly budget, breaker), with the agent's last heartbeat "
+                             "(drain first?), the operators' pauses of the cluster and the mode memory",
     "sagemaker:DescribeCluster": "cluster size for the breaker (fraction in repair), cached 5 min per cluster",
     "dynamodb:TransactWriteItems": "the claim: node and cluster items, conditional on their versions "
                                    "(dedupes redeliveries and racing invocations)",
@@ -142,10 +143,15 @@ def replay(node_events: int = 100, job_events: int = 30, template: dict | None =
         key = f"{invocation.function}:{invocation.action}:{invocation.outcome}"
         outcomes[key] = outcomes.get(key, 0) + 1
     replace_warm = probe.of("node_health", "replace_node", "executed", cold=False)
+    # A container's first replacement: its first invocation, or one whose 30 s mode cache had expired (the same calls:
+    # the switch's read; clients and config are built without a call). In a stack the canary's run through the node
+    # function often comes first, so the first replacement of a container is seldom its first invocation.
+    replace_first = [i for i in probe.of("node_health", "replace_node", "executed")
+                     if i.cold or (i.calls[:1] == ["ssm:GetParameter"])]
     calls = {
         "replace_node": call_profile(probe.of("node_health", "replace_node", "executed")),
         "replace_node_warm": call_profile(replace_warm),
-        "replace_node_cold": call_profile(probe.of("node_health", "replace_node", "executed", cold=True)),
+        "replace_node_cold": call_profile(replace_first),
         "reboot_node": call_profile(probe.of("node_health", "reboot_node", "executed")),
         "duplicate": call_profile(probe.of("node_health", outcome="duplicate")),
         # suppressed storm events once the cluster's summary page is out (the one that pages is apart)

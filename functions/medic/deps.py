@@ -101,9 +101,10 @@ class JobsOnNode(Protocol):
     reports see to the pods (flows/agent/eks_nodes.py), so the node flow has nothing to do there."""
 
     def before_repair(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
-                      incident: str, action: Action, fault: str, event_id: str | None,
-                      now: datetime) -> DrainNote | None:
-        """What the scheduler was told before the node action (None: nothing to tell it). Never waits."""
+                      incident: str, action: Action, fault: str, event_id: str | None, now: datetime,
+                      agent_seen_at: datetime | None) -> DrainNote | None:
+        """What the scheduler was told before the node action (None: nothing to tell it). Never waits.
+        ``agent_seen_at``: the agent's last heartbeat, read with the node path's other ledger items."""
 
     def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
                        node_id: str) -> DrainNote:
@@ -126,8 +127,8 @@ class NoJobsOnNode:
     """An orchestrator whose jobs the node flow does not see to: nothing to tell, nothing to follow up."""
 
     def before_repair(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
-                      incident: str, action: Action, fault: str, event_id: str | None,
-                      now: datetime) -> DrainNote | None:
+                      incident: str, action: Action, fault: str, event_id: str | None, now: datetime,
+                      agent_seen_at: datetime | None) -> DrainNote | None:
         return None
 
     def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,

@@ -1,5 +1,7 @@
 """A hand-written template in the shape the stack synthesizes, with the node and training-job rules and
-functions: the replay benchmarks run on it in the smoke tests without a synth."""
+functions: the replay benchmarks run on it in the smoke tests without a synth. With ``agent_queues`` the node
+function has the Slurm clusters' agent queues (AGENT_QUEUES, as infra/components/agent_channel.py gives it), so the
+node path asks whether to drain first, as in the stack; no agent ever reports there, so the call is made at once."""
 
 from __future__ import annotations
 
@@ -10,13 +12,20 @@ JOB_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training 
                "detail": {"TrainingJobStatus": ["Failed"]}}
 
 
-def _function(handler: str, config: MedicConfig) -> dict:
+def _function(handler: str, config: MedicConfig, agent_queues: bool = False) -> dict:
+    variables: dict = {
+        "MEDIC_CONFIG": config.to_env(), "LEDGER_TABLE": {"Ref": "LedgerABC"},
+        "PAGE_TOPIC_ARN": {"Ref": "PagesABC"}, "MODE_PARAMETER": {"Ref": "ModeABC"},
+        "POWERTOOLS_SERVICE_NAME": "medic", "POWERTOOLS_METRICS_NAMESPACE": "Medic"}
+    if agent_queues:  # one queue per Slurm cluster, the JSON the stack renders (cluster name -> queue URL)
+        slurm = [cluster.name for cluster in config.clusters if cluster.orchestrator == "slurm"]
+        parts: list = ["{"]
+        for index, name in enumerate(slurm):
+            parts += [f'{", " if index else ""}"{name}": "', {"Ref": "AgentQueueABC"}, '"']
+        variables["AGENT_QUEUES"] = {"Fn::Join": ["", [*parts, "}"]]}
     return {"Type": "AWS::Lambda::Function", "Properties": {
         "Handler": handler, "Runtime": "python3.13", "Role": {"Fn::GetAtt": ["RoleABC", "Arn"]},
-        "Environment": {"Variables": {
-            "MEDIC_CONFIG": config.to_env(), "LEDGER_TABLE": {"Ref": "LedgerABC"},
-            "PAGE_TOPIC_ARN": {"Ref": "PagesABC"}, "MODE_PARAMETER": {"Ref": "ModeABC"},
-            "POWERTOOLS_SERVICE_NAME": "medic", "POWERTOOLS_METRICS_NAMESPACE": "Medic"}}}}
+        "Environment": {"Variables": variables}}}
 
 
 def _rule(pattern: dict, function: str) -> dict:
@@ -25,7 +34,7 @@ def _rule(pattern: dict, function: str) -> dict:
         "Targets": [{"Arn": {"Fn::GetAtt": [function, "Arn"]}, "Id": "Target0"}]}}
 
 
-def template(config: MedicConfig) -> dict:
+def template(config: MedicConfig, agent_queues: bool = False) -> dict:
     return {"Resources": {
         "KeyABC": {"Type": "AWS::KMS::Key", "Properties": {}},
         "LedgerABC": {"Type": "AWS::DynamoDB::Table", "Properties": {
@@ -37,7 +46,8 @@ def template(config: MedicConfig) -> dict:
         "ModeABC": {"Type": "AWS::SSM::Parameter", "Properties": {
             "Name": "/medic/Medic/mode", "Type": "String", "Value": config.mode}},
         "RoleABC": {"Type": "AWS::IAM::Role", "Properties": {}},
-        "NodeFnABC": _function("medic.handlers.node_health.handler", config),
+        "AgentQueueABC": {"Type": "AWS::SQS::Queue", "Properties": {}},
+        "NodeFnABC": _function("medic.handlers.node_health.handler", config, agent_queues),
         "JobFnABC": _function("medic.handlers.training_job.handler", config),
         "NodeRuleABC": _rule(NODE_PATTERN, "NodeFnABC"),
         "JobRuleABC": _rule(JOB_PATTERN, "JobFnABC"),

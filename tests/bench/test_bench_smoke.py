@@ -16,7 +16,7 @@ from tests.bench.template import template
 
 @pytest.fixture(scope="module")
 def tiny_template() -> dict:
-    return template(parse_config(common.replay_config()))
+    return template(parse_config(common.replay_config()), agent_queues=True)  # as the stack: the node path may drain
 
 
 def test_configs_validate_as_synth_validates_them(tmp_path):
@@ -52,7 +52,17 @@ def test_warm_replay_times_each_path_and_counts_its_calls(tiny_template):
     replacement = result["calls"]["replace_node"]
     assert "sagemaker:BatchReplaceClusterNodes" in replacement["sequences"][0]["calls"]
     assert all(call in result["why"] for call in replacement["sequences"][0]["calls"])
-    assert result["calls"]["replace_node_cold"]["count"] == 1  # (this template has no reconciler to sweep first)
+    # the container's first replacement, and any after its 30 s mode cache (wall time) expired: the switch's read first
+    # (the exact calls of each: tests/functional/test_node_call_budget.py)
+    first = result["calls"]["replace_node_cold"]
+    assert first["count"] >= 1 and all(s["calls"][0] == "ssm:GetParameter" for s in first["sequences"])
+    # a replacement in a warm container is four round trips (issue 14's budget, issue 31 item 6): the ledger read
+    # (the agent's heartbeat with the rest: no GetItem of its own), the node, the claim, the call. This template has
+    # no reconciler, so a cluster's first replacement also asks DescribeCluster (the stack reads its snapshot)
+    for sequence in result["calls"]["replace_node_warm"]["sequences"]:
+        assert [call for call in sequence["calls"] if call != "sagemaker:DescribeCluster"] == [
+            "dynamodb:BatchGetItem", "sagemaker:DescribeClusterNode", "dynamodb:TransactWriteItems",
+            "sagemaker:BatchReplaceClusterNodes"], sequence
     # the burst: four acted on, one suppressed event pages the storm summary, the others are suppressed quietly
     assert result["calls"]["suppressed_paging"]["count"] == 1
     assert result["calls"]["suppressed"]["count"] == 2

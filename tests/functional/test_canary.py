@@ -51,7 +51,7 @@ def run(medic: Medic, minute: float, bus: EventBus | None = None) -> dict:
     return send_canary(medic.deps, bus or EventBus(boto3.client("events", region_name=REGION)))
 
 
-def test_a_canary_travels_the_rule_to_the_handler_which_notes_its_arrival(world: Medic):
+def test_a_canary_travels_the_rule_to_the_handler_which_notes_its_arrival(world: Medic, monkeypatch):
     # Given the canary rule on the default bus
     bus = Bus()
     # When the reconciler runs at 08:00: nothing arrived yet, so the age is 0; it puts a canary
@@ -66,7 +66,8 @@ def test_a_canary_travels_the_rule_to_the_handler_which_notes_its_arrival(world:
         "medic.canary", "Medic Canary", sent["canary"])
     assert event["detail"]["ledger"] == TABLE and event["detail"]["stack"] == "Medic"
     world.clock[0] = START + timedelta(seconds=2)
-    arrived = node_health.record_canary(event, world.deps)  # the handler module's own dispatch target
+    monkeypatch.setattr(node_health, "dependencies", lambda: world.deps)
+    arrived = node_health.handler(event, LambdaContext())  # the node function's entry point dispatches it
     assert arrived["arrived"] and arrived["latency_s"] == 2
     [line] = [line for line in world.log.messages if line.get("message") == "canary"]
     assert (line["canary"], line["latency_s"]) == (sent["canary"], 2)

@@ -679,9 +679,12 @@ def forget_claims(world: FuzzWorld, records: list[dict]) -> None:
 def claims_only(service: str, operation: str, params: dict) -> bool:
     """What recording a bad result may do: read the mode, read a command's context, claim its rejection
     and its one page (the incident's claim, and the cluster's window for the agent's word), and publish that page.
-    (And a heartbeat in the batch: Medic's note of when it arrived.)"""
+    (And a heartbeat in the batch: Medic's note of when it arrived, and its look for nodes Medic drained that are back:
+    a Query of the cluster's repairs, flows/agent/slurm_node.resume_repaired_nodes.)"""
     if (service, operation) in (MODE_READ, ("dynamodb", "GetItem"), ("sns", "Publish")):
         return True
+    if (service, operation) == ("dynamodb", "Query"):
+        return params["ExpressionAttributeValues"][":pk"]["S"].startswith("slurmrepair#")
     window = params.get("Key", params.get("Item", {}))
     if operation in ("PutItem", "UpdateItem") and window.get("pk", {}).get("S", "").startswith(
             "pagewindow#agent_rejected#cluster:") and window.get("sk", {}).get("S") == "window":

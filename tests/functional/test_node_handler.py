@@ -70,8 +70,8 @@ def test_two_invocations_racing_on_one_node_make_one_call(medic, unhealthy_event
     original_load = node_remediation.load_node_event
     racing = {"done": False, "result": None}
 
-    def load_then_let_b_win(*args):
-        state = original_load(*args)
+    def load_then_let_b_win(*args, **kwargs):
+        state = original_load(*args, **kwargs)
         if not racing["done"]:
             racing["done"] = True
             # B, SageMaker's second event for the same state change (another event id), runs in between

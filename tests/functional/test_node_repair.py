@@ -268,3 +268,53 @@ def test_when_the_call_fails_the_jobs_it_held_are_free_again(slurm, unhealthy_ev
     # Then no repair holds the job: its stall alarm acts again (the node's own page asks a human to look)
     assert (called["outcome"], called["paged"]) == ("failed", True)
     assert IncidentStore(slurm.medic.deps.table).recoveries() == []
+
+
+def list_nodes(slurm: SlurmWorld, node_id: str, status: str = "Running") -> None:
+    """ListClusterNodes as the service answers it: the repaired node under its logical id."""
+    slurm.medic.hyperpod.stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [{
+        "InstanceGroupName": "gpu-workers", "InstanceId": node_id, "NodeLogicalId": "node-7f3a",
+        "InstanceType": "ml.p5.48xlarge", "LaunchTime": slurm.medic.clock[0],
+        "InstanceStatus": {"Status": status}}]}, {"ClusterName": CLUSTER, "IncludeNodeLogicalIds": True})
+
+
+def test_a_repaired_node_is_resumed_at_the_agents_next_heartbeat_not_the_next_sweep(slurm, unhealthy_event):
+    # Given the drain done, job 4211 listed and the replacement called
+    replace(slurm, unhealthy_event)
+    # When the agent reports in during the repair, before the node can be back (REPAIR_SETTLE)
+    slurm.medic.clock[0] += timedelta(minutes=2)
+    slurm.heartbeat()
+    # Then HyperPod is not even asked (no ListClusterNodes stubbed: the stubber would refuse it) and nothing is queued
+    assert slurm.queued() == []  # (the drain was taken and answered)
+    # When the agent reports in while HyperPod still shows the replacement Pending
+    slurm.medic.clock[0] += timedelta(minutes=20)
+    new_id = "i-0aaaabbbbccccdddd"
+    list_nodes(slurm, new_id, status="Pending")
+    slurm.heartbeat()
+    assert slurm.queued() == []  # (the drain was taken and answered)
+    # When HyperPod shows the replacement Running under the node's Slurm name, and the agent reports in
+    slurm.medic.clock[0] += timedelta(minutes=10)
+    list_nodes(slurm, new_id)
+    describe(slurm, node_id=new_id)
+    slurm.heartbeat()
+    slurm.medic.hyperpod.assert_all_called()
+    # Then the node is resumed now (no reconciler run), and the jobs the repair hit are asked about
+    queued = slurm.queued()
+    assert sorted((c["kind"], c.get("node") or c.get("job_ids")) for c in queued) == [
+        ("job_states", "4211"), ("resume_node", NAME)]
+    assert all(c["incident"] == INCIDENT for c in queued)
+    # And the follow-up is taken once: the next heartbeat, and the sweep after it, issue nothing more
+    slurm.medic.clock[0] += timedelta(minutes=1)
+    slurm.heartbeat()
+    [repair] = RepairStore(slurm.medic.deps.table).repairs(CLUSTER)
+    assert repair.taken_at is not None
+    assert len(slurm.queued()) == 2
+
+
+def test_a_repaired_node_is_not_resumed_at_a_heartbeat_while_medic_is_paused(slurm, unhealthy_event):
+    replace(slurm, unhealthy_event)
+    slurm.medic.clock[0] += timedelta(minutes=35)
+    slurm.medic.set_mode("paused")
+    slurm.heartbeat()  # no ListClusterNodes: a paused Medic issues no follow-up (the stubber would refuse the call)
+    assert slurm.queued() == []  # (the drain was taken and answered)
+    assert RepairStore(slurm.medic.deps.table).repairs(CLUSTER)[0].taken_at is None

@@ -9,7 +9,9 @@ failed read counts as `Medic/ModeReadFailures`, which pages (infra Operations).
 The operators' pauses (`medic pause`, kept in the ledger: core.mode.PauseBook) are read with it, as often (one
 Query per 30 s per container): a pause of a cluster (or of the whole stack) turns `act` into `paused` for that
 cluster's decisions. A failed read of them keeps this container's last read; with none, every cluster reads as
-paused (fail closed, counted as a failed read too).
+paused (fail closed, counted as a failed read too). The node path reads the two pause items that can hold its
+cluster with its other ledger items instead (current_given: no Query of its own, and never older than the event;
+a failed read fails the event, which Lambda retries: nothing is decided without them).
 """
 
 from __future__ import annotations
@@ -40,12 +42,19 @@ class ModeSwitch:
         self._client = client
         self._cached: tuple[float, Mode] | None = None
         self._known: tuple[Mode, int] | None = None  # this container's last good read: the mode and its version
+        self._unremembered: tuple[Mode, int] | None = None  # read with stack(remember=False), not yet kept
         self._pauses: tuple[float, list[Pause] | None] | None = None  # None inside: unreadable, nothing known
 
     def current(self, cluster: str | None = None) -> Mode:
         """The mode a decision about ``cluster`` runs in: the switch's, lowered to `paused` by an operator's pause
         of the cluster or of the whole stack (``cluster`` None: a decision about no cluster, or about the stack)."""
         return mode_under(self.stack(), self.pause_of(cluster))
+
+    def current_given(self, cluster: str, pauses: list[Pause]) -> Mode:
+        """The mode a decision about ``cluster`` runs in, given the pauses that can hold it as the caller read them
+        (its own and the whole stack's, with its other ledger items: the node path's one BatchGetItem) instead of
+        this switch's Query of every pause: the switch's mode (cached 30 s), lowered by a pause that holds now."""
+        return mode_under(self.stack(), pause_of(pauses, cluster, self.now()))
 
     def pause_of(self, cluster: str | None) -> Pause | None:
         """The operator's pause that holds ``cluster`` now; None when none does (or no pauses are kept here)."""
@@ -79,8 +88,9 @@ class ModeSwitch:
             self._client = make_client("ssm")
         return self._client
 
-    def stack(self) -> Mode:
-        """The switch's mode, the whole stack's (the SSM parameter, read at most every 30 s)."""
+    def stack(self, remember: bool = True) -> Mode:
+        """The switch's mode, the whole stack's (the SSM parameter, read at most every 30 s). A version this
+        container did not know is kept in the memory at once, or (``remember`` False) by remember_unless_kept."""
         if self._cached and time.monotonic() - self._cached[0] < CACHE_SECONDS:
             return self._cached[1]
         try:
@@ -99,8 +109,19 @@ class ModeSwitch:
         self._cached = (time.monotonic(), mode)
         if self._known != (mode, version):
             self._known = (mode, version)
-            self._remember(mode, version)
+            if remember:
+                self._remember(mode, version)
+            else:
+                self._unremembered = (mode, version)
         return mode
+
+    def remember_unless_kept(self, kept: tuple[Mode, int] | None) -> None:
+        """Keep the version stack(remember=False) read unless the memory (``kept``, as the caller read it with its
+        other ledger items) holds it or a newer one already: a container's first read then costs no write of its
+        own, save when the mode changed (the node path's call budget)."""
+        pending, self._unremembered = self._unremembered, None
+        if pending is not None and (kept is None or kept[1] < pending[1]):
+            self._remember(*pending)
 
     def history(self) -> list[ModeVersion]:
         """Every version SSM keeps of the parameter (GetParameterHistory, every page), oldest first. ClientError

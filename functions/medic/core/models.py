@@ -368,7 +368,10 @@ class NodeHealthEvent(MedicEvent):
 
 
 class EventEnvelope(EventBridgeEnvelope):
-    """The EventBridge envelope alone, so a bad detail (or a replay) can still be recorded against its event id."""
+    """The EventBridge envelope alone, so a bad detail (or a replay) can still be recorded against its event id.
+    Built on its first use (a rejected event's record), not at every handler's cold start."""
+
+    model_config = ConfigDict(defer_build=True)
 
     detail: dict
 
@@ -385,9 +388,10 @@ class Requester(BaseModel):
 
 
 class RemediationRecord(BaseModel):
-    """One decision, exactly as it lands in the remediation log (DESIGN.md contract)."""
+    """One decision, exactly as it lands in the remediation log (DESIGN.md contract). The handlers read only its
+    field names (obs.RECORD_FIELDS): its validator is built on first use (`medic history`), not at cold start."""
 
-    model_config = ConfigDict(use_enum_values=True)
+    model_config = ConfigDict(use_enum_values=True, defer_build=True)
 
     incident: str
     trigger: Trigger

@@ -11,31 +11,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.exceptions import UnexpectedBatchTypeError
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from medic.flows.agent.expiry import bound_agent_item
 from medic.flows.agent.heartbeats import heartbeat_cluster, record_heartbeat
 from medic.flows.agent.results import record_agent_result, rejected_stream_record
+from medic.flows.agent.stream import StreamRecord, process_stream_batch
 from medic.obs import logger, tracer
 from medic.wiring import dependencies
 
-# Records are parsed one by one in _record: a record the model cannot read is rejected alone,
-# it never fails the batch.
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
-
-def _record(record: DynamoDBRecord) -> dict | None:
+def _record(raw: dict) -> dict | None:
+    # Records are parsed one by one: a record the model cannot read is rejected alone, it never fails the batch.
     try:
-        parsed = DynamoDBStreamRecordModel.model_validate(record.raw_event)
+        parsed = StreamRecord.model_validate(raw)
     except (ValidationError, TypeError, AttributeError, ValueError) as error:
-        # Powertools' deserializer raises TypeError/AttributeError on unknown type descriptors: no retry
-        # could read such a record either.
-        return rejected_stream_record(record.raw_event, error, dependencies())
+        # The deserializer raises TypeError/AttributeError on unknown type descriptors: no retry could read such a
+        # record either.
+        return rejected_stream_record(raw, error, dependencies())
     try:
         deps = dependencies()
         bound_agent_item(parsed, deps)  # every item an agent writes expires (flows/agent/expiry.py)
@@ -57,8 +51,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict:
         # Only the event source mapping invokes this; anything else is nobody's batch to retry.
         logger.warning("not a DynamoDB Streams batch; nothing to do", extra={"event_type": type(event).__name__})
         return {"batchItemFailures": []}
-    try:
-        return process_partial_response(event=event, record_handler=_record, processor=processor, context=context)
-    except (UnexpectedBatchTypeError, ValueError) as error:
-        logger.warning("not a DynamoDB Streams batch; nothing to do", extra={"error": str(error)[:200]})
-        return {"batchItemFailures": []}
+    return process_stream_batch(event["Records"], _record)

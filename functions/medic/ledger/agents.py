@@ -56,6 +56,15 @@ def seen_key(cluster: str) -> Key:
     return {"pk": {"S": f"agentseen#{cluster}"}, "sk": {"S": "heartbeat"}}
 
 
+def heartbeat_seen_at(item: dict | None) -> datetime | None:
+    """When DynamoDB wrote the heartbeat whose `agentseen#` item this is (None: none, or unreadable: as good as no
+    heartbeat). The node path reads the item with its other ledger items in one round trip (ledger/node_event)."""
+    try:
+        return datetime.fromtimestamp(int(item["seen_epoch"]["N"]), UTC) if item else None
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
 def watch_key(cluster: str) -> Key:
     """The reconciler's watch on the cluster's agent: Medic's own item (never under `agent#`)."""
     return {"pk": {"S": f"agentwatch#{cluster}"}, "sk": {"S": "silence"}}
@@ -104,11 +113,7 @@ class AgentStore:
 
     def agent_heartbeat(self, cluster: str) -> datetime | None:
         """When DynamoDB wrote the cluster's agent's last heartbeat (Medic's clock; dry runs read the real one)."""
-        item = self.table.get(seen_key(cluster))
-        try:
-            return datetime.fromtimestamp(int(item["seen_epoch"]["N"]), UTC) if item else None
-        except (KeyError, TypeError, ValueError, OverflowError):
-            return None  # unreadable: as good as no heartbeat
+        return heartbeat_seen_at(self.table.get(seen_key(cluster)))
 
     def record_heartbeat_seen(self, cluster: str, seen_at: datetime, reported_at: str,
                               said: dict[str, str] | None = None) -> bool:

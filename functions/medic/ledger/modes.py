@@ -4,8 +4,9 @@ last mode Medic's functions read from the switch.
 ``modechange#<stack>`` / <time>: written by the ``medic`` CLI (pause, resume, mode), never by the functions; one
 item per change, kept as the audit trail (no TTL).
 ``modeseen#<parameter>`` / ``latest``: the newest mode any function read (``mode``, the parameter's ``version``,
-``seen_at``), written by the functions whenever they read a version they did not know, and by the mode watch
-(flows/mode); read only when the switch cannot be: the value a failed read keeps (adapters/mode.py). One item, no
+``seen_at``), written by the functions whenever they read a version they did not know (the node path only when
+this item, read with its other ledger items, keeps an older one), and by the mode watch (flows/mode); read only when
+the switch cannot be: the value a failed read keeps (adapters/mode.py). One item, no
 TTL, only ever moved to a newer version.
 Never prefixed: the mode is one for both namespaces, whichever table it is given.
 """
@@ -62,21 +63,26 @@ class SeenModes(ModeMemory):
         self.table = table.for_mode(Mode.ACT)  # the real namespace, unprefixed
         self.parameter = parameter
 
-    def _key(self) -> dict:
+    def key(self) -> dict:
+        """The one item (the node path reads it with its other ledger items: adapters/mode.remember_unless_kept)."""
         return self.table.key(f"modeseen#{self.parameter}", "latest")
+
+    @staticmethod
+    def kept_of(item: dict | None) -> tuple[Mode, int] | None:
+        """The mode and version an item keeps; None when there is none (or it keeps no mode)."""
+        if item is None or "mode" not in item or "version" not in item:
+            return None
+        return Mode.of(item["mode"]["S"]), int(item["version"]["N"])
 
     def remember(self, mode: Mode, version: int, at: datetime) -> None:
         """Keep the mode unless a newer version (or this one) is kept already: containers racing with an older
         read never move it back."""
-        self.table.put_if({**self._key(), "mode": {"S": str(mode)}, "version": {"N": str(version)},
+        self.table.put_if({**self.key(), "mode": {"S": str(mode)}, "version": {"N": str(version)},
                            "seen_at": {"S": at.isoformat()}},
                           "attribute_not_exists(pk) OR version < :version", {":version": {"N": str(version)}})
 
     def last_known(self) -> tuple[Mode, int] | None:
-        item = self.table.get(self._key())
-        if item is None or "mode" not in item or "version" not in item:
-            return None
-        return Mode.of(item["mode"]["S"]), int(item["version"]["N"])
+        return self.kept_of(self.table.get(self.key()))
 
 
 def _partition(stack: str) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from medic.core.mode import Mode, Pause, PauseBook
-from medic.ledger.table import Table, epoch, readable
+from medic.core.mode import ALL_CLUSTERS, Mode, Pause, PauseBook
+from medic.ledger.table import Key, Table, epoch, readable
 
 KEPT_AFTER_END = timedelta(days=7)  # an ended pause stays readable (status, its expiry page) this long
 EXPIRY_PAGED, REMINDER_PAGED = "expiry_paged", "reminder_paged"
@@ -42,8 +42,17 @@ class PauseStore(PauseBook):
 
     def pauses(self) -> list[Pause]:
         """Every pause kept (ended ones too, until their TTL), an unreadable item left out."""
-        return [pause for pause in (readable(_pause, item) for item in self.table.partition(self.pk))
-                if pause is not None]
+        return self.of_items(self.table.partition(self.pk))
+
+    def keys_holding(self, cluster: str) -> list[Key]:
+        """The two items that can pause ``cluster``: its own and the whole stack's. The node path reads them with its
+        other ledger items in one round trip (ledger/node_event) instead of this partition's Query."""
+        return [self.table.key(self.pk, cluster), self.table.key(self.pk, ALL_CLUSTERS)]
+
+    @staticmethod
+    def of_items(items: list[dict]) -> list[Pause]:
+        """The pauses these items keep, an unreadable item left out."""
+        return [pause for pause in (readable(_pause, item) for item in items) if pause is not None]
 
     def claim_page(self, pause: Pause, flag: str, at: datetime) -> bool:
         """The one page of this pause under ``flag`` (EXPIRY_PAGED: it ended by itself; REMINDER_PAGED: without an

@@ -96,7 +96,7 @@ class RepairStore:
         return next((repair for repair in self.repairs(cluster) if repair.node_id == node_id), None)
 
     def take(self, cluster: str, node_id: str, now: datetime) -> bool:
-        """The sweep's claim of the node's follow-up (resume, job states): True once."""
+        """The claim of the node's follow-up (resume, job states), by an agent heartbeat or the sweep: True once."""
         return self.table.update_if(self._key(cluster, node_id), "SET taken_at = :now",
                                     "attribute_exists(pk) AND attribute_not_exists(taken_at)",
                                     {":now": {"S": now.isoformat()}}) is not None

@@ -25,8 +25,8 @@ from medic.deps import Deps
 from medic.ledger.agents import AgentStore
 from medic.obs import logger
 
-if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
-    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
+if TYPE_CHECKING:  # the stream model costs cold-start time; only the stream handler needs it
+    from medic.flows.agent.stream import StreamRecord
 
 AGENT_ITEM_TTL = timedelta(days=7)  # the longest an agent keeps an item (agent/medic_agent/ledger.py RESULT_TTL)
 # An agent's clock may run ahead of DynamoDB's (its expires_at is its now + TTL) or its item be written a little
@@ -50,7 +50,7 @@ def unbounded_expiry(image: dict, written_at: datetime) -> bool:
     return not earliest <= moment <= latest
 
 
-def bound_agent_item(record: DynamoDBStreamRecordModel, deps: Deps) -> bool:
+def bound_agent_item(record: StreamRecord, deps: Deps) -> bool:
     """Give an agent-written item an expiry when its own does not bound it; True when Medic set one. Only items an
     agent can write (pk `agent#...`), only as they are written (INSERT, MODIFY). AWS errors propagate (the stream
     retries the record)."""

@@ -8,7 +8,9 @@ to the closest second"), under a key no agent may write (`agentseen#<cluster>/he
 judges the agent alive from that item alone. Cost: one stream record to this function per heartbeat, so one
 invocation per cluster per minute at most (about 44,000 a month per cluster). On a Slurm cluster each heartbeat also
 checks (one GetItem, and a BatchGetItem of the cluster's recent node actions when there are any) for a node call
-that waited for the agent's drain past its deadline, and makes it (flows/node/drain_first).
+that waited for the agent's drain past its deadline, and makes it (flows/node/drain_first); and (one Query of the
+cluster's repairs, and a ListClusterNodes while a drained repair may be back) resumes a node Medic drained for its
+repair as soon as HyperPod reports it Running (flows/agent/slurm_node.resume_repaired_nodes).
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from medic.flows.agent.commands import parse_agent_heartbeat_pk
 from medic.ledger.agents import HEARTBEAT_SAID, AgentStore
 from medic.obs import logger
 
-if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
-    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
+if TYPE_CHECKING:  # the stream model costs cold-start time; only the stream handler needs it
+    from medic.flows.agent.stream import StreamRecord
 
 
-def heartbeat_cluster(record: DynamoDBStreamRecordModel) -> str | None:
+def heartbeat_cluster(record: StreamRecord) -> str | None:
     """The cluster whose agent wrote this heartbeat; None when the stream record is not an agent heartbeat."""
     keys = record.dynamodb.Keys
     if record.eventName not in ("INSERT", "MODIFY") or keys.get("sk") != "heartbeat":
@@ -32,7 +34,7 @@ def heartbeat_cluster(record: DynamoDBStreamRecordModel) -> str | None:
     return parse_agent_heartbeat_pk(keys.get("pk"))
 
 
-def record_heartbeat(record: DynamoDBStreamRecordModel, cluster: str, deps: Deps) -> None:
+def record_heartbeat(record: StreamRecord, cluster: str, deps: Deps) -> None:
     """Medic's own note that the cluster's agent reported, timed by DynamoDB. No remediation record: a
     heartbeat is not a decision. AWS errors propagate (the stream retries the record)."""
     seen_at = record.dynamodb.ApproximateCreationDateTime or deps.now()
@@ -46,6 +48,9 @@ def record_heartbeat(record: DynamoDBStreamRecordModel, cluster: str, deps: Deps
     if configured is not None and configured.orchestrator == "slurm":
         # A node call waiting for this agent's drain past its deadline goes ahead now (each minute while the agent
         # heartbeats; the reconciler's sweep is the backstop when it stops): flows/node/drain_first.
+        from medic.flows.agent.slurm_node import resume_repaired_nodes
         from medic.flows.node.drain_first import call_overdue_drains
 
         call_overdue_drains(deps, configured)
+        # A node Medic drained for a repair and HyperPod reports Running again is resumed now, not at the next sweep.
+        resume_repaired_nodes(deps, configured, f"heartbeat:{cluster}:{int(seen_at.timestamp())}")

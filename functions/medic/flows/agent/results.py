@@ -46,8 +46,8 @@ from medic.obs import logger
 from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
 
-if TYPE_CHECKING:  # the parser's models cost cold-start time; only the stream handler needs them
-    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
+if TYPE_CHECKING:  # the stream model costs cold-start time; only the stream handler needs it
+    from medic.flows.agent.stream import StreamRecord
 
 
 def rejected_page_claim(cluster: str) -> str:
@@ -55,7 +55,7 @@ def rejected_page_claim(cluster: str) -> str:
     return f"agent:{cluster}:rejected"
 
 
-def is_command_result(record: DynamoDBStreamRecordModel) -> bool:
+def is_command_result(record: StreamRecord) -> bool:
     """An agent's `agent#<cluster>#command#<id>/result` item being written (not a claim, heartbeat, TTL delete)."""
     keys = record.dynamodb.Keys
     return (record.eventName in ("INSERT", "MODIFY") and keys.get("sk") == "result"
@@ -85,7 +85,7 @@ def mismatch(context: CommandContext | None, cluster: str, result: AgentResult) 
     return None
 
 
-def record_agent_result(record: DynamoDBStreamRecordModel, deps: Deps) -> dict | None:
+def record_agent_result(record: StreamRecord, deps: Deps) -> dict | None:
     """The final record for one agent result; None when the stream record is not one (or already recorded).
 
     AWS errors propagate: the stream redelivers the record (a batch item failure) and nothing was claimed yet.

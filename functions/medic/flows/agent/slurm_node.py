@@ -83,19 +83,16 @@ def jobs_claim(incident: str) -> str:
 
 
 def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
-                        incident: str, action: Action, fault: str, event_id: str | None,
-                        now: datetime) -> DrainNote | None:
+                        incident: str, action: Action, fault: str, event_id: str | None, now: datetime,
+                        heartbeat: datetime | None) -> DrainNote | None:
     """Queue the drain of the node in Slurm (never waiting for it); None when the cluster has no agent (not Slurm,
-    no queue). Never raises for AWS errors: the repair matters more than the drain."""
+    no queue). ``heartbeat``: when the agent last reported, read with the node path's other ledger items
+    (ledger/node_event: no round trip of its own). Never raises for AWS errors: the repair matters more than the
+    drain."""
     if cluster.orchestrator != "slurm" or not deps.agents.has_queue(cluster.name):
         return None
     name = node.slurm_node if node is not None else None
     shown = name or "the node"
-    try:
-        heartbeat = AgentStore(deps.table).agent_heartbeat(cluster.name)
-    except (ClientError, BotoCoreError) as error:
-        return DrainNote(f"Could not read the agent's heartbeat ({error_code(error)}): {shown} was not drained in "
-                         "Slurm and the jobs on it are unknown.", name, page=True)
     if heartbeat is None:  # no agent has ever reported: Slurm is not told, as before the agent was installed
         return DrainNote(f"No Medic agent has reported on {cluster.name}: {shown} was not drained in Slurm and the "
                          "jobs on it are unknown.", name, page=False)
@@ -482,7 +479,8 @@ def start_recovery_windows(node_incident: str, cluster: str, deps: Deps, job_nam
 
 def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
     """Each node Medic drained that is Running again (itself, or its replacement under the same NodeLogicalId):
-    resume it in Slurm when it kept its Slurm name, and ask where the jobs the repair hit are now."""
+    resume it in Slurm when it kept its Slurm name, and ask where the jobs the repair hit are now. (The agent's
+    heartbeats do the same every minute, resume_repaired_nodes: this sweep is their backstop.)"""
     cluster, deps = sweep.cluster, sweep.deps
     if cluster.orchestrator != "slurm" or not sweep.mode.acts:
         return
@@ -492,22 +490,87 @@ def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
     store = RepairStore(sweep.table)
     by_logical = {node.logical_id: node for node in nodes if node.logical_id}
     for repair in store.repairs(cluster.name):
-        node = sweep.by_id.get(repair.node_id) or (by_logical.get(repair.logical_id) if repair.logical_id else None)
-        if repair.taken_at is not None or repair.drained == "pending":
+        if not _awaits_follow_up(repair):
             continue
-        if node is None or node.status != "Running" or sweep.now - repair.acted_at < REPAIR_SETTLE:
+        node = sweep.by_id.get(repair.node_id) or (by_logical.get(repair.logical_id) if repair.logical_id else None)
+        if not _back(repair, node, sweep.now):
             if repair.jobs:  # still in repair: a job Slurm ended NODE_FAIL is requeued now, before Slurm forgets it
                 _ask_early(sweep, repair)
             continue
-        if repair.drained == "no" and not repair.jobs:  # nothing drained, nothing known: the page said so
-            store.forget(cluster.name, repair.node_id)
-            continue
-        try:
-            if store.take(cluster.name, repair.node_id, sweep.now):
-                _issue_follow_up(sweep, repair, node)
-        except (ClientError, BotoCoreError) as error:
-            logger.warning("repair follow-up not issued", extra={"incident": repair.incident,
-                                                                 "error_code": error_code(error)})
+        _see_to(sweep, store, repair, node)
+
+
+@dataclass
+class HeartbeatLook:
+    """What the agent's heartbeat knows of its cluster when it looks for repaired nodes (medic.deps.NodeSweep)."""
+
+    deps: Deps
+    mode: Mode
+    run_id: str
+    cluster: Cluster
+    table: Table
+    now: datetime
+    by_id: dict[str, NodeInfo]
+
+
+def resume_repaired_nodes(deps: Deps, cluster: Cluster, run_id: str) -> None:
+    """At each heartbeat of the cluster's agent (every minute): a node Medic drained that HyperPod reports Running
+    again is resumed in Slurm now, and its jobs asked about, instead of at the reconciler's next sweep, up to 5
+    minutes later (issue 31). HyperPod sends no event when a node it rebooted or replaced is back on a cluster
+    without continuous provisioning (its instance-level events are "SageMaker HyperPod Cluster Event"s, "available
+    for HyperPod clusters with NodeProvisioningMode set to Continuous": "SageMaker HyperPod cluster events
+    reference", docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-cluster-events-reference.html), so
+    Medic asks HyperPod itself (ListClusterNodes, as the sweep does), only while a drained repair is old enough to
+    be back (REPAIR_SETTLE): one Query of the cluster's repairs per heartbeat, one ListClusterNodes a minute during
+    a repair. The resume itself is the sweep's (_issue_follow_up; the agent's resume_node resumes only a node
+    drained with Medic's reason). AWS errors are logged, never raised: the sweep is the backstop."""
+    if cluster.orchestrator != "slurm" or not deps.agents.has_queue(cluster.name):
+        return
+    mode, now = deps.mode.current(cluster.name), deps.now()
+    if not mode.acts:
+        return
+    table = deps.table.for_mode(mode)
+    store = RepairStore(table)
+    try:
+        due = [repair for repair in store.repairs(cluster.name)
+               if _awaits_follow_up(repair) and now - repair.acted_at >= REPAIR_SETTLE]
+        nodes = deps.hyperpod.list_nodes(cluster.name) if due else []
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("repaired nodes not looked up", extra={"cluster": cluster.name, "error_code": error_code(error)})
+        return
+    look = HeartbeatLook(deps, mode, run_id, cluster, table, now, {node.node_id: node for node in nodes})
+    by_logical = {node.logical_id: node for node in nodes if node.logical_id}
+    for repair in due:
+        node = look.by_id.get(repair.node_id) or (by_logical.get(repair.logical_id) if repair.logical_id else None)
+        if _back(repair, node, now):
+            _see_to(look, store, repair, node)
+
+
+def _awaits_follow_up(repair: SlurmRepair) -> bool:
+    """Not seen to yet, and its drain's result known (a pending drain is the drain's own business)."""
+    return repair.taken_at is None and repair.drained != "pending"
+
+
+def _back(repair: SlurmRepair, node: NodeInfo | None, now: datetime) -> bool:
+    """The repaired node (or its replacement) is Running, and long enough after the call that it is not the node
+    still Running before HyperPod took it down."""
+    return node is not None and node.status == "Running" and now - repair.acted_at >= REPAIR_SETTLE
+
+
+def _see_to(sweep: NodeSweep, store: RepairStore, repair: SlurmRepair, node: NodeInfo | None) -> None:
+    """The node is back: its follow-up (resume, job states), issued once whoever sees it first (RepairStore.take)."""
+    if node is None:
+        return
+    cluster = sweep.cluster.name
+    if repair.drained == "no" and not repair.jobs:  # nothing drained, nothing known: the page said so
+        store.forget(cluster, repair.node_id)
+        return
+    try:
+        if store.take(cluster, repair.node_id, sweep.now):
+            _issue_follow_up(sweep, repair, node)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("repair follow-up not issued", extra={"incident": repair.incident,
+                                                             "error_code": error_code(error)})
 
 
 def release_holds_of_repaired_nodes(sweep: NodeSweep) -> None:
@@ -603,9 +666,10 @@ class SlurmJobsOnNode:
     jobs before the call, resume it and requeue the jobs Slurm ended after the repair, all through the agent."""
 
     def before_repair(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo | None, node_id: str,
-                      incident: str, action: Action, fault: str, event_id: str | None,
-                      now: datetime) -> DrainNote | None:
-        return drain_before_repair(deps, table, cluster, node, node_id, incident, action, fault, event_id, now)
+                      incident: str, action: Action, fault: str, event_id: str | None, now: datetime,
+                      agent_seen_at: datetime | None) -> DrainNote | None:
+        return drain_before_repair(deps, table, cluster, node, node_id, incident, action, fault, event_id, now,
+                                   agent_seen_at)
 
     def after_the_call(self, drain: DrainNote, outcome: Outcome, table: Table, cluster: Cluster,
                        node_id: str) -> DrainNote:

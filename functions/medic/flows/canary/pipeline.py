@@ -50,11 +50,6 @@ class CanaryEvent(MedicEvent):
     detail: CanaryDetail
 
 
-def is_canary(raw: Any) -> bool:
-    """An event the canary rule delivers (the node remediation function takes both kinds)."""
-    return isinstance(raw, dict) and raw.get("source") == CANARY_SOURCE
-
-
 def canary_age(state: CanaryState, now: datetime) -> timedelta:
     """How long the pipeline has gone without a canary arriving: since the last arrival, else since the first canary
     was sent (one that never arrived), else nothing yet (no canary sent: the first run)."""

@@ -43,9 +43,11 @@ from medic.flows.node.policy import (
     decide_node,
     is_slurm_controller,
 )
+from medic.ledger.modes import SeenModes
 from medic.ledger.node_event import NodeEventView, load_node_event
 from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
 from medic.ledger.pages import PageStore
+from medic.ledger.pauses import PauseStore
 from medic.ledger.requests import RequestStore
 from medic.ledger.table import Table
 from medic.obs import logger
@@ -60,42 +62,53 @@ STORM_WINDOW = timedelta(hours=1)  # the budget's rolling hour: one summary page
 
 
 def remediate_node(raw: Any, deps: Deps) -> dict:
-    mode = deps.mode.current()
     try:
         event = NodeHealthEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
-        return rejected(raw, error, mode, Trigger.NODE_HEALTH, "node health event")
+        return rejected(raw, error, deps.mode.current(), Trigger.NODE_HEALTH, "node health event")
 
     detail = event.detail
-    mode = deps.mode.current(detail.ClusterName)  # an operator's pause of the cluster lowers act to paused
     health_reason = detail.HealthSummary.HealthStatusReason
-    about = About(incident=f"node:{detail.ClusterName}:{detail.InstanceId}", trigger=Trigger.NODE_HEALTH,
-                  event_id=event.id, mode=mode, cluster=detail.ClusterName, node_id=detail.InstanceId)
     cluster = deps.config.cluster(detail.ClusterName)
     fault = classify(detail.HealthSummary.HealthStatus, health_reason)
+    foreign = cluster is not None and foreign_cluster_arn(
+        detail.ClusterArn, account=deps.account, region=deps.region, name=cluster.name, cluster_id=cluster.id,
+        partition=deps.partition)
+    if cluster is not None and not foreign:
+        return _remediate(event, deps, cluster, fault)
+    # an event Medic does not act on: its record's mode is the cluster's (an operator's pause lowers act to paused)
+    about = About(incident=f"node:{detail.ClusterName}:{detail.InstanceId}", trigger=Trigger.NODE_HEALTH,
+                  event_id=event.id, mode=deps.mode.current(detail.ClusterName), cluster=detail.ClusterName,
+                  node_id=detail.InstanceId)
     if cluster is None:
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Cluster {detail.ClusterName} is not managed by Medic."))
-    foreign = foreign_cluster_arn(detail.ClusterArn, account=deps.account, region=deps.region, name=cluster.name,
-                                  cluster_id=cluster.id, partition=deps.partition)
-    if foreign:
-        wrong_id = mismatched_cluster_id(detail.ClusterArn, account=deps.account, region=deps.region,
-                                         name=cluster.name, cluster_id=cluster.id, partition=deps.partition)
-        said = (f"{cluster_id_reason(cluster, wrong_id)} No call." if wrong_id
-                else f"{foreign} Medic acts only on its configured clusters; no call.")
-        record = about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
-                              reason=short(said, 500))
-        return emit(record.paged_if(page_cluster_id(deps, record, cluster, wrong_id)) if wrong_id else record)
-
-    return _remediate(event, deps, deps.table.for_mode(mode), cluster, fault, about)
+    wrong_id = mismatched_cluster_id(detail.ClusterArn, account=deps.account, region=deps.region,
+                                     name=cluster.name, cluster_id=cluster.id, partition=deps.partition)
+    said = (f"{cluster_id_reason(cluster, wrong_id)} No call." if wrong_id
+            else f"{foreign} Medic acts only on its configured clusters; no call.")
+    record = about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED, reason=short(said, 500))
+    return emit(record.paged_if(page_cluster_id(deps, record, cluster, wrong_id)) if wrong_id else record)
 
 
-def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, cluster: Cluster, fault: Fault,
-               about: About) -> dict:
+def _remediate(event: NodeHealthEvent, deps: Deps, cluster: Cluster, fault: Fault) -> dict:
     detail = event.detail
     health_reason = detail.HealthSummary.HealthStatusReason
-    # The ledger first: a redelivered event (a DLQ redrive, an archive replay) costs this one read.
-    view = load_node_event(table, cluster.name, detail.InstanceId, str(Trigger.NODE_HEALTH), event.id, deps.now())
+    # The ledger first: a redelivered event (a DLQ redrive, an archive replay) costs this one read. It reads the
+    # operators' pauses that can hold the cluster too (no Query of their own): a pause lowers the switch's `act` to
+    # `paused`, which keeps the same ledger items (only a dry run has its own), so the table is the switch's mode's.
+    # And the mode memory: a container's first read of the switch writes it only when it keeps an older version.
+    stack = deps.mode.stack(remember=False)
+    table = deps.table.for_mode(stack)
+    book, memory = deps.mode.book, deps.mode.memory
+    pause_keys = book.keys_holding(cluster.name) if isinstance(book, PauseStore) else []
+    view = load_node_event(table, cluster.name, detail.InstanceId, str(Trigger.NODE_HEALTH), event.id, deps.now(),
+                           pause_keys=pause_keys, memory_key=memory.key() if isinstance(memory, SeenModes) else None)
+    deps.mode.remember_unless_kept(SeenModes.kept_of(view.mode_memory) if isinstance(memory, SeenModes) else None)
+    mode = (deps.mode.current_given(cluster.name, PauseStore.of_items(list(view.pause_items))) if pause_keys
+            else deps.mode.current(cluster.name))
+    about = About(incident=f"node:{detail.ClusterName}:{detail.InstanceId}", trigger=Trigger.NODE_HEALTH,
+                  event_id=event.id, mode=mode, cluster=detail.ClusterName, node_id=detail.InstanceId)
     if view.event_acted:
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
                                  reason=_already_acted(event.id, view)))
@@ -211,7 +224,8 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
         controller = node is not None and is_slurm_controller(
             cluster, info or ClusterInfo(0, None, None, frozenset()), node.instance_group)
         drain = None if controller else jobs.before_repair(  # a head node runs no jobs: nothing to drain
-            deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now)
+            deps, table, cluster, node, node_id, incident, decision.action, fault.value, event_id, now,
+            view.agent_seen_at)
         if drain is not None and drain.queued:  # drain first: the call waits for the agent's drain result
             waiting = await_drain(decision, deps, table, cluster, node, node_id, version, drain, about, fault.value,
                                   health_reason)
