@@ -83,7 +83,8 @@ DEFAULT_PAUSE_LIMIT_SECONDS = 3600.0  # a marked pause longer than this is judge
 HANG_CHECK_SECONDS = 10.0  # how often the background thread checks: the hang alarm's period (CloudWatch: 10 or 30)
 _INTERVALS = 1024  # step intervals kept (a ring): the recent distribution
 _MAX_HELD = 4096  # tensor values held per period and argument (read at the flush); more are counted, not read
-_HIGH_RESOLUTION = 1  # PutMetricData StorageResolution: 1 = one-second resolution (CloudWatch "High-resolution metrics")
+# PutMetricData StorageResolution 1: one-second resolution (CloudWatch User Guide, "High-resolution metrics")
+_HIGH_RESOLUTION = 1
 
 _UNITS = {
     HEARTBEAT: "Count",
@@ -330,7 +331,7 @@ class Probe:
         self.completed = False
         """True once a clean close() published the completion marker (`Completed`)."""
         self.stalled = False
-        """The probe's last verdict (published as `Stalled`): no step for longer than the job's step intervals explain."""
+        """The probe's last verdict (published as `Stalled`): no step for longer than its step intervals explain."""
 
         self._client = client
         self._disabled_reason: str | None = None
