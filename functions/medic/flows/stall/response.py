@@ -28,6 +28,7 @@ from medic.flows.stall.policy import (
     AlarmStateChangeEvent,
     AlarmSubject,
     Plan,
+    STALL_KINDS,
     alarm_subject,
     decide_alarm,
     foreign_alarm,
@@ -43,11 +44,11 @@ from medic.outbox.records import emit, rejected
 def incident_of(subject: AlarmSubject) -> str:
     """A stalled job shares its incident (and restart budget) with operator requests for that job: on Slurm by
     its name, on EKS by its Kubernetes object."""
-    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "slurm":
+    if subject.kind in STALL_KINDS and subject.job and subject.cluster.orchestrator == "slurm":
         from medic.flows.agent.restart import slurm_job_incident  # the agent paths only: not at every cold start
 
         return slurm_job_incident(subject.cluster.name, subject.job.name)
-    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "eks":
+    if subject.kind in STALL_KINDS and subject.job and subject.cluster.orchestrator == "eks":
         from medic.flows.agent.eks import eks_job_incident
 
         return eks_job_incident(subject.cluster.name, subject.job.kubernetes_object())
@@ -84,11 +85,14 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         nodes_in_repair = NodeStore(table).cluster_actions_since(subject.cluster.name, now - window)
         storm_at = PageStore(table).storm_paged_at(subject.cluster.name)
         storm_held = storm_at is not None and now - storm_at < STORM_HOLD
-    stall = subject.kind is AlarmKind.STALL and subject.job is not None and first_delivery
+    stall = subject.kind in STALL_KINDS and subject.job is not None and first_delivery
     recent = None
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
-        recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
-                           history=PROBE_HISTORY)
+        # The hang alarm is the probe's own verdict, seconds after the last step: the steps of the minutes read back
+        # are the job's last ones before it, so no window (steps since would come with the probe's 0, the alarm's
+        # OK); the day before still says whether the job finished, never ran, or is in a marked pause.
+        window = timedelta(minutes=subject.job.stall_minutes if subject.kind is AlarmKind.STALL else 0)
+        recent = _progress(subject, now - window, now, deps, history=PROBE_HISTORY)
     watch = since_restart = owner = in_repair = None
     if stall and (detail.state.value == "ALARM" or open_incident is not None):
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
