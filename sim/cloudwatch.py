@@ -37,6 +37,7 @@ class EmulatedCloudWatch:
         self.store = self.book.store
         self._published_seen = 0
         self.next_evaluation: datetime | None = None
+        self.last_evaluation: datetime | None = None
         self.skipped = 0  # minutes never evaluated: the clock moved further than MAX_EVALUATIONS at once
         template = world.template
         self.queue_urls = {physical.attrs["QueueName"]: physical.ref for physical in template.physical.values()
@@ -107,6 +108,8 @@ class EmulatedCloudWatch:
             self.next_evaluation = start.replace(second=0, microsecond=0) + MINUTE
         elif step == MINUTE and self.next_evaluation.second:  # back to whole minutes
             self.next_evaluation = self.next_evaluation.replace(second=0) + MINUTE
+        elif step == HIGH_RESOLUTION_TICK and self.last_evaluation is not None:  # a probe began watching: 10 s on
+            self.next_evaluation = min(self.next_evaluation, self.last_evaluation + step)
         if self.next_evaluation <= until:
             pending = (until - self.next_evaluation) // step + 1
             most = limit * (MINUTE // step)
@@ -117,6 +120,8 @@ class EmulatedCloudWatch:
         while self.next_evaluation <= until:
             ticks.append(self.next_evaluation)
             self.next_evaluation += step
+        if ticks:
+            self.last_evaluation = ticks[-1]
         return ticks
 
     def evaluate(self, at: datetime) -> list[Transition]:

@@ -11,7 +11,8 @@ an exception (the final flush, no marker), ``"killed"`` a process killed (SIGKIL
 requeue): nothing more, not even its stall checks. ``"hang": true`` (or its settings) runs the probe's hang detection:
 its steps are spread evenly over the time since its last directive, and its background thread's stall check
 (``Probe.watch``) runs every ``HANG_CHECK_SECONDS`` of the replay clock while the process lives (``watch``);
-``"pause"`` opens a marked pause (``Probe.pause``) after the directive's steps, ``"pause": false`` ends it.
+``"pause"`` opens a marked pause (``Probe.pause``) after the directive's steps, ``"pause": false`` ends it at the
+process's previous directive (the directive's steps come after it).
 ``{"sim": {"metric": {...}}}`` puts one datapoint of any metric. Both publish through the harness's own
 CloudWatch client: they are the training job's calls, not Medic's (not counted, never faulted).
 """
@@ -210,6 +211,9 @@ class Metrics:
         # The steps spread evenly since the process's last directive (a new process: over the minute before): the
         # probe's step intervals are what its hang detection learns from.
         since = self._last_seen.get(id(probe), now - 60.0)
+        if spec.pause is False and probe._pauses:  # the pause ended when the steps began: at the last directive
+            self.clock.now = since
+            probe._pause_exit()
         for index, number in enumerate(range(first, first + spec.steps)):
             self.clock.now = since + (now - since) * (index + 1) / spec.steps
             probe.step(number, loss=spec.loss, tokens_per_sec=spec.tokens_per_sec)
@@ -217,10 +221,7 @@ class Metrics:
         self._last_seen[id(probe)] = now
         if spec.checkpoint is not None:
             probe.checkpoint(spec.checkpoint)
-        if spec.pause is False:
-            if probe._pauses:
-                probe._pause_exit()
-        elif spec.pause is not None:
+        if spec.pause is not None and spec.pause is not False:  # a pause begins after the steps
             probe._pause_enter(spec.pause, module_pause_limit())
         before, failures = len(self.published), probe.publish_failures
         if spec.close == "killed":  # the process is gone: nothing more from it, not even a stall check

@@ -494,18 +494,18 @@ class Probe:
     # -- hang detection -------------------------------------------------------------------------------
 
     def _verdict(self, now: float) -> bool:
-        """Stalled: no step for max(floor, factor x p99 of the recent step intervals), after the warm-up; a marked
-        pause only once it outlasts its limit. Read in the background thread (step() only records the times)."""
+        """Stalled: no step for longer than max(floor, factor x p99 of the recent step intervals), after the warm-up;
+        a marked pause only once it outlasts its limit. Read in the background thread (step() only records the times)."""
         if not self.hang_detection or not self.publishes_job_metrics:
             return False
         with self._lock:
             last, count, paused_at = self._last_step_at, self._interval_count, self._paused_at
             if paused_at is not None:
                 return now - paused_at > self._pause_limit
-            if last is None or count < self.hang_warmup_steps or now - last < self.hang_floor_seconds:
+            if last is None or count < self.hang_warmup_steps or now - last <= self.hang_floor_seconds:
                 return False
             intervals = self._intervals[:min(count, _INTERVALS)]
-        return now - last >= max(self.hang_floor_seconds, self.hang_factor * _p99(intervals))
+        return now - last > max(self.hang_floor_seconds, self.hang_factor * _p99(intervals))
 
     def watch(self) -> bool:
         """Check now whether steps have stopped, and say so at once: `Stalled` 1 at every check while stalled, and 0

@@ -56,9 +56,9 @@ class TestStalled:
         verdicts = watch_for(probe, clock, 120)
 
         # the default floor (60 s) dominates 3 x the p99 of 1-second steps: stalled at the first check past 60 s
-        assert verdicts[:5] == [False] * 5
-        assert verdicts[5:] == [True] * 7
-        assert stalled_values(fake) == [0, *[1] * 7]  # the flush's 0, then every check while stalled
+        assert verdicts[:6] == [False] * 6
+        assert verdicts[6:] == [True] * 6
+        assert stalled_values(fake) == [0, *[1] * 6]  # the flush's 0, then every check while stalled
         assert probe.stalled is True
         datum = by_metric(fake.calls[-1])[("Stalled", JOB)]
         assert datum["StorageResolution"] == 1 and datum["Value"] == 1
@@ -97,7 +97,7 @@ class TestStalled:
 
         verdicts = watch_for(probe, clock, 910)
 
-        assert verdicts.index(True) == 89  # 900 s = 3 x 300 s, at the 90th 10-second check
+        assert verdicts.index(True) == 90  # past 900 s = 3 x 300 s: the 91st 10-second check
 
     def test_given_a_custom_floor_and_factor_when_steps_stop_then_they_set_the_bound(self, make_probe, fake, clock):
         probe = make_probe(client=fake, clock=clock, hang_floor_seconds=30, hang_factor=5)
@@ -105,7 +105,7 @@ class TestStalled:
 
         verdicts = watch_for(probe, clock, 60, every=5)
 
-        assert verdicts.index(True) == 9  # max(30, 5 x 10 s) = 50 s
+        assert verdicts.index(True) == 10  # past max(30, 5 x 10 s) = 50 s: 55 s
 
     def test_given_a_rare_slow_step_in_the_distribution_when_a_step_is_that_slow_again_then_no_stall(
             self, make_probe, fake, clock):

@@ -91,8 +91,9 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         # The hang alarm is the probe's own verdict, seconds after the last step: the steps of the minutes read back
         # are the job's last ones before it, so no window (steps since would come with the probe's 0, the alarm's
         # OK); the day before still says whether the job finished, never ran, or is in a marked pause.
-        window = timedelta(minutes=subject.job.stall_minutes if subject.kind is AlarmKind.STALL else 0)
-        recent = _progress(subject, now - window, now, deps, history=PROBE_HISTORY)
+        since = now - timedelta(minutes=subject.job.stall_minutes) if subject.kind is AlarmKind.STALL else \
+            _next_minute(now)  # (the read's one-minute buckets then start on whole minutes)
+        recent = _progress(subject, since, now, deps, history=PROBE_HISTORY)
     watch = since_restart = owner = in_repair = None
     if stall and (detail.state.value == "ALARM" or open_incident is not None):
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
@@ -207,6 +208,12 @@ def _node_in_repair(subject: AlarmSubject, table: Any, deps: Deps, now: datetime
         return None
     hit = next((w for w in watches if w.slurm_node in ran_on), None)
     return (f"node:{subject.cluster.name}:{hit.node_id}", hit.slurm_node or "", hit.status) if hit else None
+
+
+def _next_minute(at: datetime) -> datetime:
+    """``at`` if it is a whole minute, else the next one."""
+    whole = at.replace(second=0, microsecond=0)
+    return whole if whole == at else whole + timedelta(minutes=1)
 
 
 def _state_time(text: str | None) -> datetime | None:
