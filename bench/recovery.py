@@ -239,9 +239,17 @@ class TrainingProcess:
             return job.started_at
         return None
 
+    def killed(self, job: Any) -> bool:
+        """Slurm killed the hung process (its job requeued, or its node down): once, when it happens."""
+        if self.state == "hung" and (job is None or job.state != "RUNNING"):
+            self.state = "gone"
+            return True
+        return False
+
     def minute(self) -> list[str]:
         """What the probe publishes at a whole minute: progress while running, a live process with no progress
-        while hung (its background thread still publishes), nothing once the process is gone."""
+        while hung (its background thread still publishes, and judges it stalled: the hang alarm), nothing once
+        the process is gone."""
         if self.state == "running":
             return [_probe(steps=STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0)]
         if self.state == "hung":
@@ -315,7 +323,7 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
     yield _line({"slurm_job": {"cluster": CLUSTER, "id": SLURM_ID, "name": JOB, "nodes": [*workers, NODE]}})
     yield _line({"agent": {"cluster": CLUSTER, "heartbeat": True}})
     yield _probe(steps=STEPS_PER_MINUTE, step=LAST_STEP - 10 * STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0,
-                 checkpoint=CHECKPOINT_STEP)
+                 checkpoint=CHECKPOINT_STEP, hang=True)
     now = start
     node_fault = {"gpu_fatal": "NvidiaErrorTerminate", "gpu_reboot": "NvidiaErrorReboot",
                   "capacity": "NvidiaErrorTerminate"}.get(klass)
@@ -335,6 +343,8 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
         if node_down and finished and moments.repaired_at is None:
             moments.repaired_at = min(repair.until for repair in finished)
             node_down = False
+        if process.killed(box["world"].slurm.cluster(CLUSTER).jobs.get(str(SLURM_ID))):
+            yield _probe(close="killed")  # the hung process's probe stops with it: no flush, no more stall checks
         flushed = False  # the probe publishes once a minute: a first flush on the minute is that minute's
         for when, what in [item for item in pending if item[0] <= now]:
             pending.remove((when, what))
@@ -347,7 +357,7 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
                 process.resumed_at = moments.resumed_at = when
                 flushed = True
                 yield _probe(steps=STEPS_PER_MINUTE // 2, step=CHECKPOINT_STEP + STEPS_PER_MINUTE // 2,
-                             loss=1.9, tokens_per_sec=40500.0, new_process=True)
+                             loss=1.9, tokens_per_sec=40500.0, new_process=True, hang=True)
         if now == FAULT_AT and process.state == "running":
             yield from process.minute()  # the last step before the fault
             process.after_fault()

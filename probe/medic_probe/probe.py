@@ -82,6 +82,7 @@ DEFAULT_HANG_WARMUP_STEPS = 20
 DEFAULT_PAUSE_LIMIT_SECONDS = 3600.0  # a marked pause longer than this is judged as a stall (a hung save)
 HANG_CHECK_SECONDS = 10.0  # how often the background thread checks: the hang alarm's period (CloudWatch: 10 or 30)
 _INTERVALS = 1024  # step intervals kept (a ring): the recent distribution
+_RING_MASK = _INTERVALS - 1
 _MAX_HELD = 4096  # tensor values held per period and argument (read at the flush); more are counted, not read
 # PutMetricData StorageResolution 1: one-second resolution (CloudWatch User Guide, "High-resolution metrics")
 _HIGH_RESOLUTION = 1
@@ -401,16 +402,34 @@ class Probe:
                 last = self._last_step_at
                 if last is not None and not self._skip_interval:
                     count = self._interval_count
-                    self._intervals[count % _INTERVALS] = now - last
+                    self._intervals[count & _RING_MASK] = now - last
                     self._interval_count = count + 1
-                self._skip_interval = False
+                else:
+                    self._skip_interval = False
                 self._last_step_at = now
+                # (inlined _Period.add_loss / add_throughput: a method call costs as much as the rest)
                 if loss is not None:
-                    p.add_loss(loss)
+                    # One chained comparison: False for NaN, +-inf and anything CloudWatch would refuse.
+                    if -_LIMIT < loss < _LIMIT:
+                        p.loss_n += 1
+                        p.loss_sum += loss
+                        if loss < p.loss_min:
+                            p.loss_min = loss
+                        if loss > p.loss_max:
+                            p.loss_max = loss
+                    else:
+                        p.non_finite += 1
                 elif held_loss is not None and len(p.losses) < _MAX_HELD:
                     p.losses.append(held_loss)
                 if tokens_per_sec is not None:
-                    if not p.add_throughput(tokens_per_sec):
+                    if 0.0 <= tokens_per_sec < _LIMIT:
+                        p.tps_n += 1
+                        p.tps_sum += tokens_per_sec
+                        if tokens_per_sec < p.tps_min:
+                            p.tps_min = tokens_per_sec
+                        if tokens_per_sec > p.tps_max:
+                            p.tps_max = tokens_per_sec
+                    else:
                         bad += 1
                 elif held_tps is not None and len(p.throughputs) < _MAX_HELD:
                     p.throughputs.append(held_tps)
