@@ -634,16 +634,19 @@ def notes(result: dict) -> list[str]:
                    "the path column), where Medic repairs the node and Slurm again requeues the job itself; a job "
                    "Slurm will not requeue (`--no-requeue`), where Medic pages to resubmit it; and hangs, which no "
                    "node fault reveals.")
-    out.append("The stall alarm is not a latency input: `sim/alarms.py` evaluates the template's alarm once a "
-               "minute as CloudWatch documents it (one-minute periods, `EvaluationPeriods` = `DatapointsToAlarm` = "
-               "`stall_minutes`, missing data breaching); a hung process still publishes Heartbeat 0, a dead one "
-               "nothing, and CloudWatch's treatment of the missing minutes puts the crash's alarm later than the "
-               "hang's. CloudWatch's ingestion delay is not modelled (sim/README.md, *Alarms*): it would add seconds "
-               "to Medic's detection of a hang or a crash.")
+    out.append("The alarms are not latency inputs: `sim/alarms.py` evaluates the template's alarms as CloudWatch "
+               "documents it. A hang is the probe's own verdict (`probe/medic_probe`, run by the replay): no step "
+               "for more than max(60 s, 3 x the job's p99 step interval), checked every 10 s and published at high "
+               "resolution (`Stalled`); the hang alarm (10-second period, evaluated every 10 s) fires on it, about "
+               "80 s after the last step. The stall alarm (one-minute periods, `EvaluationPeriods` = "
+               "`DatapointsToAlarm` = `stall_minutes`, missing data breaching) remains for a process that died (it "
+               "publishes nothing) or stalls before the probe judges. CloudWatch's ingestion delay is not modelled "
+               "(sim/README.md, *Alarms*): it would add seconds to Medic's detection of a hang or a crash.")
     out.append(f"Medic's stall alarm fires `stall_minutes` (here {_job_setting('stall_minutes')}, "
-               f"`{result['config']}`) after the last step "
-               f"plus CloudWatch's evaluation: keep it below the NCCL watchdog's {lat['nccl_timeout_s'] / 60:g} "
-               "minutes, or the watchdog kills the hung job first and there is no running job left to requeue.")
+               f"`{result['config']}`) after the last step plus CloudWatch's evaluation, the hang alarm about 80 s "
+               "after it: a hang is requeued long before the NCCL watchdog's "
+               f"{lat['nccl_timeout_s'] / 60:g} minutes; keep `stall_minutes` below them too, for the hangs the probe "
+               "does not judge (its first steps, or a probe older than the hang detection).")
     return out
 
 

@@ -514,7 +514,7 @@ class Probe:
 
     def _verdict(self, now: float) -> bool:
         """Stalled: no step for longer than max(floor, factor x p99 of the recent step intervals), after the warm-up;
-        a marked pause only once it outlasts its limit. Read in the background thread (step() only records the times)."""
+        a marked pause only once it outlasts its limit. In the background thread (step() only records the times)."""
         if not self.hang_detection or not self.publishes_job_metrics:
             return False
         with self._lock:

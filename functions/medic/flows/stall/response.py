@@ -23,12 +23,12 @@ from medic.flows.recovery.check import conclude_on_ok
 from medic.flows.recovery.pages import alarm_page
 from medic.flows.recovery.policy import held_deadline, made_progress, progress_since, recovery_deadline
 from medic.flows.stall.policy import (
+    STALL_KINDS,
     AlarmContext,
     AlarmKind,
     AlarmStateChangeEvent,
     AlarmSubject,
     Plan,
-    STALL_KINDS,
     alarm_subject,
     decide_alarm,
     foreign_alarm,
