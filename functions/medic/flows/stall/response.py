@@ -164,7 +164,8 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                                  else page_incident(deps, table, record, text, window=window))
     if decision.close_incident:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
-            conclude_on_ok(watch, since_restart, event.id, deps)
+            conclude_on_ok(watch, since_restart, event.id, deps,
+                           alarm="the stall alarm" if subject.kind is AlarmKind.STALL else "the hang alarm")
         incidents.close_alarm_incident(subject.name, incident)
     emitted = emit(record)
     closes_page_only = decision.close_incident and subject.kind in PAGE_ONLY and open_incident is not None
