@@ -239,9 +239,17 @@ class TrainingProcess:
             return job.started_at
         return None
 
+    def killed(self, job: Any) -> bool:
+        """Slurm killed the hung process (its job requeued, or its node down): once, when it happens."""
+        if self.state == "hung" and (job is None or job.state != "RUNNING"):
+            self.state = "gone"
+            return True
+        return False
+
     def minute(self) -> list[str]:
         """What the probe publishes at a whole minute: progress while running, a live process with no progress
-        while hung (its background thread still publishes), nothing once the process is gone."""
+        while hung (its background thread still publishes, and judges it stalled: the hang alarm), nothing once
+        the process is gone."""
         if self.state == "running":
             return [_probe(steps=STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0)]
         if self.state == "hung":
@@ -315,7 +323,7 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
     yield _line({"slurm_job": {"cluster": CLUSTER, "id": SLURM_ID, "name": JOB, "nodes": [*workers, NODE]}})
     yield _line({"agent": {"cluster": CLUSTER, "heartbeat": True}})
     yield _probe(steps=STEPS_PER_MINUTE, step=LAST_STEP - 10 * STEPS_PER_MINUTE, loss=1.87, tokens_per_sec=41000.0,
-                 checkpoint=CHECKPOINT_STEP)
+                 checkpoint=CHECKPOINT_STEP, hang=True)
     now = start
     node_fault = {"gpu_fatal": "NvidiaErrorTerminate", "gpu_reboot": "NvidiaErrorReboot",
                   "capacity": "NvidiaErrorTerminate"}.get(klass)
@@ -335,6 +343,8 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
         if node_down and finished and moments.repaired_at is None:
             moments.repaired_at = min(repair.until for repair in finished)
             node_down = False
+        if process.killed(box["world"].slurm.cluster(CLUSTER).jobs.get(str(SLURM_ID))):
+            yield _probe(close="killed")  # the hung process's probe stops with it: no flush, no more stall checks
         flushed = False  # the probe publishes once a minute: a first flush on the minute is that minute's
         for when, what in [item for item in pending if item[0] <= now]:
             pending.remove((when, what))
@@ -347,7 +357,7 @@ def _slurm_driver(klass: str, lat: dict[str, float], box: dict, out: list[dict],
                 process.resumed_at = moments.resumed_at = when
                 flushed = True
                 yield _probe(steps=STEPS_PER_MINUTE // 2, step=CHECKPOINT_STEP + STEPS_PER_MINUTE // 2,
-                             loss=1.9, tokens_per_sec=40500.0, new_process=True)
+                             loss=1.9, tokens_per_sec=40500.0, new_process=True, hang=True)
         if now == FAULT_AT and process.state == "running":
             yield from process.minute()  # the last step before the fault
             process.after_fault()
@@ -631,16 +641,19 @@ def notes(result: dict) -> list[str]:
                    "path: its call comes after the node event's delivery and the agent's drain, so the node is back "
                    "seconds past a whole minute, and the resume comes at the next heartbeat, just after that "
                    "minute's scheduling pass: the job starts at the pass after.")
-    out.append("The stall alarm is not a latency input: `sim/alarms.py` evaluates the template's alarm once a "
-               "minute as CloudWatch documents it (one-minute periods, `EvaluationPeriods` = `DatapointsToAlarm` = "
-               "`stall_minutes`, missing data breaching); a hung process still publishes Heartbeat 0, a dead one "
-               "nothing, and CloudWatch's treatment of the missing minutes puts the crash's alarm later than the "
-               "hang's. CloudWatch's ingestion delay is not modelled (sim/README.md, *Alarms*): it would add seconds "
-               "to Medic's detection of a hang or a crash.")
+    out.append("The alarms are not latency inputs: `sim/alarms.py` evaluates the template's alarms as CloudWatch "
+               "documents it. A hang is the probe's own verdict (`probe/medic_probe`, run by the replay): no step "
+               "for more than max(60 s, 3 x the job's p99 step interval), checked every 10 s and published at high "
+               "resolution (`Stalled`); the hang alarm (10-second period, evaluated every 10 s) fires on it, about "
+               "80 s after the last step. The stall alarm (one-minute periods, `EvaluationPeriods` = "
+               "`DatapointsToAlarm` = `stall_minutes`, missing data breaching) remains for a process that died (it "
+               "publishes nothing) or stalls before the probe judges. CloudWatch's ingestion delay is not modelled "
+               "(sim/README.md, *Alarms*): it would add seconds to Medic's detection of a hang or a crash.")
     out.append(f"Medic's stall alarm fires `stall_minutes` (here {_job_setting('stall_minutes')}, "
-               f"`{result['config']}`) after the last step "
-               f"plus CloudWatch's evaluation: keep it below the NCCL watchdog's {lat['nccl_timeout_s'] / 60:g} "
-               "minutes, or the watchdog kills the hung job first and there is no running job left to requeue.")
+               f"`{result['config']}`) after the last step plus CloudWatch's evaluation, the hang alarm about 80 s "
+               "after it: a hang is requeued long before the NCCL watchdog's "
+               f"{lat['nccl_timeout_s'] / 60:g} minutes; keep `stall_minutes` below them too, for the hangs the probe "
+               "does not judge (its first steps, or a probe older than the hang detection).")
     return out
 
 

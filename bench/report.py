@@ -153,8 +153,9 @@ def rows(results: dict) -> list[tuple[str, str, str, str]]:
         out.append(("Probe: `probe.step()`", f"error: {_error(probe)}", "< 10 µs", "not measured"))
     else:
         out.append(("Probe: `probe.step()` above an empty loop",
-                    f"**{_us(probe['step_ns'])}** (rank ≠ 0: {_us(probe['rank_gated_ns'])}; "
-                    f"{probe['calls']:,} calls × {probe['repeats']})", "< 10 µs",
+                    f"**{_us(probe['step_ns'])}** with floats, **{_us(probe['tensor_step_ns'])}** with tensors "
+                    f"(stand-ins: {probe['tensor_reads_in_step']} reads of a tensor in `step()`; rank ≠ 0: "
+                    f"{_us(probe['rank_gated_ns'])}; {probe['calls']:,} calls × {probe['repeats']})", "< 10 µs",
                     "met" if probe["within_target"] else "gap"))
 
     if "synth" not in results:

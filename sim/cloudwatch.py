@@ -24,6 +24,9 @@ from sim.alarms import AlarmBook, Transition, metric_key
 from sim.cfn import SimError
 
 MINUTE = timedelta(minutes=1)
+# "If the alarm period is 10 seconds or 30 seconds, the alarm is evaluated every 10 seconds" (CloudWatch User Guide,
+# "Evaluating an alarm", https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html).
+HIGH_RESOLUTION_TICK = timedelta(seconds=10)
 MAX_EVALUATIONS = 7 * 24 * 60  # minutes evaluated between two clock lines: a week, as the schedules' MAX_TICKS
 
 
@@ -34,6 +37,7 @@ class EmulatedCloudWatch:
         self.store = self.book.store
         self._published_seen = 0
         self.next_evaluation: datetime | None = None
+        self.last_evaluation: datetime | None = None
         self.skipped = 0  # minutes never evaluated: the clock moved further than MAX_EVALUATIONS at once
         template = world.template
         self.queue_urls = {physical.attrs["QueueName"]: physical.ref for physical in template.physical.values()
@@ -92,21 +96,38 @@ class EmulatedCloudWatch:
         """The whole minutes after ``start`` up to ``until`` not yet evaluated: "If you choose one minute as
         the period, the alarm evaluates the metric once per minute" (longer periods too are evaluated each
         minute, over a window that ends at the evaluation time). At most the last ``limit`` of them: a clock
-        moved further ahead skips the older minutes (``skipped`` counts them), as the schedules skip runs."""
+        moved further ahead skips the older minutes (``skipped`` counts them), as the schedules skip runs.
+
+        While a probe with hang detection lives (``Metrics.watching``), every 10 seconds instead: its stall checks
+        run then, and the template's high-resolution alarms (a 10- or 30-second period) are evaluated every 10
+        seconds. Otherwise nothing publishes high-resolution data, and the replay skips those ticks (an emulator's
+        saving: a high-resolution alarm with no new datapoint keeps its verdict or, with missing data, its
+        treatment's, which the next whole minute's evaluation gives as well)."""
+        step = HIGH_RESOLUTION_TICK if self.world.metrics.watching else MINUTE
         if self.next_evaluation is None:
             self.next_evaluation = start.replace(second=0, microsecond=0) + MINUTE
+        elif step == MINUTE and self.next_evaluation.second:  # back to whole minutes
+            self.next_evaluation = self.next_evaluation.replace(second=0) + MINUTE
+        elif step == HIGH_RESOLUTION_TICK and self.last_evaluation is not None:  # a probe began watching: 10 s on
+            self.next_evaluation = min(self.next_evaluation, self.last_evaluation + step)
         if self.next_evaluation <= until:
-            pending = (until - self.next_evaluation) // MINUTE + 1
-            if pending > limit:
-                self.skipped += pending - limit
-                self.next_evaluation += (pending - limit) * MINUTE
+            pending = (until - self.next_evaluation) // step + 1
+            most = limit * (MINUTE // step)
+            if pending > most:
+                self.skipped += (pending - most) * step // MINUTE
+                self.next_evaluation += (pending - most) * step
         ticks = []
         while self.next_evaluation <= until:
             ticks.append(self.next_evaluation)
-            self.next_evaluation += MINUTE
+            self.next_evaluation += step
+        if ticks:
+            self.last_evaluation = ticks[-1]
         return ticks
 
     def evaluate(self, at: datetime) -> list[Transition]:
+        if self.world.metrics.watching:
+            self.world.metrics.watch(at)  # the live probes' stall checks, at this tick
+        whole_minute = at.second == 0 and at.microsecond == 0
         published = self.world.metrics.published
         for datum in published[self._published_seen:]:
             self.store.put_datum(datum["namespace"], datum)
@@ -116,7 +137,7 @@ class EmulatedCloudWatch:
         from moto.sqs.models import sqs_backends
 
         queues = sqs_backends[self.world.account][self.world.region].queues
-        for name in self.watched_queues:
+        for name in self.watched_queues if whole_minute else ():
             visible = queues[name].approximate_number_of_messages
             later = sum(sent > at for sent in self._sent.get(self.queue_urls[name], []))
             self.store.put_value(metric_key("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": name}),

@@ -7,7 +7,12 @@ carries exactly what the probe would send (Heartbeat, Step, NonFiniteLoss, Loss 
 statistic sets, TokensPerSecondBaseline, LastCheckpointStep, the per-node TokensPerSecond). ``"close"`` ends that
 process through the probe's own lifecycle: ``"clean"`` is the script's ``probe.close()`` with no exception in flight
 (the final flush carries the completion marker, ``Completed``), ``"exception"`` a ``with Probe(...)`` block left by
-an exception (the final flush, no marker); a crash that kills the process is no directive at all: silence.
+an exception (the final flush, no marker), ``"killed"`` a process killed (SIGKILL, the NCCL watchdog's abort, Slurm's
+requeue): nothing more, not even its stall checks. ``"hang": true`` (or its settings) runs the probe's hang detection:
+its steps are spread evenly over the time since its last directive, and its background thread's stall check
+(``Probe.watch``) runs every ``HANG_CHECK_SECONDS`` of the replay clock while the process lives (``watch``);
+``"pause"`` opens a marked pause (``Probe.pause``) after the directive's steps, ``"pause": false`` ends it at the
+process's previous directive (the directive's steps come after it).
 ``{"sim": {"metric": {...}}}`` puts one datapoint of any metric. Both publish through the harness's own
 CloudWatch client: they are the training job's calls, not Medic's (not counted, never faulted).
 """
@@ -29,7 +34,7 @@ from sim.synth import ROOT
 PROBE_NAMESPACE = "Medic/Training"
 PROBE_NODE = "ip-10-1-0-11"  # rank 0's node, unless the directive names one
 MAX_STEPS = 1_000_000  # per directive: the probe aggregates them in memory, one call each
-CLOSES = ("clean", "exception")  # how a `probe` directive's "close" ends the training process
+CLOSES = ("clean", "exception", "killed")  # how a `probe` directive's "close" ends the training process
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
                "infinity": math.inf, "-infinity": -math.inf}
 
@@ -56,7 +61,9 @@ class ProbeSpec:
     node: str = PROBE_NODE
     namespace: str = PROBE_NAMESPACE
     new_process: bool = False  # the job was restarted: a fresh probe (no last step, checkpoint or baseline)
-    close: str | None = None  # the process ends: "clean" (close(), the completion marker) or "exception"
+    close: str | None = None  # the process ends: "clean" (close(), the completion marker), "exception" or "killed"
+    hang: dict | None = None  # the probe's hang detection on, with these settings (None: off, as before issue 31)
+    pause: str | bool | None = None  # a reason: a marked pause begins after the steps; False: it ends
 
     @classmethod
     def parse(cls, value: Any) -> ProbeSpec:
@@ -89,6 +96,11 @@ class ProbeSpec:
         if value.get("close") not in (None, *CLOSES):
             raise ValueError(f"'close' must be one of {', '.join(CLOSES)} (got {value['close']!r})")
         spec.close = value.get("close")
+        spec.hang = _hang_settings(value.get("hang"))
+        pause = value.get("pause")
+        if pause is not None and pause is not False and not (isinstance(pause, str) and pause.strip()):
+            raise ValueError(f"'pause' must be the pause's reason (\"checkpoint\"), or false to end it (got {pause!r})")
+        spec.pause = pause
         for name in ("cluster", "node", "namespace"):
             if name in value:
                 text = value[name]
@@ -96,6 +108,25 @@ class ProbeSpec:
                     raise ValueError(f"'{name}' must be a non-empty string (got {text!r})")
                 setattr(spec, name, text)
         return spec
+
+
+HANG_SETTINGS = {"floor_seconds": "hang_floor_seconds", "factor": "hang_factor", "warmup_steps": "hang_warmup_steps"}
+
+
+def _hang_settings(value: Any) -> dict | None:
+    """``"hang"``: true (the probe's defaults) or {floor_seconds, factor, warmup_steps}; the Probe keyword arguments."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return {}
+    if not isinstance(value, dict) or set(value) - set(HANG_SETTINGS):
+        raise ValueError(f"'hang' must be true or an object of {', '.join(HANG_SETTINGS)} (got {value!r})")
+    return {HANG_SETTINGS[key]: number for key, number in value.items()}
+
+
+def module_pause_limit() -> float:
+    """The probe's default limit of a marked pause (``Probe.pause``)."""
+    return import_probe().DEFAULT_PAUSE_LIMIT_SECONDS
 
 
 def _is_int(value: Any) -> bool:
@@ -113,11 +144,38 @@ def _number(value: Any, name: str, non_finite: bool) -> float | None:
     raise ValueError(f"'{name}' must be {allowed} (got {value!r})")
 
 
+class _ReplayClock:
+    """The probes' step clock: the replay's time, in seconds (set before each step and each check)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Metrics:
     def __init__(self, client: Callable[[str], Any]) -> None:
         self.client = client
         self.probes: dict[tuple[str, str, str | None, str], Any] = {}
         self.published: list[dict] = []  # every datapoint put, in order (what CloudWatch now holds)
+        self.clock = _ReplayClock()
+        self._last_seen: dict[int, float] = {}  # probe id -> the replay time of its last directive
+
+    @property
+    def watching(self) -> bool:
+        """A live probe runs its stall checks (hang detection on, not closed or killed)."""
+        return any(probe.hang_detection and probe._active for probe in self.probes.values())
+
+    def watch(self, at: datetime) -> list[dict]:
+        """The stall check of every live probe with hang detection (``Probe.watch``), as its background thread runs it
+        every ``HANG_CHECK_SECONDS``: the replay's cloudwatch ticks call it at that cadence while one lives."""
+        before = len(self.published)
+        self.clock.now = at.timestamp()
+        for probe in self.probes.values():
+            if probe.hang_detection and probe._active:
+                probe.watch()
+        return self.published[before:]
 
     def close(self) -> None:
         for probe in self.probes.values():
@@ -134,6 +192,7 @@ class Metrics:
             atexit.unregister(probe._close_at_exit)
             probe._active = False
             probe = None
+        now = datetime.now(UTC).timestamp()  # the replay's clock (time-machine)
         if probe is not None and probe._closed:
             raise ValueError(f"the training process of {spec.job!r} was closed: a later run is a new process "
                              "(give \"new_process\": true)")
@@ -141,15 +200,35 @@ class Metrics:
             module = import_probe()
             probe = module.Probe(spec.job, cluster=spec.cluster, node=spec.node, namespace=spec.namespace,
                                  rank=0, client=_Recording(self.client("cloudwatch"), self.published),
-                                 start=False)
+                                 start=False, hang_detection=spec.hang is not None, clock=self.clock,
+                                 **(spec.hang or {}))
             self.probes[key] = probe
+        elif spec.hang is not None and not probe.hang_detection:
+            raise ValueError(f"the training process of {spec.job!r} runs without hang detection: \"hang\" is set when "
+                             "its probe is made (its first directive, or \"new_process\": true)")
         last = probe._last_step
         first = (spec.step - spec.steps + 1) if spec.step is not None else (last + 1 if last is not None else 1)
-        for number in range(first, first + spec.steps):
+        # The steps spread evenly since the process's last directive (a new process: over the minute before): the
+        # probe's step intervals are what its hang detection learns from.
+        since = self._last_seen.get(id(probe), now - 60.0)
+        if spec.pause is False and probe._pauses:  # the pause ended when the steps began: at the last directive
+            self.clock.now = since
+            probe._pause_exit()
+        for index, number in enumerate(range(first, first + spec.steps)):
+            self.clock.now = since + (now - since) * (index + 1) / spec.steps
             probe.step(number, loss=spec.loss, tokens_per_sec=spec.tokens_per_sec)
+        self.clock.now = now
+        self._last_seen[id(probe)] = now
         if spec.checkpoint is not None:
             probe.checkpoint(spec.checkpoint)
+        if spec.pause is not None and spec.pause is not False:  # a pause begins after the steps
+            probe._pause_enter(spec.pause, module_pause_limit())
         before, failures = len(self.published), probe.publish_failures
+        if spec.close == "killed":  # the process is gone: nothing more from it, not even a stall check
+            atexit.unregister(probe._close_at_exit)
+            probe._active = False
+            probe._closed = True
+            return []
         if spec.close == "clean":
             probe.close()  # the script's own close() at the end of training: no exception in flight
         elif spec.close == "exception":

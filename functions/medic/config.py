@@ -220,8 +220,11 @@ class Job(Strict):
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
     cluster: str
-    # Stall: no training step (probe heartbeat) for this long.
-    stall_minutes: int = Field(default=10, ge=1, le=24 * 60)
+    # Stall: no training step (probe heartbeat) for this long: a dead process, a hang before the probe judges (its
+    # warm-up), a probe too old to judge, a marked pause (stood down when the probe says so). A live process's hang is
+    # the probe's own `Stalled` verdict (the hang alarm), within about a minute. Default 7: the alarm fires about
+    # stall_minutes + 2 after the last step, before PyTorch's NCCL watchdog (10 minutes) ends a hung job.
+    stall_minutes: int = Field(default=7, ge=1, le=24 * 60)
     # Divergence: a NaN/inf loss always; a loss above this ceiling too, when set.
     loss_ceiling: float | None = None
     # Slowdown: throughput below this fraction of its recent level (the probe's baseline) ...
@@ -351,7 +354,7 @@ CANARY_LATE = timedelta(minutes=15)
 # Medic's alarms are named medic-<kind>-<job or cluster>: the rule takes only these, and the alarm
 # handler reads kind and subject back from the name (kinds never contain each other as prefixes).
 ALARM_PREFIX = "medic-"
-JOB_ALARM_KINDS = ("stall", "divergence", "slowdown")
+JOB_ALARM_KINDS = ("stall", "hang", "divergence", "slowdown")
 CLUSTER_ALARM_KINDS = ("failed-nodes",)
 
 

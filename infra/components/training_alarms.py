@@ -22,13 +22,18 @@ SERVICE = "medic"  # Powertools adds the service dimension (POWERTOOLS_SERVICE_N
 SWEEP = RECONCILE_EVERY  # one gauge datapoint per sweep
 ALARM_EVENT = "CloudWatch Alarm State Change"
 MINUTE = Duration.minutes(1)
+# The hang alarm's period: the probe checks every 10 s and publishes its `Stalled` verdict at high resolution
+# (StorageResolution 1); "If the alarm period is 10 seconds or 30 seconds, the alarm is evaluated every 10 seconds"
+# (CloudWatch User Guide, "Evaluating an alarm"; PutMetricAlarm Period: 10, 20, 30 or a multiple of 60, the short
+# ones only for metrics stored at high resolution, and charged as high-resolution alarms).
+HANG_PERIOD = Duration.seconds(10)
 METRICS_UNSCOPED = ("CloudWatch GetMetricData/ListMetrics support no resource-level permissions; "
                     "Medic reads the probe's and HyperPod's metrics with them, never writes.")
 
 
-def _probe_metric(job: Job, name: str, statistic: str) -> cw.Metric:
+def _probe_metric(job: Job, name: str, statistic: str, period: Duration = MINUTE) -> cw.Metric:
     return cw.Metric(namespace=PROBE_NAMESPACE, metric_name=name, dimensions_map={"Job": job.name},
-                     statistic=statistic, period=MINUTE)
+                     statistic=statistic, period=period)
 
 
 class TrainingAlarms(Construct):
@@ -45,6 +50,7 @@ class TrainingAlarms(Construct):
         self.names: list[str] = []
         for job in config.jobs:
             self._stall(job)
+            self._hang(job)
             self._divergence(job)
             self._slowdown(job)
         for cluster in config.clusters:
@@ -80,6 +86,18 @@ class TrainingAlarms(Construct):
             threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD, periods=job.stall_minutes,
             # a dead process publishes nothing: silence is the stall
             missing=cw.TreatMissingData.BREACHING)
+
+    def _hang(self, job: Job) -> None:
+        self._alarm(
+            f"Hang-{job.name}", kind="hang", subject=job.name, cluster=job.cluster, job=job.name,
+            description=(f"Training of {job.name} stopped stepping: its probe judged it stalled (no step for longer "
+                         "than its own step intervals explain)."),
+            metric=_probe_metric(job, "Stalled", "Maximum", HANG_PERIOD),
+            threshold=1, comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD, periods=1,
+            # the probe publishes the verdict at every 10-second check while stalled and with every flush (once a
+            # minute): the periods between hold no datapoint and keep the state. A dead process says nothing: the
+            # stall alarm (missing Heartbeat) catches it; a new process's first flush (0) turns this one OK.
+            missing=cw.TreatMissingData.IGNORE)
 
     def _divergence(self, job: Job) -> None:
         non_finite = _probe_metric(job, "NonFiniteLoss", "Sum")

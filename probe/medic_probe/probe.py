@@ -1,11 +1,14 @@
 """The probe: aggregate in memory on the training thread, publish from a daemon thread once per period.
 
-Hot path (`Probe.step`): a few type checks, one uncontended lock, a handful of float updates. No clock
-reads, no formatting, no I/O, nothing that can raise into the training loop.
+Hot path (`Probe.step`): a few type checks, one monotonic clock read, one uncontended lock, a handful of float
+updates. No formatting, no I/O, nothing that can raise into the training loop, and never a read of a tensor's value
+(a loss given as a tensor is held, detached, and read in the background thread: reading it would synchronize the GPU).
 
 Background thread: resolves credentials lazily (a probe without credentials turns itself off), then
 once per period swaps the period's aggregates out under the lock and publishes them with one
-PutMetricData call (or one EMF JSON line on stdout). Failures are counted and logged, never raised.
+PutMetricData call (or one EMF JSON line on stdout). Between flushes it checks every `HANG_CHECK_SECONDS` whether
+steps have stopped for longer than this job's own step intervals explain (`Stalled`), and says so at once.
+Failures are counted and logged, never raised.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -56,6 +61,31 @@ _SESSION_BITS = 31  # 1 .. 2**31: exact in a double, far below CloudWatch's 2**3
 # flight, or a `with` block left without one). A finished job stops publishing Heartbeat, so its stall alarm (missing
 # data = breaching) fires; Medic reads this marker back and stands down instead of restarting a finished job.
 COMPLETED = "Completed"
+# The first step this process reported (its session's first): Medic's proof of recovery reads where a restarted job
+# resumed from it (the step before it), exact at any publish period.
+FIRST_STEP = "FirstStep"
+# The probe's own verdict, at high resolution (StorageResolution 1): 1 while no step has come for longer than
+# max(hang_floor_seconds, hang_factor x the recent p99 step interval), 0 otherwise. Published at every check while
+# stalled, and with every flush (0 or 1): Medic's hang alarm (period 10 s, missing data keeps its state) fires within
+# seconds of the verdict, and goes OK when a process steps again.
+STALLED = "Stalled"
+# 1 in a flush whose period overlapped a marked pause (`with probe.pause("checkpoint"):`): Medic's stall alarm
+# (no Heartbeat for stall_minutes) fires on a long pause too, and this tells it the job said it would be busy.
+PAUSED = "Paused"
+
+# Hang detection defaults (documented in probe/README.md): a job is stalled once no step came for
+# max(floor, factor x the p99 of its last INTERVALS step intervals), judged only after WARMUP_STEPS intervals of the
+# process (the first steps, model compilation and the data loader's start, are slow and irregular).
+DEFAULT_HANG_FLOOR_SECONDS = 60.0
+DEFAULT_HANG_FACTOR = 3.0
+DEFAULT_HANG_WARMUP_STEPS = 20
+DEFAULT_PAUSE_LIMIT_SECONDS = 3600.0  # a marked pause longer than this is judged as a stall (a hung save)
+HANG_CHECK_SECONDS = 10.0  # how often the background thread checks: the hang alarm's period (CloudWatch: 10 or 30)
+_INTERVALS = 1024  # step intervals kept (a ring): the recent distribution
+_RING_MASK = _INTERVALS - 1
+_MAX_HELD = 4096  # tensor values held per period and argument (read at the flush); more are counted, not read
+# PutMetricData StorageResolution 1: one-second resolution (CloudWatch User Guide, "High-resolution metrics")
+_HIGH_RESOLUTION = 1
 
 _UNITS = {
     HEARTBEAT: "Count",
@@ -67,6 +97,9 @@ _UNITS = {
     TOKENS_PER_SECOND_BASELINE: "Count/Second",
     SESSION: "None",
     COMPLETED: "Count",
+    FIRST_STEP: "None",
+    STALLED: "None",
+    PAUSED: "None",
 }
 
 _NOT_NUMBERS = (str, bytes, bytearray, bool)
@@ -83,6 +116,36 @@ def _to_float(value: Any) -> float | None:
         return float(value)
     except Exception:
         return None
+
+
+def _is_tensor(value: Any) -> bool:
+    """A tensor-like value (torch, or anything with ``detach``): held as it is, never read on the training thread.
+    Duck typing: the probe never imports torch."""
+    return hasattr(value, "detach") and not isinstance(value, _NOT_NUMBERS)
+
+
+def _read(value: Any) -> float | None:
+    """A held value's float, in the background thread (a tensor's read synchronizes its device here, not in step())."""
+    try:
+        return float(value)
+    except Exception:
+        return None
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+def _period_for_minutes(period: float) -> float | None:
+    """The period if every one-minute bucket (what Medic's alarms and reads use) gets the same number of flushes: a
+    whole number of flushes per minute, or a whole number of minutes per flush (then the minutes between flushes have
+    no datapoint, and the stall alarm counts them as breaching: keep stall_minutes above it). Else None: 45 s or 90 s
+    would leave the minutes uneven (some with two flushes, or none, in an irregular pattern)."""
+    if not 0 < period < math.inf:
+        return None
+    ratio = 60 / period if period <= 60 else period / 60
+    return period if abs(ratio - round(ratio)) < 1e-9 else None
 
 
 def _to_step(value: Any) -> int | None:
@@ -142,7 +205,7 @@ class _Period:
     """What one period aggregated. Plain attributes; step() writes them under the probe's lock."""
 
     __slots__ = ("steps", "loss_n", "loss_sum", "loss_min", "loss_max", "non_finite",
-                 "tps_n", "tps_sum", "tps_min", "tps_max", "checkpointed")
+                 "tps_n", "tps_sum", "tps_min", "tps_max", "checkpointed", "losses", "throughputs", "paused")
 
     def __init__(self) -> None:
         self.steps = 0
@@ -156,13 +219,57 @@ class _Period:
         self.tps_min = math.inf
         self.tps_max = -math.inf
         self.checkpointed = False
+        self.losses: list = []  # tensors (detached), read at the flush
+        self.throughputs: list = []
+        self.paused = False  # a marked pause overlapped the period
+
+    def add_loss(self, loss: float) -> None:
+        # One chained comparison: False for NaN, +-inf and anything CloudWatch would refuse.
+        if -_LIMIT < loss < _LIMIT:
+            self.loss_n += 1
+            self.loss_sum += loss
+            if loss < self.loss_min:
+                self.loss_min = loss
+            if loss > self.loss_max:
+                self.loss_max = loss
+        else:
+            self.non_finite += 1
+
+    def add_throughput(self, tps: float) -> bool:
+        if not 0.0 <= tps < _LIMIT:
+            return False
+        self.tps_n += 1
+        self.tps_sum += tps
+        if tps < self.tps_min:
+            self.tps_min = tps
+        if tps > self.tps_max:
+            self.tps_max = tps
+        return True
+
+    def read_held(self) -> int:
+        """The held tensors' values into the aggregates (the background thread, at the flush); the bad ones."""
+        bad = 0
+        for held in self.losses:
+            value = _read(held)
+            if value is None:
+                bad += 1
+            else:
+                self.add_loss(value)
+        for held in self.throughputs:
+            value = _read(held)
+            if value is None or not self.add_throughput(value):
+                bad += 1
+        self.losses, self.throughputs = [], []
+        return bad
 
 
 class Probe:
     """Publishes a training job's progress to CloudWatch (namespace `Medic/Training` by default).
 
     >>> probe = Probe(job="llama3-70b")                      # doctest: +SKIP
-    >>> probe.step(step, loss=loss, tokens_per_sec=tps)      # every step: cheap, never raises
+    >>> probe.step(step, loss=loss, tokens_per_sec=tps)      # every step: cheap, never raises, never syncs a GPU
+    >>> with probe.pause("checkpoint"):                      # a known pause is not a hang
+    ...     save_checkpoint(step)
     >>> probe.checkpoint(step)                               # after a checkpoint is saved
 
     Only rank 0 publishes unless `all_ranks=True` (then the other ranks publish only their node's
@@ -172,8 +279,13 @@ class Probe:
     def __init__(self, job: str, *, cluster: str | None = None, node: str | None = None,
                  namespace: str = DEFAULT_NAMESPACE, period_seconds: float = 60.0, rank: int | None = None,
                  all_ranks: bool = False, client: Any = None, emf: bool = False, region: str | None = None,
-                 start: bool = True) -> None:
-        """`start=False` keeps the background thread from starting: the caller calls `flush()` itself (tests)."""
+                 start: bool = True, hang_detection: bool = True,
+                 hang_floor_seconds: float = DEFAULT_HANG_FLOOR_SECONDS, hang_factor: float = DEFAULT_HANG_FACTOR,
+                 hang_warmup_steps: int = DEFAULT_HANG_WARMUP_STEPS,
+                 clock: Callable[[], float] | None = None) -> None:
+        """`start=False` keeps the background thread from starting: the caller calls `flush()` (and `watch()`)
+        itself (tests, the emulator). `clock`: the seconds clock step times are taken from (default
+        ``time.monotonic``; the emulator passes its own)."""
         self.job = _dimension_value(job, "job")
         self.cluster = None if cluster is None else _dimension_value(cluster, "cluster")
         self.node = _dimension_value(node if node is not None else _env_node(), "node")
@@ -184,7 +296,24 @@ class Probe:
             period = math.nan
         if not 0 < period < math.inf:
             raise ValueError(f"medic_probe: period_seconds must be a positive number, got {period_seconds!r}")
+        if _period_for_minutes(period) is None:
+            raise ValueError(f"medic_probe: period_seconds {period_seconds!r} does not fit CloudWatch's one-minute "
+                             "buckets: give a period that divides 60 (60, 30, 20, 15, 12, 10, 6, 5, ...) or a whole "
+                             "number of minutes, so that every minute gets the same number of flushes")
         self.period_seconds = period
+        floor, factor = float(hang_floor_seconds), float(hang_factor)
+        if not (0 < floor < math.inf):
+            raise ValueError(f"medic_probe: hang_floor_seconds must be a positive number, got {hang_floor_seconds!r}")
+        if not (1 <= factor < math.inf):
+            raise ValueError(f"medic_probe: hang_factor must be a number of at least 1, got {hang_factor!r}")
+        if isinstance(hang_warmup_steps, bool) or not isinstance(hang_warmup_steps, int) or not \
+                1 <= hang_warmup_steps <= _INTERVALS:
+            raise ValueError(f"medic_probe: hang_warmup_steps must be a whole number from 1 to {_INTERVALS}, got "
+                             f"{hang_warmup_steps!r}")
+        self.hang_detection = bool(hang_detection)
+        self.hang_floor_seconds = floor
+        self.hang_factor = factor
+        self.hang_warmup_steps = hang_warmup_steps
         self.rank = _env_rank() if rank is None else int(rank)
         self.all_ranks = bool(all_ranks)
         self.emf = bool(emf)
@@ -202,6 +331,8 @@ class Probe:
         """This process's probe session (published as `Session`): new for every process, so for every restart."""
         self.completed = False
         """True once a clean close() published the completion marker (`Completed`)."""
+        self.stalled = False
+        """The probe's last verdict (published as `Stalled`): no step for longer than its step intervals explain."""
 
         self._client = client
         self._disabled_reason: str | None = None
@@ -210,7 +341,17 @@ class Probe:
         self._period = _Period()
         self._last_step: int | None = None
         self._last_checkpoint: int | None = None
+        self._first_step: int | None = None    # the first step this process reported (FirstStep)
         self._started = False                  # anything recorded yet: before that nothing is published
+        self._clock = clock or time.monotonic
+        self._last_step_at: float | None = None  # clock of the latest step (or of the latest pause's end)
+        self._intervals = [0.0] * _INTERVALS     # a ring of the latest step intervals
+        self._interval_count = 0               # intervals recorded by this process (the ring holds the latest)
+        self._skip_interval = False            # the next interval spans a pause: not a step interval
+        self._pauses = 0                       # marked pauses open (nested)
+        self._paused_at: float | None = None   # clock when the outermost open pause began
+        self._pause_limit = DEFAULT_PAUSE_LIMIT_SECONDS
+        self._pause_reason = ""
         self._tps_baseline: float | None = None  # updated by flushes only (step() never touches it)
         self._stop = threading.Event()
         self._closed = False
@@ -235,19 +376,38 @@ class Probe:
                 step = _to_step(step)
                 if step is None:
                     bad += 1
+            held_loss = held_tps = None
             if loss is not None and type(loss) is not float:
-                loss = _to_float(loss)
-                if loss is None:
-                    bad += 1
+                if _is_tensor(loss):  # held (detached: no graph kept alive), read at the flush
+                    held_loss, loss = loss.detach(), None
+                else:
+                    loss = _to_float(loss)
+                    if loss is None:
+                        bad += 1
             if tokens_per_sec is not None and type(tokens_per_sec) is not float:
-                tokens_per_sec = _to_float(tokens_per_sec)
-                if tokens_per_sec is None:
-                    bad += 1
+                if _is_tensor(tokens_per_sec):
+                    held_tps, tokens_per_sec = tokens_per_sec.detach(), None
+                else:
+                    tokens_per_sec = _to_float(tokens_per_sec)
+                    if tokens_per_sec is None:
+                        bad += 1
+            now = self._clock()
             with self._lock:
                 p = self._period
                 p.steps += 1
                 if step is not None:
                     self._last_step = step
+                    if self._first_step is None:
+                        self._first_step = step
+                last = self._last_step_at
+                if last is not None and not self._skip_interval:
+                    count = self._interval_count
+                    self._intervals[count & _RING_MASK] = now - last
+                    self._interval_count = count + 1
+                else:
+                    self._skip_interval = False
+                self._last_step_at = now
+                # (inlined _Period.add_loss / add_throughput: a method call costs as much as the rest)
                 if loss is not None:
                     # One chained comparison: False for NaN, +-inf and anything CloudWatch would refuse.
                     if -_LIMIT < loss < _LIMIT:
@@ -259,6 +419,8 @@ class Probe:
                             p.loss_max = loss
                     else:
                         p.non_finite += 1
+                elif held_loss is not None and len(p.losses) < _MAX_HELD:
+                    p.losses.append(held_loss)
                 if tokens_per_sec is not None:
                     if 0.0 <= tokens_per_sec < _LIMIT:
                         p.tps_n += 1
@@ -269,6 +431,8 @@ class Probe:
                             p.tps_max = tokens_per_sec
                     else:
                         bad += 1
+                elif held_tps is not None and len(p.throughputs) < _MAX_HELD:
+                    p.throughputs.append(held_tps)
                 if bad:
                     self.bad_inputs += bad
                 self._started = True
@@ -291,6 +455,50 @@ class Probe:
         except Exception:
             self.bad_inputs += 1
 
+    @contextmanager
+    def pause(self, reason: str = "pause", limit_seconds: float = DEFAULT_PAUSE_LIMIT_SECONDS) -> Iterator[None]:
+        """A known pause without steps (a checkpoint save, an evaluation): not judged as a hang while it lasts, up to
+        ``limit_seconds`` (then it is: a save that hangs is a hang), and flushes during it say `Paused` so that Medic's
+        stall alarm stands down too. The interval across the pause is not a step interval. Never raises."""
+        entered = self._pause_enter(reason, limit_seconds)
+        try:
+            yield
+        finally:
+            if entered:
+                self._pause_exit()
+
+    def _pause_enter(self, reason: str, limit_seconds: float) -> bool:
+        if not self._active:
+            return False
+        try:
+            limit = float(limit_seconds)
+            now = self._clock()
+            with self._lock:
+                if self._pauses == 0:
+                    self._paused_at = now
+                    self._pause_limit = limit if limit > 0 else 0.0
+                    self._pause_reason = str(reason)[:64]
+                self._pauses += 1
+                self._period.paused = True
+            return True
+        except Exception:
+            self.bad_inputs += 1
+            return False
+
+    def _pause_exit(self) -> None:
+        try:
+            now = self._clock()
+            with self._lock:
+                self._pauses = max(0, self._pauses - 1)
+                self._period.paused = True
+                if self._pauses == 0:
+                    self._paused_at = None
+                    if self._last_step_at is not None:  # silence is counted from the pause's end
+                        self._last_step_at = now
+                    self._skip_interval = True
+        except Exception:
+            self.bad_inputs += 1
+
     # -- state ----------------------------------------------------------------------------------------
 
     @property
@@ -301,6 +509,50 @@ class Probe:
     @property
     def disabled_reason(self) -> str | None:
         return self._disabled_reason
+
+    # -- hang detection -------------------------------------------------------------------------------
+
+    def _verdict(self, now: float) -> bool:
+        """Stalled: no step for longer than max(floor, factor x p99 of the recent step intervals), after the warm-up;
+        a marked pause only once it outlasts its limit. In the background thread (step() only records the times)."""
+        if not self.hang_detection or not self.publishes_job_metrics:
+            return False
+        with self._lock:
+            last, count, paused_at = self._last_step_at, self._interval_count, self._paused_at
+            if paused_at is not None:
+                return now - paused_at > self._pause_limit
+            if last is None or count < self.hang_warmup_steps or now - last <= self.hang_floor_seconds:
+                return False
+            intervals = self._intervals[:min(count, _INTERVALS)]
+        return now - last > max(self.hang_floor_seconds, self.hang_factor * _p99(intervals))
+
+    def watch(self) -> bool:
+        """Check now whether steps have stopped, and say so at once: `Stalled` 1 at every check while stalled, and 0
+        at the first check after steps came again. The background thread calls it every `HANG_CHECK_SECONDS`;
+        returns the verdict. Never raises."""
+        if not self._active or not self._started:
+            return False
+        try:
+            stalled = self._verdict(self._clock())
+            was, self.stalled = self.stalled, stalled
+            if not (stalled or was):
+                return False
+            if not self._flush_lock.acquire(timeout=HANG_CHECK_SECONDS):
+                return stalled
+            try:
+                if self._ensure_sink():
+                    now = time.time()
+                    if self.emf:
+                        self._write_emf(None, None, None, now, stalled=stalled)
+                    else:
+                        self._put(self._metric_data(None, None, None, now, stalled=stalled))
+            finally:
+                self._flush_lock.release()
+            return stalled
+        except Exception:
+            self.publish_failures += 1
+            log.exception("medic_probe: the stall check failed")
+            return False
 
     # -- publishing -----------------------------------------------------------------------------------
 
@@ -333,7 +585,16 @@ class Probe:
         with self._lock:
             period, self._period = self._period, _Period()
             last_step, last_checkpoint, started = self._last_step, self._last_checkpoint, self._started
+            first_step, paused = self._first_step, period.paused or self._paused_at is not None
+            if self._paused_at is not None:
+                self._period.paused = True  # the pause goes on into the next period
+        bad = period.read_held()  # the held tensors' values: here, in the background thread, never in step()
+        if bad:
+            self.bad_inputs += bad
         completing = completed and self.publishes_job_metrics  # the marker is a job metric: rank 0's
+        # The verdict goes with every flush (the hang alarm keeps its state on missing data: a new process's first
+        # flush turns it OK); a clean close is no stall.
+        self.stalled = stalled = False if completing else self._verdict(self._clock())
         # Nothing recorded yet (model still loading): publish nothing, not zeros. close() right after a flush: nothing
         # new to say. A clean close still says it finished (even before any step: a restart with nothing left to do).
         progress: _Period | None = period
@@ -344,10 +605,11 @@ class Probe:
         if progress is not None:
             self._update_baseline(progress)
         now = time.time()
+        state = {"first_step": first_step, "stalled": stalled if started else None, "paused": paused}
         if self.emf:
-            published = self._write_emf(progress, last_step, last_checkpoint, now, completing)
+            published = self._write_emf(progress, last_step, last_checkpoint, now, completing, **state)
         else:
-            published = self._put(self._metric_data(progress, last_step, last_checkpoint, now, completing))
+            published = self._put(self._metric_data(progress, last_step, last_checkpoint, now, completing, **state))
         if published and completing:
             self.completed = True
         return published
@@ -430,10 +692,12 @@ class Probe:
         return [("Job", self.job), ("Node", self.node)]
 
     def _metric_data(self, p: _Period | None, last_step: int | None, last_checkpoint: int | None,
-                     now: float, completed: bool = False) -> list:
-        """PutMetricData entries: the period's progress (none when ``p`` is None), and the completion marker when
-        ``completed``. Loss and TokensPerSecond go as statistic sets: Average is the period's mean, Minimum/Maximum
-        keep a dip or a spike visible."""
+                     now: float, completed: bool = False, *, first_step: int | None = None,
+                     stalled: bool | None = None, paused: bool = False) -> list:
+        """PutMetricData entries: the period's progress (none when ``p`` is None), the completion marker when
+        ``completed``, and the stall verdict when ``stalled`` is not None (alone: a check's publish). Loss and
+        TokensPerSecond go as statistic sets: Average is the period's mean, Minimum/Maximum keep a dip or a spike
+        visible."""
         timestamp = datetime.fromtimestamp(now, tz=timezone.utc)
         data: list = []
 
@@ -444,6 +708,8 @@ class Probe:
                 entry["StatisticValues"] = stats
             else:
                 entry["Value"] = value
+            if name == STALLED:
+                entry["StorageResolution"] = _HIGH_RESOLUTION
             data.append(entry)
 
         def scalar(name: str, dims_list: list, value: float | None) -> None:
@@ -451,6 +717,9 @@ class Probe:
             if safe is not None:
                 for dims in dims_list:
                     add(name, dims, value=safe)
+
+        if stalled is not None and self.publishes_job_metrics and self.hang_detection:
+            scalar(STALLED, self._job_dimensions(), 1 if stalled else 0)
 
         def statistic(name: str, dims_list: list, n: int, total: float, low: float, high: float) -> None:
             if n <= 0:
@@ -480,13 +749,18 @@ class Probe:
             if p.tps_n:
                 scalar(TOKENS_PER_SECOND_BASELINE, job, self._tps_baseline)
             scalar(LAST_CHECKPOINT_STEP, job, last_checkpoint)
+            scalar(FIRST_STEP, job, first_step)
+            if paused:
+                scalar(PAUSED, job, 1)
         statistic(TOKENS_PER_SECOND, [self._node_dimensions()], p.tps_n, p.tps_sum, p.tps_min, p.tps_max)
         return data
 
     def _emf_document(self, p: _Period | None, last_step: int | None, last_checkpoint: int | None,
-                      now: float, completed: bool = False) -> dict | None:
+                      now: float, completed: bool = False, *, first_step: int | None = None,
+                      stalled: bool | None = None, paused: bool = False) -> dict | None:
         """One CloudWatch Embedded Metric Format document (the period's progress unless ``p`` is None, the completion
-        marker when ``completed``). EMF has no statistic sets: means are sent."""
+        marker when ``completed``, the stall verdict unless ``stalled`` is None). EMF has no statistic sets: means
+        are sent."""
         values: dict = {}
         job_metrics: list = []
         node_metrics: list = []
@@ -495,7 +769,13 @@ class Probe:
             safe = None if value is None else _cw_value(float(value))
             if safe is not None:
                 values[name] = safe
-                into.append({"Name": name, "Unit": _UNITS[name]})
+                # EMF's metric definition takes StorageResolution 1 (high resolution) or 60 ("Embedded metric format
+                # specification", CloudWatch User Guide)
+                into.append({"Name": name, "Unit": _UNITS[name],
+                             **({"StorageResolution": _HIGH_RESOLUTION} if name == STALLED else {})})
+
+        if stalled is not None and self.publishes_job_metrics and self.hang_detection:
+            put(STALLED, 1 if stalled else 0, job_metrics)
 
         if completed:
             put(COMPLETED, 1, job_metrics)
@@ -511,6 +791,9 @@ class Probe:
             put(TOKENS_PER_SECOND, tps, job_metrics)
             put(TOKENS_PER_SECOND_BASELINE, self._tps_baseline if tps is not None else None, job_metrics)
             put(LAST_CHECKPOINT_STEP, last_checkpoint, job_metrics)
+            put(FIRST_STEP, first_step, job_metrics)
+            if paused:
+                put(PAUSED, 1, job_metrics)
         if p is not None:
             put(TOKENS_PER_SECOND, tps, node_metrics)  # the same root value, also under [Job, Node]
         directives = []
@@ -531,8 +814,8 @@ class Probe:
         return doc
 
     def _write_emf(self, p: _Period | None, last_step: int | None, last_checkpoint: int | None, now: float,
-                   completed: bool = False) -> bool:
-        doc = self._emf_document(p, last_step, last_checkpoint, now, completed)
+                   completed: bool = False, **state: Any) -> bool:
+        doc = self._emf_document(p, last_step, last_checkpoint, now, completed, **state)
         if doc is None:
             return False
         try:
@@ -565,8 +848,18 @@ class Probe:
                 self._ensure_sink()  # decide early whether there is anything to do
         except Exception:
             log.exception("medic_probe: setup failed")
-        while self._active and not self._stop.wait(self._delay()):
-            self.flush()
+        flush_at = time.time() + self._delay()
+        while self._active:
+            wait = flush_at - time.time()
+            if self.hang_detection and self.publishes_job_metrics:
+                wait = min(wait, HANG_CHECK_SECONDS)
+            if self._stop.wait(max(0.0, wait)):
+                break
+            if time.time() >= flush_at - 0.001:
+                self.flush()
+                flush_at = time.time() + self._delay()
+            else:
+                self.watch()
 
     def close(self, timeout: float = 5.0, *, completed: bool | None = None) -> None:
         """Stop the thread and publish what is left. Idempotent; never raises.

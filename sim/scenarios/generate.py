@@ -351,6 +351,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **operator_request_scenarios(),
         **pause_scenarios(),
         **blind_scenarios(),
+        **hang_scenarios(),
     }
 
 
@@ -1303,6 +1304,56 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         ], [wrong_id(T0, NODE), wrong_id(T0 + timedelta(minutes=3), "i-0a1b2c3d4e5f60718"),
             wrong_id(T0 + timedelta(minutes=7), "i-0f1e2d3c4b5a69788", "NvidiaErrorTerminate"),
             wrong_id(next_morning, NODE)]),
+    }
+
+
+def hang_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Issue 31: the probe judges a hang itself (no step for max(60 s, 3 x its p99 step interval)) and says so at
+    high resolution; the hang alarm (10-second period) brings it to the stall flow within about a minute."""
+    slurm = [{"sim": {"slurm_job": SLURM_JOB}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}]
+    # 40 steps a minute from 03:00 to 03:05 (checkpoint at 1200), the probe's hang detection on
+    stepping = [clock(T_ALARM), *slurm,
+                *every_minute(T_ALARM, T_ALARM + minutes(5), steps=40, step=1240, loss=1.87, tokens_per_sec=41000.0,
+                              checkpoint=1200, hang=True)]
+    # alive, no step: Heartbeat 0 at 03:06, until Slurm kills it at Medic's requeue (03:06:20)
+    hung = [*every_minute(T_ALARM + minutes(6), T_ALARM + minutes(6), steps=0),
+            clock(T_ALARM + minutes(6) + timedelta(seconds=30)), probe(close="killed")]
+    resumed = every_minute(T_ALARM + minutes(11), T_ALARM + minutes(15), steps=25, loss=1.9, tokens_per_sec=40500.0,
+                           new_process=True, step=1225, hang=True)
+    return {
+        "zzt-hang-detected-by-the-probe.jsonl": ([
+            "title: (zzt) Hang: a collective stuck after step 1240 at 03:05 -> the probe's own verdict a minute "
+            "later -> the hang alarm -> requeue -> training resumes from the checkpoint -> OK",
+            "expect: the probe judges the job stalled at its 03:06:10 check (more than 60 s without a step: its "
+            "floor, above 3 x its 1.5 s steps) and publishes Stalled 1; the hang alarm (10-second period) fires at "
+            "03:06:20, 80 s after the last step; requeue_job deferred then executed; Slurm kills the hung process; "
+            "the restarted process's first flush at 03:11 (first step 1201) turns the hang alarm OK at 03:11:10 and "
+            "proves the recovery (resumed from 1200, the checkpoint); the stall alarm never fires; no page",
+            "check: alarms alarm=medic-hang-llama3-70b to=ALARM timestamp~T03:06:20 == 1",
+            "check: records action=requeue_job .outcome == deferred, executed",
+            "check: records fault=recovered timestamp~T03:11:10 == 1",
+            "check: records fault=resumed_behind == 0",
+            "check: alarms alarm=medic-hang-llama3-70b to=OK timestamp~T03:11:10 == 1",
+            "check: alarms alarm=medic-stall-llama3-70b == 0",
+            "check: pages == 0",
+        ], [*stepping, *hung, *resumed]),
+        "zzu-marked-checkpoint-save-is-no-stall.jsonl": ([
+            "title: (zzu) An 11-minute checkpoint save marked with `with probe.pause(\"checkpoint\"):` from 03:05 "
+            "to 03:16: no hang, and the stall alarm stands down",
+            "expect: the probe's checks never judge it stalled during the marked pause (no Stalled 1, the hang alarm "
+            "never fires); the stall alarm (10 minutes without a Heartbeat step) fires at 03:16, and its read-back "
+            "finds the probe's latest report saying Paused: ignored, no requeue, no page; steps resume after 03:16 "
+            "(40 by the 03:17 flush) and the stall alarm goes OK",
+            "check: alarms alarm=medic-hang-llama3-70b to=ALARM == 0",
+            "check: alarms alarm=medic-stall-llama3-70b to=ALARM timestamp~T03:16:00 == 1",
+            'check: records fault=stalled outcome=ignored reason~"marked pause" == 1',
+            "check: records action=requeue_job == 0",
+            "check: calls sqs:SendMessage == 0",
+            "check: pages == 0",
+        ], [*stepping[:-1], probe(steps=40, pause="checkpoint"),
+            *every_minute(T_ALARM + minutes(6), T_ALARM + minutes(16), steps=0),
+            clock(T_ALARM + minutes(17)), probe(steps=40, pause=False),
+            *every_minute(T_ALARM + minutes(18), T_ALARM + minutes(20), steps=40)]),
     }
 
 

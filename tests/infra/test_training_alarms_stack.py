@@ -42,11 +42,25 @@ def tags(alarm: dict) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in alarm["Tags"]}
 
 
-def test_each_job_gets_a_stall_a_divergence_and_a_slowdown_alarm_and_each_cluster_a_failed_node_alarm(two_jobs):
+def test_each_job_gets_a_stall_a_hang_a_divergence_and_a_slowdown_alarm_and_each_cluster_a_failed_node_alarm(
+        two_jobs):
     assert sorted(alarms(two_jobs)) == sorted([
-        "medic-stall-llama3-70b", "medic-divergence-llama3-70b", "medic-slowdown-llama3-70b",
-        "medic-stall-mistral-ft", "medic-divergence-mistral-ft", "medic-slowdown-mistral-ft",
+        "medic-stall-llama3-70b", "medic-hang-llama3-70b", "medic-divergence-llama3-70b", "medic-slowdown-llama3-70b",
+        "medic-stall-mistral-ft", "medic-hang-mistral-ft", "medic-divergence-mistral-ft", "medic-slowdown-mistral-ft",
         "medic-failed-nodes-pretrain-slurm", "medic-failed-nodes-finetune-eks"])
+
+
+@pytest.mark.parametrize("job", ["llama3-70b", "mistral-ft"])
+def test_a_hang_is_the_probes_own_stalled_verdict_at_a_10_second_period_with_missing_data_keeping_the_state(
+        two_jobs, job):
+    alarm = alarms(two_jobs)[f"medic-hang-{job}"]
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
+        "Medic/Training", "Stalled", "Maximum", 10)
+    assert alarm["Dimensions"] == [{"Name": "Job", "Value": job}]
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (1, 1)
+    assert alarm["TreatMissingData"] == "ignore"
+    assert tags(alarm)["medic:kind"] == "hang" and tags(alarm)["medic:job"] == job
 
 
 @pytest.mark.parametrize("job,minutes", [("llama3-70b", 10), ("mistral-ft", 7)])

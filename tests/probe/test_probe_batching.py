@@ -44,7 +44,11 @@ class TestBatching:
         assert metrics[("Session", JOB)]["Value"] == probe.session
         assert set(metrics) == {("Heartbeat", JOB), ("Step", JOB), ("NonFiniteLoss", JOB), ("Loss", JOB),
                                 ("TokensPerSecond", JOB), ("TokensPerSecondBaseline", JOB),
-                                ("TokensPerSecond", JOB_NODE), ("Session", JOB)}
+                                ("TokensPerSecond", JOB_NODE), ("Session", JOB), ("FirstStep", JOB), ("Stalled", JOB)}
+        assert metrics[("FirstStep", JOB)]["Value"] == 1  # the first step this process reported
+        assert metrics[("Stalled", JOB)] | {"Timestamp": None} == {
+            "MetricName": "Stalled", "Dimensions": [{"Name": "Job", "Value": "llama3-70b"}], "Timestamp": None,
+            "Unit": "None", "Value": 0, "StorageResolution": 1}  # the verdict, at high resolution
 
     def test_given_a_cluster_when_flushed_then_job_metrics_go_under_job_and_job_cluster_and_throughput_per_node(
             self, make_probe, fake):
@@ -61,7 +65,8 @@ class TestBatching:
         assert ("TokensPerSecond", JOB_NODE) in metrics
         assert ("TokensPerSecondBaseline", JOB_CLUSTER) in metrics
         assert ("Session", JOB) in metrics and ("Session", JOB_CLUSTER) in metrics
-        assert len(metrics) == 17
+        assert ("FirstStep", JOB_CLUSTER) in metrics and ("Stalled", JOB_CLUSTER) in metrics
+        assert len(metrics) == 21
 
     def test_given_two_periods_when_flushed_each_time_then_aggregates_reset_but_step_and_checkpoint_persist(
             self, make_probe, fake):
@@ -175,7 +180,9 @@ class TestLifecycle:
         probe.close()
 
         assert len(fake.calls) == 2
-        assert set(by_metric(fake.calls[1])) == {("Completed", JOB), ("Session", JOB)}  # the marker, and whose
+        # the marker, whose it is, and that a finished job is no stall (the hang alarm goes OK)
+        assert set(by_metric(fake.calls[1])) == {("Completed", JOB), ("Session", JOB), ("Stalled", JOB)}
+        assert by_metric(fake.calls[1])[("Stalled", JOB)]["Value"] == 0
 
     def test_given_nothing_new_since_the_last_flush_when_closed_as_not_completed_then_no_extra_call(
             self, make_probe, fake):

@@ -197,7 +197,9 @@ class TestEmf:
         (doc,) = emf_lines(capsys.readouterr().out)
         assert_valid_emf(doc)
         assert [d["Metrics"] for d in doc["_aws"]["CloudWatchMetrics"]] == [
-            [{"Name": "Completed", "Unit": "Count"}, {"Name": "Session", "Unit": "None"}]]
+            [{"Name": "Stalled", "Unit": "None", "StorageResolution": 1}, {"Name": "Completed", "Unit": "Count"},
+             {"Name": "Session", "Unit": "None"}]]
+        assert doc["Stalled"] == 0  # a finished job is no stall
 
 
 def run_script(body: str) -> list[dict]:

@@ -50,7 +50,9 @@ class TestEmf:
         assert job["Dimensions"] == [["Job"], ["Job", "Cluster"]]
         assert {m["Name"] for m in job["Metrics"]} == {
             "Heartbeat", "Step", "NonFiniteLoss", "Loss", "TokensPerSecond", "TokensPerSecondBaseline",
-            "LastCheckpointStep", "Session"}
+            "LastCheckpointStep", "Session", "FirstStep", "Stalled"}
+        assert {"Name": "Stalled", "Unit": "None", "StorageResolution": 1} in job["Metrics"]  # high resolution
+        assert (doc["FirstStep"], doc["Stalled"]) == (10, 0)
         assert node == {"Namespace": "Medic/Training", "Dimensions": [["Job", "Node"]],
                         "Metrics": [{"Name": "TokensPerSecond", "Unit": "Count/Second"}]}
         assert (doc["Job"], doc["Cluster"], doc["Node"], doc["Rank"]) == ("llama3-70b", "ml-cluster", "ip-10-1-2-3", 0)

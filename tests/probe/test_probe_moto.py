@@ -54,7 +54,7 @@ class TestAgainstMoto:
         job_cluster = frozenset({("Job", "llama3-70b"), ("Cluster", "ml-cluster")})
         job_node = frozenset({("Job", "llama3-70b"), ("Node", "ip-10-1-2-3")})
         expected = {(name, d) for name in ("Heartbeat", "Step", "Loss", "TokensPerSecond", "TokensPerSecondBaseline",
-                                           "LastCheckpointStep", "NonFiniteLoss", "Session")
+                                           "LastCheckpointStep", "NonFiniteLoss", "Session", "FirstStep", "Stalled")
                     for d in (job, job_cluster)}
         # the block ended without an exception: the probe's clean close adds the completion marker
         completed = {("Completed", job), ("Completed", job_cluster)}

@@ -101,7 +101,8 @@ def main() -> int:
         step += 1
         if rank == 0:
             log(f"step {step} loss={loss.item():.4f}")
-            probe.step(step, loss=loss.item(), tokens_per_sec=32 / max(time.monotonic() - began, 1e-6))
+            # the loss tensor itself: the probe holds it (detached) and reads it in its own thread, never here
+            probe.step(step, loss=loss, tokens_per_sec=32 / max(time.monotonic() - began, 1e-6))
             if step % args.checkpoint_every == 0:
                 save(args.checkpoint_dir, step, model, optimizer)
                 probe.checkpoint(step)

@@ -251,3 +251,58 @@ def test_an_alarm_evaluated_twice_on_the_same_data_emits_no_second_event(datapoi
     state_after_first = book.alarms[0].state
     # When the same data is evaluated again at the same moment, then the state holds and nothing changes
     assert book.evaluate(at) == [] and book.alarms[0].state == state_after_first
+
+
+# --- high-resolution alarms (issue 31): a 10-second period, evaluated every 10 seconds
+
+def hang_template() -> Template:
+    raw = {"Resources": {
+        "Hang": {"Type": "AWS::CloudWatch::Alarm", "Properties": {
+            "AlarmName": "medic-hang-j", "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "Dimensions": [{"Name": "Job", "Value": "j"}], "EvaluationPeriods": 1, "DatapointsToAlarm": 1,
+            "MetricName": "Stalled", "Namespace": "Medic/Training", "Period": 10, "Statistic": "Maximum",
+            "Threshold": 1, "TreatMissingData": "ignore"}},
+        "Minute": {"Type": "AWS::CloudWatch::Alarm", "Properties": {
+            "AlarmName": "minute", "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "Dimensions": [{"Name": "Job", "Value": "j"}], "EvaluationPeriods": 1, "MetricName": "Stalled",
+            "Namespace": "Medic/Training", "Period": 60, "Statistic": "Maximum", "Threshold": 1,
+            "TreatMissingData": "notBreaching"}},
+    }}
+    return Template(raw, "us-west-2", "123456789012")
+
+
+def test_a_10_second_alarm_fires_at_the_first_10_second_evaluation_after_its_datapoint_and_keeps_its_state():
+    book = AlarmBook(hang_template())
+    start = start_plus(0)
+    key = metric_key("Medic/Training", "Stalled", {"Job": "j"})
+    book.store.put_value(key, start - timedelta(seconds=30), 0.0)
+    assert book.evaluate(start) == []  # sets the states
+    book.store.put_value(key, start + timedelta(seconds=12), 1.0)
+    # at 08:10:20 the period [08:10:10, 08:10:20) holds the verdict: ALARM; the minute alarm is not evaluated then
+    assert book.evaluate(start + timedelta(seconds=10)) == []
+    [change] = book.evaluate(start + timedelta(seconds=20))
+    assert (change.alarm.name, change.state, change.at) == ("medic-hang-j", ALARM, start + timedelta(seconds=20))
+    # no datapoint since: missing data keeps the state (ignore), period after period
+    assert [book.evaluate(start + timedelta(seconds=s)) for s in (30, 40, 50)] == [[], [], []]
+    # the minute alarm is evaluated on the whole minute only
+    [minute] = book.evaluate(start + timedelta(minutes=1))
+    assert (minute.alarm.name, minute.state) == ("minute", ALARM)
+
+
+def test_the_replay_ticks_every_10_seconds_only_while_a_probe_watches():
+    from sim.cloudwatch import EmulatedCloudWatch
+
+    class Metrics:
+        watching = False
+
+    cloudwatch = EmulatedCloudWatch.__new__(EmulatedCloudWatch)
+    cloudwatch.world = type("World", (), {"metrics": Metrics()})()
+    cloudwatch.next_evaluation = cloudwatch.last_evaluation = None
+    cloudwatch.skipped = 0
+    start = start_plus(0)
+    assert cloudwatch.due(start, start + timedelta(minutes=2)) == [start_plus(1), start_plus(2)]
+    Metrics.watching = True
+    ticks = cloudwatch.due(start, start + timedelta(minutes=3))
+    assert ticks == [start_plus(2) + timedelta(seconds=10 * k) for k in range(1, 7)]
+    Metrics.watching = False
+    assert cloudwatch.due(start, start + timedelta(minutes=4, seconds=30)) == [start_plus(4)]

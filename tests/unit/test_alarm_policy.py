@@ -310,3 +310,38 @@ def test_steps_since_medics_requeue_prove_a_held_job_resumed_before_its_node_is_
 
     assert progress_since(requeued) == NOW and progress_since(HELD) == NOW
     assert judge_recovery(requeued, Progress(steps=40, last_step=1280), NOW + timedelta(minutes=5)) is Verdict.RESUMED
+
+
+# The hang alarm (issue 31): the probe's own verdict, a faster witness of the same stall.
+def test_the_hang_alarm_names_its_job_and_is_a_stall():
+    subject = alarm_subject("medic-hang-llama3-70b", CONFIG)
+    assert (subject.kind, subject.job.name, subject.fault) == (AlarmKind.HANG, "llama3-70b", Fault.STALLED)
+
+
+@pytest.mark.parametrize(("name", "action"), [("medic-hang-llama3-70b", Action.REQUEUE_JOB),
+                                              ("medic-hang-mistral-ft", Action.RESTART_JOB)])
+def test_a_hang_alarm_takes_the_stall_flow(name, action):
+    history = Progress(steps=0, last_step=None, steps_before=2400, last_step_before=1240)
+    decision = decide_alarm(context(name, recent_progress=history))
+    assert (decision.plan, decision.action) == (Plan.REQUEUE, action)
+
+
+PAUSED_AT = NOW - timedelta(minutes=1)
+
+
+def test_a_stall_alarm_while_the_probe_reports_a_marked_pause_is_ignored():
+    progress = Progress(steps=0, last_step=1240, steps_before=2400, paused_at=PAUSED_AT, last_report_at=PAUSED_AT)
+    decision = decide_alarm(context(recent_progress=progress, stall_minutes=7))
+    assert (decision.plan, decision.outcome, decision.page) == (Plan.RECORD, Outcome.IGNORED, False)
+    assert "marked pause" in decision.reason and "03:09" in decision.reason
+
+
+def test_a_pause_the_probe_reported_before_its_latest_report_does_not_stand_the_alarm_down():
+    progress = Progress(steps=0, last_step=1240, steps_before=2400, paused_at=PAUSED_AT - timedelta(minutes=5),
+                        last_report_at=PAUSED_AT)
+    assert decide_alarm(context(recent_progress=progress, stall_minutes=7)).plan is Plan.REQUEUE
+
+
+def test_a_hang_alarm_in_a_pause_is_the_probes_verdict_that_the_pause_outlasted_its_limit():
+    progress = Progress(steps=0, last_step=None, steps_before=2400, paused_at=PAUSED_AT, last_report_at=PAUSED_AT)
+    assert decide_alarm(context("medic-hang-llama3-70b", recent_progress=progress)).plan is Plan.REQUEUE

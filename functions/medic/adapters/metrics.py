@@ -49,6 +49,8 @@ class TrainingMetrics:
             ("first", self._minutely(job, "Step", "Minimum")),
             ("ckpt", self._minutely(job, "LastCheckpointStep", "Maximum")),
             ("done", self._minutely(job, "Completed", "Maximum")),
+            ("started", self._minutely(job, "FirstStep", "Minimum")),
+            ("paused", self._minutely(job, "Paused", "Maximum")),
             ("session_low", self._minutely(job, SESSION, "Minimum")),
             ("session_high", self._minutely(job, SESSION, "Maximum")),
         ])
@@ -63,10 +65,16 @@ class TrainingMetrics:
         checkpoints = [value for at, value in stamped.get("ckpt", []) if at < since]
         resumed_from = None
         if first is not None:
-            # Step is the latest step at each flush: the step training resumed from is the first one reported
-            # less the steps that same flush counted (its minute's Heartbeat).
-            counted = sum(value for at, value in stamped.get("steps", []) if at == first[0])
-            resumed_from = max(0.0, first[1] - counted)
+            started = dict(stamped.get("started", [])).get(first[0])
+            if started is not None:
+                # The probe's FirstStep: the first step its process trained, so it resumed from the one before
+                # (exact at any publish period).
+                resumed_from = max(0.0, started - 1)
+            else:
+                # A probe without FirstStep: Step is the latest step at each flush, so the first one reported less
+                # the steps counted in its minute (exact only with one flush a minute, the probe's default).
+                counted = sum(value for at, value in stamped.get("steps", []) if at == first[0])
+                resumed_from = max(0.0, first[1] - counted)
         active = sorted((at, value) for at, value in stamped.get("steps", []) if at < since and value > 0)
         recent = active[-RATE_MINUTES:]
         steps_before = [value for at, value in stamped.get("step", []) if at < since]
@@ -84,7 +92,8 @@ class TrainingMetrics:
                         last_heartbeat_at=active[-1][0] if active else None,
                         last_step_before=max(steps_before) if steps_before else None,
                         steps_per_minute_before=sum(v for _, v in recent) / len(recent) if recent else None,
-                        completed_at=max(completions, default=None), last_report_at=max(reports, default=None))
+                        completed_at=max(completions, default=None), last_report_at=max(reports, default=None),
+                        paused_at=max((at for at, value in stamped.get("paused", []) if value >= 1), default=None))
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:
         values = self._query(now - lookback, now, [

@@ -54,8 +54,9 @@ class Progress:
     # probe has never reported for the job in that time, so there is nothing running to requeue.
     steps_before: float | None = None
     # Read with the history too (None: not read, or nothing reported): the step training resumed from in the
-    # window (the first step reported less the steps counted with it), and the highest checkpoint step the probe
-    # reported before the window (the last checkpoint before the fault).
+    # window (the step before the probe's `FirstStep`, the first step its process reported; from a probe without it,
+    # the first step reported less the steps counted with it), and the highest checkpoint step the probe reported
+    # before the window (the last checkpoint before the fault).
     first_step: float | None = None
     checkpoint_before: float | None = None
     # The incident's timeline, read with the history too: the minute of the first step in the window (training
@@ -75,6 +76,15 @@ class Progress:
     # close()), and the minute of its latest Heartbeat datapoint of any value (a process reporting, stepping or not).
     completed_at: datetime | None = None
     last_report_at: datetime | None = None
+    # The minute of the probe's latest `Paused` (a flush during a marked pause), read with the history too.
+    paused_at: datetime | None = None
+
+    @property
+    def in_pause(self) -> datetime | None:
+        """The minute of the probe's latest report when that report says a marked pause was on (None otherwise)."""
+        if self.paused_at is None or (self.last_report_at is not None and self.last_report_at > self.paused_at):
+            return None
+        return self.paused_at
 
     @property
     def finished_at(self) -> datetime | None:

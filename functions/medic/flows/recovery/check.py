@@ -55,14 +55,15 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
     return records
 
 
-def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps: Deps) -> dict:
-    """The stall alarm went OK while a restart was watched, and the probe counted steps since the restart
-    (``decide_alarm`` made sure): training resumed, from its last checkpoint or behind it."""
+def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps: Deps,
+                   alarm: str = "the stall alarm") -> dict:
+    """The job's stall (or hang) alarm went OK while a restart was watched, and the probe counted steps since the
+    restart (``decide_alarm`` made sure): training resumed, from its last checkpoint or behind it."""
     if progress.resumed_behind:
         return _conclude(watch, Verdict.RESUMED_BEHIND, progress, event_id, deps)
     record = _about(watch, Trigger.ALARM, event_id, deps).record(
         fault=Fault.RECOVERED, action=Action.NONE, outcome=Outcome.IGNORED, attempt=watch.attempt,
-        reason=f"Training resumed after {since(watch)}: the stall alarm is OK "
+        reason=f"Training resumed after {since(watch)}: {alarm} is OK "
                f"again and the probe counted {progress.steps:.0f} steps since, now at step {progress.last_step:.0f}.")
     IncidentStore(deps.table).end_recovery(watch.incident)
     emit_incident(stall_timeline(watch, progress, resolved_at=deps.now()))

@@ -74,13 +74,17 @@ def foreign_alarm(event: AlarmStateChangeEvent, *, partition: str, account: str,
 
 
 class AlarmKind(StrEnum):
-    STALL = "stall"
+    STALL = "stall"  # no Heartbeat for stall_minutes (a dead process, or a stall the probe did not judge)
+    HANG = "hang"  # the probe's own verdict (`Stalled`): a live process whose steps stopped
     DIVERGENCE = "divergence"
     SLOWDOWN = "slowdown"
     FAILED_NODES = "failed-nodes"
 
 
-FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.DIVERGENCE: Fault.DIVERGED,
+# The hang alarm is a faster witness of the same fault: one incident with the stall alarm, the same requeue, budget,
+# proof of recovery and pages.
+STALL_KINDS = (AlarmKind.STALL, AlarmKind.HANG)
+FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.HANG: Fault.STALLED, AlarmKind.DIVERGENCE: Fault.DIVERGED,
                  AlarmKind.SLOWDOWN: Fault.SLOWED, AlarmKind.FAILED_NODES: Fault.FAILED_NODES}
 
 
@@ -190,7 +194,7 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
                              f"Alarm {subject.name} went to {ctx.state}; Medic acts on ALARM and OK only.")
 
-    if subject.kind is AlarmKind.STALL:
+    if subject.kind in STALL_KINDS:
         return _stalled(ctx)
     if subject.kind is AlarmKind.DIVERGENCE:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
@@ -230,6 +234,15 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
                              f"its completion marker (a clean close) at {finished:%Y-%m-%d %H:%M} UTC{at_step} and "
                              "has reported nothing since: the job finished; no requeue. A later run under the same "
                              "job name is watched again from its first report.", fault=Fault.COMPLETED)
+    paused = progress.in_pause if progress is not None else None
+    if paused is not None and ctx.subject.kind is AlarmKind.STALL:
+        # The probe marks known pauses (`with probe.pause("checkpoint"):`) and says so in every flush during one; the
+        # probe itself judges a pause that outlasts its limit a hang (the hang alarm), so this stall is no hang.
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
+                             f"Alarm {ctx.subject.name} is in ALARM, but the probe of {ctx.subject.job.name} reports a "
+                             f"marked pause (a checkpoint save, an evaluation) in its latest report, at {paused:%H:%M} "
+                             "UTC: the job said it would not step meanwhile; no requeue. The probe judges a pause "
+                             "longer than its limit a hang itself (the hang alarm).")
     if made_progress(progress):
         # The heartbeat read back says the job is stepping (a late datapoint, a brief gap): a requeue would
         # throw away the work since the last checkpoint for nothing.

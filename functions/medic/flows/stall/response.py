@@ -23,6 +23,7 @@ from medic.flows.recovery.check import conclude_on_ok
 from medic.flows.recovery.pages import alarm_page
 from medic.flows.recovery.policy import held_deadline, made_progress, progress_since, recovery_deadline
 from medic.flows.stall.policy import (
+    STALL_KINDS,
     AlarmContext,
     AlarmKind,
     AlarmStateChangeEvent,
@@ -43,11 +44,11 @@ from medic.outbox.records import emit, rejected
 def incident_of(subject: AlarmSubject) -> str:
     """A stalled job shares its incident (and restart budget) with operator requests for that job: on Slurm by
     its name, on EKS by its Kubernetes object."""
-    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "slurm":
+    if subject.kind in STALL_KINDS and subject.job and subject.cluster.orchestrator == "slurm":
         from medic.flows.agent.restart import slurm_job_incident  # the agent paths only: not at every cold start
 
         return slurm_job_incident(subject.cluster.name, subject.job.name)
-    if subject.kind is AlarmKind.STALL and subject.job and subject.cluster.orchestrator == "eks":
+    if subject.kind in STALL_KINDS and subject.job and subject.cluster.orchestrator == "eks":
         from medic.flows.agent.eks import eks_job_incident
 
         return eks_job_incident(subject.cluster.name, subject.job.kubernetes_object())
@@ -84,11 +85,15 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         nodes_in_repair = NodeStore(table).cluster_actions_since(subject.cluster.name, now - window)
         storm_at = PageStore(table).storm_paged_at(subject.cluster.name)
         storm_held = storm_at is not None and now - storm_at < STORM_HOLD
-    stall = subject.kind is AlarmKind.STALL and subject.job is not None and first_delivery
+    stall = subject.kind in STALL_KINDS and subject.job is not None and first_delivery
     recent = None
     if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
-        recent = _progress(subject, now - timedelta(minutes=subject.job.stall_minutes), now, deps,
-                           history=PROBE_HISTORY)
+        # The hang alarm is the probe's own verdict, seconds after the last step: the steps of the minutes read back
+        # are the job's last ones before it, so no window (steps since would come with the probe's 0, the alarm's
+        # OK); the day before still says whether the job finished, never ran, or is in a marked pause.
+        since = now - timedelta(minutes=subject.job.stall_minutes) if subject.kind is AlarmKind.STALL else \
+            _next_minute(now)  # (the read's one-minute buckets then start on whole minutes)
+        recent = _progress(subject, since, now, deps, history=PROBE_HISTORY)
     watch = since_restart = owner = in_repair = None
     if stall and (detail.state.value == "ALARM" or open_incident is not None):
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
@@ -159,7 +164,8 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
                                  else page_incident(deps, table, record, text, window=window))
     if decision.close_incident:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
-            conclude_on_ok(watch, since_restart, event.id, deps)
+            conclude_on_ok(watch, since_restart, event.id, deps,
+                           alarm="the stall alarm" if subject.kind is AlarmKind.STALL else "the hang alarm")
         incidents.close_alarm_incident(subject.name, incident)
     emitted = emit(record)
     closes_page_only = decision.close_incident and subject.kind in PAGE_ONLY and open_incident is not None
@@ -203,6 +209,12 @@ def _node_in_repair(subject: AlarmSubject, table: Any, deps: Deps, now: datetime
         return None
     hit = next((w for w in watches if w.slurm_node in ran_on), None)
     return (f"node:{subject.cluster.name}:{hit.node_id}", hit.slurm_node or "", hit.status) if hit else None
+
+
+def _next_minute(at: datetime) -> datetime:
+    """``at`` if it is a whole minute, else the next one."""
+    whole = at.replace(second=0, microsecond=0)
+    return whole if whole == at else whole + timedelta(minutes=1)
 
 
 def _state_time(text: str | None) -> datetime | None:
