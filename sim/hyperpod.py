@@ -35,6 +35,17 @@ REPAIR = {"reboot": ("SystemUpdating", timedelta(minutes=10)), "replace": ("Pend
 # rebooting an instance takes that long (not documented by AWS: an emulation choice).
 GOING_DOWN = timedelta(minutes=1)
 IN_REPAIR = frozenset({"ShuttingDown", "Pending", "SystemUpdating"})
+# HyperPod's own repair on a cluster with NodeRecovery Automatic: "SageMaker HyperPod will automatically reboot or
+# replace faulty nodes when issues are detected" (API reference, CreateCluster NodeRecovery). Which one follows the
+# fault: a node that "requires a reboot ... will be automatically rebooted", one that "requires a replacement ... will
+# be automatically replaced" ("Resilience-related Kubernetes labels by SageMaker HyperPod", UnschedulablePendingReboot
+# / UnschedulablePendingReplacement, docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-
+# labels.html); the health event's HealthStatusReason names the fault type HMA found (<Device>Error<Reboot|Terminate|
+# Replace>, the samples in events/). Assumptions (no AWS source says): the repair starts a minute after the health
+# event, and is then the same as the Batch* call's (SystemUpdating 10 min; a new instance under the same
+# NodeLogicalId, Pending 30 min); a reason naming no fault type gets no repair.
+AUTO_REPAIR_START = timedelta(minutes=1)
+HMA_FAULT_TYPE = re.compile(r"\b[A-Z][A-Za-z]*?Error(Reboot|Terminate|Replace)\b")
 LIFECYCLE = {"SourceS3Uri": "s3://sagemaker-medic-sim-lifecycle/", "OnCreate": "on_create.sh"}
 WORKER_TYPE, CONTROLLER_TYPE = "ml.p5.48xlarge", "ml.m5.2xlarge"
 DEFAULT_WORKERS = 16
@@ -89,6 +100,9 @@ class HyperPodWorld:
         self.on_repair: list[Any] = []
         self.on_back: list[Any] = []
         self._going_down: list[tuple[datetime, tuple[str, str, str, str]]] = []  # repairs whose node is not down yet
+        # HyperPod's own repairs due (when, cluster, node, verb), and those started
+        self._recoveries: list[tuple[datetime, str, str, str]] = []
+        self.recoveries: list[dict] = []  # HyperPod's own repairs (automatic node recovery), as they started
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
@@ -238,9 +252,45 @@ class HyperPodWorld:
                 spec["CurrentCount"] = max(0, int(spec.get("CurrentCount", 0)) + delta)
                 spec["TargetCount"] = max(0, int(spec.get("TargetCount", 0)) + delta)
 
+    def fault_reported(self, cluster_name: str, node_id: str, reason: str, now: datetime) -> None:
+        """HMA reported the node unhealthy (a node health event): on a cluster with NodeRecovery Automatic, HyperPod
+        repairs it by itself (AUTO_REPAIR_START later), a reboot or a replacement as the fault type says."""
+        settings = self.settings.get(cluster_name)
+        match = HMA_FAULT_TYPE.search(reason)
+        if settings is None or settings.node_recovery != "Automatic" or match is None:
+            return
+        verb = "reboot" if match.group(1) == "Reboot" else "replace"
+        self._recoveries.append((now + AUTO_REPAIR_START, cluster_name, node_id, verb))
+
+    def _recover(self, now: datetime) -> None:
+        """HyperPod's own repairs due by now start (a node gone or already in repair is left as it is)."""
+        due = [entry for entry in self._recoveries if entry[0] <= now]
+        self._recoveries = [entry for entry in self._recoveries if entry[0] > now]
+        for at, cluster_name, node_id, verb in due:
+            node = self.node(cluster_name, node_id) if self.has_cluster(cluster_name) else None
+            if node is None or node.status in IN_REPAIR:
+                continue
+            successor = self._start_repair(cluster_name, node, verb, at)
+            self.recoveries.append({"action": verb, "cluster": cluster_name, "node_id": node_id, "at": at.isoformat(),
+                                    **({"replacement": successor} if successor != node_id else {})})
+
+    def _start_repair(self, cluster_name: str, node: Any, verb: str, now: datetime) -> str:
+        """A reboot or a replacement of the node begins (a call's, or HyperPod's own): the id the node runs under."""
+        node_id = node.instance_id
+        if verb == "replace":
+            successor = self._replace(cluster_name, node, now)
+        else:
+            status, duration = REPAIR[verb]
+            node.status = status
+            self.repairs[(cluster_name, node_id)] = Repair(cluster_name, node_id, now + duration)
+            successor = node_id
+        self._going_down.append((now + GOING_DOWN, (cluster_name, node_id, successor, verb)))
+        return successor
+
     def finish_repairs(self, now: datetime) -> None:
-        """Nodes a repair took down by now lose their jobs (on_repair); those whose emulated repair is over are
-        Running again (on_back)."""
+        """HyperPod's own repairs due start; nodes a repair took down by now lose their jobs (on_repair); those whose
+        emulated repair is over are Running again (on_back)."""
+        self._recover(now)
         due = [(at, hit) for at, hit in self._going_down if at <= now]
         self._going_down = [(at, hit) for at, hit in self._going_down if at > now]
         for at, hit in due:
@@ -327,16 +377,11 @@ class HyperPodWorld:
                 failed.append({"NodeId": node_id, "ErrorCode": "InvalidInstanceStatus",
                                "Message": f"Node {node_id} is a Slurm controller node (instance group "
                                           f"{node.instance_group_name}); controller nodes cannot be replaced."})
-            elif verb == "replace":
-                replacements[node_id] = self._replace(name, node, now)
-                successful.append(node_id)
-                self._going_down.append((now + GOING_DOWN, (name, node_id, replacements[node_id], verb)))
             else:
-                status, duration = REPAIR[verb]
-                node.status = status
-                self.repairs[(name, node_id)] = Repair(name, node_id, now + duration)
+                successor = self._start_repair(name, node, verb, now)
+                if successor != node_id:
+                    replacements[node_id] = successor
                 successful.append(node_id)
-                self._going_down.append((now + GOING_DOWN, (name, node_id, node_id, verb)))
         body: dict[str, Any] = {}
         if successful:
             body["Successful"] = successful

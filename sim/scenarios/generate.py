@@ -351,6 +351,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **operator_request_scenarios(),
         **pause_scenarios(),
         **blind_scenarios(),
+        **automatic_scenarios(),
     }
 
 
@@ -1303,6 +1304,31 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         ], [wrong_id(T0, NODE), wrong_id(T0 + timedelta(minutes=3), "i-0a1b2c3d4e5f60718"),
             wrong_id(T0 + timedelta(minutes=7), "i-0f1e2d3c4b5a69788", "NvidiaErrorTerminate"),
             wrong_id(next_morning, NODE)]),
+    }
+
+
+def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """A cluster on HyperPod's automatic node recovery: Medic follows HyperPod's own repairs (issue 32)."""
+    other = "i-0a1b2c3d4e5f60718"
+    return {
+        "zzt-automatic-hyperpod-repairs.jsonl": ([
+            "title: (zzt) pretrain-slurm has NodeRecovery Automatic: a GPU reboot-class fault at 08:14 and a "
+            "replace-class fault at 08:16, both repaired by HyperPod itself",
+            "config: automatic.medic.yaml",
+            "expect: both faults deferred to HyperPod (no call of Medic's, no page); HyperPod reboots the first node "
+            "(SystemUpdating 08:15-08:25) and replaces the second (a new instance, Pending 08:17-08:47); the sweeps "
+            "see each repair under way and then Running: one incident line each, with the repair time and no action "
+            "(acted_at null)",
+            "check: records .outcome == deferred, deferred",
+            "check: records .why == hyperpod_repairing, hyperpod_repairing",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: incidents incident_kind=node acted_at=null == 2",
+            f"check: incidents node_id={NODE} .repaired_at == 2026-11-20T08:29:05+00:00",
+            f"check: incidents node_id={other} .time_to_repair_s == 1980",
+            "check: pages == 0",
+        ], [event(NODE, T0, "NvidiaErrorReboot"), event(other, T0 + minutes(2), "NvidiaErrorTerminate"),
+            clock(T0 + minutes(45))]),
     }
 
 

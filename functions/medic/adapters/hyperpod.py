@@ -68,6 +68,7 @@ class HyperPod:
             status=details.get("InstanceStatus", {}).get("Status", "Unknown"),
             logical_id=details.get("NodeLogicalId"),
             slurm_node=slurm_node_name(details.get("PrivateDnsHostname"), details.get("PrivatePrimaryIp")),
+            status_message=details.get("InstanceStatus", {}).get("Message") or None,
         )
 
     def cluster_info(self, cluster: str, refresh: bool = False) -> ClusterInfo:
@@ -128,7 +129,8 @@ class HyperPod:
                 nodes.append(NodeInfo(node_id=summary["InstanceId"], instance_group=summary["InstanceGroupName"],
                                       status=summary.get("InstanceStatus", {}).get("Status", "Unknown"),
                                       logical_id=summary.get("NodeLogicalId"),
-                                      slurm_node=slurm_node_name(summary.get("PrivateDnsHostname"), None)))
+                                      slurm_node=slurm_node_name(summary.get("PrivateDnsHostname"), None),
+                                      status_message=summary.get("InstanceStatus", {}).get("Message") or None))
         return nodes
 
     def _refuse_blind_retries(self) -> None:

@@ -453,6 +453,9 @@ class NodeInfo:
     # The node's Slurm node name (ip-<a>-<b>-<c>-<d>, from the PrivateDnsHostname DescribeClusterNode and
     # ListClusterNodes give: botocore's ClusterNodeDetails and ClusterNodeSummary); None when not known.
     slurm_node: str | None = None
+    # InstanceStatus.Message (botocore's ClusterInstanceStatusDetails): what HyperPod says of the status; its text,
+    # shown quoted. None when it says nothing.
+    status_message: str | None = None
 
     @property
     def gone(self) -> bool:

@@ -58,6 +58,7 @@ class NodeDecision:
     close_incident: bool = False
     drain: DrainNote | None = None  # the scheduler's side of the action (deps.JobsOnNode); None: nothing to tell
     why: Why | None = None  # the outcome's sub-reason (None: the outcome's only one)
+    follows: bool = False  # HyperPod's automatic node recovery repairs the node: Medic follows it (flows/node/follow)
 
     @property
     def executes(self) -> bool:
@@ -102,7 +103,8 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
     if node_recovery(ctx) == "automatic":
         return NodeDecision(Action.NONE, Outcome.DEFERRED,
                             "Cluster has HyperPod automatic node recovery (DescribeCluster NodeRecovery Automatic); "
-                            "HyperPod repairs this node itself.", why=Why.HYPERPOD_REPAIRING)
+                            "HyperPod repairs this node itself; Medic follows the repair to its end.",
+                            why=Why.HYPERPOD_REPAIRING, follows=True)
     if fault is Fault.UNKNOWN:
         return NodeDecision(Action.NONE, Outcome.DEFERRED,
                             "Unrecognized health reason; Medic takes no action and a human decides.",

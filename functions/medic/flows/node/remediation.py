@@ -35,6 +35,7 @@ from medic.flows.node.actions import act_on_claim
 from medic.flows.node.cluster_id import cluster_id_reason, page_cluster_id
 from medic.flows.node.drain_first import await_drain
 from medic.flows.node.faults import classify
+from medic.flows.node.follow import end_on_healthy, start_following
 from medic.flows.node.pages import node_page, storm_page
 from medic.flows.node.policy import (
     IN_REPAIR_STATUSES,
@@ -118,6 +119,9 @@ def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, cluster: Cluste
         NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
         if decision.close_incident:
             _close_replaced(table, cluster.name, detail.InstanceId, node)
+            end_on_healthy(table, cluster.name, detail.InstanceId, node, event.time)
+    if decision.follows and node is not None:  # HyperPod repairs it (automatic node recovery): followed
+        start_following(table, cluster.name, node, fault, about.incident, event.time, deps.now())
     return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view)
 
 

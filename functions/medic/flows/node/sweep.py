@@ -25,9 +25,11 @@ from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
 from medic.flows.node.cluster_sweep import ClusterSweep, node_incident
 from medic.flows.node.drain_first import call_overdue_drains
+from medic.flows.node.follow import start_following
 from medic.flows.node.pages import node_page
 from medic.flows.node.policy import NodeDecision
 from medic.flows.node.remediation import decide_claim_act, finish_node_decision
+from medic.flows.node.sweep_follow import sweep_followed
 from medic.flows.node.sweep_policy import (
     FAILURE,
     FAILURE_WITHOUT_REASON,
@@ -123,6 +125,7 @@ class Sweep(ClusterSweep):
             if self.node_store.claim_failure_report(name, node.node_id, self.now, self.cooldown):
                 self._failed(node)
         sweep_repairs(self, nodes, acted, acted_logical)
+        sweep_followed(self, nodes)  # HyperPod's own repairs (automatic node recovery), timed to their end
         self.deps.jobs_on(self.cluster).follow_up(self, nodes)  # the scheduler's side: resume, see to the jobs
 
     def _snapshot_cluster(self) -> None:
@@ -193,6 +196,8 @@ class Sweep(ClusterSweep):
         about = self.about(node.node_id, node)
         decision, view = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
                                           Fault.UNKNOWN, node, about, health_reason=NO_HEALTH_REASON)
+        if decision.follows:  # found failed by this sweep: the fault was at most a sweep earlier
+            start_following(self.table, name, node, Fault.UNKNOWN, about.incident, self.now, self.now)
         if decision.page is not Page.INCIDENT:
             finish_node_decision(about, Fault.UNKNOWN, decision, self.deps, self.table, self.cluster, NO_HEALTH_REASON,
                                  view)
