@@ -1310,6 +1310,12 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
 def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     """A cluster on HyperPod's automatic node recovery: Medic follows HyperPod's own repairs (issue 32)."""
     other = "i-0a1b2c3d4e5f60718"
+    on_node = {**SLURM_JOB, "nodes": [NODE]}
+    # the job holds every worker: once Slurm requeued it, it starts again only when the replacement is back
+    everywhere = {**SLURM_JOB, "nodes": [NODE, *(instance_id("pretrain-slurm", "workers", str(i)) for i in range(16))]}
+    agent_up = {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}
+    resumed = every_minute(datetime(2026, 11, 20, 8, 52, tzinfo=UTC), datetime(2026, 11, 20, 9, 10, tzinfo=UTC),
+                           steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True)
     return {
         "zzt-automatic-hyperpod-repairs.jsonl": ([
             "title: (zzt) pretrain-slurm has NodeRecovery Automatic: a GPU reboot-class fault at 08:14 and a "
@@ -1328,6 +1334,41 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             f"check: incidents node_id={other} .time_to_repair_s == 1980",
             "check: pages == 0",
         ], [event(NODE, T0, "NvidiaErrorReboot"), event(other, T0 + minutes(2), "NvidiaErrorTerminate"),
+            clock(T0 + minutes(45))]),
+        "zzu-automatic-repair-requeued-job-watched.jsonl": ([
+            "title: (zzu) pretrain-slurm has NodeRecovery Automatic: a GPU fault on the node job 4211 (llama3-70b) "
+            "runs on, a batch job with Slurm's default requeue flag",
+            "config: automatic.medic.yaml",
+            "expect: the fault deferred to HyperPod; the agent lists the jobs on the node without touching its Slurm "
+            "state (list_node_jobs: 4211, on every worker); HyperPod replaces the node by itself, slurmctld requeues "
+            "the job, which waits for the node; once the replacement is Running (08:47) the sweep ends the repair's "
+            "incident line, the watched job's recovery window starts and the sweep asks where the job is: ignored "
+            "(Slurm requeued it); it steps again from 08:52: recovered; no drain, no resume, no call, no page",
+            "check: records action=list_node_jobs .outcome == executed",
+            "check: records trigger=node_repair jobs~4211 == 1",
+            "check: records job=4211 outcome=ignored == 1",
+            "check: records fault=recovered == 1",
+            "check: records action=drain_node == 0",
+            "check: records action=resume_node == 0",
+            "check: incidents incident_kind=node acted_at=null == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            'check: slurm_commands argv~"scontrol update" == 0',
+            "check: pages == 0",
+        ], [{"sim": {"slurm_job": everywhere}}, agent_up, event(NODE, T0), *resumed]),
+        "zzv-automatic-repair-job-not-requeueable.jsonl": ([
+            "title: (zzv) pretrain-slurm has NodeRecovery Automatic: the same fault, job 4211 submitted with sbatch "
+            "--no-requeue",
+            "config: automatic.medic.yaml",
+            "expect: the agent lists job 4211 on the node; it ends NODE_FAIL when HyperPod's replacement takes the "
+            "node down; a sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page naming the "
+            "job and saying to resubmit it; no scontrol requeue, no node call",
+            "check: records fault=job_not_requeueable .outcome == deferred",
+            "check: records fault=job_not_requeueable paged=true == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: pages == 1",
+        ], [{"sim": {"slurm_job": {**on_node, "requeue": False}}}, agent_up, event(NODE, T0),
             clock(T0 + minutes(45))]),
     }
 

@@ -85,6 +85,8 @@ class Action(StrEnum):
     # and the resume after it (scontrol update NodeName=... State=DRAIN / State=RESUME, by the agent)
     DRAIN_NODE = "drain_node"
     RESUME_NODE = "resume_node"
+    # the jobs on a node HyperPod repairs by itself (automatic node recovery), listed by the agent, nothing changed
+    LIST_NODE_JOBS = "list_node_jobs"
     NONE = "none"
 
 

@@ -25,9 +25,10 @@ from medic.obs import emit_incident
 
 
 def start_following(table: Table, cluster: str, node: NodeInfo, fault: Fault, incident: str, fault_at: datetime,
-                    detected_at: datetime) -> None:
-    """Remember HyperPod's repair of the node to follow (the node's first fault starts it)."""
-    FollowStore(table).follow(FollowedRepair(
+                    detected_at: datetime) -> bool:
+    """Remember HyperPod's repair of the node to follow (the node's first fault starts it): False when one is
+    followed already."""
+    return FollowStore(table).follow(FollowedRepair(
         cluster=cluster, position=node.logical_id or node.node_id, incident=incident, node_id=node.node_id,
         fault=fault.value, fault_at=fault_at, detected_at=detected_at, logical_id=node.logical_id))
 

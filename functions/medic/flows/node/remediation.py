@@ -121,8 +121,17 @@ def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, cluster: Cluste
             _close_replaced(table, cluster.name, detail.InstanceId, node)
             end_on_healthy(table, cluster.name, detail.InstanceId, node, event.time)
     if decision.follows and node is not None:  # HyperPod repairs it (automatic node recovery): followed
-        start_following(table, cluster.name, node, fault, about.incident, event.time, deps.now())
+        follow_hyperpod_repair(deps, table, about.mode, cluster, node, fault, about.incident, event.time, event.id)
     return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view)
+
+
+def follow_hyperpod_repair(deps: Deps, table: Table, mode: Mode, cluster: Cluster, node: NodeInfo, fault: Fault,
+                           incident: str, fault_at: datetime, event_id: str | None) -> None:
+    """HyperPod repairs the node itself: follow the repair (flows/node/follow) and, the first time, learn the jobs on
+    the node so the scheduler's side sees to them after it (deps.JobsOnNode.while_hyperpod_repairs)."""
+    now = deps.now()
+    if start_following(table, cluster.name, node, fault, incident, fault_at, now) and mode.acts:
+        deps.jobs_on(cluster).while_hyperpod_repairs(deps, table, cluster, node, incident, fault.value, event_id, now)
 
 
 def _already_acted(event_id: str, view: NodeEventView) -> str:

@@ -25,10 +25,9 @@ from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
 from medic.flows.node.cluster_sweep import ClusterSweep, node_incident
 from medic.flows.node.drain_first import call_overdue_drains
-from medic.flows.node.follow import start_following
 from medic.flows.node.pages import node_page
 from medic.flows.node.policy import NodeDecision
-from medic.flows.node.remediation import decide_claim_act, finish_node_decision
+from medic.flows.node.remediation import decide_claim_act, finish_node_decision, follow_hyperpod_repair
 from medic.flows.node.sweep_follow import sweep_followed
 from medic.flows.node.sweep_policy import (
     FAILURE,
@@ -197,7 +196,8 @@ class Sweep(ClusterSweep):
         decision, view = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
                                           Fault.UNKNOWN, node, about, health_reason=NO_HEALTH_REASON)
         if decision.follows:  # found failed by this sweep: the fault was at most a sweep earlier
-            start_following(self.table, name, node, Fault.UNKNOWN, about.incident, self.now, self.now)
+            follow_hyperpod_repair(self.deps, self.table, self.mode, self.cluster, node, Fault.UNKNOWN, about.incident,
+                                   self.now, None)
         if decision.page is not Page.INCIDENT:
             finish_node_decision(about, Fault.UNKNOWN, decision, self.deps, self.table, self.cluster, NO_HEALTH_REASON,
                                  view)
