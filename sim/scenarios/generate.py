@@ -1361,8 +1361,8 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "--no-requeue",
             "config: automatic.medic.yaml",
             "expect: the agent lists job 4211 on the node; it ends NODE_FAIL when HyperPod's replacement takes the "
-            "node down; a sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page naming the "
-            "job and saying to resubmit it; no scontrol requeue, no node call",
+            "node down; a sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page naming "
+            "the job and saying to resubmit it; no scontrol requeue, no node call",
             "check: records fault=job_not_requeueable .outcome == deferred",
             "check: records fault=job_not_requeueable paged=true == 1",
             'check: slurm_commands argv~"scontrol requeue" == 0',
