@@ -670,6 +670,27 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             *every_minute(datetime(2026, 11, 20, 8, 47, tzinfo=UTC), datetime(2026, 11, 20, 9, 0, tzinfo=UTC),
                           steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True,
                           node=REPAIRED_NAME)]),
+        "zzw-long-repair-holds-the-recovery-window.jsonl": ([
+            "title: (zzw) Slurm: HyperPod's replacement of the node llama3-70b trains on takes 76 minutes (issue 32 "
+            "item 6)",
+            "expect: the stall alarm at 08:27 is deferred to HyperPod's repair; the repair outlasts the repair window "
+            "(30 min): one slow-repair page; it also outlasts the held watch's backstop (08:27 + 30 + 20 min = 09:17), "
+            "yet no proof-of-recovery page while the node is Pending; Running again at 09:30, the job's window "
+            "starts then and it steps from 09:35: recovered",
+            "check: records fault=stalled outcome=deferred == 1",
+            "check: records fault=no_progress == 0",
+            "check: records fault=recovered == 1",
+            "check: records fault=failed_nodes paged=true == 1",
+            "check: pages == 1",
+        ], [{"sim": {"slurm_job": on_node}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *[{**line, "sim": {**line["sim"], "probe": {**line["sim"]["probe"], "node": REPAIRED_NAME}}}
+              if "probe" in line["sim"] else line for line in stepping],
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "status": "Pending"}}},
+            {"sim": {"advance": "2026-11-20T09:30:00Z"}},
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "status": "Running"}}},
+            *every_minute(datetime(2026, 11, 20, 9, 35, tzinfo=UTC), datetime(2026, 11, 20, 9, 50, tzinfo=UTC),
+                          steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True,
+                          node=REPAIRED_NAME)]),
     }
 
 
