@@ -1331,6 +1331,7 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
 def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     """A cluster on HyperPod's automatic node recovery: Medic follows HyperPod's own repairs (issue 32)."""
     other = "i-0a1b2c3d4e5f60718"
+    successor = instance_id("pretrain-slurm", NODE, "replacement", "1")  # HyperPod's replacement of NODE (sim.hyperpod)
     on_node = {**SLURM_JOB, "nodes": [NODE]}
     # the job holds every worker: once Slurm requeued it, it starts again only when the replacement is back
     everywhere = {**SLURM_JOB, "nodes": [NODE, *(instance_id("pretrain-slurm", "workers", str(i)) for i in range(16))]}
@@ -1356,6 +1357,24 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: pages == 0",
         ], [event(NODE, T0, "NvidiaErrorReboot"), event(other, T0 + minutes(2), "NvidiaErrorTerminate"),
             clock(T0 + minutes(45))]),
+        "zzx-repair-loop.jsonl": ([
+            "title: (zzx) pretrain-slurm has NodeRecovery Automatic: one node position fails four times in two hours "
+            "(reboot-class, replace-class, then twice on the replacement)",
+            "config: automatic.medic.yaml",
+            "expect: each fault deferred to HyperPod and followed to its end (four incident lines, no call); the third "
+            "repair of the same NodeLogicalId (across the replacement's new instance id) makes a repair loop: one "
+            "record and one page with the position's history (each fault, action, who acted, how long); the fourth "
+            "repair pages nothing more",
+            "check: records fault=repair_loop == 1",
+            "check: records fault=repair_loop paged=true == 1",
+            "check: incidents incident_kind=node acted_at=null == 4",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            'check: pages message~"replace by HyperPod" == 1',
+            "check: pages == 1",
+        ], [event(NODE, T0, "NvidiaErrorReboot"), event(NODE, T0 + minutes(30), "NvidiaErrorTerminate"),
+            event(successor, T0 + minutes(85), "NvidiaErrorReboot"),
+            event(successor, T0 + minutes(115), "NvidiaErrorReboot"), clock(T0 + minutes(140))]),
         "zzu-automatic-repair-requeued-job-watched.jsonl": ([
             "title: (zzu) pretrain-slurm has NodeRecovery Automatic: a GPU fault on the node job 4211 (llama3-70b) "
             "runs on, a batch job with Slurm's default requeue flag",

@@ -194,6 +194,7 @@ class Fault(StrEnum):
     REPAIR_FAILED = "repair_failed"  # a reboot or replacement did not complete
     CLUSTER_ERROR = "cluster_error"  # another HyperPod cluster event at Error level
     CONFIG_MISMATCH = "config_mismatch"  # medic.yaml says one thing, DescribeCluster another
+    REPAIR_LOOP = "repair_loop"  # one node position repaired repair_loop_count times within repair_loop_days
     # EKS: the cluster's agent reports a node NotReady, or labelled unhealthy by HyperPod (node-health-status)
     K8S_NODE_UNHEALTHY = "k8s_node_unhealthy"
     # EKS: a watched job's pods stuck Terminating on a NotReady node (they never go away by themselves)

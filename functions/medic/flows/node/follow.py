@@ -33,15 +33,18 @@ def start_following(table: Table, cluster: str, node: NodeInfo, fault: Fault, in
         fault=fault.value, fault_at=fault_at, detected_at=detected_at, logical_id=node.logical_id))
 
 
-def end_on_healthy(table: Table, cluster: str, node_id: str, node: NodeInfo | None, reported_at: datetime) -> None:
+def end_on_healthy(table: Table, cluster: str, node_id: str, node: NodeInfo | None,
+                   reported_at: datetime) -> FollowedRepair | None:
     """A healthy report of a node (or of its replacement) after its fault: HyperPod's repair is over (a reboot that
-    finished between two sweeps is seen only so)."""
+    finished between two sweeps is seen only so). The repair it ended, if it did."""
     store = FollowStore(table)
     repair = store.find(cluster, node_id, node.logical_id if node else None)
     if repair is None or reported_at <= repair.fault_at:
-        return  # no repair followed, or a report from before the fault
-    if store.end(cluster, repair.position):
-        emit_incident(followed_line(repair, max(reported_at, repair.detected_at)))
+        return None  # no repair followed, or a report from before the fault
+    if not store.end(cluster, repair.position):
+        return None
+    emit_incident(followed_line(repair, max(reported_at, repair.detected_at)))
+    return repair
 
 
 def followed_line(repair: FollowedRepair, repaired_at: datetime) -> dict:

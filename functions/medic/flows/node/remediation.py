@@ -36,6 +36,7 @@ from medic.flows.node.cluster_id import cluster_id_reason, page_cluster_id
 from medic.flows.node.drain_first import await_drain
 from medic.flows.node.faults import classify
 from medic.flows.node.follow import end_on_healthy, start_following
+from medic.flows.node.loops import note_repair, repair_of
 from medic.flows.node.pages import node_page, storm_page
 from medic.flows.node.policy import (
     IN_REPAIR_STATUSES,
@@ -119,7 +120,12 @@ def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, cluster: Cluste
         NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
         if decision.close_incident:
             _close_replaced(table, cluster.name, detail.InstanceId, node)
-            end_on_healthy(table, cluster.name, detail.InstanceId, node, event.time)
+            ended = end_on_healthy(table, cluster.name, detail.InstanceId, node, event.time)
+            if ended is not None:  # HyperPod's repair of the node is over: one more in the position's history
+                note_repair(deps, table, about, cluster, ended.logical_id,
+                            repair_of(ended.incident, ended.node_id, ended.fault,
+                                      "reboot" if ended.node_id == detail.InstanceId else "replace", "hyperpod",
+                                      event.time, ended.fault_at), deps.now())
     if decision.follows and node is not None:  # HyperPod repairs it (automatic node recovery): followed
         follow_hyperpod_repair(deps, table, about.mode, cluster, node, fault, about.incident, event.time, event.id)
     return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view)

@@ -10,6 +10,7 @@ from medic.core.record import Record
 from medic.core.text import quoted
 from medic.flows.node.cluster_sweep import ClusterSweep
 from medic.flows.node.follow import followed_line
+from medic.flows.node.loops import note_repair, repair_of
 from medic.flows.node.policy import IN_REPAIR_STATUSES
 from medic.flows.node.sweep_policy import FAILURE
 from medic.ledger.follows import FollowedRepair, FollowStore
@@ -39,6 +40,10 @@ def sweep_followed(sweep: ClusterSweep, nodes: list[NodeInfo]) -> None:
             if store.end(sweep.cluster.name, repair.position):
                 sweep.report["hyperpod_repairs"] = sweep.report.get("hyperpod_repairs", 0) + 1
                 emit_incident(followed_line(repair, sweep.now))
+                note_repair(sweep.deps, sweep.table, sweep.about(node.node_id, node), sweep.cluster,
+                            repair.logical_id, repair_of(repair.incident, repair.node_id, repair.fault,
+                                                         "replace" if replaced else "reboot", "hyperpod", sweep.now,
+                                                         repair.fault_at), sweep.now)
             continue
         if shown or repair.repair_seen_at is not None or repair.paged_at is not None:
             continue  # under way: a repair status that lasts is the repair watch's page
