@@ -352,6 +352,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **pause_scenarios(),
         **blind_scenarios(),
         **automatic_scenarios(),
+        **capacity_backoff_scenarios(),
     }
 
 
@@ -1410,6 +1411,31 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: pages == 1",
         ], [{"sim": {"slurm_job": {**on_node, "requeue": False}}}, agent_up, event(NODE, T0),
             clock(T0 + minutes(45))]),
+    }
+
+
+def capacity_backoff_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Training-job restarts after capacity failures wait a bounded exponential backoff (issue 32 item 5)."""
+    capacity = ("CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML "
+                "instance type.")
+    first = T_JOB
+    return {
+        "zzy-training-job-capacity-backoff.jsonl": ([
+            "title: (zzy) Training job: SageMaker has no capacity twice in a row",
+            "expect: the first failure's restart waits 5 min (capacity_backoff_minutes): deferred, the record names "
+            "when the next try is due, and the reconciler starts r1 then; r1 fails for capacity too: its restart "
+            "waits 10 min (doubled) and the reconciler starts r2; restarts minutes apart, not seconds; no page",
+            "check: records action=restart_job .outcome == deferred, executed, deferred, executed",
+            "check: records action=restart_job .trigger == job_state, reconcile, job_state, reconcile",
+            'check: records outcome=deferred reason~"next try due at" == 2',
+            "check: training_jobs .name == ft-mistral-7b-0042-r1, ft-mistral-7b-0042-r2",
+            "check: calls sagemaker:CreateTrainingJob == 2",
+            "check: pages == 0",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(at=first, reason=capacity),
+            {"sim": {"advance": (first + minutes(8)).strftime("%Y-%m-%dT%H:%M:%SZ")}},
+            {**restart_failed(1, first + minutes(12)), "detail": {**restart_failed(1, first + minutes(12))["detail"],
+                                                                   "FailureReason": capacity}},
+            {"sim": {"advance": (first + minutes(30)).strftime("%Y-%m-%dT%H:%M:%SZ")}}]),
     }
 
 
