@@ -19,7 +19,10 @@ EXTRA = {
     # and its canary (issue 29, item 6): PutEvents on the default bus, its source and detail-type only
     "ReconcilerHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
                           "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes",
-                          "events:PutEvents"},
+                          "events:PutEvents",
+                          # a training job's restart after its capacity backoff (issue 32)
+                          "sagemaker:DescribeTrainingJob", "sagemaker:ListTags", "sagemaker:CreateTrainingJob",
+                          "sagemaker:AddTags", "iam:PassRole", "s3:ListBucket"},
     "SlurmJobRequeueRequeueHandler": set(),
     # the node call that waited for the agent's drain is made from the drain's result (issue 27)
     "SlurmJobRequeueAgentResultsHandler": {"dynamodb:DescribeStream", "dynamodb:GetRecords",
