@@ -45,6 +45,7 @@ IN_REPAIR = frozenset({"ShuttingDown", "Pending", "SystemUpdating"})
 # event, and is then the same as the Batch* call's (SystemUpdating 10 min; a new instance under the same
 # NodeLogicalId, Pending 30 min); a reason naming no fault type gets no repair.
 AUTO_REPAIR_START = timedelta(minutes=1)
+TRAINING_PLAN_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")  # TrainingPlanName in the service model
 HMA_FAULT_TYPE = re.compile(r"\b[A-Z][A-Za-z]*?Error(Reboot|Terminate|Replace)\b")
 LIFECYCLE = {"SourceS3Uri": "s3://sagemaker-medic-sim-lifecycle/", "OnCreate": "on_create.sh"}
 WORKER_TYPE, CONTROLLER_TYPE = "ml.p5.48xlarge", "ml.m5.2xlarge"
@@ -71,6 +72,7 @@ class ClusterSettings:
     node_recovery: str = "None"  # Automatic | None
     provisioning: str = "OnDemand"  # Continuous | OnDemand (no NodeProvisioningMode member)
     logical_ids: dict[str, str] = field(default_factory=dict)  # instance id -> NodeLogicalId
+    plans: dict[str, str] = field(default_factory=dict)  # instance group -> TrainingPlanArn
 
 
 def logical_id(*parts: str) -> str:
@@ -103,6 +105,7 @@ class HyperPodWorld:
         # HyperPod's own repairs due (when, cluster, node, verb), and those started
         self._recoveries: list[tuple[datetime, str, str, str]] = []
         self.recoveries: list[dict] = []  # HyperPod's own repairs (automatic node recovery), as they started
+        self.training_plans: dict[str, int] = {}  # training plan name -> AvailableInstanceCount
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
@@ -118,6 +121,10 @@ class HyperPodWorld:
             answer["NodeRecovery"] = settings.node_recovery
             if settings.provisioning == "Continuous":
                 answer["NodeProvisioningMode"] = "Continuous"
+            if settings.plans:  # ClusterInstanceGroupDetails' TrainingPlanArn (botocore's model), which moto lacks
+                answer["InstanceGroups"] = [
+                    {**group, "TrainingPlanArn": settings.plans[group["InstanceGroupName"]]}
+                    if group["InstanceGroupName"] in settings.plans else group for group in answer["InstanceGroups"]]
             if settings.orchestrator == "slurm":
                 answer["Orchestrator"] = {"Slurm": {"SlurmConfigStrategy": "Managed"}}
                 answer["InstanceGroups"] = [
@@ -173,6 +180,26 @@ class HyperPodWorld:
             settings.node_recovery = node_recovery
         if provisioning is not None:
             settings.provisioning = provisioning
+
+    def set_training_plan(self, cluster_name: str, group: str, name: str, available: int) -> None:
+        """The group runs on training plan ``name``, with ``available`` instances to serve a replacement."""
+        arn = f"arn:aws:sagemaker:{self.region}:{self.account}:training-plan/{name}"
+        self.settings.setdefault(cluster_name, ClusterSettings()).plans[group] = arn
+        self.training_plans[name] = available
+
+    def describe_training_plan(self, request: AWSPreparedRequest) -> AWSResponse:
+        """DescribeTrainingPlan, which moto lacks: the members botocore's model requires (TrainingPlanArn,
+        TrainingPlanName, Status) and AvailableInstanceCount, "the number of instances currently available for use in
+        this training plan" (API reference, DescribeTrainingPlan). A plan by name or ARN; an unknown one is
+        ResourceNotFound (the operation's one declared error)."""
+        asked = str(json.loads(request.body or b"{}").get("TrainingPlanName", ""))
+        name = asked.rsplit("/", 1)[-1]
+        if name not in self.training_plans:
+            return error_response(request.url, "json", "ResourceNotFound", 400, f"Training plan {asked} not found.")
+        body = {"TrainingPlanArn": f"arn:aws:sagemaker:{self.region}:{self.account}:training-plan/{name}",
+                "TrainingPlanName": name, "Status": "Active", "AvailableInstanceCount": self.training_plans[name]}
+        return raw_response(request.url, 200, {"Content-Type": "application/x-amz-json-1.1",
+                                               "x-amzn-RequestId": str(uuid.uuid4())}, json.dumps(body).encode())
 
     def set_logical_id(self, cluster_name: str, node_id: str, logical: str) -> None:
         self.settings.setdefault(cluster_name, ClusterSettings()).logical_ids[node_id] = logical

@@ -144,6 +144,7 @@ class World:
             "sagemaker:BatchReplaceClusterNodes": self.hyperpod.batch_replace,
             "sagemaker:DescribeClusterNode": self.hyperpod.describe_cluster_node,
             "sagemaker:ListClusterNodes": self.hyperpod.list_cluster_nodes,
+            "sagemaker:DescribeTrainingPlan": self.hyperpod.describe_training_plan,
             "sagemaker:ListTags": self.training.list_tags,
             "sagemaker:CreateTrainingJob": self.training.refuse_create,
             "events:PutEvents": self.put_events,

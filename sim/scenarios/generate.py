@@ -353,6 +353,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **blind_scenarios(),
         **automatic_scenarios(),
         **capacity_backoff_scenarios(),
+        **capacity_aware_scenarios(),
     }
 
 
@@ -1436,6 +1437,33 @@ def capacity_backoff_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             {**restart_failed(1, first + minutes(12)), "detail": {**restart_failed(1, first + minutes(12))["detail"],
                                                                    "FailureReason": capacity}},
             {"sim": {"advance": (first + minutes(30)).strftime("%Y-%m-%dT%H:%M:%SZ")}}]),
+    }
+
+
+def capacity_aware_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Reboot versus replace with capacity in mind (issue 32 item 4)."""
+    rebooted = "i-0a1b2c3d4e5f60718"
+    plan = {"cluster": "pretrain-slurm", "group": "workers", "name": "p5-reserved"}
+    return {
+        "zzz-replace-without-capacity.jsonl": ([
+            "title: (zzz) pretrain-slurm's workers run on training plan p5-reserved with no available instance",
+            "expect: a replace-class fault (08:14) is not replaced: deferred, one page naming the plan; a node "
+            "rebooted at 08:15 that fails again at 09:30 would escalate to a replace, and is rebooted instead (its "
+            "fault's catalog allows a reboot), the record saying why; at 09:35 the plan has instances again: the "
+            "next sweep replaces the first node, its record naming the plan's available instances",
+            "check: records node_id=i-0d4e5f60718293a4b action=replace_node .outcome == deferred, executed",
+            "check: records node_id=i-0d4e5f60718293a4b action=replace_node .trigger == node_health, reconcile",
+            f"check: records node_id={rebooted} action=reboot_node .outcome == executed, executed",
+            'check: records reason~"no available instance" == 2',
+            'check: records outcome=executed reason~"has 2 available instance" == 1',
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: calls sagemaker:BatchRebootClusterNodes == 2",
+            "check: pages == 1",
+        ], [{"sim": {"training_plan": {**plan, "available": 0}}}, event(NODE, T0, "NvidiaErrorTerminate"),
+            event(rebooted, T0 + minutes(1), "NvidiaErrorReboot"),
+            event(rebooted, T0 + minutes(76), "NvidiaErrorReboot"),
+            clock(T0 + minutes(81)), {"sim": {"training_plan": {**plan, "available": 2}}},
+            clock(T0 + minutes(95))]),
     }
 
 

@@ -32,6 +32,7 @@ from medic.core.repairs import IN_FLIGHT, PENDING_OUTCOMES
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
+from medic.flows.node.capacity import replacement_capacity
 from medic.flows.node.cluster_id import cluster_id_reason, page_cluster_id
 from medic.flows.node.drain_first import await_drain
 from medic.flows.node.faults import classify
@@ -45,6 +46,7 @@ from medic.flows.node.policy import (
     decide_node,
     is_slurm_controller,
 )
+from medic.ledger.capacity import CapacityStore, CapacityWait
 from medic.ledger.node_event import NodeEventView, load_node_event
 from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
 from medic.ledger.pages import PageStore
@@ -126,6 +128,9 @@ def _remediate(event: NodeHealthEvent, deps: Deps, table: Table, cluster: Cluste
                             repair_of(ended.incident, ended.node_id, ended.fault,
                                       "reboot" if ended.node_id == detail.InstanceId else "replace", "hyperpod",
                                       event.time, ended.fault_at), deps.now())
+    if decision.waits_for_capacity and node is not None:  # a replace that cannot be served: a sweep retries it
+        CapacityStore(table).wait(cluster.name, CapacityWait(node.node_id, fault.value, health_reason, deps.now(),
+                                                             decision.waits_for_capacity))
     if decision.follows and node is not None:  # HyperPod repairs it (automatic node recovery): followed
         follow_hyperpod_repair(deps, table, about.mode, cluster, node, fault, about.incident, event.time, event.id)
     return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view)
@@ -200,7 +205,9 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
         decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault,
                                            node=node, state=view.state, cluster_state=view.cluster_state,
                                            cluster_info=cluster_info, now=now, event_time=event_time,
-                                           last_healthy_at=view.healthy_at, event_acted=view.event_acted))
+                                           last_healthy_at=view.healthy_at, event_acted=view.event_acted,
+                                           capacity=lambda group: replacement_capacity(deps, table, cluster.name,
+                                                                                       group)))
         if decision.outcome not in (Outcome.EXECUTED, Outcome.DRY_RUN):
             break
         claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,

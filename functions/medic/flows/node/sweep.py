@@ -28,6 +28,7 @@ from medic.flows.node.drain_first import call_overdue_drains
 from medic.flows.node.pages import node_page
 from medic.flows.node.policy import NodeDecision
 from medic.flows.node.remediation import decide_claim_act, finish_node_decision, follow_hyperpod_repair
+from medic.flows.node.sweep_capacity import retry_when_capacity_is_back
 from medic.flows.node.sweep_follow import sweep_followed
 from medic.flows.node.sweep_policy import (
     FAILURE,
@@ -125,6 +126,7 @@ class Sweep(ClusterSweep):
                 self._failed(node)
         sweep_repairs(self, nodes, acted, acted_logical)
         sweep_followed(self, nodes)  # HyperPod's own repairs (automatic node recovery), timed to their end
+        retry_when_capacity_is_back(self)  # replaces held back for capacity (issue 32)
         self.deps.jobs_on(self.cluster).follow_up(self, nodes)  # the scheduler's side: resume, see to the jobs
 
     def _snapshot_cluster(self) -> None:
