@@ -80,12 +80,18 @@ def sweep_repairs(sweep: ClusterSweep, nodes: list[NodeInfo], acted: dict, acted
             if watch.medics and watch.origin and node is not None:  # gone: a replaced instance, its successor tells
                 _repair_timeline(sweep, watch.origin, node)
             elif not watch.medics and node is not None and node.status == RUNNING \
-                    and sweep.node_recovery() != "automatic":  # (on Automatic, HyperPod's repairs are followed)
+                    and _recovery_known(sweep) != "automatic":  # (on Automatic, HyperPod's repairs are followed)
                 note_repair(sweep.deps, sweep.table, sweep.about(node_id, node), sweep.cluster, node.logical_id,
                             repair_of(sweep.incident(node_id), node_id, Fault.UNKNOWN.value, "unknown", "someone",
                                       sweep.now, watch.since), sweep.now)
             if watch.reported:
                 sweep.page_store.release_page(f"{sweep.incident(node_id)}:repair")  # a later repair pages again
+
+
+def _recovery_known(sweep: ClusterSweep) -> str:
+    """The cluster's NodeRecovery as this sweep's snapshot says (the config's without one): no DescribeCluster of its
+    own for a repair's history."""
+    return (sweep.info.node_recovery if sweep.info is not None else None) or sweep.cluster.node_recovery
 
 
 def _origin(sweep: ClusterSweep, node: NodeInfo, acted: dict) -> str | None:
