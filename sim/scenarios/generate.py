@@ -672,8 +672,8 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             *every_minute(datetime(2026, 11, 20, 8, 47, tzinfo=UTC), datetime(2026, 11, 20, 9, 0, tzinfo=UTC),
                           steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True,
                           node=REPAIRED_NAME)]),
-        "zzw-long-repair-holds-the-recovery-window.jsonl": ([
-            "title: (zzw) Slurm: HyperPod's replacement of the node llama3-70b trains on takes 76 minutes (issue 32 "
+        "zzzd-long-repair-holds-the-recovery-window.jsonl": ([
+            "title: (zzzd) Slurm: HyperPod's replacement of the node llama3-70b trains on takes 76 minutes (issue 32 "
             "item 6)",
             "expect: the stall alarm at 08:27 is deferred to HyperPod's repair; the repair outlasts the repair window "
             "(30 min): one slow-repair page; it also outlasts the held watch's backstop (08:27 + 30 + 20 min = 09:17), "
@@ -1341,8 +1341,8 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     resumed = every_minute(datetime(2026, 11, 20, 8, 52, tzinfo=UTC), datetime(2026, 11, 20, 9, 10, tzinfo=UTC),
                            steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True)
     return {
-        "zzt-automatic-hyperpod-repairs.jsonl": ([
-            "title: (zzt) pretrain-slurm has NodeRecovery Automatic: a GPU reboot-class fault at 08:14 and a "
+        "zzza-automatic-hyperpod-repairs.jsonl": ([
+            "title: (zzza) pretrain-slurm has NodeRecovery Automatic: a GPU reboot-class fault at 08:14 and a "
             "replace-class fault at 08:16, both repaired by HyperPod itself",
             "config: automatic.medic.yaml",
             "expect: both faults deferred to HyperPod (no call of Medic's, no page); HyperPod reboots the first node "
@@ -1359,8 +1359,8 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: pages == 0",
         ], [event(NODE, T0, "NvidiaErrorReboot"), event(other, T0 + minutes(2), "NvidiaErrorTerminate"),
             clock(T0 + minutes(45))]),
-        "zzx-repair-loop.jsonl": ([
-            "title: (zzx) pretrain-slurm has NodeRecovery Automatic: one node position fails four times in two hours "
+        "zzze-repair-loop.jsonl": ([
+            "title: (zzze) pretrain-slurm has NodeRecovery Automatic: one node position fails four times in two hours "
             "(reboot-class, replace-class, then twice on the replacement)",
             "config: automatic.medic.yaml",
             "expect: each fault deferred to HyperPod and followed to its end (four incident lines, no call); the third "
@@ -1377,8 +1377,8 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         ], [event(NODE, T0, "NvidiaErrorReboot"), event(NODE, T0 + minutes(30), "NvidiaErrorTerminate"),
             event(successor, T0 + minutes(85), "NvidiaErrorReboot"),
             event(successor, T0 + minutes(115), "NvidiaErrorReboot"), clock(T0 + minutes(140))]),
-        "zzu-automatic-repair-requeued-job-watched.jsonl": ([
-            "title: (zzu) pretrain-slurm has NodeRecovery Automatic: a GPU fault on the node job 4211 (llama3-70b) "
+        "zzzb-automatic-repair-requeued-job-watched.jsonl": ([
+            "title: (zzzb) pretrain-slurm has NodeRecovery Automatic: a GPU fault on the node job 4211 (llama3-70b) "
             "runs on, a batch job with Slurm's default requeue flag",
             "config: automatic.medic.yaml",
             "expect: the fault deferred to HyperPod; the agent lists the jobs on the node without touching its Slurm "
@@ -1398,8 +1398,8 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             'check: slurm_commands argv~"scontrol update" == 0',
             "check: pages == 0",
         ], [{"sim": {"slurm_job": everywhere}}, agent_up, event(NODE, T0), *resumed]),
-        "zzv-automatic-repair-job-not-requeueable.jsonl": ([
-            "title: (zzv) pretrain-slurm has NodeRecovery Automatic: the same fault, job 4211 submitted with sbatch "
+        "zzzc-automatic-repair-job-not-requeueable.jsonl": ([
+            "title: (zzzc) pretrain-slurm has NodeRecovery Automatic: the same fault, job 4211 submitted with sbatch "
             "--no-requeue",
             "config: automatic.medic.yaml",
             "expect: the agent lists job 4211 on the node; it ends NODE_FAIL when HyperPod's replacement takes the "
@@ -1421,8 +1421,8 @@ def capacity_backoff_scenarios() -> dict[str, tuple[list[str], list[object]]]:
                 "instance type.")
     first = T_JOB
     return {
-        "zzy-training-job-capacity-backoff.jsonl": ([
-            "title: (zzy) Training job: SageMaker has no capacity twice in a row",
+        "zzzf-training-job-capacity-backoff.jsonl": ([
+            "title: (zzzf) Training job: SageMaker has no capacity twice in a row",
             "expect: the first failure's restart waits 5 min (capacity_backoff_minutes): deferred, the record names "
             "when the next try is due, and the reconciler starts r1 then; r1 fails for capacity too: its restart "
             "waits 10 min (doubled) and the reconciler starts r2; restarts minutes apart, not seconds; no page",
@@ -1445,8 +1445,8 @@ def capacity_aware_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     rebooted = "i-0a1b2c3d4e5f60718"
     plan = {"cluster": "pretrain-slurm", "group": "workers", "name": "p5-reserved"}
     return {
-        "zzz-replace-without-capacity.jsonl": ([
-            "title: (zzz) pretrain-slurm's workers run on training plan p5-reserved with no available instance",
+        "zzzg-replace-without-capacity.jsonl": ([
+            "title: (zzzg) pretrain-slurm's workers run on training plan p5-reserved with no available instance",
             "expect: a replace-class fault (08:14) is not replaced: deferred, one page naming the plan; a node "
             "rebooted at 08:15 that fails again at 09:30 would escalate to a replace, and is rebooted instead (its "
             "fault's catalog allows a reboot), the record saying why; at 09:35 the plan has instances again: the "
