@@ -35,6 +35,18 @@ REPAIR = {"reboot": ("SystemUpdating", timedelta(minutes=10)), "replace": ("Pend
 # rebooting an instance takes that long (not documented by AWS: an emulation choice).
 GOING_DOWN = timedelta(minutes=1)
 IN_REPAIR = frozenset({"ShuttingDown", "Pending", "SystemUpdating"})
+# HyperPod's own repair on a cluster with NodeRecovery Automatic: "SageMaker HyperPod will automatically reboot or
+# replace faulty nodes when issues are detected" (API reference, CreateCluster NodeRecovery). Which one follows the
+# fault: a node that "requires a reboot ... will be automatically rebooted", one that "requires a replacement ... will
+# be automatically replaced" ("Resilience-related Kubernetes labels by SageMaker HyperPod", UnschedulablePendingReboot
+# / UnschedulablePendingReplacement, docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-
+# labels.html); the health event's HealthStatusReason names the fault type HMA found (<Device>Error<Reboot|Terminate|
+# Replace>, the samples in events/). Assumptions (no AWS source says): the repair starts a minute after the health
+# event, and is then the same as the Batch* call's (SystemUpdating 10 min; a new instance under the same
+# NodeLogicalId, Pending 30 min); a reason naming no fault type gets no repair.
+AUTO_REPAIR_START = timedelta(minutes=1)
+TRAINING_PLAN_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")  # TrainingPlanName in the service model
+HMA_FAULT_TYPE = re.compile(r"\b[A-Z][A-Za-z]*?Error(Reboot|Terminate|Replace)\b")
 LIFECYCLE = {"SourceS3Uri": "s3://sagemaker-medic-sim-lifecycle/", "OnCreate": "on_create.sh"}
 WORKER_TYPE, CONTROLLER_TYPE = "ml.p5.48xlarge", "ml.m5.2xlarge"
 DEFAULT_WORKERS = 16
@@ -60,6 +72,7 @@ class ClusterSettings:
     node_recovery: str = "None"  # Automatic | None
     provisioning: str = "OnDemand"  # Continuous | OnDemand (no NodeProvisioningMode member)
     logical_ids: dict[str, str] = field(default_factory=dict)  # instance id -> NodeLogicalId
+    plans: dict[str, str] = field(default_factory=dict)  # instance group -> TrainingPlanArn
 
 
 def logical_id(*parts: str) -> str:
@@ -89,6 +102,10 @@ class HyperPodWorld:
         self.on_repair: list[Any] = []
         self.on_back: list[Any] = []
         self._going_down: list[tuple[datetime, tuple[str, str, str, str]]] = []  # repairs whose node is not down yet
+        # HyperPod's own repairs due (when, cluster, node, verb), and those started
+        self._recoveries: list[tuple[datetime, str, str, str]] = []
+        self.recoveries: list[dict] = []  # HyperPod's own repairs (automatic node recovery), as they started
+        self.training_plans: dict[str, int] = {}  # training plan name -> AvailableInstanceCount
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
@@ -104,6 +121,10 @@ class HyperPodWorld:
             answer["NodeRecovery"] = settings.node_recovery
             if settings.provisioning == "Continuous":
                 answer["NodeProvisioningMode"] = "Continuous"
+            if settings.plans:  # ClusterInstanceGroupDetails' TrainingPlanArn (botocore's model), which moto lacks
+                answer["InstanceGroups"] = [
+                    {**group, "TrainingPlanArn": settings.plans[group["InstanceGroupName"]]}
+                    if group["InstanceGroupName"] in settings.plans else group for group in answer["InstanceGroups"]]
             if settings.orchestrator == "slurm":
                 answer["Orchestrator"] = {"Slurm": {"SlurmConfigStrategy": "Managed"}}
                 answer["InstanceGroups"] = [
@@ -159,6 +180,26 @@ class HyperPodWorld:
             settings.node_recovery = node_recovery
         if provisioning is not None:
             settings.provisioning = provisioning
+
+    def set_training_plan(self, cluster_name: str, group: str, name: str, available: int) -> None:
+        """The group runs on training plan ``name``, with ``available`` instances to serve a replacement."""
+        arn = f"arn:aws:sagemaker:{self.region}:{self.account}:training-plan/{name}"
+        self.settings.setdefault(cluster_name, ClusterSettings()).plans[group] = arn
+        self.training_plans[name] = available
+
+    def describe_training_plan(self, request: AWSPreparedRequest) -> AWSResponse:
+        """DescribeTrainingPlan, which moto lacks: the members botocore's model requires (TrainingPlanArn,
+        TrainingPlanName, Status) and AvailableInstanceCount, "the number of instances currently available for use in
+        this training plan" (API reference, DescribeTrainingPlan). A plan by name or ARN; an unknown one is
+        ResourceNotFound (the operation's one declared error)."""
+        asked = str(json.loads(request.body or b"{}").get("TrainingPlanName", ""))
+        name = asked.rsplit("/", 1)[-1]
+        if name not in self.training_plans:
+            return error_response(request.url, "json", "ResourceNotFound", 400, f"Training plan {asked} not found.")
+        body = {"TrainingPlanArn": f"arn:aws:sagemaker:{self.region}:{self.account}:training-plan/{name}",
+                "TrainingPlanName": name, "Status": "Active", "AvailableInstanceCount": self.training_plans[name]}
+        return raw_response(request.url, 200, {"Content-Type": "application/x-amz-json-1.1",
+                                               "x-amzn-RequestId": str(uuid.uuid4())}, json.dumps(body).encode())
 
     def set_logical_id(self, cluster_name: str, node_id: str, logical: str) -> None:
         self.settings.setdefault(cluster_name, ClusterSettings()).logical_ids[node_id] = logical
@@ -238,9 +279,45 @@ class HyperPodWorld:
                 spec["CurrentCount"] = max(0, int(spec.get("CurrentCount", 0)) + delta)
                 spec["TargetCount"] = max(0, int(spec.get("TargetCount", 0)) + delta)
 
+    def fault_reported(self, cluster_name: str, node_id: str, reason: str, now: datetime) -> None:
+        """HMA reported the node unhealthy (a node health event): on a cluster with NodeRecovery Automatic, HyperPod
+        repairs it by itself (AUTO_REPAIR_START later), a reboot or a replacement as the fault type says."""
+        settings = self.settings.get(cluster_name)
+        match = HMA_FAULT_TYPE.search(reason)
+        if settings is None or settings.node_recovery != "Automatic" or match is None:
+            return
+        verb = "reboot" if match.group(1) == "Reboot" else "replace"
+        self._recoveries.append((now + AUTO_REPAIR_START, cluster_name, node_id, verb))
+
+    def _recover(self, now: datetime) -> None:
+        """HyperPod's own repairs due by now start (a node gone or already in repair is left as it is)."""
+        due = [entry for entry in self._recoveries if entry[0] <= now]
+        self._recoveries = [entry for entry in self._recoveries if entry[0] > now]
+        for at, cluster_name, node_id, verb in due:
+            node = self.node(cluster_name, node_id) if self.has_cluster(cluster_name) else None
+            if node is None or node.status in IN_REPAIR:
+                continue
+            successor = self._start_repair(cluster_name, node, verb, at)
+            self.recoveries.append({"action": verb, "cluster": cluster_name, "node_id": node_id, "at": at.isoformat(),
+                                    **({"replacement": successor} if successor != node_id else {})})
+
+    def _start_repair(self, cluster_name: str, node: Any, verb: str, now: datetime) -> str:
+        """A reboot or a replacement of the node begins (a call's, or HyperPod's own): the id the node runs under."""
+        node_id = node.instance_id
+        if verb == "replace":
+            successor = self._replace(cluster_name, node, now)
+        else:
+            status, duration = REPAIR[verb]
+            node.status = status
+            self.repairs[(cluster_name, node_id)] = Repair(cluster_name, node_id, now + duration)
+            successor = node_id
+        self._going_down.append((now + GOING_DOWN, (cluster_name, node_id, successor, verb)))
+        return successor
+
     def finish_repairs(self, now: datetime) -> None:
-        """Nodes a repair took down by now lose their jobs (on_repair); those whose emulated repair is over are
-        Running again (on_back)."""
+        """HyperPod's own repairs due start; nodes a repair took down by now lose their jobs (on_repair); those whose
+        emulated repair is over are Running again (on_back)."""
+        self._recover(now)
         due = [(at, hit) for at, hit in self._going_down if at <= now]
         self._going_down = [(at, hit) for at, hit in self._going_down if at > now]
         for at, hit in due:
@@ -327,16 +404,11 @@ class HyperPodWorld:
                 failed.append({"NodeId": node_id, "ErrorCode": "InvalidInstanceStatus",
                                "Message": f"Node {node_id} is a Slurm controller node (instance group "
                                           f"{node.instance_group_name}); controller nodes cannot be replaced."})
-            elif verb == "replace":
-                replacements[node_id] = self._replace(name, node, now)
-                successful.append(node_id)
-                self._going_down.append((now + GOING_DOWN, (name, node_id, replacements[node_id], verb)))
             else:
-                status, duration = REPAIR[verb]
-                node.status = status
-                self.repairs[(name, node_id)] = Repair(name, node_id, now + duration)
+                successor = self._start_repair(name, node, verb, now)
+                if successor != node_id:
+                    replacements[node_id] = successor
                 successful.append(node_id)
-                self._going_down.append((now + GOING_DOWN, (name, node_id, node_id, verb)))
         body: dict[str, Any] = {}
         if successful:
             body["Successful"] = successful

@@ -35,7 +35,7 @@ from sim.alarms import Transition
 from sim.cfn import SimError
 from sim.cloudwatch import MAX_EVALUATIONS, EmulatedCloudWatch
 from sim.faults import Fault, parse_fault
-from sim.hyperpod import INSTANCE_ID, LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING
+from sim.hyperpod import INSTANCE_ID, LOGICAL_ID_PATTERN, NODE_RECOVERY, PROVISIONING, TRAINING_PLAN_NAME
 from sim.kubeapi import DEFAULT_BACKOFF_LIMIT, SIGTERM_EXIT_CODE
 from sim.kubeapi import FINISHED as K8S_FINISHED
 from sim.kubeapi import RESTART_POLICIES as K8S_RESTART_POLICIES
@@ -291,6 +291,24 @@ class Replay:
         self.world.hyperpod.put_node(cluster, node_id, group, status)
         if logical is not None:
             self.world.hyperpod.set_logical_id(cluster, node_id, logical)
+
+    def _directive_training_plan(self, value: Any) -> None:
+        """A SageMaker training plan an instance group runs on (DescribeCluster's InstanceGroups[].TrainingPlanArn) and
+        how many of its instances are available (DescribeTrainingPlan's AvailableInstanceCount): set, or changed."""
+        if not isinstance(value, dict):
+            raise ValueError("expected {\"cluster\": ..., \"group\": ..., \"name\": ..., \"available\": <count>}")
+        cluster, group, name = value.get("cluster"), value.get("group", "workers"), value.get("name")
+        available = value.get("available")
+        if not isinstance(cluster, str) or not CLUSTER_NAME.match(cluster):
+            raise ValueError(f"'cluster' must be a HyperPod cluster name (got {cluster!r})")
+        if not isinstance(group, str) or not CLUSTER_NAME.match(group):
+            raise ValueError(f"'group' must be an instance group name (got {group!r})")
+        if not isinstance(name, str) or not TRAINING_PLAN_NAME.fullmatch(name):
+            raise ValueError(f"'name' must be a training plan name ({TRAINING_PLAN_NAME.pattern}; got {name!r})")
+        if not isinstance(available, int) or isinstance(available, bool) or not 0 <= available <= 5000:
+            raise ValueError(f"'available' must be an instance count, 0..5000 (got {available!r})")
+        self.world.ensure_cluster(cluster)
+        self.world.hyperpod.set_training_plan(cluster, group, name, available)
 
     def _directive_s3_put(self, value: Any) -> None:
         uri, body = (value.get("uri"), value.get("body", "")) if isinstance(value, dict) else (value, "")

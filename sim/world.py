@@ -33,6 +33,7 @@ ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-west-2"
 PAGE_CAPTURE_QUEUE = "medic-sim-page-capture"
 TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
+NODE_HEALTH_EVENT = "SageMaker HyperPod Cluster Node Health Event"
 RATE = re.compile(r"^rate\(\s*([1-9][0-9]*)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _NODE_RECOVERY = {"automatic": "Automatic", "none": "None"}  # config's words -> DescribeCluster NodeRecovery
 RATE_UNIT = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -143,6 +144,7 @@ class World:
             "sagemaker:BatchReplaceClusterNodes": self.hyperpod.batch_replace,
             "sagemaker:DescribeClusterNode": self.hyperpod.describe_cluster_node,
             "sagemaker:ListClusterNodes": self.hyperpod.list_cluster_nodes,
+            "sagemaker:DescribeTrainingPlan": self.hyperpod.describe_training_plan,
             "sagemaker:ListTags": self.training.list_tags,
             "sagemaker:CreateTrainingJob": self.training.refuse_create,
             "events:PutEvents": self.put_events,
@@ -648,6 +650,11 @@ class World:
             if group is None:
                 group = "workers"
             self.hyperpod.put_node(cluster, node_id, group)
+        health = detail.get("HealthSummary")
+        if (event.get("detail-type") == NODE_HEALTH_EVENT and isinstance(node_id, str) and isinstance(health, dict)
+                and health.get("HealthStatus") == "Unhealthy"):  # HMA's report: HyperPod's own recovery, if Automatic
+            self.hyperpod.fault_reported(cluster, node_id, str(health.get("HealthStatusReason", "")),
+                                         datetime.now(UTC))  # the replay clock
 
     # environment for an invocation
     def environment(self, function: Function) -> dict[str, str]:

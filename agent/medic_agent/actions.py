@@ -13,6 +13,7 @@ from medic_agent.commands import (
     DrainNode,
     JobState,
     JobStates,
+    ListNodeJobs,
     RequeueJob,
     ResumeNode,
     accounted_jobs_argv,
@@ -69,6 +70,8 @@ def execute(command: Command, slurm: Slurm) -> Result:
         return _drain(action.node, slurm)
     if isinstance(action, ResumeNode):
         return _resume(action.node, slurm)
+    if isinstance(action, ListNodeJobs):
+        return _list_jobs(action.node, slurm)
     if isinstance(action, JobStates):
         return _job_states(action.job_ids, slurm)
     raise TypeError(f"unknown action {action!r}")
@@ -163,21 +166,30 @@ def _drain(node: str, slurm: Slurm) -> Result:
     drained = slurm.run(drain_argv(node))
     if not drained.ok:
         return Result(FAILED, drained.describe())
+    return _listed(node, slurm, f"{drained.describe()}; ")
+
+
+def _list_jobs(node: str, slurm: Slurm) -> Result:
+    """The jobs on the node, its Slurm state untouched: `failed` when they could not be listed."""
+    listed = _listed(node, slurm, "")
+    return listed if listed.jobs is not None else Result(FAILED, listed.message)
+
+
+def _listed(node: str, slurm: Slurm, before: str) -> Result:
+    """squeue -w: the jobs on the node (`jobs`), or None (unknown) with why; `executed` either way."""
     listed = slurm.run(jobs_on_node_argv(node))
     if not listed.ok:
-        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {listed.describe()}")
+        return Result(EXECUTED, f"{before}jobs unknown: {listed.describe()}")
     if len(listed.output) >= OUTPUT_LIMIT:  # cut short: its last line may be a truncated id or name
-        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: squeue's output is longer than {OUTPUT_LIMIT} "
-                                "characters")
+        return Result(EXECUTED, f"{before}jobs unknown: squeue's output is longer than {OUTPUT_LIMIT} characters")
     try:
         jobs = parse_jobs_on_node(listed.output)
     except ValueError as error:
-        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {error}")
+        return Result(EXECUTED, f"{before}jobs unknown: {error}")
     if len(jobs) > MAX_JOBS_LISTED:
-        return Result(EXECUTED, f"{drained.describe()}; jobs unknown: {len(jobs)} listed, more than "
-                                f"{MAX_JOBS_LISTED}")
+        return Result(EXECUTED, f"{before}jobs unknown: {len(jobs)} listed, more than {MAX_JOBS_LISTED}")
     listing = ", ".join(f"{job_id} ({name})" for job_id, name in jobs) or "none"
-    return Result(EXECUTED, f"{drained.describe()}; jobs on {node}: {listing}", jobs=tuple(jobs))
+    return Result(EXECUTED, f"{before}jobs on {node}: {listing}", jobs=tuple(jobs))
 
 
 def _resume(node: str, slurm: Slurm) -> Result:

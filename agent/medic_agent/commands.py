@@ -1,7 +1,8 @@
 """Commands from Medic: parse and validate a queue message into a typed command, and build its argv.
 
 The agent runs the kinds Medic issues: `requeue_job`, and around a node action `drain_node` / `resume_node`
-and `job_states` (where the jobs the repair hit are now). Parsing is the first check, not
+and `job_states` (where the jobs the repair hit are now); around a repair HyperPod makes by itself (automatic node
+recovery), `list_node_jobs` (the jobs on the node, its Slurm state untouched). Parsing is the first check, not
 the last: a command that parses still runs only once the ledger confirms Medic issued it (ledger.claim).
 Pure: no I/O. Every value that ends up on a command line is checked here against a strict
 allowlist pattern (full match, ASCII only), and checked again when its argv is built, so an
@@ -39,7 +40,8 @@ SACCT_STATE_LINE = re.compile(r"([0-9]{1,10})\|([A-Z_]{1,32})(?: by [0-9]{1,10})
 JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)
 # What `squeue --format=%i|%T|%j` prints per job: the id, its state, its name (last: a name may hold a bar).
 SQUEUE_NAMED_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})\|([\x20-\x7e]{0,200})", re.ASCII)
-KINDS = ("requeue_job", "drain_node", "resume_node", "job_states")  # what Medic issues; nothing else runs
+# What Medic issues; nothing else runs.
+KINDS = ("requeue_job", "drain_node", "resume_node", "list_node_jobs", "job_states")
 # The most jobs a listing may name (a node's jobs, job_states' ids) and the most names a requeue by id may allow.
 MAX_JOBS_LISTED = 50
 MAX_BODY_CHARS = 16_384
@@ -87,6 +89,12 @@ class ResumeNode(NodeCommand):
 
 
 @dataclass(frozen=True)
+class ListNodeJobs(NodeCommand):
+    """List the jobs running on one node, changing nothing (HyperPod repairs it by itself: AWS's Slurm guidance says
+    not to change a node's state while HyperPod repairs it)."""
+
+
+@dataclass(frozen=True)
 class JobStates:
     """Report the Slurm state of a few jobs (those a node repair hit): read only, nothing changes."""
 
@@ -97,7 +105,7 @@ class JobStates:
         return f"jobs:{self.job_ids}"
 
 
-Action = RequeueJob | DrainNode | ResumeNode | JobStates
+Action = RequeueJob | DrainNode | ResumeNode | ListNodeJobs | JobStates
 
 
 @dataclass(frozen=True)
@@ -221,13 +229,13 @@ def _job_states(data: dict, envelope: dict) -> JobStates:
     return JobStates(data["job_ids"])
 
 
-def _node_action(kind: str, data: dict, envelope: dict) -> DrainNode | ResumeNode:
+def _node_action(kind: str, data: dict, envelope: dict) -> DrainNode | ResumeNode | ListNodeJobs:
     extra = sorted(set(data) & {"job_id", "job_name", "job_ids"})
     if extra:
         raise Refused(f"{kind} takes a node, not {', '.join(extra)}", **envelope)
     if not matches(NODE_NAME, data.get("node")):
         raise Refused(f"node must be one Slurm node name like ip-10-1-2-3: {shown(data.get('node'))}", **envelope)
-    return DrainNode(data["node"]) if kind == "drain_node" else ResumeNode(data["node"])
+    return {"drain_node": DrainNode, "list_node_jobs": ListNodeJobs}.get(kind, ResumeNode)(data["node"])
 
 
 # --- argv builders: each re-checks its input, so no caller can build a command line from an unchecked value.

@@ -128,6 +128,11 @@ class Guardrails(Strict):
     # An agent never heard from since Medic began watching the cluster (its first sweep after the deploy that
     # configured it) is reported after this grace: the time to install it.
     agent_install_grace_hours: int = Field(default=24, ge=1, le=24 * 14)
+    # A repair loop (issue 32): one node position (NodeLogicalId, which a replacement keeps) repaired this many times,
+    # by anyone (Medic, HyperPod's automatic node recovery, a person), within repair_loop_days pages once with its
+    # history.
+    repair_loop_count: int = Field(default=3, ge=2, le=100)
+    repair_loop_days: int = Field(default=7, ge=1, le=30)
 
 
 class GuardrailOverrides(Strict):
@@ -145,6 +150,8 @@ class GuardrailOverrides(Strict):
     stall_restart_interval_minutes: int | None = Field(default=None, ge=0, le=7 * 24 * 60)
     agent_silence_minutes: int | None = Field(default=None, ge=5, le=24 * 60)
     agent_install_grace_hours: int | None = Field(default=None, ge=1, le=24 * 14)
+    repair_loop_count: int | None = Field(default=None, ge=2, le=100)
+    repair_loop_days: int | None = Field(default=None, ge=1, le=30)
 
 
 class Cluster(Strict):

@@ -30,6 +30,11 @@ class TrainingJobs(Strict):
     # Training plans (names) these jobs run on: a restart of a job on a plan needs CreateTrainingJob on the
     # plan too; a job on a plan not listed here is paged instead of restarted.
     training_plans: list[str] = Field(default_factory=list)
+    # A failure for capacity (the insufficient_capacity rule: CapacityError, ...) is restarted after a backoff that
+    # doubles with each restart of the lineage, from this many minutes up to capacity_backoff_max_minutes: capacity
+    # comes back in minutes or hours, and restarts seconds apart spend the budget on the same shortage (issue 32).
+    capacity_backoff_minutes: int = Field(default=5, ge=1, le=120)
+    capacity_backoff_max_minutes: int = Field(default=60, ge=1, le=24 * 60)
 
     @field_validator("role_arns")
     @classmethod

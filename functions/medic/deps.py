@@ -122,6 +122,11 @@ class JobsOnNode(Protocol):
     def follow_up(self, sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
         """Each sweep: see to the nodes Medic repaired and the jobs the repairs hit."""
 
+    def while_hyperpod_repairs(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo, incident: str,
+                               fault: str, event_id: str | None, now: datetime) -> None:
+        """HyperPod repairs the node by itself (automatic node recovery): learn the jobs on it, changing nothing, so
+        the follow-up sees to them as after Medic's own repairs. Never waits, never raises for AWS errors."""
+
 
 class NoJobsOnNode:
     """An orchestrator whose jobs the node flow does not see to: nothing to tell, nothing to follow up."""
@@ -144,6 +149,10 @@ class NoJobsOnNode:
         return False
 
     def follow_up(self, sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
+        return None
+
+    def while_hyperpod_repairs(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo, incident: str,
+                               fault: str, event_id: str | None, now: datetime) -> None:
         return None
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from aws_cdk import Aws
+from aws_cdk import Acknowledgment, Aws, Validations
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -15,6 +15,20 @@ NODE_ACTIONS = ["sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode",
 
 def cluster_arn(cluster_id: str) -> str:
     return f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:cluster/{cluster_id}"
+
+
+def grant_training_plan_reads(role: iam.IRole) -> None:
+    """Before a replace, the capacity check reads the instance group's training plan (issue 32): DescribeTrainingPlan
+    on the training-plan resource type (Service Authorization Reference, Amazon SageMaker AI). Which plans a
+    cluster's groups run on is DescribeCluster's to say, at run time: the account's and region's plans, read only."""
+    role.add_to_policy(iam.PolicyStatement(
+        actions=["sagemaker:DescribeTrainingPlan"],
+        resources=[f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:training-plan/*"]))
+    Validations.of(role).acknowledge(Acknowledgment(
+        id="AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+           "<AWS::AccountId>:training-plan/*]",
+        reason="DescribeTrainingPlan (read only) of the plan DescribeCluster names for a configured cluster's "
+               "instance group; plan names are not known at deploy time."))
 
 
 class NodeRemediation(Construct):
@@ -35,6 +49,7 @@ class NodeRemediation(Construct):
         role = self.handler.role
         role.add_to_policy(iam.PolicyStatement(
             actions=NODE_ACTIONS, resources=[cluster_arn(cluster.id) for cluster in config.clusters]))
+        grant_training_plan_reads(role)
         shared.grant_ledger_paging_mode(role)
 
         self.rule = events.Rule(

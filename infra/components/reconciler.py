@@ -6,8 +6,9 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.components.function import MedicFunction
-from infra.components.node_remediation import cluster_arn
+from infra.components.node_remediation import cluster_arn, grant_training_plan_reads
 from infra.components.shared import Shared
+from infra.components.training_job_restarts import grant_training_restarts
 
 RECONCILE_EVERY = Duration.minutes(5)
 # ListClusterNodes to sweep; DescribeClusterNode to re-check a node before any retry; DescribeCluster for the
@@ -37,6 +38,9 @@ class Reconciler(Construct):
         role = self.handler.role
         role.add_to_policy(iam.PolicyStatement(
             actions=RECONCILE_ACTIONS, resources=[cluster_arn(cluster.id) for cluster in config.clusters]))
+        grant_training_plan_reads(role)  # the capacity check before a replace (issue 32)
+        if config.training_jobs:  # a training job's restart after its capacity backoff is the reconciler's (issue 32)
+            grant_training_restarts(role, config.training_jobs)
         shared.grant_ledger_paging_mode(role)
 
         self.schedule = events.Rule(

@@ -352,6 +352,9 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **pause_scenarios(),
         **blind_scenarios(),
         **hang_scenarios(),
+        **automatic_scenarios(),
+        **capacity_backoff_scenarios(),
+        **capacity_aware_scenarios(),
     }
 
 
@@ -668,6 +671,27 @@ def repair_owner_scenarios(sample: dict) -> dict[str, tuple[list[str], list[obje
             {"sim": {"advance": "2026-11-20T08:40:00Z"}},
             {"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "status": "Running"}}},
             *every_minute(datetime(2026, 11, 20, 8, 47, tzinfo=UTC), datetime(2026, 11, 20, 9, 0, tzinfo=UTC),
+                          steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True,
+                          node=REPAIRED_NAME)]),
+        "zzzd-long-repair-holds-the-recovery-window.jsonl": ([
+            "title: (zzzd) Slurm: HyperPod's replacement of the node llama3-70b trains on takes 76 minutes (issue 32 "
+            "item 6)",
+            "expect: the stall alarm at 08:27 is deferred to HyperPod's repair; the repair outlasts the repair window "
+            "(30 min): one slow-repair page; it also outlasts the held watch's backstop (08:27 + 30 + 20 min = 09:17), "
+            "yet no proof-of-recovery page while the node is Pending; Running again at 09:30, the job's window "
+            "starts then and it steps from 09:35: recovered",
+            "check: records fault=stalled outcome=deferred == 1",
+            "check: records fault=no_progress == 0",
+            "check: records fault=recovered == 1",
+            "check: records fault=failed_nodes paged=true == 1",
+            "check: pages == 1",
+        ], [{"sim": {"slurm_job": on_node}}, {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *[{**line, "sim": {**line["sim"], "probe": {**line["sim"]["probe"], "node": REPAIRED_NAME}}}
+              if "probe" in line["sim"] else line for line in stepping],
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "status": "Pending"}}},
+            {"sim": {"advance": "2026-11-20T09:30:00Z"}},
+            {"sim": {"node": {"cluster": "pretrain-slurm", "id": NODE, "status": "Running"}}},
+            *every_minute(datetime(2026, 11, 20, 9, 35, tzinfo=UTC), datetime(2026, 11, 20, 9, 50, tzinfo=UTC),
                           steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True,
                           node=REPAIRED_NAME)]),
     }
@@ -1354,6 +1378,143 @@ def hang_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             *every_minute(T_ALARM + minutes(6), T_ALARM + minutes(16), steps=0),
             clock(T_ALARM + minutes(17)), probe(steps=40, pause=False),
             *every_minute(T_ALARM + minutes(18), T_ALARM + minutes(20), steps=40)]),
+    }
+
+
+def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """A cluster on HyperPod's automatic node recovery: Medic follows HyperPod's own repairs (issue 32)."""
+    other = "i-0a1b2c3d4e5f60718"
+    successor = instance_id("pretrain-slurm", NODE, "replacement", "1")  # HyperPod's replacement of NODE (sim.hyperpod)
+    on_node = {**SLURM_JOB, "nodes": [NODE]}
+    # the job holds every worker: once Slurm requeued it, it starts again only when the replacement is back
+    everywhere = {**SLURM_JOB, "nodes": [NODE, *(instance_id("pretrain-slurm", "workers", str(i)) for i in range(16))]}
+    agent_up = {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}
+    resumed = every_minute(datetime(2026, 11, 20, 8, 52, tzinfo=UTC), datetime(2026, 11, 20, 9, 10, tzinfo=UTC),
+                           steps=40, step=1240, loss=1.9, tokens_per_sec=40500.0, new_process=True)
+    return {
+        "zzza-automatic-hyperpod-repairs.jsonl": ([
+            "title: (zzza) pretrain-slurm has NodeRecovery Automatic: a GPU reboot-class fault at 08:14 and a "
+            "replace-class fault at 08:16, both repaired by HyperPod itself",
+            "config: automatic.medic.yaml",
+            "expect: both faults deferred to HyperPod (no call of Medic's, no page); HyperPod reboots the first node "
+            "(SystemUpdating 08:15-08:25) and replaces the second (a new instance, Pending 08:17-08:47); the sweeps "
+            "see each repair under way and then Running: one incident line each, with the repair time and no action "
+            "(acted_at null)",
+            "check: records .outcome == deferred, deferred",
+            "check: records .why == hyperpod_repairing, hyperpod_repairing",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: incidents incident_kind=node acted_at=null == 2",
+            f"check: incidents node_id={NODE} .repaired_at == 2026-11-20T08:29:05+00:00",
+            f"check: incidents node_id={other} .time_to_repair_s == 1980",
+            "check: pages == 0",
+        ], [event(NODE, T0, "NvidiaErrorReboot"), event(other, T0 + minutes(2), "NvidiaErrorTerminate"),
+            clock(T0 + minutes(45))]),
+        "zzze-repair-loop.jsonl": ([
+            "title: (zzze) pretrain-slurm has NodeRecovery Automatic: one node position fails four times in two hours "
+            "(reboot-class, replace-class, then twice on the replacement)",
+            "config: automatic.medic.yaml",
+            "expect: each fault deferred to HyperPod and followed to its end (four incident lines, no call); the third "
+            "repair of the same NodeLogicalId (across the replacement's new instance id) makes a repair loop: one "
+            "record and one page with the position's history (each fault, action, who acted, how long); the fourth "
+            "repair pages nothing more",
+            "check: records fault=repair_loop == 1",
+            "check: records fault=repair_loop paged=true == 1",
+            "check: incidents incident_kind=node acted_at=null == 4",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            'check: pages message~"replace by HyperPod" == 1',
+            "check: pages == 1",
+        ], [event(NODE, T0, "NvidiaErrorReboot"), event(NODE, T0 + minutes(30), "NvidiaErrorTerminate"),
+            event(successor, T0 + minutes(85), "NvidiaErrorReboot"),
+            event(successor, T0 + minutes(115), "NvidiaErrorReboot"), clock(T0 + minutes(140))]),
+        "zzzb-automatic-repair-requeued-job-watched.jsonl": ([
+            "title: (zzzb) pretrain-slurm has NodeRecovery Automatic: a GPU fault on the node job 4211 (llama3-70b) "
+            "runs on, a batch job with Slurm's default requeue flag",
+            "config: automatic.medic.yaml",
+            "expect: the fault deferred to HyperPod; the agent lists the jobs on the node without touching its Slurm "
+            "state (list_node_jobs: 4211, on every worker); HyperPod replaces the node by itself, slurmctld requeues "
+            "the job, which waits for the node; once the replacement is Running (08:47) the sweep ends the repair's "
+            "incident line, the watched job's recovery window starts and the sweep asks where the job is: ignored "
+            "(Slurm requeued it); it steps again from 08:52: recovered; no drain, no resume, no call, no page",
+            "check: records action=list_node_jobs .outcome == executed",
+            "check: records trigger=node_repair jobs~4211 == 1",
+            "check: records job=4211 outcome=ignored == 1",
+            "check: records fault=recovered == 1",
+            "check: records action=drain_node == 0",
+            "check: records action=resume_node == 0",
+            "check: incidents incident_kind=node acted_at=null == 1",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            'check: slurm_commands argv~"scontrol update" == 0',
+            "check: pages == 0",
+        ], [{"sim": {"slurm_job": everywhere}}, agent_up, event(NODE, T0), *resumed]),
+        "zzzc-automatic-repair-job-not-requeueable.jsonl": ([
+            "title: (zzzc) pretrain-slurm has NodeRecovery Automatic: the same fault, job 4211 submitted with sbatch "
+            "--no-requeue",
+            "config: automatic.medic.yaml",
+            "expect: the agent lists job 4211 on the node; it ends NODE_FAIL when HyperPod's replacement takes the "
+            "node down; a sweep's job_states says so (requeue flag 0): job_not_requeueable deferred, one page naming "
+            "the job and saying to resubmit it; no scontrol requeue, no node call",
+            "check: records fault=job_not_requeueable .outcome == deferred",
+            "check: records fault=job_not_requeueable paged=true == 1",
+            'check: slurm_commands argv~"scontrol requeue" == 0',
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: pages == 1",
+        ], [{"sim": {"slurm_job": {**on_node, "requeue": False}}}, agent_up, event(NODE, T0),
+            clock(T0 + minutes(45))]),
+    }
+
+
+def capacity_backoff_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Training-job restarts after capacity failures wait a bounded exponential backoff (issue 32 item 5)."""
+    capacity = ("CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML "
+                "instance type.")
+    first = T_JOB
+    return {
+        "zzzf-training-job-capacity-backoff.jsonl": ([
+            "title: (zzzf) Training job: SageMaker has no capacity twice in a row",
+            "expect: the first failure's restart waits 5 min (capacity_backoff_minutes): deferred, the record names "
+            "when the next try is due, and the reconciler starts r1 then; r1 fails for capacity too: its restart "
+            "waits 10 min (doubled) and the reconciler starts r2; restarts minutes apart, not seconds; no page",
+            "check: records action=restart_job .outcome == deferred, executed, deferred, executed",
+            "check: records action=restart_job .trigger == job_state, reconcile, job_state, reconcile",
+            'check: records outcome=deferred reason~"next try due at" == 2',
+            "check: training_jobs .name == ft-mistral-7b-0042-r1, ft-mistral-7b-0042-r2",
+            "check: calls sagemaker:CreateTrainingJob == 2",
+            "check: pages == 0",
+        ], [{"sim": {"s3_put": CHECKPOINT}}, training_failed(at=first, reason=capacity),
+            {"sim": {"advance": (first + minutes(8)).strftime("%Y-%m-%dT%H:%M:%SZ")}},
+            {**restart_failed(1, first + minutes(12)), "detail": {**restart_failed(1, first + minutes(12))["detail"],
+                                                                   "FailureReason": capacity}},
+            {"sim": {"advance": (first + minutes(30)).strftime("%Y-%m-%dT%H:%M:%SZ")}}]),
+    }
+
+
+def capacity_aware_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Reboot versus replace with capacity in mind (issue 32 item 4)."""
+    rebooted = "i-0a1b2c3d4e5f60718"
+    plan = {"cluster": "pretrain-slurm", "group": "workers", "name": "p5-reserved"}
+    return {
+        "zzzg-replace-without-capacity.jsonl": ([
+            "title: (zzzg) pretrain-slurm's workers run on training plan p5-reserved with no available instance",
+            "expect: a replace-class fault (08:14) is not replaced: deferred, one page naming the plan; a node "
+            "rebooted at 08:15 that fails again at 09:30 would escalate to a replace, and is rebooted instead (its "
+            "fault's catalog allows a reboot), the record saying why; at 09:35 the plan has instances again: the "
+            "next sweep replaces the first node, its record naming the plan's available instances",
+            "check: records node_id=i-0d4e5f60718293a4b action=replace_node .outcome == deferred, executed",
+            "check: records node_id=i-0d4e5f60718293a4b action=replace_node .trigger == node_health, reconcile",
+            f"check: records node_id={rebooted} action=reboot_node .outcome == executed, executed",
+            'check: records reason~"no available instance" == 2',
+            'check: records outcome=executed reason~"has 2 available instance" == 1',
+            "check: calls sagemaker:BatchReplaceClusterNodes == 1",
+            "check: calls sagemaker:BatchRebootClusterNodes == 2",
+            "check: pages == 1",
+        ], [{"sim": {"training_plan": {**plan, "available": 0}}}, event(NODE, T0, "NvidiaErrorTerminate"),
+            event(rebooted, T0 + minutes(1), "NvidiaErrorReboot"),
+            event(rebooted, T0 + minutes(76), "NvidiaErrorReboot"),
+            clock(T0 + minutes(81)), {"sim": {"training_plan": {**plan, "available": 2}}},
+            clock(T0 + minutes(95))]),
     }
 
 

@@ -115,6 +115,20 @@ class TestExecute:
         result = execute(parse(body("drain_node", node=NODE), cluster=CLUSTER), slurm(runner, tmp_path))
         assert result.status == EXECUTED and result.jobs is None and "jobs unknown" in result.message
 
+    def test_list_node_jobs_lists_and_changes_nothing(self, tmp_path):
+        # Given a node HyperPod repairs by itself (issue 32): its Slurm state is HyperPod's
+        runner = FakeRunner(answers={"squeue --noheader": (0, "4211|llama3-70b\n", "")})
+        result = execute(parse(body("list_node_jobs", node=NODE), cluster=CLUSTER), slurm(runner, tmp_path))
+        # Then only squeue runs (no scontrol), and the jobs come back
+        assert runner.argvs == [jobs_on_node_argv(NODE)]
+        assert result.status == EXECUTED and result.jobs == (("4211", "llama3-70b"),)
+
+    @pytest.mark.parametrize("answer", [(1, "", "squeue: error: x"), (0, "garbage\n", "")])
+    def test_list_node_jobs_that_cannot_list_fails_with_jobs_unknown(self, tmp_path, answer):
+        runner = FakeRunner(answers={"squeue --noheader": answer})
+        result = execute(parse(body("list_node_jobs", node=NODE), cluster=CLUSTER), slurm(runner, tmp_path))
+        assert result.status == FAILED and result.jobs is None and "jobs unknown" in result.message
+
     def test_resume_reads_the_node_first_and_resumes_it_when_medic_drained_it(self, tmp_path):
         # Given the node still drained with Medic's reason (slurmctld appended its own when the node went down)
         runner = FakeRunner(answers={"scontrol show": (0, shown_node("DOWN+DRAIN+NOT_RESPONDING",

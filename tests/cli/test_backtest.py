@@ -95,7 +95,7 @@ def test_given_a_storm_beyond_both_budgets_then_the_one_storm_page_per_window_mo
     assert "Summary: actions +0 -2, pages +1 -1" in out
     row = next(line for line in out.splitlines() if line.startswith("  2026-11-20 08:15:25"))
     assert "replace_node suppressed paged" in row and "replace_node suppressed not paged" in row
-    assert "live:      Fault gpu_fatal calls for replace." in out  # the reasons, side by side
+    assert "live:      Fault gpu_fatal calls for replace; capacity: " in out  # the reasons, side by side
 
 
 def test_given_the_live_config_as_candidate_then_no_decision_differs_and_the_exit_status_is_0(storm):

@@ -29,7 +29,10 @@ def test_an_unhealthy_gpu_node_is_replaced_and_recorded(medic, unhealthy_event):
     assert record == {
         "incident": f"node:{CLUSTER}:{NODE}", "trigger": "node_health", "event_id": unhealthy_event["id"],
         "cluster": CLUSTER, "instance_group": "gpu-workers", "node_id": NODE, "job": None, "fault": "gpu_fatal",
-        "action": "replace_node", "outcome": "executed", "reason": "Fault gpu_fatal calls for replace.",
+        "action": "replace_node", "outcome": "executed",
+        # the capacity check before a replace (issue 32) says which signal it used
+        "reason": "Fault gpu_fatal calls for replace; capacity: no training plan on instance group gpu-workers and no "
+                  "capacity failure in it in the last hour.",
         "paged": False, "mode": "act", "attempt": 1, "requester": None,  # requester: operator requests only
         "why": "acted", "needs_human": False,  # the outcome's one meaning; nobody needs to act
     }

@@ -14,12 +14,16 @@ COMMON = {"dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:Dele
           "sqs:SendMessage", "ssm:GetParameter", "xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 EXTRA = {
     "NodeRemediationHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
-                               "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode"},
+                               "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode",
+                               "sagemaker:DescribeTrainingPlan"},  # the capacity check before a replace (issue 32)
     "ClusterEventsHandler": set(),
     # and its canary (issue 29, item 6): PutEvents on the default bus, its source and detail-type only
     "ReconcilerHandler": {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes",
                           "sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes",
-                          "events:PutEvents"},
+                          "events:PutEvents", "sagemaker:DescribeTrainingPlan",
+                          # a training job's restart after its capacity backoff (issue 32)
+                          "sagemaker:DescribeTrainingJob", "sagemaker:ListTags", "sagemaker:CreateTrainingJob",
+                          "sagemaker:AddTags", "iam:PassRole", "s3:ListBucket"},
     "SlurmJobRequeueRequeueHandler": set(),
     # the node call that waited for the agent's drain is made from the drain's result (issue 27)
     "SlurmJobRequeueAgentResultsHandler": {"dynamodb:DescribeStream", "dynamodb:GetRecords",

@@ -47,6 +47,7 @@ class HyperPod:
         self._client = client
         self._sleep = sleep
         self._clusters: dict[str, tuple[float, ClusterInfo]] = {}
+        self._plans: dict[str, dict[str, str]] = {}  # cluster -> instance group -> TrainingPlanArn
 
     @property
     def client(self) -> Any:
@@ -68,6 +69,7 @@ class HyperPod:
             status=details.get("InstanceStatus", {}).get("Status", "Unknown"),
             logical_id=details.get("NodeLogicalId"),
             slurm_node=slurm_node_name(details.get("PrivateDnsHostname"), details.get("PrivatePrimaryIp")),
+            status_message=details.get("InstanceStatus", {}).get("Message") or None,
         )
 
     def cluster_info(self, cluster: str, refresh: bool = False) -> ClusterInfo:
@@ -87,7 +89,26 @@ class HyperPod:
                                         if group.get("SlurmConfig", {}).get("NodeType") == "Controller"
                                         and "InstanceGroupName" in group))
         self._clusters[cluster] = (time.monotonic(), info)
+        # InstanceGroups[].TrainingPlanArn: the training plan a group's instances come from (botocore's
+        # ClusterInstanceGroupDetails), for the capacity check before a replace (issue 32)
+        self._plans[cluster] = {group["InstanceGroupName"]: group["TrainingPlanArn"] for group in groups
+                                if group.get("TrainingPlanArn") and "InstanceGroupName" in group}
         return info
+
+    def training_plan_of(self, cluster: str, group: str) -> str | None:
+        """The training plan ARN the instance group runs on (DescribeCluster, cached with cluster_info); None: none."""
+        cached = self._clusters.get(cluster)
+        if cluster not in self._plans or not cached or time.monotonic() - cached[0] >= CLUSTER_SIZE_TTL_SECONDS:
+            self.cluster_info(cluster, refresh=True)
+        return self._plans.get(cluster, {}).get(group)
+
+    def training_plan_capacity(self, plan_arn: str) -> tuple[str, str, int | None]:
+        """DescribeTrainingPlan: the plan's name, its status, and how many of its instances are available to serve a
+        replacement (AvailableInstanceCount; None when it does not say)."""
+        response = self.client.describe_training_plan(TrainingPlanName=plan_arn)
+        available = response.get("AvailableInstanceCount")
+        return (response.get("TrainingPlanName", plan_arn), response.get("Status", "unknown"),
+                int(available) if available is not None else None)
 
     def cluster_size(self, cluster: str) -> int:
         """Current node count over all instance groups (the cached DescribeCluster)."""
@@ -128,7 +149,8 @@ class HyperPod:
                 nodes.append(NodeInfo(node_id=summary["InstanceId"], instance_group=summary["InstanceGroupName"],
                                       status=summary.get("InstanceStatus", {}).get("Status", "Unknown"),
                                       logical_id=summary.get("NodeLogicalId"),
-                                      slurm_node=slurm_node_name(summary.get("PrivateDnsHostname"), None)))
+                                      slurm_node=slurm_node_name(summary.get("PrivateDnsHostname"), None),
+                                      status_message=summary.get("InstanceStatus", {}).get("Message") or None))
         return nodes
 
     def _refuse_blind_retries(self) -> None:

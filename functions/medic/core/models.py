@@ -85,6 +85,8 @@ class Action(StrEnum):
     # and the resume after it (scontrol update NodeName=... State=DRAIN / State=RESUME, by the agent)
     DRAIN_NODE = "drain_node"
     RESUME_NODE = "resume_node"
+    # the jobs on a node HyperPod repairs by itself (automatic node recovery), listed by the agent, nothing changed
+    LIST_NODE_JOBS = "list_node_jobs"
     NONE = "none"
 
 
@@ -192,6 +194,7 @@ class Fault(StrEnum):
     REPAIR_FAILED = "repair_failed"  # a reboot or replacement did not complete
     CLUSTER_ERROR = "cluster_error"  # another HyperPod cluster event at Error level
     CONFIG_MISMATCH = "config_mismatch"  # medic.yaml says one thing, DescribeCluster another
+    REPAIR_LOOP = "repair_loop"  # one node position repaired repair_loop_count times within repair_loop_days
     # EKS: the cluster's agent reports a node NotReady, or labelled unhealthy by HyperPod (node-health-status)
     K8S_NODE_UNHEALTHY = "k8s_node_unhealthy"
     # EKS: a watched job's pods stuck Terminating on a NotReady node (they never go away by themselves)
@@ -458,6 +461,9 @@ class NodeInfo:
     # The node's Slurm node name (ip-<a>-<b>-<c>-<d>, from the PrivateDnsHostname DescribeClusterNode and
     # ListClusterNodes give: botocore's ClusterNodeDetails and ClusterNodeSummary); None when not known.
     slurm_node: str | None = None
+    # InstanceStatus.Message (botocore's ClusterInstanceStatusDetails): what HyperPod says of the status; its text,
+    # shown quoted. None when it says nothing.
+    status_message: str | None = None
 
     @property
     def gone(self) -> bool:

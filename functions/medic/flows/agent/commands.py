@@ -175,7 +175,8 @@ class AgentResult(BaseModel):
     # Only picks which of Medic's own "what to do" texts the page carries (EKS_REFUSALS); any other value: none.
     refusal: str = Field(default="", max_length=64)
     finished_at: str = ""
-    # drain_node: the jobs on the node (absent: unknown); job_states: the state of each job Slurm still knows
+    # drain_node, list_node_jobs: the jobs on the node (absent: unknown); job_states: the state of each job Slurm
+    # still knows
     jobs: list[dict[str, str]] | None = None
     job_states: list[dict[str, str]] | None = None
     # resume_node: the node's Slurm state and reason as the agent read them first, and whether it resumed it
@@ -220,8 +221,9 @@ def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str |
                         job_names=tuple(sorted(set(job_names))), last_seen_id=last_seen_id)
 
 
-# The commands around a node action (issue 16): the agent's drain_node, resume_node and job_states.
-NODE_KINDS = ("drain_node", "resume_node", "job_states")
+# The commands around a node action (issue 16): the agent's drain_node, resume_node and job_states; list_node_jobs
+# around a repair HyperPod makes by itself (issue 32).
+NODE_KINDS = ("drain_node", "resume_node", "list_node_jobs", "job_states")
 JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)  # the agent's, for job_states
 
 

@@ -60,6 +60,7 @@ from medic.flows.agent.commands import (
 )
 from medic.flows.node.pages import node_page
 from medic.ledger.agents import AgentStore, CommandRef
+from medic.ledger.follows import FollowStore
 from medic.ledger.repairs import RepairStore, SlurmRepair
 from medic.ledger.table import Table
 from medic.obs import logger
@@ -122,6 +123,32 @@ def drain_before_repair(deps: Deps, table: Table, cluster: Cluster, node: NodeIn
     return DrainNote(f"Drain of {name} in Slurm queued for the agent (command {command.command_id}); the jobs on "
                      "the node are recorded when it reports.", name, page=False, queued=True,
                      command_id=command.command_id)
+
+
+def list_while_hyperpod_repairs(deps: Deps, table: Table, cluster: Cluster, node: NodeInfo, incident: str, fault: str,
+                                event_id: str | None, now: datetime) -> None:
+    """HyperPod repairs the node by itself (issue 32): queue `list_node_jobs <node>` (squeue -w; its Slurm state is
+    HyperPod's, untouched) and remember the repair (ledger.repairs, action none): the jobs it lists are seen to after
+    the repair as after Medic's own (follow_up_repairs). No agent, or one not reporting: nothing listed (the agent's
+    silence pages on its own: flows/agent/silence)."""
+    if cluster.orchestrator != "slurm" or node.slurm_node is None or not deps.agents.has_queue(cluster.name):
+        return
+    try:
+        heartbeat = AgentStore(deps.table).agent_heartbeat(cluster.name)
+        if heartbeat is None or not heartbeat_is_fresh(heartbeat, now):
+            return
+        command = node_command(cluster.name, "list_node_jobs", incident, now,
+                               f"{event_id or 'reconcile'}:{int(now.timestamp())}", node=node.slurm_node)
+        RepairStore(table).remember(SlurmRepair(cluster=cluster.name, node_id=node.node_id, incident=incident,
+                                                node_name=node.slurm_node, action=Action.NONE.value, fault=fault,
+                                                acted_at=now, logical_id=node.logical_id))
+        AgentStore(table).record_command(command.command_id, CommandContext(
+            cluster=cluster.name, kind=command.kind, target=command.target, incident=incident,
+            trigger=Trigger.NODE_REPAIR, event_id=event_id or command.command_id, fault=fault, action=Action.NONE,
+            node_id=node.node_id, node_name=node.slurm_node, instance_group=node.instance_group), now)
+        deps.agents.send(command)
+    except (InvalidCommand, ClientError, BotoCoreError) as error:
+        logger.warning("jobs on the node not listed", extra={"incident": incident, "error": str(error)[:200]})
 
 
 def drain_overdue(deps: Deps, table: Table, cluster: Cluster, node_id: str, node_name: str, command_id: str,
@@ -197,6 +224,8 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
                                                claim=f"{about.incident}:resume",
                                                window=PageWindow.cluster(PageSource.NODE, cluster)))
         return emit(record)
+    if result.kind == "list_node_jobs":
+        return _listed_jobs(result, context, cluster, about, fault, deps)
     # drain_node
     action = Action.DRAIN_NODE
     jobs = _jobs(result) if result.status == "executed" else None
@@ -215,6 +244,28 @@ def record_node_result(result: AgentResult, context: CommandContext, cluster: st
                                  f"{said}.")
     record = record.paged_if(page_jobs_unknown(deps, deps.table, record, name))
     return _then_call(emit(record), result, context, cluster, None, deps)
+
+
+def _listed_jobs(result: AgentResult, context: CommandContext, cluster: str, about: About, fault: str,
+                 deps: Deps) -> dict:
+    """The jobs on a node HyperPod repairs by itself: kept with the repair (the follow-up asks where they are once the
+    node is back), each watched one held by the repair; unknown: one page that they need a look."""
+    name, node_id = context.node_name or "", context.node_id or ""
+    jobs = _jobs(result) if result.status == "executed" else None
+    RepairStore(deps.table).drained(cluster, node_id, False, jobs)
+    if jobs is not None:
+        listing = ", ".join(f"{job_id} ({job_name})" for job_id, job_name in jobs) or "none"
+        if jobs:
+            hold_watched_jobs(jobs, context.incident, cluster, deps, context.fault)
+        return emit(about.record(fault=fault, action=Action.LIST_NODE_JOBS, outcome=Outcome.EXECUTED,
+                                 jobs=[{"id": i, "name": n} for i, n in jobs],
+                                 reason=f"HyperPod repairs {name} itself; the agent on {cluster} listed the jobs on it "
+                                        f"(its Slurm state untouched): {listing}."))
+    said = quoted_agent(result.message) if result.message else "no output"
+    record = about.record(fault=fault, action=Action.LIST_NODE_JOBS, outcome=Outcome.FAILED, jobs=None,
+                          reason=f"HyperPod repairs {name} itself; the agent on {cluster} could not list the jobs on "
+                                 f"it: {said}.")
+    return emit(record.paged_if(page_jobs_unknown(deps, deps.table, record, name)))
 
 
 def _then_call(drained: dict, result: AgentResult, context: CommandContext, cluster: str,
@@ -328,6 +379,7 @@ def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, conte
     mode = deps.mode.current(cluster)
     node_name = context.node_name or ""
     action = repair.action if repair else "node repair"
+    whose = "HyperPod's own repair" if action == Action.NONE.value else f"Medic's {action}"  # automatic recovery
     by_name = valid_job_name(name)
     from medic.flows.agent.restart import RestartRequest, restart_through_agent, slurm_job_incident
 
@@ -344,13 +396,13 @@ def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, conte
         IncidentStore(deps.table).end_recovery(incident)
     if fate == "back":
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
-                                 reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
+                                 reason=f"Job {job_id} ({name}) ran on {node_name} when {whose} hit it and "
                                         f"is {state} again: {_brought_back(said)}: left alone."))
     if fate == "not_requeueable" and said is not None:
         why = why_not_requeueable(said.requeue, said.batch)
         record = about.record(fault=Fault.JOB_NOT_REQUEUEABLE, action=Action.NONE, outcome=Outcome.DEFERRED,
                               why=Why.NOT_RETRYABLE,
-                              reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
+                              reason=f"Job {job_id} ({name}) ran on {node_name} when {whose} hit it and "
                                      f"ended {state}. Slurm cannot requeue it: {why}. Medic does not try: a human "
                                      "resubmits it from its checkpoint.")
         page = not_requeueable_page(record, name, state or "", why, node_name, deps.region)
@@ -358,20 +410,20 @@ def _one_job(job_id: str, name: str, said: SlurmSays | None, listed: bool, conte
                                                   window=PageWindow.cluster(PageSource.NODE, cluster))))
     if fate == "ended":
         return emit(about.record(fault=fault, action=Action.NONE, outcome=Outcome.IGNORED,
-                                 reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it and "
+                                 reason=f"Job {job_id} ({name}) ran on {node_name} when {whose} hit it and "
                                         f"ended {state}, not by the repair: left alone."))
     if fate == "unknown" or not matches(JOB_ID, job_id):
         why = ("Slurm no longer lists it (it ended more than MinJobAge ago)" if listed
                else "the agent could not read the job states")
         record = about.record(fault=fault, action=Action.NONE, outcome=Outcome.FAILED,
-                              reason=f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it, and "
+                              reason=f"Job {job_id} ({name}) ran on {node_name} when {whose} hit it, and "
                                      f"Medic cannot tell whether it runs again: {why}. It needs a look.")
         # The page names the node the job ran on; the record is the job's.
         on_node = jobs_unknown_page({**record, "node_id": context.node_id}, node_name, deps.region)
         record = record.paged_if(page_incident(deps, deps.table, record, on_node,
                                                window=PageWindow.cluster(PageSource.NODE, cluster)))
         return emit(record)
-    reason = f"Job {job_id} ({name}) ran on {node_name} when Medic's {action} hit it; Slurm says {state}."
+    reason = f"Job {job_id} ({name}) ran on {node_name} when {whose} hit it; Slurm says {state}."
     record = restart_through_agent(RestartRequest(
         mode=mode, cluster=cluster, incident=incident, trigger=Trigger.NODE_REPAIR, event_id=about.event_id,
         fault=fault, context=reason, job_id=job_id), deps)
@@ -480,7 +532,8 @@ def start_recovery_windows(node_incident: str, cluster: str, deps: Deps, job_nam
 def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
     """Each node Medic drained that is Running again (itself, or its replacement under the same NodeLogicalId):
     resume it in Slurm when it kept its Slurm name, and ask where the jobs the repair hit are now. (The agent's
-    heartbeats do the same every minute, resume_repaired_nodes: this sweep is their backstop.)"""
+    heartbeats do the same every minute, resume_repaired_nodes: this sweep is their backstop.) A node HyperPod
+    repaired by itself (its jobs listed, nothing drained) is not resumed: only its jobs are seen to."""
     cluster, deps = sweep.cluster, sweep.deps
     if cluster.orchestrator != "slurm" or not sweep.mode.acts:
         return
@@ -493,7 +546,7 @@ def follow_up_repairs(sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
         if not _awaits_follow_up(repair):
             continue
         node = sweep.by_id.get(repair.node_id) or (by_logical.get(repair.logical_id) if repair.logical_id else None)
-        if not _back(repair, node, sweep.now):
+        if not _back(sweep, repair, node):
             if repair.jobs:  # still in repair: a job Slurm ended NODE_FAIL is requeued now, before Slurm forgets it
                 _ask_early(sweep, repair)
             continue
@@ -542,7 +595,7 @@ def resume_repaired_nodes(deps: Deps, cluster: Cluster, run_id: str) -> None:
     by_logical = {node.logical_id: node for node in nodes if node.logical_id}
     for repair in due:
         node = look.by_id.get(repair.node_id) or (by_logical.get(repair.logical_id) if repair.logical_id else None)
-        if _back(repair, node, now):
+        if _back(look, repair, node):
             _see_to(look, store, repair, node)
 
 
@@ -551,10 +604,12 @@ def _awaits_follow_up(repair: SlurmRepair) -> bool:
     return repair.taken_at is None and repair.drained != "pending"
 
 
-def _back(repair: SlurmRepair, node: NodeInfo | None, now: datetime) -> bool:
-    """The repaired node (or its replacement) is Running, and long enough after the call that it is not the node
-    still Running before HyperPod took it down."""
-    return node is not None and node.status == "Running" and now - repair.acted_at >= REPAIR_SETTLE
+def _back(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo | None) -> bool:
+    """The repaired node (or its replacement) is Running, long enough after the call that it is not the node still
+    Running before HyperPod took it down, and, for a repair HyperPod made by itself, no longer followed."""
+    if node is None or node.status != "Running" or sweep.now - repair.acted_at < REPAIR_SETTLE:
+        return False
+    return not _hyperpods_under_way(sweep, repair)
 
 
 def _see_to(sweep: NodeSweep, store: RepairStore, repair: SlurmRepair, node: NodeInfo | None) -> None:
@@ -571,6 +626,15 @@ def _see_to(sweep: NodeSweep, store: RepairStore, repair: SlurmRepair, node: Nod
     except (ClientError, BotoCoreError) as error:
         logger.warning("repair follow-up not issued", extra={"incident": repair.incident,
                                                              "error_code": error_code(error)})
+
+
+def _hyperpods_under_way(sweep: NodeSweep, repair: SlurmRepair) -> bool:
+    """A repair HyperPod makes by itself (action none) is over once the node flow stopped following it (the node, or
+    its replacement, Running again after it: flows/node/sweep_follow, earlier in the same sweep); a node that reads
+    Running before HyperPod took it down is not back yet."""
+    if repair.action != Action.NONE.value:
+        return False
+    return FollowStore(sweep.table).find(sweep.cluster.name, repair.node_id, repair.logical_id) is not None
 
 
 def release_holds_of_repaired_nodes(sweep: NodeSweep) -> None:
@@ -640,7 +704,9 @@ def _issue_follow_up(sweep: NodeSweep, repair: SlurmRepair, node: NodeInfo) -> N
 
 
 # The record's action of each node command (job_states, the follow-up of the jobs, is no node action).
-NODE_COMMAND_ACTIONS = {"drain_node": Action.DRAIN_NODE, "resume_node": Action.RESUME_NODE}
+NODE_COMMAND_ACTIONS = {"drain_node": Action.DRAIN_NODE, "resume_node": Action.RESUME_NODE,
+                        "list_node_jobs": Action.LIST_NODE_JOBS}
+LISTS_JOBS = ("drain_node", "list_node_jobs")  # the commands whose result names the jobs on the node
 
 
 def expire_node_command(context: CommandContext, cluster: str, command_id: str, run_id: str, minutes: int,
@@ -652,10 +718,10 @@ def expire_node_command(context: CommandContext, cluster: str, command_id: str, 
                   instance_group=context.instance_group)
     record = about.record(
         fault=context.fault or "unknown", action=NODE_COMMAND_ACTIONS.get(kind, Action.NONE), outcome=Outcome.FAILED,
-        jobs=None if kind == "drain_node" else NOT_A_NODE_ACTION,  # a drain's jobs: unknown
+        jobs=None if kind in LISTS_JOBS else NOT_A_NODE_ACTION,  # a drain's (a listing's) jobs: unknown
         reason=f"No result from the agent on {cluster} for its {kind} command {command_id} within {minutes} minutes: "
                f"the agent {what}. The jobs on {context.node_name or 'the node'} need a look.")
-    if kind == "drain_node":
+    if kind in LISTS_JOBS:
         RepairStore(deps.table).drained(cluster, context.node_id or "", False, None)
     record = record.paged_if(page_jobs_unknown(deps, deps.table, record, context.node_name))
     return emit(record)
@@ -685,3 +751,7 @@ class SlurmJobsOnNode:
 
     def follow_up(self, sweep: NodeSweep, nodes: list[NodeInfo]) -> None:
         follow_up_repairs(sweep, nodes)
+
+    def while_hyperpod_repairs(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo, incident: str,
+                               fault: str, event_id: str | None, now: datetime) -> None:
+        list_while_hyperpod_repairs(deps, table, cluster, node, incident, fault, event_id, now)

@@ -150,6 +150,33 @@ def decide_job(ctx: JobContext) -> JobDecision:
                        attempt=attempt)
 
 
+# --- capacity backoff (issue 32)
+
+CAPACITY_LABEL = "insufficient_capacity"  # the failure rule (config_training.DEFAULT_FAILURE_RULES) it applies to
+
+
+def capacity_backoff(restarts: int, first_minutes: int, max_minutes: int) -> timedelta:
+    """How long a restart after a capacity failure waits: ``first_minutes``, doubled for each restart of the lineage
+    before it, at most ``max_minutes``."""
+    return timedelta(minutes=min(max_minutes, first_minutes * 2 ** min(restarts, 16)))
+
+
+def wait_for_capacity(decision: JobDecision, label: str, restarts: int, first_minutes: int, max_minutes: int,
+                      now: datetime) -> tuple[JobDecision, datetime | None]:
+    """A restart decided for a capacity failure waits out its backoff: the decision deferred, naming when the next try
+    is due (and that time); any other decision as it is (None)."""
+    if not decision.executes or label != CAPACITY_LABEL:
+        return decision, None
+    wait = capacity_backoff(restarts, first_minutes, max_minutes)
+    due = now + wait
+    minutes = int(wait.total_seconds() // 60)
+    return JobDecision(decision.fault, decision.action, Outcome.DEFERRED,
+                       f"{decision.reason[:-1]}, after a capacity backoff of {minutes} min (SageMaker had no capacity; "
+                       f"capacity_backoff_minutes {first_minutes}, doubling, at most {max_minutes}): next try due at "
+                       f"{due.astimezone(UTC):%Y-%m-%d %H:%M} UTC, made by Medic's reconciler.",
+                       attempt=decision.attempt, why=Why.RETRY_LATER), due
+
+
 # --- a restart's timeline: when did the clone train? (flows/jobs/timeline)
 
 # How long Medic waits for a clone to reach `Training` before writing its incident line without a resume: no AWS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
@@ -32,8 +33,10 @@ from medic.flows.jobs.policy import (
     foreign_training_job_arn,
     lineage_of,
     not_medics_restart,
+    wait_for_capacity,
 )
 from medic.flows.jobs.timeline import watch_clone
+from medic.ledger.backoffs import BackoffStore, DueRestart
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident
@@ -86,24 +89,84 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
                                  reason=f"This failure of {name} was already handled.", attempt=lineage.restarts + 1))
     try:
-        record = _handle_claimed(detail, about, spec, failure, lineage, description, table, deps)
+        record = _handle_claimed(detail, about, spec, failure, lineage, description, table, deps,
+                                 fault_at=event.time, detected_at=received)
     except BaseException:
         if claimed:  # an unexpected error: the retry of this event must not read as a duplicate
             JobStore(table).release_job_failure(name)
         raise
     if claimed:
         JobStore(table).finish_job_failure(name, deps.now())
-        # the lineage's root names the job across its restarts (its incident's name too)
-        if mode is not Mode.DRY_RUN and record["outcome"] == Outcome.EXECUTED.value:
-            # the line waits for the clone to train (flows/jobs/timeline): its resume is then, not now
-            watch_clone(deps, clone=lineage.next_name(), incident=about.incident, job=lineage.root,
-                        fault=record["fault"], fault_at=event.time, detected_at=received, acted_at=deps.now(),
-                        job_started_at=detail.started_at)
-        elif mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:
-            emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
-                                       fault_at=event.time, detected_at=received, restarted_at=None,
-                                       job_started_at=detail.started_at))
+        _follow(record, deps, about, lineage, event.time, received, detail.started_at)
     return record
+
+
+def _follow(record: dict, deps: Deps, about: About, lineage: Lineage, fault_at: datetime | None,
+            detected_at: datetime, job_started_at: datetime | None) -> None:
+    """The failure's incident line: once the clone trains (a restart), or now (its handling ended without one)."""
+    if about.mode is Mode.DRY_RUN or waits(record):
+        return
+    # the lineage's root names the job across its restarts (its incident's name too)
+    if record["outcome"] == Outcome.EXECUTED.value:
+        # the line waits for the clone to train (flows/jobs/timeline): its resume is then, not now
+        watch_clone(deps, clone=lineage.next_name(), incident=about.incident, job=lineage.root,
+                    fault=record["fault"], fault_at=fault_at, detected_at=detected_at, acted_at=deps.now(),
+                    job_started_at=job_started_at)
+    elif record["outcome"] in CLOSING_OUTCOMES:
+        emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
+                                   fault_at=fault_at, detected_at=detected_at, restarted_at=None,
+                                   job_started_at=job_started_at))
+
+
+@dataclass(frozen=True)
+class _DueFailure:
+    """A failure whose restart waited out its capacity backoff, shaped as the event's detail the restart reads."""
+
+    TrainingJobName: str  # noqa: N815 - the event's field names
+    FailureReason: str  # noqa: N815
+    started_at: datetime | None = None
+    TrainingJobStatus: str = "Failed"  # noqa: N815
+
+
+def restart_due(deps: Deps, run_id: str) -> list[dict]:
+    """The reconciler's part (issue 32): each restart whose capacity backoff is over is made now, by the same path
+    as the event's (budget, checkpoint, mode, guardrails), once (the ledger item is taken conditionally). A restart
+    whose clone fails for capacity again waits a longer backoff, from its own failure event."""
+    store, now, records = BackoffStore(deps.table), deps.now(), []
+    for due in store.waiting():
+        if due.due_at > now or not store.take(due.job):
+            continue
+        records.append(_restart_due(due, deps, run_id))
+    return records
+
+
+def _restart_due(due: DueRestart, deps: Deps, run_id: str) -> dict:
+    mode = deps.mode.current()
+    about = About(incident=due.incident, trigger=Trigger.RECONCILE, event_id=run_id, mode=mode, job=due.job)
+    spec = deps.config.training_jobs_for(due.job)
+    failure = classify_failure(due.failure_reason, deps.config.job_failure_rules)
+    table = deps.table.for_mode(mode)
+    if spec is None:
+        return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.IGNORED,
+                                 reason=f"Training job {due.job} no longer matches a configured prefix; its restart "
+                                        "after the capacity backoff is dropped."))
+    try:
+        description = deps.training.describe(due.job)
+    except (ClientError, BotoCoreError) as error:
+        return _failed(about, failure.fault, deps, table, due.failure_reason,
+                       f"Could not read the job for its restart after the capacity backoff ({error_code(error)}): "
+                       f"{quoted(str(error))}")
+    lineage = lineage_of(due.job, JobStore(deps.table).restart(due.job), description.get("CreationTime"))
+    record = _handle_claimed(_DueFailure(due.job, due.failure_reason, due.job_started_at), about, spec, failure,
+                             lineage, description, table, deps, fault_at=due.fault_at, detected_at=due.detected_at,
+                             backoff_over=True)
+    _follow(record, deps, about, lineage, due.fault_at, due.detected_at, due.job_started_at)
+    return record
+
+
+def waits(record: dict) -> bool:
+    """A restart deferred to its capacity backoff: the failure's handling goes on (flows/jobs/backoff)."""
+    return record["outcome"] == Outcome.DEFERRED.value and record.get("why") == Why.RETRY_LATER.value
 
 
 # The failure's handling ends with these: a clone started (InProgress), or no restart and a human paged (gave up,
@@ -113,7 +176,8 @@ CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, 
 
 
 def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage: Lineage, description: dict | None,
-                    table: Table, deps: Deps) -> dict:
+                    table: Table, deps: Deps, *, fault_at: datetime | None, detected_at: datetime,
+                    backoff_over: bool = False) -> dict:
     name, reason = detail.TrainingJobName, detail.FailureReason
     max_restarts = deps.config.max_restarts_for(spec)
     checkpoint = Checkpoint.NOT_CONFIGURED
@@ -135,6 +199,13 @@ def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage:
     decision = decide_job(JobContext(mode=about.mode, status=detail.TrainingJobStatus, failure=failure, lineage=lineage,
                                      max_restarts=max_restarts, checkpoint=checkpoint,
                                      allow_without_checkpoint=spec.allow_restart_without_checkpoint))
+    if not backoff_over:  # a capacity failure's restart waits out its backoff (issue 32): the reconciler makes it
+        decision, due = wait_for_capacity(decision, failure.label, lineage.restarts, spec.capacity_backoff_minutes,
+                                          spec.capacity_backoff_max_minutes, deps.now())
+        if due is not None:
+            BackoffStore(deps.table).wait(DueRestart(
+                job=name, incident=about.incident, failure_reason=reason, due_at=due, detected_at=detected_at,
+                fault_at=fault_at, job_started_at=getattr(detail, "started_at", None)))
     if decision.executes and description is not None:
         decision = _start_restart(decision, deps, description, lineage, spec)
     return _finish(about, decision, deps, table, reason)

@@ -28,6 +28,7 @@ from medic.deps import Deps
 from medic.flows.node.cluster_event_policy import ClusterEvent, classify_cluster_event, cluster_log_group
 from medic.flows.node.cluster_id import cluster_id_reason, page_cluster_id
 from medic.flows.node.pages import cluster_event_page
+from medic.ledger.capacity import CapacityStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.requests import RequestStore
 from medic.ledger.table import Table
@@ -74,6 +75,9 @@ def record_cluster_event(raw: Any, deps: Deps) -> dict:
                                  reason=f"HyperPod event {details.EventId} was already recorded."))
 
     said = quoted(f"{details.Description} {message}".strip(), 400)  # HyperPod's words, never as if Medic's
+    if fault is Fault.CAPACITY_SHORTFALL and details.InstanceGroupName:  # a replace in the group may not be served
+        CapacityStore(table).replacement_failed(cluster.name, details.InstanceGroupName, event.time,
+                                                f"{details.Description} {message}".strip())
     acted_on, state = _medics_node(table, cluster.name, details.InstanceId, details.node_logical_id)
     guardrails = deps.config.guardrails_for(cluster)
     window = timedelta(minutes=max(guardrails.repair_minutes, guardrails.node_cooldown_minutes))

@@ -14,6 +14,7 @@ from medic.core.mode import Mode
 from medic.core.models import Action, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState, Outcome, Why
 from medic.core.pages import Page
 from medic.core.repairs import DrainNote
+from medic.flows.node.capacity import Capacity
 from medic.flows.node.faults import ACTION_FOR_FAULT
 
 # DescribeClusterNode statuses that mean a repair (or boot) is already under way.
@@ -35,6 +36,8 @@ class NodeContext:
     event_time: datetime | None = None  # the event's `time`; None: no event (the reconciler's sweep)
     last_healthy_at: datetime | None = None  # the node's latest Healthy report Medic has seen
     event_acted: bool = False  # this event id already acted (a DLQ redrive, an archive replay, a late duplicate)
+    # Before a replace: what would serve it (flows/node/capacity), asked only then; None: not asked
+    capacity: Callable[[str], Capacity] | None = None
 
 
 def node_recovery(ctx: NodeContext) -> str:
@@ -58,6 +61,8 @@ class NodeDecision:
     close_incident: bool = False
     drain: DrainNote | None = None  # the scheduler's side of the action (deps.JobsOnNode); None: nothing to tell
     why: Why | None = None  # the outcome's sub-reason (None: the outcome's only one)
+    follows: bool = False  # HyperPod's automatic node recovery repairs the node: Medic follows it (flows/node/follow)
+    waits_for_capacity: str | None = None  # a replace that cannot be served: the capacity signal (held for a sweep)
 
     @property
     def executes(self) -> bool:
@@ -102,7 +107,8 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
     if node_recovery(ctx) == "automatic":
         return NodeDecision(Action.NONE, Outcome.DEFERRED,
                             "Cluster has HyperPod automatic node recovery (DescribeCluster NodeRecovery Automatic); "
-                            "HyperPod repairs this node itself.", why=Why.HYPERPOD_REPAIRING)
+                            "HyperPod repairs this node itself; Medic follows the repair to its end.",
+                            why=Why.HYPERPOD_REPAIRING, follows=True)
     if fault is Fault.UNKNOWN:
         return NodeDecision(Action.NONE, Outcome.DEFERRED,
                             "Unrecognized health reason; Medic takes no action and a human decides.",
@@ -154,6 +160,18 @@ def decide_node(ctx: NodeContext) -> NodeDecision:
                             f"Breaker open: {in_repair} of {size} nodes already in repair; "
                             f"another would exceed {limit:.0%}.",
                             page=Page.STORM, attempt=attempt, why=Why.BREAKER)
+    if action is Action.REPLACE_NODE and ctx.capacity is not None:  # issue 32: can the replace be served?
+        capacity = ctx.capacity(group)
+        if capacity.short and ACTION_FOR_FAULT.get(fault) is Action.REBOOT_NODE:  # its catalog allows a reboot
+            action, because = Action.REBOOT_NODE, f"a replace cannot be served ({capacity.said}): rebooting instead"
+        elif capacity.short:
+            return NodeDecision(action, Outcome.DEFERRED,
+                                f"Would replace ({because}), but a replace cannot be served: {capacity.said}. Medic "
+                                "does not call it; each sweep checks capacity again and replaces the node once it is "
+                                "back.", page=Page.INCIDENT, attempt=attempt, why=Why.RETRY_LATER,
+                                waits_for_capacity=capacity.said)
+        else:
+            because = f"{because}; capacity: {capacity.said}"
     if ctx.mode == Mode.DRY_RUN:
         return NodeDecision(action, Outcome.DRY_RUN, f"Dry run: would {_verb(action)} ({because}).",
                             attempt=attempt)

@@ -32,9 +32,12 @@ from medic.core.repairs import IN_FLIGHT, PENDING_OUTCOMES
 from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.node.actions import act_on_claim
+from medic.flows.node.capacity import replacement_capacity
 from medic.flows.node.cluster_id import cluster_id_reason, page_cluster_id
 from medic.flows.node.drain_first import await_drain
 from medic.flows.node.faults import classify
+from medic.flows.node.follow import end_on_healthy, start_following
+from medic.flows.node.loops import note_repair, repair_of
 from medic.flows.node.pages import node_page, storm_page
 from medic.flows.node.policy import (
     IN_REPAIR_STATUSES,
@@ -43,6 +46,7 @@ from medic.flows.node.policy import (
     decide_node,
     is_slurm_controller,
 )
+from medic.ledger.capacity import CapacityStore, CapacityWait
 from medic.ledger.modes import SeenModes
 from medic.ledger.node_event import NodeEventView, load_node_event
 from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
@@ -131,7 +135,27 @@ def _remediate(event: NodeHealthEvent, deps: Deps, cluster: Cluster, fault: Faul
         NodeStore(table).record_healthy(cluster.name, detail.InstanceId, event.time)
         if decision.close_incident:
             _close_replaced(table, cluster.name, detail.InstanceId, node)
+            ended = end_on_healthy(table, cluster.name, detail.InstanceId, node, event.time)
+            if ended is not None:  # HyperPod's repair of the node is over: one more in the position's history
+                note_repair(deps, table, about, cluster, ended.logical_id,
+                            repair_of(ended.incident, ended.node_id, ended.fault,
+                                      "reboot" if ended.node_id == detail.InstanceId else "replace", "hyperpod",
+                                      event.time, ended.fault_at), deps.now())
+    if decision.waits_for_capacity and node is not None:  # a replace that cannot be served: a sweep retries it
+        CapacityStore(table).wait(cluster.name, CapacityWait(node.node_id, fault.value, health_reason, deps.now(),
+                                                             decision.waits_for_capacity))
+    if decision.follows and node is not None:  # HyperPod repairs it (automatic node recovery): followed
+        follow_hyperpod_repair(deps, table, about.mode, cluster, node, fault, about.incident, event.time, event.id)
     return finish_node_decision(about, fault, decision, deps, table, cluster, health_reason, view)
+
+
+def follow_hyperpod_repair(deps: Deps, table: Table, mode: Mode, cluster: Cluster, node: NodeInfo, fault: Fault,
+                           incident: str, fault_at: datetime, event_id: str | None) -> None:
+    """HyperPod repairs the node itself: follow the repair (flows/node/follow) and, the first time, learn the jobs on
+    the node so the scheduler's side sees to them after it (deps.JobsOnNode.while_hyperpod_repairs)."""
+    now = deps.now()
+    if start_following(table, cluster.name, node, fault, incident, fault_at, now) and mode.acts:
+        deps.jobs_on(cluster).while_hyperpod_repairs(deps, table, cluster, node, incident, fault.value, event_id, now)
 
 
 def _already_acted(event_id: str, view: NodeEventView) -> str:
@@ -194,7 +218,9 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
         decision = decide_node(NodeContext(mode=mode, cluster=cluster, guardrails=guardrails, fault=fault,
                                            node=node, state=view.state, cluster_state=view.cluster_state,
                                            cluster_info=cluster_info, now=now, event_time=event_time,
-                                           last_healthy_at=view.healthy_at, event_acted=view.event_acted))
+                                           last_healthy_at=view.healthy_at, event_acted=view.event_acted,
+                                           capacity=lambda group: replacement_capacity(deps, table, cluster.name,
+                                                                                       group)))
         if decision.outcome not in (Outcome.EXECUTED, Outcome.DRY_RUN):
             break
         claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,

@@ -27,7 +27,9 @@ from medic.flows.node.cluster_sweep import ClusterSweep, node_incident
 from medic.flows.node.drain_first import call_overdue_drains
 from medic.flows.node.pages import node_page
 from medic.flows.node.policy import NodeDecision
-from medic.flows.node.remediation import decide_claim_act, finish_node_decision
+from medic.flows.node.remediation import decide_claim_act, finish_node_decision, follow_hyperpod_repair
+from medic.flows.node.sweep_capacity import retry_when_capacity_is_back
+from medic.flows.node.sweep_follow import sweep_followed
 from medic.flows.node.sweep_policy import (
     FAILURE,
     FAILURE_WITHOUT_REASON,
@@ -123,6 +125,8 @@ class Sweep(ClusterSweep):
             if self.node_store.claim_failure_report(name, node.node_id, self.now, self.cooldown):
                 self._failed(node)
         sweep_repairs(self, nodes, acted, acted_logical)
+        sweep_followed(self, nodes)  # HyperPod's own repairs (automatic node recovery), timed to their end
+        retry_when_capacity_is_back(self)  # replaces held back for capacity (issue 32)
         self.deps.jobs_on(self.cluster).follow_up(self, nodes)  # the scheduler's side: resume, see to the jobs
 
     def _snapshot_cluster(self) -> None:
@@ -193,6 +197,9 @@ class Sweep(ClusterSweep):
         about = self.about(node.node_id, node)
         decision, view = decide_claim_act(self.deps, self.table, self.mode, self.cluster, node.node_id,
                                           Fault.UNKNOWN, node, about, health_reason=NO_HEALTH_REASON)
+        if decision.follows:  # found failed by this sweep: the fault was at most a sweep earlier
+            follow_hyperpod_repair(self.deps, self.table, self.mode, self.cluster, node, Fault.UNKNOWN, about.incident,
+                                   self.now, None)
         if decision.page is not Page.INCIDENT:
             finish_node_decision(about, Fault.UNKNOWN, decision, self.deps, self.table, self.cluster, NO_HEALTH_REASON,
                                  view)

@@ -73,7 +73,7 @@ from medic.core.models import Action, MedicEvent, NodeInfo, Outcome, Why
 from medic.core.pages import PageText, console_link
 from medic.core.record import Record
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
-from medic.core.text import MedicText
+from medic.core.text import MedicText, quoted
 from medic.flows.node.policy import IN_REPAIR_STATUSES
 
 STALE_CLAIM = timedelta(minutes=2)  # a run lasts at most 60 s: an in-flight claim this old lost its run
@@ -220,8 +220,9 @@ def latest_actions(actions: Iterable[tuple[str | None, datetime]]) -> dict[str, 
 def slow_repair_reason(node: NodeInfo, since: datetime, now: datetime, repair_minutes: int, medics: bool) -> str:
     minutes = int((now - since).total_seconds() // 60)
     whose = "Medic's" if medics else "HyperPod's"
+    says = f" HyperPod says: {quoted(node.status_message, 200)}." if node.status_message else ""
     return (f"Node has been {node.status} for {minutes} min since {whose} repair began at {_hhmm(since)}, longer "
-            f"than the {repair_minutes}-minute repair window.")
+            f"than the {repair_minutes}-minute repair window.{says}")
 
 
 def slow_repair_page(record: Record, region: str) -> PageText:

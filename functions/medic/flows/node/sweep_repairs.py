@@ -14,6 +14,7 @@ from medic.core.models import Action, Fault, NodeInfo, Outcome, Why
 from medic.core.repairs import PendingClaim
 from medic.core.timeline import node_timeline
 from medic.flows.node.cluster_sweep import ClusterSweep
+from medic.flows.node.loops import note_repair, repair_of
 from medic.flows.node.sweep_policy import (
     FAILURE,
     MAX_REPAIR_WATCHES_PER_CLUSTER,
@@ -78,8 +79,19 @@ def sweep_repairs(sweep: ClusterSweep, nodes: list[NodeInfo], acted: dict, acted
             sweep.node_store.end_repair_watch(name, node_id)
             if watch.medics and watch.origin and node is not None:  # gone: a replaced instance, its successor tells
                 _repair_timeline(sweep, watch.origin, node)
+            elif not watch.medics and node is not None and node.status == RUNNING \
+                    and _recovery_known(sweep) != "automatic":  # (on Automatic, HyperPod's repairs are followed)
+                note_repair(sweep.deps, sweep.table, sweep.about(node_id, node), sweep.cluster, node.logical_id,
+                            repair_of(sweep.incident(node_id), node_id, Fault.UNKNOWN.value, "unknown", "someone",
+                                      sweep.now, watch.since), sweep.now)
             if watch.reported:
                 sweep.page_store.release_page(f"{sweep.incident(node_id)}:repair")  # a later repair pages again
+
+
+def _recovery_known(sweep: ClusterSweep) -> str:
+    """The cluster's NodeRecovery as this sweep's snapshot says (the config's without one): no DescribeCluster of its
+    own for a repair's history."""
+    return (sweep.info.node_recovery if sweep.info is not None else None) or sweep.cluster.node_recovery
 
 
 def _origin(sweep: ClusterSweep, node: NodeInfo, acted: dict) -> str | None:
@@ -104,6 +116,10 @@ def _repair_timeline(sweep: ClusterSweep, origin: str, node: NodeInfo) -> None:
         return
     repaired = sweep.now if node.status == RUNNING else None
     emit_incident(claim_timeline(sweep.incident(origin), sweep.cluster.name, claim, repaired, repaired))
+    if repaired is not None:  # one more repair in the position's history
+        note_repair(sweep.deps, sweep.table, sweep.about(node.node_id, node), sweep.cluster, node.logical_id,
+                    repair_of(sweep.incident(origin), origin, claim.fault, claim.action, "medic", repaired,
+                              claim.fault_at or claim.acted_at), sweep.now)
 
 
 def claim_timeline(incident: str, cluster: str, claim: PendingClaim, repaired_at: datetime | None,

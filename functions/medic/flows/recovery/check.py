@@ -26,7 +26,10 @@ from medic.flows.recovery.policy import (
     made_progress,
     progress_since,
 )
+from medic.ledger.follows import FollowStore
 from medic.ledger.incidents import IncidentStore
+from medic.ledger.nodes import NodeStore
+from medic.ledger.repairs import RepairStore
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
@@ -38,6 +41,10 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
     records = []
     for watch in IncidentStore(deps.table).recoveries():
         if watch.held and watch.acted_at is None and now < watch.deadline:  # a node repair owns the job, no restart
+            continue
+        if watch.held and now >= watch.deadline and repair_under_way(watch, deps):
+            # issue 32 item 6: the window starts when the node (or its replacement) is back, however long the repair
+            # takes; a repair that outlasts its window pages on its own (the reconciler's slow-repair page)
             continue
         try:
             # with the day before the restart: the last checkpoint the resume point is checked against
@@ -53,6 +60,24 @@ def check_recoveries(event: Any, deps: Deps) -> list[dict]:
             continue
         records.append(_conclude(watch, verdict, progress, run_id, deps))
     return records
+
+
+def repair_under_way(watch: RecoveryWatch, deps: Deps) -> bool:
+    """The node repair holding the watch has not ended as far as the ledger says: Medic's own (or one whose jobs the
+    agent listed) not yet followed up (ledger.repairs), HyperPod's own still followed (ledger.follows), or the node
+    still seen in repair (ledger `repair#`). Never raises: unreadable reads as ended (the backstop then judges)."""
+    incident, cluster = watch.held_by or "", watch.cluster
+    node_id = incident.rsplit(":", 1)[-1]
+    try:
+        if any(repair.incident == incident and repair.taken_at is None
+               for repair in RepairStore(deps.table).repairs(cluster)):
+            return True
+        if any(followed.incident == incident for followed in FollowStore(deps.table).followed(cluster)):
+            return True
+        return node_id in NodeStore(deps.table).repair_watches(cluster)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("repair state unreadable", extra={"incident": watch.incident, "error_code": error_code(error)})
+        return False
 
 
 def conclude_on_ok(watch: RecoveryWatch, progress: Progress, event_id: str, deps: Deps,
