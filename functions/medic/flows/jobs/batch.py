@@ -1,0 +1,260 @@
+"""AWS Batch job restart, the sibling of the SageMaker training-job flow (flows/jobs/restart): parse → claim the
+failure → classify (the shared failure-rule classifier, Batch's rules) → decide (the shared pure policy) → submit
+the clone → page → record.
+
+FAILED is Batch's last word: the job's own retryStrategy (attempts, evaluateOnExit) has run ("Automated job
+retries", docs.aws.amazon.com/batch/latest/userguide/job_retries.html: a failed attempt goes back to RUNNABLE
+while attempts remain), so Medic never fights it; each record says how many attempts Batch made.
+
+What Medic does with the parts of a job:
+- an array job's child (jobId `<array>:<index>`): nothing (`ignored`): the array job fails when a child does and
+  its own FAILED event is the one Medic handles; an array job is paged, never resubmitted: SubmitJob cannot
+  resubmit one index (a clone of the array reruns every child, the ones that succeeded too, and a single job may
+  not set AWS_BATCH_JOB_ARRAY_INDEX itself: the name is reserved, botocore's batch model);
+- a multi-node parallel job's node (jobId `<job>#<node index>`): nothing (`ignored`): the job as a whole is what
+  fails and what Medic resubmits, with every node range (adapters/batch.clone_request).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
+
+from medic.adapters.aws import error_code
+from medic.adapters.batch import Unclonable
+from medic.config import BatchJobs
+from medic.core.mode import Mode
+from medic.core.models import Action, Fault, Outcome, Trigger, Why
+from medic.core.pages import Page, PageSource, PageWindow
+from medic.core.record import About
+from medic.core.text import quoted
+from medic.core.timeline import job_timeline
+from medic.deps import Deps
+from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
+from medic.flows.jobs.faults import JobFailure, classify_failure
+from medic.flows.jobs.pages import job_page
+from medic.flows.jobs.policy import (
+    Checkpoint,
+    JobContext,
+    JobDecision,
+    Lineage,
+    decide_job,
+    foreign_training_job_arn,
+    lineage_of,
+    restart_tags,
+    user_tags,
+)
+from medic.ledger.jobs import JobStore, MedicRestart
+from medic.ledger.table import Table
+from medic.obs import emit_incident
+from medic.outbox.pages import page_incident
+from medic.outbox.records import emit, rejected
+
+BATCH_NAME_LIMIT = 128  # SubmitJob jobName: up to 128 characters (AWS Batch API reference)
+TAG_LIMIT = 50  # SubmitJob tags: at most 50 (botocore's batch model, TagrisTagsMap)
+INCIDENT_PREFIX = "batch-job:"
+# The ledger's names for Batch jobs (failure claims, restart notes): Batch's own namespace, apart from SageMaker's.
+LEDGER_PREFIX = "batch/"
+# The failure's handling ends with these (as for training jobs): a duplicate, an ignored status or a dry run
+# closes nothing.
+CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
+                              Outcome.DEFERRED.value})
+
+
+def restart_batch_job(raw: Any, deps: Deps) -> dict:
+    mode = deps.mode.current()
+    try:
+        event = BatchJobStateEvent.model_validate(raw, context=deps.edge())
+    except ValidationError as error:
+        return rejected(raw, error, mode, Trigger.JOB_STATE, "Batch job state event")
+
+    detail = event.detail
+    name = detail.jobName
+    about = About(incident=INCIDENT_PREFIX + name, trigger=Trigger.JOB_STATE, event_id=event.id, mode=mode, job=name)
+    spec = deps.config.batch_jobs_for(name)
+    failure = classify_failure(detail.failure_text(), deps.config.batch_failure_rules(spec) if spec else [])
+    for field, arn in (("jobArn", detail.jobArn), ("jobQueue", detail.jobQueue)):
+        foreign = foreign_training_job_arn(arn, account=deps.account, region=deps.region, partition=deps.partition,
+                                           field=field)
+        if foreign:  # defence in depth: the rule takes this account's events only; the ARNs must agree
+            return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
+                                     reason=f"{foreign} Medic acts only on this partition's, account's and region's "
+                                            "jobs."))
+    ignored = _not_ours(detail, spec)
+    if ignored:
+        return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.IGNORED, reason=ignored))
+
+    assert spec is not None  # _not_ours said so
+    table = deps.table.for_mode(mode)
+    # Lineage and attempt are Medic's word: its note of the job it submitted, held against the job's createdAt.
+    medics = JobStore(deps.table).restart(LEDGER_PREFIX + name)
+    lineage = lineage_of(LEDGER_PREFIX + name, medics, detail.created)
+    if lineage.root == LEDGER_PREFIX + name:  # not Medic's restart: the job is the root of its own lineage
+        lineage = Lineage(root=name, restarts=0)
+    about = about.but(incident=INCIDENT_PREFIX + lineage.root)
+
+    received = deps.now()
+    if not JobStore(table).claim_job_failure(LEDGER_PREFIX + detail.jobId, received):
+        return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
+                                 reason=f"This failure of {name} (job {detail.jobId}) was already handled.",
+                                 attempt=lineage.restarts + 1))
+    try:
+        record = _handle_claimed(detail, raw.get("detail") or {}, about, spec, failure, lineage, table, deps)
+    except BaseException:  # an unexpected error: the retry of this event must not read as a duplicate
+        JobStore(table).release_job_failure(LEDGER_PREFIX + detail.jobId)
+        raise
+    JobStore(table).finish_job_failure(LEDGER_PREFIX + detail.jobId, deps.now())
+    if mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:
+        # Written at once: Medic does not watch a Batch clone until it runs (the restart's resume is not timed).
+        restarted = deps.now() if record["outcome"] == Outcome.EXECUTED.value else None
+        emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
+                                   fault_at=event.time, detected_at=received, restarted_at=restarted,
+                                   job_started_at=detail.started_at, kind="batch_job"))
+    return record
+
+
+def _not_ours(detail: BatchJobDetail, spec: BatchJobs | None) -> str | None:
+    """Why Medic leaves this event alone (None: it handles it)."""
+    if spec is None:
+        return f"Batch job {detail.jobName} matches no configured prefix; Medic leaves it alone."
+    if detail.queue_name not in spec.job_queues:
+        return (f"Batch job {detail.jobName} ran in queue {detail.queue_name}, not in its batch_jobs entry's "
+                f"job_queues; Medic leaves it alone.")
+    if detail.status != "FAILED":
+        return f"Job status is {detail.status}."
+    if detail.array_child:
+        return (f"Job {detail.jobId} is a child of an array job: Medic handles the array job's own failure, once "
+                "(and pages: it never resubmits part of an array).")
+    if detail.node_of_multi_node:
+        return (f"Job {detail.jobId} is one node of a multi-node parallel job: Medic handles the job's own failure, "
+                "once, as a whole.")
+    return None
+
+
+def _handle_claimed(detail: BatchJobDetail, event_job: dict, about: About, spec: BatchJobs, failure: JobFailure,
+                    lineage: Lineage, table: Table, deps: Deps) -> dict:
+    reason = detail.failure_text()
+    attempts = f"Batch made {len(detail.attempts)} attempt(s) under the job's own retry strategy first"
+    if detail.array_parent:
+        decision = JobDecision(failure.fault, Action.NONE, Outcome.DEFERRED,
+                               f"An array job ({failure.label}): Medic never resubmits an array job (a clone reruns "
+                               f"every child, the ones that succeeded too); {attempts}; a human decides.",
+                               page=Page.INCIDENT, why=Why.HUMAN_DECIDES)
+        return _finish(about, decision, deps, table, reason, detail)
+    max_restarts = deps.config.max_restarts_for(spec)
+    checkpoint, where = Checkpoint.NOT_CONFIGURED, "the batch_jobs entry names no checkpoint location"
+    if failure.fault is Fault.JOB_RETRYABLE and lineage.restarts < max_restarts:
+        definition = detail.jobDefinition.rsplit("/", 1)[-1].split(":", 1)[0]
+        if definition not in spec.job_definitions:
+            decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+                                   f"Retryable ({failure.label}) but the job's definition {definition} is not in its "
+                                   f"batch_jobs entry's job_definitions: Medic may not submit it; add it to the config "
+                                   f"to let Medic restart these jobs.", page=Page.INCIDENT,
+                                   attempt=lineage.restarts + 1, why=Why.NOT_ALLOWED)
+            return _finish(about, decision, deps, table, reason, detail)
+        try:
+            checkpoint, where = _checkpoint_state(deps, spec, lineage.root)
+        except (ClientError, BotoCoreError, ValueError) as error:
+            return _failed(about, failure.fault, deps, table, reason, detail,
+                           f"Could not look for the job's checkpoint ({error_code(error)}): {quoted(str(error))}")
+    decision = decide_job(JobContext(mode=about.mode, status="Failed", failure=failure, lineage=lineage,
+                                     max_restarts=max_restarts, checkpoint=checkpoint,
+                                     allow_without_checkpoint=spec.allow_restart_without_checkpoint,
+                                     no_checkpoint=f"nothing is stored under {where}"))
+    if decision.executes:
+        resume = f"resuming from {where}" if checkpoint is Checkpoint.PRESENT else "from scratch"
+        decision = _submit_restart(decision, deps, detail, event_job, lineage, resume, attempts)
+    elif decision.outcome is not Outcome.DRY_RUN:
+        decision = JobDecision(decision.fault, decision.action, decision.outcome,
+                               f"{decision.reason[:-1]} ({attempts}).", decision.page, decision.attempt, decision.why)
+    return _finish(about, decision, deps, table, reason, detail)
+
+
+def _checkpoint_state(deps: Deps, spec: BatchJobs, root: str) -> tuple[Checkpoint, str]:
+    """Whether a checkpoint exists where the entry says these jobs write them (the first location holding one),
+    and the location(s) as words."""
+    if not spec.checkpoint_buckets:
+        return Checkpoint.NOT_CONFIGURED, "the batch_jobs entry's checkpoint_buckets (none)"
+    for location in spec.checkpoint_buckets:
+        if deps.checkpoints.exist(location.uri_for(root)):
+            return Checkpoint.PRESENT, location.uri_for(root)
+    return Checkpoint.EMPTY, " or ".join(location.uri_for(root) for location in spec.checkpoint_buckets)
+
+
+def _submit_restart(decision: JobDecision, deps: Deps, detail: BatchJobDetail, event_job: dict, lineage: Lineage,
+                    resume: str, attempts: str) -> JobDecision:
+    failed, new_name = detail.jobName, lineage.next_name(BATCH_NAME_LIMIT)
+    try:
+        description = deps.batch.describe(detail.jobId) or event_job  # the event's detail is the job, as described
+    except (ClientError, BotoCoreError) as error:
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"Could not read the job to clone it ({error_code(error)}): {quoted(str(error))}",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    tags = restart_tags(user_tags(dict(description.get("tags") or {})), lineage, failed, TAG_LIMIT)
+    if tags is None:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"The job has {len(user_tags(description.get('tags') or {}))} tags: with Medic's lineage "
+                           f"tags the restart would exceed Batch's {TAG_LIMIT}; restart it by hand or drop a tag.",
+                           page=Page.INCIDENT, attempt=decision.attempt, why=Why.NOT_ALLOWED)
+    now, store = deps.now(), JobStore(deps.table)
+    noted = store.intend_restart(MedicRestart(name=LEDGER_PREFIX + new_name, root=lineage.root,
+                                              attempt=lineage.restarts + 1, restarted_from=failed, intended_at=now,
+                                              restarted_from_created=detail.created))
+    if noted is None:
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"Not restarted: Medic noted the name {new_name} for the failure of another job named "
+                           f"{failed}. Medic submitted nothing: restart {failed} by hand under another name.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    if noted.submitted_id:
+        return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
+                           f"Restart {new_name} already exists: Medic submitted it for this failure of {failed} (job "
+                           f"{noted.submitted_id}).", attempt=decision.attempt)
+    if noted.intended_at != now:  # an earlier run began the submission and never recorded its answer
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"An earlier run of Medic began submitting {new_name} at "
+                           f"{noted.intended_at:%H:%M:%S} UTC and recorded no answer; Batch takes two jobs of one "
+                           f"name, so Medic does not submit again: look for {new_name} in queue {detail.queue_name} "
+                           f"and submit it by hand if it is not there.", page=Page.INCIDENT, attempt=decision.attempt)
+    try:
+        job_id = deps.batch.submit_clone(description, new_name, tags)
+    except Unclonable as unclonable:
+        return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
+                           f"Retryable, but Medic cannot clone the job faithfully: {unclonable}.",
+                           page=Page.INCIDENT, attempt=decision.attempt, why=Why.NOT_ALLOWED)
+    except (ClientError, BotoCoreError) as error:
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"SubmitJob for {new_name} failed ({error_code(error)}): {quoted(str(error))}",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    store.note_submitted(LEDGER_PREFIX + new_name, job_id)
+    return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
+                       f"{decision.reason[:-1]} ({attempts}): submitted {new_name} (job {job_id}) to queue "
+                       f"{detail.queue_name}, {resume}.", attempt=decision.attempt)
+
+
+def _failed(about: About, fault: Fault, deps: Deps, table: Table, failure_reason: str, detail: BatchJobDetail,
+            reason: str) -> dict:
+    decision = JobDecision(fault, Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
+    return _finish(about, decision, deps, table, failure_reason, detail)
+
+
+def _finish(about: About, decision: JobDecision, deps: Deps, table: Table, failure_reason: str,
+            detail: BatchJobDetail) -> dict:
+    record = about.record(fault=decision.fault, action=decision.action, outcome=decision.outcome,
+                          reason=decision.reason, why=decision.why, attempt=decision.attempt)
+    if decision.page is Page.INCIDENT:
+        console = (f"https://{deps.region}.console.aws.amazon.com/batch/home?region={deps.region}"
+                   f"#jobs/detail/{detail.jobId}")
+        page = job_page(record, failure_reason, deps.region, kind="Batch job", console=console,
+                        extra=(f"Batch:          job {detail.jobId} in queue {detail.queue_name}, FAILED after "
+                               f"{len(detail.attempts)} attempt(s) of its own retry strategy",))
+        record = record.paged_if(page_incident(deps, table, record, page, window=batch_jobs_window(deps, about.job)))
+    return emit(record)
+
+
+def batch_jobs_window(deps: Deps, job: str | None) -> PageWindow:
+    """Batch job pages count per configured prefix, as training jobs' do: a queue's outage failing fifty jobs is
+    one summary, not fifty pages."""
+    spec = deps.config.batch_jobs_for(job) if job else None
+    return PageWindow(PageSource.TRAINING_JOB, f"batch jobs {spec.prefix if spec else job or '-'}*")
