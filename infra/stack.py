@@ -23,6 +23,7 @@ from infra.components.powertools import PowertoolsLayer
 from infra.components.reconciler import Reconciler
 from infra.components.shared import Shared
 from infra.components.training_alarms import AlarmResponse, TrainingAlarms
+from infra.components.managed_job_restarts import ManagedJobRestarts
 from infra.components.training_job_restarts import TrainingJobRestarts
 from infra.config import config_warnings
 from infra.event_patterns import check_event_patterns
@@ -65,6 +66,8 @@ class MedicStack(Stack):
         self.agent_channel.restrict_senders(*([self.alarm_response.handler.role] if self.alarm_response else []))
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
+        self.managed_job_restarts = (
+            ManagedJobRestarts(self, "ManagedJobRestarts", shared=shared) if config.batch_jobs else None)
 
         self.event_archive = EventArchive(self, "EventArchive", shared=shared)  # every kind of event the rules take
         # After the archive: a change of the mode is paged, not a remediation event a backtest would replay.
@@ -85,7 +88,8 @@ class MedicStack(Stack):
         self.operator_policies = OperatorPolicies(
             self, "OperatorAccess", shared=shared, functions=functions, archive=self.event_archive,
             config_functions=[construct.handler for construct in (self.node_remediation, self.training_job_restarts,
-                                                                  self.alarm_response) if construct is not None])
+                                                                  self.managed_job_restarts, self.alarm_response)
+                              if construct is not None])
 
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
@@ -93,6 +97,7 @@ class MedicStack(Stack):
         for name, construct in (("NodeRemediation", self.node_remediation), ("ClusterEvents", self.cluster_events),
                                 ("Reconciler", self.reconciler),
                                 ("TrainingJobRestarts", self.training_job_restarts),
+                                ("ManagedJobRestarts", self.managed_job_restarts),
                                 ("AlarmResponse", self.alarm_response), ("ModeWatch", self.mode_watch)):
             if construct is not None:
                 CfnOutput(self, f"{name}LogGroup", value=construct.handler.log_group.log_group_name)
