@@ -19,6 +19,7 @@ import botocore.session
 from moto import mock_aws
 from moto.events.models import EventPattern
 
+from sim.batch import BATCH_JOB_EVENT, BatchWorld
 from sim.cfn import Physical, SimError, Template
 from sim.eks import EksWorld
 from sim.faults import Fault, raw_response
@@ -129,6 +130,7 @@ class World:
         self.mode_parameters: list[str] = []
         self.hyperpod = HyperPodWorld(account, region, f"arn:aws:iam::{account}:role/medic-sim-hyperpod-nodes")
         self.training = TrainingWorld(account, region, self.client)
+        self.batch = BatchWorld(account, region)
         self.slurm = SlurmWorld(self.client)
         self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes)
         self.slurm.node_names = self._slurm_node_names
@@ -145,6 +147,8 @@ class World:
             "sagemaker:ListClusterNodes": self.hyperpod.list_cluster_nodes,
             "sagemaker:ListTags": self.training.list_tags,
             "sagemaker:CreateTrainingJob": self.training.refuse_create,
+            "batch:DescribeJobs": self.batch.describe_jobs,
+            "batch:SubmitJob": self.batch.submit_job,
             "events:PutEvents": self.put_events,
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
@@ -633,6 +637,12 @@ class World:
             configured = (isinstance(name, str) and self.config is not None
                           and self.config.training_jobs_for(name) is not None)
             self.training.sync(detail, create=configured)
+            return
+        if event.get("detail-type") == BATCH_JOB_EVENT:
+            name = detail.get("jobName")
+            configured = (isinstance(name, str) and self.config is not None
+                          and self.config.batch_jobs_for(name) is not None)
+            self.batch.sync(detail, create=configured)
             return
         nested = detail.get("EventDetails")  # "SageMaker HyperPod Cluster Event" nests its details
         cluster = detail.get("ClusterName") or (nested.get("ClusterName") if isinstance(nested, dict) else None)

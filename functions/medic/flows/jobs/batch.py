@@ -33,6 +33,7 @@ from medic.core.text import quoted
 from medic.core.timeline import job_timeline
 from medic.deps import Deps
 from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
+from medic.flows.jobs.events import epoch_millis
 from medic.flows.jobs.faults import JobFailure, classify_failure
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import (
@@ -89,8 +90,16 @@ def restart_batch_job(raw: Any, deps: Deps) -> dict:
     assert spec is not None  # _not_ours said so
     table = deps.table.for_mode(mode)
     # Lineage and attempt are Medic's word: its note of the job it submitted, held against the job's createdAt.
+    # The job's createdAt as Batch says it (DescribeJobs), not as the event says, when Medic noted a job of the name.
     medics = JobStore(deps.table).restart(LEDGER_PREFIX + name)
-    lineage = lineage_of(LEDGER_PREFIX + name, medics, detail.created)
+    created = None
+    if medics is not None:
+        try:
+            created = epoch_millis((deps.batch.describe(detail.jobId) or {}).get("createdAt"))
+        except (ClientError, BotoCoreError) as error:
+            return _failed(about, failure.fault, deps, deps.table.for_mode(mode), detail.failure_text(), detail,
+                           f"Could not read the job ({error_code(error)}): {quoted(str(error))}")
+    lineage = lineage_of(LEDGER_PREFIX + name, medics, created)
     if lineage.root == LEDGER_PREFIX + name:  # not Medic's restart: the job is the root of its own lineage
         lineage = Lineage(root=name, restarts=0)
     about = about.but(incident=INCIDENT_PREFIX + lineage.root)
