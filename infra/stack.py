@@ -14,6 +14,7 @@ from infra.components.encryption import MedicKey
 from infra.components.event_archive import EventArchive
 from infra.components.function import REDRIVE_RUNBOOK, DeadLetterQueue, MedicFunction
 from infra.components.ledger import LedgerTable
+from infra.components.managed_job_restarts import ManagedJobRestarts
 from infra.components.mode import ModeParameter, ModeWatch
 from infra.components.node_remediation import NodeRemediation
 from infra.components.operations import Operations
@@ -23,7 +24,6 @@ from infra.components.powertools import PowertoolsLayer
 from infra.components.reconciler import Reconciler
 from infra.components.shared import Shared
 from infra.components.training_alarms import AlarmResponse, TrainingAlarms
-from infra.components.managed_job_restarts import ManagedJobRestarts
 from infra.components.training_job_restarts import TrainingJobRestarts
 from infra.config import config_warnings
 from infra.event_patterns import check_event_patterns
