@@ -632,17 +632,13 @@ class World:
         detail = event.get("detail")
         if not isinstance(detail, dict):
             return
-        if event.get("detail-type") == TRAINING_JOB_EVENT:
-            name = detail.get("TrainingJobName")
-            configured = (isinstance(name, str) and self.config is not None
-                          and self.config.training_jobs_for(name) is not None)
-            self.training.sync(detail, create=configured)
-            return
-        if event.get("detail-type") == BATCH_JOB_EVENT:
-            name = detail.get("jobName")
-            configured = (isinstance(name, str) and self.config is not None
-                          and self.config.batch_jobs_for(name) is not None)
-            self.batch.sync(detail, create=configured)
+        managed = {TRAINING_JOB_EVENT: ("TrainingJobName", "training_jobs_for", self.training.sync),
+                   BATCH_JOB_EVENT: ("jobName", "batch_jobs_for", self.batch.sync)}.get(event.get("detail-type"))
+        if managed is not None:  # a managed job's state change: the job, known or (configured) created
+            field, spec_for, sync = managed
+            name = detail.get(field)
+            sync(detail, create=isinstance(name, str) and self.config is not None
+                 and getattr(self.config, spec_for)(name) is not None)
             return
         nested = detail.get("EventDetails")  # "SageMaker HyperPod Cluster Event" nests its details
         cluster = detail.get("ClusterName") or (nested.get("ClusterName") if isinstance(nested, dict) else None)

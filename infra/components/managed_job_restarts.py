@@ -12,10 +12,8 @@ from infra.components.function import MedicFunction
 from infra.components.shared import Shared
 
 BATCH_JOB_EVENT = "Batch Job State Change"
-
-
-def batch_arn(resource: str) -> str:
-    return f"arn:{Aws.PARTITION}:batch:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
+# This stack's Batch resources (job-queue/<name>, job-definition/<name>:<revision>, job/<id>)
+BATCH_ARN = f"arn:{Aws.PARTITION}:batch:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
 
 
 class ManagedJobRestarts(Construct):
@@ -23,17 +21,11 @@ class ManagedJobRestarts(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
         super().__init__(scope, construct_id)
-        specs = shared.config.batch_jobs
-        self.handler = MedicFunction(
-            self, "Handler",
-            handler="medic.handlers.managed_job.handler",
-            description="Medic: restart failed AWS Batch jobs (resubmit a clone)",
-            environment=shared.environment(),
-            layers=list(shared.layers),
-            key=shared.key,
-            reserved_concurrency=shared.reserved("managed_job"),
-        )
-        role = self.handler.role
+        self.handler = MedicFunction.of_shared(
+            self, "Handler", shared, handler="medic.handlers.managed_job.handler",
+            description="Medic: restart failed AWS Batch jobs (resubmit a clone)", concurrency="managed_job")
+        role, specs = self.handler.role, shared.config.batch_jobs
+        shared.grant_ledger_paging_mode(role)
         queues = sorted({queue for spec in specs for queue in spec.job_queues})
         definitions = sorted({definition for spec in specs for definition in spec.job_definitions})
         # SubmitJob authorizes on the job queue and on the job definition; the definition's ARN with its revision
@@ -41,8 +33,8 @@ class ManagedJobRestarts(Construct):
         # definition and job queue", AWS Batch user guide). Medic submits the failed job's exact revision.
         role.add_to_policy(iam.PolicyStatement(
             actions=["batch:SubmitJob"],
-            resources=[batch_arn(f"job-queue/{queue}") for queue in queues]
-            + [batch_arn(f"job-definition/{definition}:*") for definition in definitions]))
+            resources=[BATCH_ARN + f"job-queue/{queue}" for queue in queues]
+            + [BATCH_ARN + f"job-definition/{definition}:*" for definition in definitions]))
         for definition in definitions:
             Validations.of(role).acknowledge(Acknowledgment(
                 id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:batch:<AWS::Region>:"
@@ -53,7 +45,7 @@ class ManagedJobRestarts(Construct):
         # type); a job's ARN carries its id, not its name, so tagging the jobs Medic submits (tags on SubmitJob:
         # TagResource, assumption) cannot be scoped to a name either.
         role.add_to_policy(iam.PolicyStatement(actions=["batch:DescribeJobs"], resources=["*"]))
-        role.add_to_policy(iam.PolicyStatement(actions=["batch:TagResource"], resources=[batch_arn("job/*")]))
+        role.add_to_policy(iam.PolicyStatement(actions=["batch:TagResource"], resources=[BATCH_ARN + "job/*"]))
         Validations.of(role).acknowledge(Acknowledgment(
             id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
             reason="batch:DescribeJobs supports no resource-level permissions; read-only."))
@@ -65,21 +57,13 @@ class ManagedJobRestarts(Construct):
         if buckets:  # ListBucket on exactly those (Medic never reads an object)
             role.add_to_policy(iam.PolicyStatement(
                 actions=["s3:ListBucket"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}" for bucket in buckets]))
-        shared.grant_ledger_paging_mode(role)
-
-        self.rule = events.Rule(
-            self, "BatchRule",
-            description="Failed AWS Batch jobs Medic may restart",
-            event_pattern=events.EventPattern(
-                source=["aws.batch"],
-                detail_type=[BATCH_JOB_EVENT],
-                account=[Aws.ACCOUNT_ID],
-                # The queue by its ARN's end: a pattern holds no token but the account id (infra/event_patterns);
-                # the account filter above and the handler's check of the ARN's partition, account and region
-                # (flows/jobs/batch) make it this stack's queue.
-                detail={"status": ["FAILED"],
-                        "jobQueue": [{"suffix": f":job-queue/{queue}"} for queue in queues],
-                        "jobName": [{"prefix": spec.prefix} for spec in specs]},
-            ),
-        )
+        # The queue by its ARN's end: a pattern holds no token but the account id (infra/event_patterns); the
+        # account filter and the handler's check of the ARN's partition, account and region (flows/jobs/batch) make
+        # it this stack's queue.
+        failed = events.EventPattern(
+            source=["aws.batch"], detail_type=[BATCH_JOB_EVENT], account=[Aws.ACCOUNT_ID],
+            detail={"status": ["FAILED"], "jobQueue": [{"suffix": f":job-queue/{queue}"} for queue in queues],
+                    "jobName": [{"prefix": spec.prefix} for spec in specs]})
+        self.rule = events.Rule(self, "BatchRule", description="Failed AWS Batch jobs Medic may restart",
+                                event_pattern=failed)
         self.handler.route(self.rule)

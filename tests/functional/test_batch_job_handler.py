@@ -89,13 +89,20 @@ def checkpoint_saved(s3, lineage: str = JOB) -> None:
     s3.put_object(Bucket=BUCKET, Key=f"pretrain/{lineage}/step-4800/model.pt", Body=b"weights")
 
 
-def test_a_multi_node_job_on_a_terminated_host_is_resubmitted_once_as_a_faithful_clone(world):
-    medic, batch, s3 = world
-    # Given a multi-node job Batch retried twice and then failed on a terminated host, its checkpoint in S3
+def restartable(world) -> dict:
+    """Given the multi-node job's failure on a terminated host, its checkpoint in S3, Batch answering for it."""
+    _, batch, s3 = world
     checkpoint_saved(s3)
     event = failed()
     batch.describes(event)
     batch.accepts(f"{JOB}-r1")
+    return event
+
+
+def test_a_multi_node_job_on_a_terminated_host_is_resubmitted_once_as_a_faithful_clone(world):
+    medic, batch, _ = world
+    # Given a multi-node job Batch retried twice and then failed on a terminated host, its checkpoint in S3
+    event = restartable(world)
     # When Batch reports it FAILED
     record = restart_batch_job(medic.arrives(event), medic.deps)
     # Then one SubmitJob: the same revision, queue, parameters, node ranges, timeout, priority, share, tags
@@ -128,11 +135,8 @@ def test_a_multi_node_job_on_a_terminated_host_is_resubmitted_once_as_a_faithful
 
 
 def test_a_redelivered_failure_is_a_duplicate_and_submits_nothing(world):
-    medic, batch, s3 = world
-    checkpoint_saved(s3)
-    event = failed()
-    batch.describes(event)
-    batch.accepts(f"{JOB}-r1")
+    medic, batch, _ = world
+    event = restartable(world)
     restart_batch_job(medic.arrives(event), medic.deps)
     # When EventBridge delivers the same failure again
     again = restart_batch_job(medic.arrives(copy.deepcopy(event)), medic.deps)

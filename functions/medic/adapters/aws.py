@@ -20,25 +20,3 @@ def client(service: str) -> Any:
 def error_code(error: Exception) -> str:
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Code") or type(error).__name__)
-
-
-def fit_to_shape(value: Any, shape: Any) -> Any:
-    """The value filtered, recursively, to the members the botocore shape has (what an API accepts back)."""
-    if shape.type_name == "structure":
-        return {name: fit_to_shape(value[name], member) for name, member in shape.members.items()
-                if isinstance(value, dict) and name in value and value[name] is not None}
-    if shape.type_name == "list" and isinstance(value, list):
-        return [fit_to_shape(item, shape.member) for item in value]
-    if shape.type_name == "map" and isinstance(value, dict):
-        return {key: fit_to_shape(item, shape.value) for key, item in value.items()}
-    return value
-
-
-def prune_empty(value: Any) -> Any:
-    """Empty dicts and lists removed, recursively (a container emptied by pruning goes too)."""
-    if isinstance(value, dict):
-        pruned = {key: prune_empty(item) for key, item in value.items()}
-        return {key: item for key, item in pruned.items() if item != {} and item != []}
-    if isinstance(value, list):
-        return [item for item in (prune_empty(item) for item in value) if item != {} and item != []]
-    return value

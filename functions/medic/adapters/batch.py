@@ -7,7 +7,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from medic.adapters.aws import CLIENT_CONFIG, fit_to_shape, prune_empty
+from medic.adapters.aws import CLIENT_CONFIG
+from medic.adapters.training import fit_to_shape, prune_empty
 
 # SubmitJob is not idempotent: Batch takes a second job of the same name (no client token, botocore's batch
 # model), so a retry after a timeout whose request AWS had accepted would submit the restart twice. Medic's
@@ -24,14 +25,10 @@ class Unclonable(Exception):
 
 
 class BatchJobs:
-    def __init__(self, client: Any = None) -> None:
-        self._client = client
+    """AWS Batch through one client (given, or made on first use with SUBMIT_ONCE)."""
 
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = boto3.client("batch", config=SUBMIT_ONCE)
-        return self._client
+    def __init__(self, client: Any = None) -> None:
+        self.client = client or boto3.client("batch", config=SUBMIT_ONCE)
 
     def describe(self, job_id: str) -> dict | None:
         """DescribeJobs of one job (None: Batch no longer knows it: jobs are kept about a week after they end)."""

@@ -8,7 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from medic.adapters.aws import client as make_client
-from medic.adapters.aws import error_code, fit_to_shape, prune_empty
+from medic.adapters.aws import error_code
 
 
 class JobAlreadyExists(Exception):
@@ -67,7 +67,7 @@ def clone_request(service_model: Any, description: dict) -> dict:
     no empty containers (DescribeTrainingJob returns e.g. ``VpcConfig: {}``), no read-only members, and no
     MetricDefinitions where SageMaker defines them (built-in algorithms, algorithm resources)."""
     shape = service_model.operation_model("CreateTrainingJob").input_shape
-    request = fit_to_shape(description, shape)
+    request = _fit(description, shape)
     resources = request.get("ResourceConfig", {})
     for member in READ_ONLY_RESOURCE_CONFIG:
         resources.pop(member, None)
@@ -78,7 +78,7 @@ def clone_request(service_model: Any, description: dict) -> dict:
         algorithm.pop("MetricDefinitions", None)
     elif is_built_in_algorithm(algorithm.get("TrainingImage", ""), description):
         algorithm.pop("MetricDefinitions", None)
-    return prune_empty(request)
+    return _prune(request)
 
 
 def is_built_in_algorithm(image: str, description: dict) -> bool:
@@ -100,3 +100,28 @@ def training_plan_arns(description: dict) -> list[str]:
     for preference in resources.get("InstancePreferences") or []:
         arns.extend(preference.get("TrainingPlanArns") or [])
     return sorted(set(arns))
+
+
+def _fit(value: Any, shape: Any) -> Any:
+    if shape.type_name == "structure":
+        return {name: _fit(value[name], member) for name, member in shape.members.items()
+                if isinstance(value, dict) and name in value and value[name] is not None}
+    if shape.type_name == "list" and isinstance(value, list):
+        return [_fit(item, shape.member) for item in value]
+    if shape.type_name == "map" and isinstance(value, dict):
+        return {key: _fit(item, shape.value) for key, item in value.items()}
+    return value
+
+
+def _prune(value: Any) -> Any:
+    """Empty dicts and lists removed, recursively (a container emptied by pruning goes too)."""
+    if isinstance(value, dict):
+        pruned = {key: _prune(item) for key, item in value.items()}
+        return {key: item for key, item in pruned.items() if item != {} and item != []}
+    if isinstance(value, list):
+        return [item for item in (_prune(item) for item in value) if item != {} and item != []]
+    return value
+
+
+# The same filter and pruning, for the other adapters that clone a job from its description (adapters/batch).
+fit_to_shape, prune_empty = _fit, _prune

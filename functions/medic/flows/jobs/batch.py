@@ -32,21 +32,13 @@ from medic.core.record import About
 from medic.core.text import quoted
 from medic.core.timeline import job_timeline
 from medic.deps import Deps
+from medic.flows.jobs import policy
 from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
 from medic.flows.jobs.events import epoch_millis
 from medic.flows.jobs.faults import JobFailure, classify_failure
 from medic.flows.jobs.pages import job_page
-from medic.flows.jobs.policy import (
-    Checkpoint,
-    JobContext,
-    JobDecision,
-    Lineage,
-    decide_job,
-    foreign_training_job_arn,
-    lineage_of,
-    restart_tags,
-    user_tags,
-)
+from medic.flows.jobs.policy import Checkpoint, JobContext, JobDecision, Lineage
+from medic.flows.jobs.restart import CLOSING_OUTCOMES
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident
@@ -58,27 +50,26 @@ TAG_LIMIT = 50  # SubmitJob tags: at most 50 (botocore's batch model, TagrisTags
 INCIDENT_PREFIX = "batch-job:"
 # The ledger's names for Batch jobs (failure claims, restart notes): Batch's own namespace, apart from SageMaker's.
 LEDGER_PREFIX = "batch/"
-# The failure's handling ends with these (as for training jobs): a duplicate, an ignored status or a dry run
-# closes nothing.
-CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
-                              Outcome.DEFERRED.value})
 
 
 def restart_batch_job(raw: Any, deps: Deps) -> dict:
-    mode = deps.mode.current()
     try:
         event = BatchJobStateEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
-        return rejected(raw, error, mode, Trigger.JOB_STATE, "Batch job state event")
+        return rejected(raw, error, deps.mode.current(), Trigger.JOB_STATE, "Batch job state event")
+    return _restart(event, raw["detail"], deps.mode.current(), deps)
 
+
+def _restart(event: BatchJobStateEvent, event_job: dict, mode: Mode, deps: Deps) -> dict:
+    """The failure's handling (CLOSING_OUTCOMES end it, as for training jobs: its incident line)."""
     detail = event.detail
     name = detail.jobName
     about = About(incident=INCIDENT_PREFIX + name, trigger=Trigger.JOB_STATE, event_id=event.id, mode=mode, job=name)
     spec = deps.config.batch_jobs_for(name)
     failure = classify_failure(detail.failure_text(), deps.config.batch_failure_rules(spec) if spec else [])
     for field, arn in (("jobArn", detail.jobArn), ("jobQueue", detail.jobQueue)):
-        foreign = foreign_training_job_arn(arn, account=deps.account, region=deps.region, partition=deps.partition,
-                                           field=field)
+        foreign = policy.foreign_training_job_arn(arn, account=deps.account, region=deps.region,
+                                                  partition=deps.partition, field=field)
         if foreign:  # defence in depth: the rule takes this account's events only; the ARNs must agree
             return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
                                      reason=f"{foreign} Medic acts only on this partition's, account's and region's "
@@ -99,7 +90,7 @@ def restart_batch_job(raw: Any, deps: Deps) -> dict:
         except (ClientError, BotoCoreError) as error:
             return _failed(about, failure.fault, deps, deps.table.for_mode(mode), detail.failure_text(), detail,
                            f"Could not read the job ({error_code(error)}): {quoted(str(error))}")
-    lineage = lineage_of(LEDGER_PREFIX + name, medics, created)
+    lineage = policy.lineage_of(LEDGER_PREFIX + name, medics, created)
     if lineage.root == LEDGER_PREFIX + name:  # not Medic's restart: the job is the root of its own lineage
         lineage = Lineage(root=name, restarts=0)
     about = about.but(incident=INCIDENT_PREFIX + lineage.root)
@@ -110,7 +101,7 @@ def restart_batch_job(raw: Any, deps: Deps) -> dict:
                                  reason=f"This failure of {name} (job {detail.jobId}) was already handled.",
                                  attempt=lineage.restarts + 1))
     try:
-        record = _handle_claimed(detail, raw.get("detail") or {}, about, spec, failure, lineage, table, deps)
+        record = _handle_claimed(detail, event_job, about, spec, failure, lineage, table, deps)
     except BaseException:  # an unexpected error: the retry of this event must not read as a duplicate
         JobStore(table).release_job_failure(LEDGER_PREFIX + detail.jobId)
         raise
@@ -168,10 +159,10 @@ def _handle_claimed(detail: BatchJobDetail, event_job: dict, about: About, spec:
         except (ClientError, BotoCoreError, ValueError) as error:
             return _failed(about, failure.fault, deps, table, reason, detail,
                            f"Could not look for the job's checkpoint ({error_code(error)}): {quoted(str(error))}")
-    decision = decide_job(JobContext(mode=about.mode, status="Failed", failure=failure, lineage=lineage,
-                                     max_restarts=max_restarts, checkpoint=checkpoint,
-                                     allow_without_checkpoint=spec.allow_restart_without_checkpoint,
-                                     no_checkpoint=f"nothing is stored under {where}"))
+    decision = policy.decide_job(JobContext(mode=about.mode, status="Failed", failure=failure, lineage=lineage,
+                                            max_restarts=max_restarts, checkpoint=checkpoint,
+                                            allow_without_checkpoint=spec.allow_restart_without_checkpoint,
+                                            no_checkpoint=f"nothing is stored under {where}"))
     if decision.executes:
         resume = f"resuming from {where}" if checkpoint is Checkpoint.PRESENT else "from scratch"
         decision = _submit_restart(decision, deps, detail, event_job, lineage, resume, attempts)
@@ -192,8 +183,8 @@ def _checkpoint_state(deps: Deps, spec: BatchJobs, root: str) -> tuple[Checkpoin
     return Checkpoint.EMPTY, " or ".join(location.uri_for(root) for location in spec.checkpoint_buckets)
 
 
-def _submit_restart(decision: JobDecision, deps: Deps, detail: BatchJobDetail, event_job: dict, lineage: Lineage,
-                    resume: str, attempts: str) -> JobDecision:
+def _submit_restart(decision: JobDecision, deps: Deps, detail: BatchJobDetail, event_job: dict,
+                    lineage: Lineage, resume: str, attempts: str) -> JobDecision:
     failed, new_name = detail.jobName, lineage.next_name(BATCH_NAME_LIMIT)
     try:
         description = deps.batch.describe(detail.jobId) or event_job  # the event's detail is the job, as described
@@ -201,10 +192,11 @@ def _submit_restart(decision: JobDecision, deps: Deps, detail: BatchJobDetail, e
         return JobDecision(decision.fault, decision.action, Outcome.FAILED,
                            f"Could not read the job to clone it ({error_code(error)}): {quoted(str(error))}",
                            page=Page.INCIDENT, attempt=decision.attempt)
-    tags = restart_tags(user_tags(dict(description.get("tags") or {})), lineage, failed, TAG_LIMIT)
+    own_tags = policy.user_tags(dict(description.get("tags") or {}))
+    tags = policy.restart_tags(own_tags, lineage, failed, TAG_LIMIT)
     if tags is None:
         return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
-                           f"The job has {len(user_tags(description.get('tags') or {}))} tags: with Medic's lineage "
+                           f"The job has {len(own_tags)} tags: with Medic's lineage "
                            f"tags the restart would exceed Batch's {TAG_LIMIT}; restart it by hand or drop a tag.",
                            page=Page.INCIDENT, attempt=decision.attempt, why=Why.NOT_ALLOWED)
     now, store = deps.now(), JobStore(deps.table)
@@ -257,7 +249,7 @@ def _finish(about: About, decision: JobDecision, deps: Deps, table: Table, failu
                    f"#jobs/detail/{detail.jobId}")
         page = job_page(record, failure_reason, deps.region, kind="Batch job", console=console,
                         extra=(f"Batch:          job {detail.jobId} in queue {detail.queue_name}, FAILED after "
-                               f"{len(detail.attempts)} attempt(s) of its own retry strategy",))
+                        f"{len(detail.attempts)} attempt(s) of its own retry strategy",))
         record = record.paged_if(page_incident(deps, table, record, page, window=batch_jobs_window(deps, about.job)))
     return emit(record)
 
