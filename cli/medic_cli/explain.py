@@ -2,7 +2,7 @@
 
 The same steps as the handlers (functions/medic/flows/node/remediation.py, flows/jobs/restart.py) up to the decision:
 parse the event with Medic's models, classify the fault, read the live ledger and the node or job, and
-call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob,
+call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob, DescribeJobs,
 ListObjectsV2, DynamoDB reads); nothing is claimed, executed, paged or recorded.
 """
 
@@ -16,6 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
+from medic.adapters.batch import BatchJobs
 from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.training import TrainingJobs
@@ -34,9 +35,11 @@ from medic.core.models import (
 )
 from medic.core.pages import Page
 from medic.core.text import validation_problems
-from medic.flows.jobs.events import TrainingJobStateEvent
+from medic.flows.jobs import batch
+from medic.flows.jobs.batch_events import BatchJobStateEvent
+from medic.flows.jobs.events import TrainingJobStateEvent, epoch_millis
 from medic.flows.jobs.faults import classify_failure
-from medic.flows.jobs.policy import Checkpoint, JobContext, decide_job, lineage_of
+from medic.flows.jobs.policy import Checkpoint, JobContext, Lineage, decide_job, lineage_of
 from medic.flows.node.faults import classify
 from medic.flows.node.policy import NodeContext, NodeDecision, decide_node
 from medic.ledger.jobs import JobStore
@@ -50,7 +53,9 @@ from medic_cli.render import when
 
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 JOB_STATE = "SageMaker Training Job State Change"
-SUPPORTED = f"explain supports node health events ({NODE_HEALTH!r}) and training job state changes ({JOB_STATE!r})"
+BATCH_JOB_STATE = "Batch Job State Change"
+SUPPORTED = (f"explain supports node health events ({NODE_HEALTH!r}), training job state changes ({JOB_STATE!r}) "
+             f"and AWS Batch job state changes ({BATCH_JOB_STATE!r})")
 STORM_WINDOW = timedelta(hours=1)  # as medic.flows.node.remediation.STORM_WINDOW
 API_FOR_ACTION = {Action.REBOOT_NODE: "BatchRebootClusterNodes", Action.REPLACE_NODE: "BatchReplaceClusterNodes"}
 
@@ -75,6 +80,8 @@ def explain(ctx: Context, raw: Any, mode: ModeReading) -> Explanation:
         return explain_node(ctx, raw, mode)
     if detail_type == JOB_STATE:
         return explain_job(ctx, raw, mode)
+    if detail_type == BATCH_JOB_STATE:
+        return explain_batch_job(ctx, raw, mode)
     raise CliError(f"{SUPPORTED}; this event's detail-type is {detail_type!r}")
 
 
@@ -314,3 +321,58 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
     explanation.would[:0] = steps
     return explanation
 
+
+# --- AWS Batch job state changes
+
+def explain_batch_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanation:
+    """As flows/jobs/batch: the same scope, lineage, claim and plan (batch.plan_batch_restart), read-only."""
+    facts = _base_facts(ctx, mode_reading)
+    try:
+        event = BatchJobStateEvent.model_validate(raw)
+    except ValidationError as error:
+        return _rejected(raw, error, Trigger.JOB_STATE, "Batch job state event", mode_reading.effective, facts)
+    config, detail = _config(ctx), event.detail
+    mode = _under_pause(ctx, mode_reading.effective, None, facts)
+    spec = config.batch_jobs_for(detail.jobName)
+    failure = classify_failure(detail.failure_text(), config.batch_failure_rules(spec) if spec else [])
+    facts.append(("failure", f"{failure.fault.value} (rule {failure.label}; status {detail.status}; "
+                             f"{detail.failure_text()!r}; {batch.attempts_of(detail)})"))
+    record = {"incident": batch.INCIDENT_PREFIX + detail.jobName, "trigger": Trigger.JOB_STATE.value,
+              "event_id": event.id, "cluster": None, "instance_group": None, "node_id": None, "job": detail.jobName,
+              "mode": mode, "attempt": 0}
+    ignored = batch.not_ours(detail, spec)
+    if ignored or spec is None:
+        record.update(fault=failure.fault.value, action=Action.NONE.value, outcome=Outcome.IGNORED.value,
+                      reason=ignored)
+        return Explanation(record, would=["record it; act on nothing"], facts=facts)
+    ledger_name = batch.LEDGER_PREFIX + detail.jobName
+    medics, created = JobStore(ctx.ledger()).restart(ledger_name), None
+    if medics is not None:  # Batch's word on when the job was created (the lineage check), as the handler reads it
+        described = BatchJobs(ctx.client("batch")).describe(detail.jobId) or {}
+        created = epoch_millis(described.get("createdAt"))
+    lineage = lineage_of(ledger_name, medics, created)
+    lineage = Lineage(detail.jobName, 0) if lineage.root == ledger_name else lineage
+    record["incident"] = batch.INCIDENT_PREFIX + lineage.root
+    facts.append(("lineage", f"{lineage.root}, {lineage.restarts} restart(s) before this job"))
+    table = ctx.ledger(mode)
+    if JobStore(table).job_failure_claimed(batch.LEDGER_PREFIX + detail.jobId):
+        record.update(fault=failure.fault.value, action=Action.NONE.value, outcome=Outcome.DUPLICATE.value,
+                      reason=f"This failure of {detail.jobName} (job {detail.jobId}) was already handled.",
+                      attempt=lineage.restarts + 1)
+        return Explanation(record, would=["page nobody", "write the remediation record"], facts=facts)
+    try:
+        plan = batch.plan_batch_restart(detail, spec, failure, lineage, mode, config.max_restarts_for(spec),
+                                        Checkpoints(ctx.client("s3")))
+    except (ClientError, BotoCoreError, ValueError) as error:
+        raise CliError(f"could not look for the job's checkpoint ({error_code(error)}): {error}") from None
+    decision = plan.decision
+    record.update(fault=decision.fault.value, action=decision.action.value, outcome=decision.outcome.value,
+                  reason=decision.reason, attempt=decision.attempt)
+    explanation = _with_page(Explanation(record, facts=facts), decision.page, table, ctx.now(), mode, None)
+    steps = [f"claim this failure of {detail.jobName} (job {detail.jobId}) in the ledger (handled once)"]
+    if decision.executes:
+        steps.append(f"call SubmitJob {lineage.next_name(batch.BATCH_NAME_LIMIT)} to queue {detail.queue_name} (a "
+                     f"clone of {detail.jobName}, {plan.resume}; noted in the ledger as restart "
+                     f"{lineage.restarts + 1} of {lineage.root})")
+    explanation.would[:0] = steps
+    return explanation

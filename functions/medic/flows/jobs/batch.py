@@ -17,7 +17,8 @@ What Medic does with the parts of a job:
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -44,6 +45,9 @@ from medic.ledger.table import Table
 from medic.obs import emit_incident
 from medic.outbox.pages import page_incident
 from medic.outbox.records import emit, rejected
+
+if TYPE_CHECKING:
+    from medic.adapters.checkpoints import Checkpoints
 
 BATCH_NAME_LIMIT = 128  # SubmitJob jobName: up to 128 characters (AWS Batch API reference)
 TAG_LIMIT = 50  # SubmitJob tags: at most 50 (botocore's batch model, TagrisTagsMap)
@@ -74,11 +78,11 @@ def _restart(event: BatchJobStateEvent, event_job: dict, mode: Mode, deps: Deps)
             return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
                                      reason=f"{foreign} Medic acts only on this partition's, account's and region's "
                                             "jobs."))
-    ignored = _not_ours(detail, spec)
+    ignored = not_ours(detail, spec)
     if ignored:
         return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.IGNORED, reason=ignored))
 
-    assert spec is not None  # _not_ours said so
+    assert spec is not None  # not_ours said so
     table = deps.table.for_mode(mode)
     # Lineage and attempt are Medic's word: its note of the job it submitted, held against the job's createdAt.
     # The job's createdAt as Batch says it (DescribeJobs), not as the event says, when Medic noted a job of the name.
@@ -115,7 +119,7 @@ def _restart(event: BatchJobStateEvent, event_job: dict, mode: Mode, deps: Deps)
     return record
 
 
-def _not_ours(detail: BatchJobDetail, spec: BatchJobs | None) -> str | None:
+def not_ours(detail: BatchJobDetail, spec: BatchJobs | None) -> str | None:
     """Why Medic leaves this event alone (None: it handles it)."""
     if spec is None:
         return f"Batch job {detail.jobName} matches no configured prefix; Medic leaves it alone."
@@ -136,49 +140,66 @@ def _not_ours(detail: BatchJobDetail, spec: BatchJobs | None) -> str | None:
 def _handle_claimed(detail: BatchJobDetail, event_job: dict, about: About, spec: BatchJobs, failure: JobFailure,
                     lineage: Lineage, table: Table, deps: Deps) -> dict:
     reason = detail.failure_text()
-    attempts = f"Batch made {len(detail.attempts)} attempt(s) under the job's own retry strategy first"
+    try:
+        plan = plan_batch_restart(detail, spec, failure, lineage, Mode(about.mode), deps.config.max_restarts_for(spec),
+                                  deps.checkpoints)
+    except (ClientError, BotoCoreError, ValueError) as error:
+        return _failed(about, failure.fault, deps, table, reason, detail,
+                       f"Could not look for the job's checkpoint ({error_code(error)}): {quoted(str(error))}")
+    decision = plan.decision
+    if decision.executes:
+        decision = _submit_restart(decision, deps, detail, event_job, lineage, plan.resume, attempts_of(detail))
+    return _finish(about, decision, deps, table, reason, detail)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    decision: JobDecision
+    resume: str  # "resuming from <where the checkpoint is>" | "from scratch"
+
+
+def attempts_of(detail: BatchJobDetail) -> str:
+    return f"Batch made {len(detail.attempts)} attempt(s) under the job's own retry strategy first"
+
+
+def plan_batch_restart(detail: BatchJobDetail, spec: BatchJobs, failure: JobFailure, lineage: Lineage, mode: Mode | str,
+                       max_restarts: int, checkpoints: Checkpoints) -> BatchPlan:
+    """The decision for a Batch job's claimed failure (the shared policy, decide_job), with what only Batch has: an
+    array job is paged, a definition outside the entry is not submitted, the checkpoint is where the entry says.
+    Reads only (ListObjectsV2); `medic explain` makes the same plan. Raises the S3 call's errors."""
+    attempts = attempts_of(detail)
     if detail.array_parent:
-        decision = JobDecision(failure.fault, Action.NONE, Outcome.DEFERRED,
-                               f"An array job ({failure.label}): Medic never resubmits an array job (a clone reruns "
-                               f"every child, the ones that succeeded too); {attempts}; a human decides.",
-                               page=Page.INCIDENT, why=Why.HUMAN_DECIDES)
-        return _finish(about, decision, deps, table, reason, detail)
-    max_restarts = deps.config.max_restarts_for(spec)
+        return BatchPlan(JobDecision(failure.fault, Action.NONE, Outcome.DEFERRED,
+                                     f"An array job ({failure.label}): Medic never resubmits an array job (a clone "
+                                     f"reruns every child, the ones that succeeded too); {attempts}; a human decides.",
+                                     page=Page.INCIDENT, why=Why.HUMAN_DECIDES), "")
     checkpoint, where = Checkpoint.NOT_CONFIGURED, "the batch_jobs entry names no checkpoint location"
     if failure.fault is Fault.JOB_RETRYABLE and lineage.restarts < max_restarts:
         definition = detail.jobDefinition.rsplit("/", 1)[-1].split(":", 1)[0]
         if definition not in spec.job_definitions:
-            decision = JobDecision(failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
-                                   f"Retryable ({failure.label}) but the job's definition {definition} is not in its "
-                                   f"batch_jobs entry's job_definitions: Medic may not submit it; add it to the config "
-                                   f"to let Medic restart these jobs.", page=Page.INCIDENT,
-                                   attempt=lineage.restarts + 1, why=Why.NOT_ALLOWED)
-            return _finish(about, decision, deps, table, reason, detail)
-        try:
-            checkpoint, where = _checkpoint_state(deps, spec, lineage.root)
-        except (ClientError, BotoCoreError, ValueError) as error:
-            return _failed(about, failure.fault, deps, table, reason, detail,
-                           f"Could not look for the job's checkpoint ({error_code(error)}): {quoted(str(error))}")
-    decision = policy.decide_job(JobContext(mode=about.mode, status="Failed", failure=failure, lineage=lineage,
+            return BatchPlan(JobDecision(
+                failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+                f"Retryable ({failure.label}) but the job's definition {definition} is not in its batch_jobs "
+                f"entry's job_definitions: Medic may not submit it; add it to the config to let Medic restart these "
+                f"jobs.", page=Page.INCIDENT, attempt=lineage.restarts + 1, why=Why.NOT_ALLOWED), "")
+        checkpoint, where = _checkpoint_state(checkpoints, spec, lineage.root)
+    decision = policy.decide_job(JobContext(mode=mode, status="Failed", failure=failure, lineage=lineage,
                                             max_restarts=max_restarts, checkpoint=checkpoint,
                                             allow_without_checkpoint=spec.allow_restart_without_checkpoint,
                                             no_checkpoint=f"nothing is stored under {where}"))
-    if decision.executes:
-        resume = f"resuming from {where}" if checkpoint is Checkpoint.PRESENT else "from scratch"
-        decision = _submit_restart(decision, deps, detail, event_job, lineage, resume, attempts)
-    elif decision.outcome is not Outcome.DRY_RUN:
+    if not decision.executes and decision.outcome is not Outcome.DRY_RUN:
         decision = JobDecision(decision.fault, decision.action, decision.outcome,
                                f"{decision.reason[:-1]} ({attempts}).", decision.page, decision.attempt, decision.why)
-    return _finish(about, decision, deps, table, reason, detail)
+    return BatchPlan(decision, f"resuming from {where}" if checkpoint is Checkpoint.PRESENT else "from scratch")
 
 
-def _checkpoint_state(deps: Deps, spec: BatchJobs, root: str) -> tuple[Checkpoint, str]:
+def _checkpoint_state(checkpoints: Checkpoints, spec: BatchJobs, root: str) -> tuple[Checkpoint, str]:
     """Whether a checkpoint exists where the entry says these jobs write them (the first location holding one),
     and the location(s) as words."""
     if not spec.checkpoint_buckets:
         return Checkpoint.NOT_CONFIGURED, "the batch_jobs entry's checkpoint_buckets (none)"
     for location in spec.checkpoint_buckets:
-        if deps.checkpoints.exist(location.uri_for(root)):
+        if checkpoints.exist(location.uri_for(root)):
             return Checkpoint.PRESENT, location.uri_for(root)
     return Checkpoint.EMPTY, " or ".join(location.uri_for(root) for location in spec.checkpoint_buckets)
 
