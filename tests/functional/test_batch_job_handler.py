@@ -269,3 +269,15 @@ def test_the_documented_sample_as_aws_sends_it_is_rejected_for_its_region(world)
     medic.deps.account = "123456789012"
     record = restart_batch_job(sample, medic.deps)
     assert record["outcome"] == "rejected" and "us-east-1" in record["reason"] and batch.sent == []
+
+
+@pytest.mark.parametrize(("mode", "outcome", "pages"), [("dry_run", "dry_run", 0), ("paused", "suppressed", 1)])
+def test_a_dry_run_or_a_pause_submits_nothing(world, mode, outcome, pages):
+    medic, batch, s3 = world
+    checkpoint_saved(s3)
+    medic.set_mode(mode)
+    record = restart_batch_job(medic.arrives(failed()), medic.deps)
+    assert (record["outcome"], record["mode"]) == (outcome, mode) and batch.sent == []
+    assert len(medic.pages()) == pages
+    # a dry run notes no restart in the real namespace: the lineage is untouched
+    assert JobStore(medic.deps.table).restart(f"batch/{JOB}-r1") is None
