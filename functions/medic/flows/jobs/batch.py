@@ -17,7 +17,10 @@ What Medic does with the parts of a job:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,23 +31,20 @@ from medic.adapters.batch import Unclonable
 from medic.config import BatchJobs
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why
-from medic.core.pages import Page, PageSource, PageWindow
-from medic.core.record import About
+from medic.core.pages import Page, PageSource, PageText, PageWindow
+from medic.core.record import About, Record
 from medic.core.text import quoted
-from medic.core.timeline import job_timeline
 from medic.deps import Deps
 from medic.flows.jobs import policy
 from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
 from medic.flows.jobs.events import epoch_millis
 from medic.flows.jobs.faults import JobFailure, classify_failure
+from medic.flows.jobs.managed import Failure, Service, finish, handle_failure
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import Checkpoint, JobContext, JobDecision, Lineage
-from medic.flows.jobs.restart import CLOSING_OUTCOMES
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
-from medic.obs import emit_incident
-from medic.outbox.pages import page_incident
-from medic.outbox.records import emit, rejected
+from medic.outbox.records import rejected
 
 if TYPE_CHECKING:
     from medic.adapters.checkpoints import Checkpoints
@@ -54,6 +54,7 @@ TAG_LIMIT = 50  # SubmitJob tags: at most 50 (botocore's batch model, TagrisTags
 INCIDENT_PREFIX = "batch-job:"
 # The ledger's names for Batch jobs (failure claims, restart notes): Batch's own namespace, apart from SageMaker's.
 LEDGER_PREFIX = "batch/"
+SERVICE = Service(incident_prefix=INCIDENT_PREFIX, ledger_prefix=LEDGER_PREFIX, kind="batch_job", window="batch jobs")
 
 
 def restart_batch_job(raw: Any, deps: Deps) -> dict:
@@ -61,62 +62,24 @@ def restart_batch_job(raw: Any, deps: Deps) -> dict:
         event = BatchJobStateEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, deps.mode.current(), Trigger.JOB_STATE, "Batch job state event")
-    return _restart(event, raw["detail"], deps.mode.current(), deps)
-
-
-def _restart(event: BatchJobStateEvent, event_job: dict, mode: Mode, deps: Deps) -> dict:
-    """The failure's handling (CLOSING_OUTCOMES end it, as for training jobs: its incident line)."""
     detail = event.detail
-    name = detail.jobName
-    about = About(incident=INCIDENT_PREFIX + name, trigger=Trigger.JOB_STATE, event_id=event.id, mode=mode, job=name)
-    spec = deps.config.batch_jobs_for(name)
+    spec = deps.config.batch_jobs_for(detail.jobName)
     failure = classify_failure(detail.failure_text(), deps.config.batch_failure_rules(spec) if spec else [])
-    for field, arn in (("jobArn", detail.jobArn), ("jobQueue", detail.jobQueue)):
-        foreign = policy.foreign_training_job_arn(arn, account=deps.account, region=deps.region,
-                                                  partition=deps.partition, field=field)
-        if foreign:  # defence in depth: the rule takes this account's events only; the ARNs must agree
-            return emit(about.record(fault=Fault.INVALID, action=Action.NONE, outcome=Outcome.REJECTED,
-                                     reason=f"{foreign} Medic acts only on this partition's, account's and region's "
-                                            "jobs."))
-    ignored = not_ours(detail, spec)
-    if ignored:
-        return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.IGNORED, reason=ignored))
+    seen = Failure(event.id, event.time, detail.jobName, detail.jobId,
+                   (("jobArn", detail.jobArn), ("jobQueue", detail.jobQueue)), failure, detail.started_at)
 
-    assert spec is not None  # not_ours said so
-    table = deps.table.for_mode(mode)
-    # Lineage and attempt are Medic's word: its note of the job it submitted, held against the job's createdAt.
-    # The job's createdAt as Batch says it (DescribeJobs), not as the event says, when Medic noted a job of the name.
-    medics = JobStore(deps.table).restart(LEDGER_PREFIX + name)
-    created = None
-    if medics is not None:
-        try:
-            created = epoch_millis((deps.batch.describe(detail.jobId) or {}).get("createdAt"))
-        except (ClientError, BotoCoreError) as error:
-            return _failed(about, failure.fault, deps, deps.table.for_mode(mode), detail.failure_text(), detail,
-                           f"Could not read the job ({error_code(error)}): {quoted(str(error))}")
-    lineage = policy.lineage_of(LEDGER_PREFIX + name, medics, created)
-    if lineage.root == LEDGER_PREFIX + name:  # not Medic's restart: the job is the root of its own lineage
-        lineage = Lineage(root=name, restarts=0)
-    about = about.but(incident=INCIDENT_PREFIX + lineage.root)
+    def created_at() -> datetime | None:  # Batch's word (DescribeJobs), not the event's
+        return epoch_millis((deps.batch.describe(detail.jobId) or {}).get("createdAt"))
 
-    received = deps.now()
-    if not JobStore(table).claim_job_failure(LEDGER_PREFIX + detail.jobId, received):
-        return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
-                                 reason=f"This failure of {name} (job {detail.jobId}) was already handled.",
-                                 attempt=lineage.restarts + 1))
-    try:
-        record = _handle_claimed(detail, event_job, about, spec, failure, lineage, table, deps)
-    except BaseException:  # an unexpected error: the retry of this event must not read as a duplicate
-        JobStore(table).release_job_failure(LEDGER_PREFIX + detail.jobId)
-        raise
-    JobStore(table).finish_job_failure(LEDGER_PREFIX + detail.jobId, deps.now())
-    if mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:
-        # Written at once: Medic does not watch a Batch clone until it runs (the restart's resume is not timed).
-        restarted = deps.now() if record["outcome"] == Outcome.EXECUTED.value else None
-        emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
-                                   fault_at=event.time, detected_at=received, restarted_at=restarted,
-                                   job_started_at=detail.started_at, kind="batch_job"))
-    return record
+    def handle(about: About, lineage: Lineage, table: Table) -> dict:
+        assert spec is not None  # handle_failure handles only what not_ours let through
+        done = partial(finish, about, deps=deps, table=table, page=partial(_page, detail=detail, deps=deps),
+                       window=batch_jobs_window(deps, detail.jobName))
+        return _handle_claimed(detail, raw["detail"], about, spec, failure, lineage, deps, done)
+
+    return handle_failure(SERVICE, seen, deps.mode.current(), deps, ignored=not_ours(detail, spec),
+                          created_at=created_at, handle=handle, page=partial(_page, detail=detail, deps=deps),
+                          prefix=spec.prefix if spec else None)
 
 
 def not_ours(detail: BatchJobDetail, spec: BatchJobs | None) -> str | None:
@@ -138,18 +101,18 @@ def not_ours(detail: BatchJobDetail, spec: BatchJobs | None) -> str | None:
 
 
 def _handle_claimed(detail: BatchJobDetail, event_job: dict, about: About, spec: BatchJobs, failure: JobFailure,
-                    lineage: Lineage, table: Table, deps: Deps) -> dict:
-    reason = detail.failure_text()
+                    lineage: Lineage, deps: Deps, done: Callable[[JobDecision], dict]) -> dict:
     try:
         plan = plan_batch_restart(detail, spec, failure, lineage, Mode(about.mode), deps.config.max_restarts_for(spec),
                                   deps.checkpoints)
     except (ClientError, BotoCoreError, ValueError) as error:
-        return _failed(about, failure.fault, deps, table, reason, detail,
-                       f"Could not look for the job's checkpoint ({error_code(error)}): {quoted(str(error))}")
+        return done(JobDecision(failure.fault, Action.NONE, Outcome.FAILED,
+                                f"Could not look for the job's checkpoint ({error_code(error)}): {quoted(str(error))}",
+                                page=Page.INCIDENT))
     decision = plan.decision
     if decision.executes:
         decision = _submit_restart(decision, deps, detail, event_job, lineage, plan.resume, attempts_of(detail))
-    return _finish(about, decision, deps, table, reason, detail)
+    return done(decision)
 
 
 @dataclass(frozen=True)
@@ -255,24 +218,11 @@ def _submit_restart(decision: JobDecision, deps: Deps, detail: BatchJobDetail, e
                        f"{detail.queue_name}, {resume}.", attempt=decision.attempt)
 
 
-def _failed(about: About, fault: Fault, deps: Deps, table: Table, failure_reason: str, detail: BatchJobDetail,
-            reason: str) -> dict:
-    decision = JobDecision(fault, Action.NONE, Outcome.FAILED, reason, page=Page.INCIDENT)
-    return _finish(about, decision, deps, table, failure_reason, detail)
-
-
-def _finish(about: About, decision: JobDecision, deps: Deps, table: Table, failure_reason: str,
-            detail: BatchJobDetail) -> dict:
-    record = about.record(fault=decision.fault, action=decision.action, outcome=decision.outcome,
-                          reason=decision.reason, why=decision.why, attempt=decision.attempt)
-    if decision.page is Page.INCIDENT:
-        console = (f"https://{deps.region}.console.aws.amazon.com/batch/home?region={deps.region}"
-                   f"#jobs/detail/{detail.jobId}")
-        page = job_page(record, failure_reason, deps.region, kind="Batch job", console=console,
-                        extra=(f"Batch:          job {detail.jobId} in queue {detail.queue_name}, FAILED after "
-                        f"{len(detail.attempts)} attempt(s) of its own retry strategy",))
-        record = record.paged_if(page_incident(deps, table, record, page, window=batch_jobs_window(deps, about.job)))
-    return emit(record)
+def _page(record: Record, *, detail: BatchJobDetail, deps: Deps) -> PageText:
+    console = f"https://{deps.region}.console.aws.amazon.com/batch/home?region={deps.region}#jobs/detail/{detail.jobId}"
+    return job_page(record, detail.failure_text(), deps.region, kind="Batch job", console=console,
+                    extra=(f"Batch:          job {detail.jobId} in queue {detail.queue_name}, FAILED after "
+                           f"{len(detail.attempts)} attempt(s) of its own retry strategy",))
 
 
 def batch_jobs_window(deps: Deps, job: str | None) -> PageWindow:
