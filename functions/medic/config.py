@@ -14,8 +14,10 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from medic.config_training import (
     DEFAULT_BATCH_FAILURE_RULES,
+    DEFAULT_BEDROCK_FAILURE_RULES,
     DEFAULT_FAILURE_RULES,
     BatchJobs,
+    BedrockJobs,
     FailureRule,
     Strict,
     TrainingJobs,
@@ -267,6 +269,8 @@ class MedicConfig(Strict):
     clusters: list[Cluster] = Field(min_length=1)
     training_jobs: list[TrainingJobs] = Field(default_factory=list)
     batch_jobs: list[BatchJobs] = Field(default_factory=list)  # AWS Batch jobs Medic may restart (resubmit)
+    # Amazon Bedrock model customization jobs Medic may start again (from scratch, where allowed)
+    bedrock_jobs: list[BedrockJobs] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
     job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
     # Days the EventBridge archive keeps every event Medic's rules match, for `medic backtest`. The archive's
@@ -329,12 +333,22 @@ class MedicConfig(Strict):
         matching = [spec for spec in self.batch_jobs if job_name.startswith(spec.prefix)]
         return max(matching, key=lambda spec: len(spec.prefix), default=None)
 
+    def bedrock_jobs_for(self, job_name: str) -> BedrockJobs | None:
+        """The most specific configured Bedrock prefix matching the job (None: Medic leaves it alone)."""
+        matching = [spec for spec in self.bedrock_jobs if job_name.startswith(spec.prefix)]
+        return max(matching, key=lambda spec: len(spec.prefix), default=None)
+
+    @staticmethod
+    def bedrock_failure_rules(spec: BedrockJobs) -> list[FailureRule]:
+        """The entry's own failure rules, else Medic's defaults for Bedrock (DEFAULT_BEDROCK_FAILURE_RULES)."""
+        return list(DEFAULT_BEDROCK_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
+
     @staticmethod
     def batch_failure_rules(spec: BatchJobs) -> list[FailureRule]:
         """The entry's own failure rules, else Medic's defaults for Batch (DEFAULT_BATCH_FAILURE_RULES)."""
         return list(DEFAULT_BATCH_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
 
-    def max_restarts_for(self, spec: TrainingJobs | BatchJobs) -> int:
+    def max_restarts_for(self, spec: TrainingJobs | BatchJobs | BedrockJobs) -> int:
         return self.guardrails.max_job_restarts if spec.max_restarts is None else spec.max_restarts
 
     def job(self, name: str) -> Job | None:

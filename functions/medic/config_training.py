@@ -219,3 +219,49 @@ DEFAULT_BATCH_FAILURE_RULES = (
     FailureRule(label="job_exit_code", retryable=False, match=r"exit code: -?[1-9][0-9]*\b"),
     FailureRule(label="essential_container_exited", retryable=False, match=r"Essential container in task exited"),
 )
+
+
+# Bedrock model customization job names: [a-zA-Z0-9](-*[a-zA-Z0-9\+\-\.])*, at most 63 (botocore's bedrock model,
+# CreateModelCustomizationJob jobName).
+BEDROCK_JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9+\-.])*$"
+
+
+class BedrockJobs(Strict):
+    """Amazon Bedrock model customization jobs (fine-tuning, continued pre-training, distillation) Medic may start
+    again: they do not resume from a checkpoint, so a restart starts over, and only where the team allows it."""
+
+    prefix: str = Field(min_length=1, max_length=63, pattern=BEDROCK_JOB_NAME_PATTERN)
+    # Required: the service roles these jobs run as, which Medic passes to the restarts (iam:PassRole on exactly
+    # these, to bedrock.amazonaws.com); a job with another role is paged, not restarted.
+    role_arns: list[str] = Field(min_length=1)
+    max_restarts: int | None = Field(default=None, ge=0, le=100)  # unset: guardrails.max_job_restarts
+    # A restart starts over and repeats the job's training time and cost: only when the team says that is fine.
+    allow_restart_from_scratch: bool = False
+    # The failure rules for these jobs (first match wins); unset: DEFAULT_BEDROCK_FAILURE_RULES.
+    failure_rules: list[FailureRule] | None = None
+
+    @field_validator("role_arns")
+    @classmethod
+    def _roles(cls, arns: list[str]) -> list[str]:
+        for arn in arns:
+            if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
+                raise ValueError(f"not an IAM role ARN: {arn!r}")
+        return arns
+
+
+# A Bedrock job's failureMessage, as Medic classifies it. No AWS page lists the messages a failed customization job
+# carries; these rules follow the errors botocore's bedrock model declares for its operations (ValidationException,
+# AccessDeniedException, ServiceQuotaExceededException: the job's or the account's; InternalServerException,
+# ThrottlingException: the service's) and the service's wording for capacity (assumption). First match wins; a
+# message matching nothing is unknown: Medic pages.
+DEFAULT_BEDROCK_FAILURE_RULES = (
+    FailureRule(label="validation_error", retryable=False,
+                match=r"ValidationException|validation (error|failed)|invalid|malformed|does not match the format"),
+    FailureRule(label="permission_error", retryable=False,
+                match=r"AccessDenied|not authori[sz]ed|permission|access to the (S3|KMS)"),
+    FailureRule(label="quota_exceeded", retryable=False, match=r"ServiceQuotaExceeded|quota|limit exceeded"),
+    FailureRule(label="internal_error", retryable=True,
+                match=r"InternalServerException|internal (server |service )?error|service error|ServiceUnavailable"),
+    FailureRule(label="insufficient_capacity", retryable=True,
+                match=r"capacity|ThrottlingException|throttl|try again later"),
+)
