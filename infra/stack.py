@@ -67,7 +67,8 @@ class MedicStack(Stack):
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
         self.managed_job_restarts = (
-            ManagedJobRestarts(self, "ManagedJobRestarts", shared=shared) if config.batch_jobs else None)
+            ManagedJobRestarts(self, "ManagedJobRestarts", shared=shared)
+            if config.batch_jobs or config.bedrock_jobs else None)
 
         self.event_archive = EventArchive(self, "EventArchive", shared=shared)  # every kind of event the rules take
         # After the archive: a change of the mode is paged, not a remediation event a backtest would replay.

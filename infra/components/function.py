@@ -64,7 +64,7 @@ RESERVED_CONCURRENCY = {
     "node_health": 10,  # one per node event; a storm is decided in seconds, the guardrails suppress the rest
     "cluster_event": 5,
     "training_job": 5,
-    "managed_job": 5,  # AWS Batch jobs' failures (one function for the managed services beside SageMaker)
+    "managed_job": 5,  # AWS Batch and Bedrock jobs' failures (one function for the services beside SageMaker)
     "operator_request": 5,  # any principal allowed events:PutEvents can send one
     "alarm": 5,
     "agent_results": 5,  # a stream: one batch per shard at a time anyway

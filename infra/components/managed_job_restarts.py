@@ -12,20 +12,29 @@ from infra.components.function import MedicFunction
 from infra.components.shared import Shared
 
 BATCH_JOB_EVENT = "Batch Job State Change"
+BEDROCK_JOB_EVENT = "Model Customization Job State Change"
 # This stack's Batch resources (job-queue/<name>, job-definition/<name>:<revision>, job/<id>)
 BATCH_ARN = f"arn:{Aws.PARTITION}:batch:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
 
 
 class ManagedJobRestarts(Construct):
-    """Failed AWS Batch jobs in a configured queue, under a configured prefix → resubmit a clone (or page)."""
+    """Failed AWS Batch jobs in a configured queue, under a configured prefix → resubmit a clone (or page); failed
+    Amazon Bedrock model customization jobs under a configured prefix → create them again (or page)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
         super().__init__(scope, construct_id)
         self.handler = MedicFunction.of_shared(
             self, "Handler", shared, handler="medic.handlers.managed_job.handler",
-            description="Medic: restart failed AWS Batch jobs (resubmit a clone)", concurrency="managed_job")
+            description="Medic: restart failed AWS Batch and Bedrock customization jobs", concurrency="managed_job")
+        shared.grant_ledger_paging_mode(self.handler.role)
+        self.rules: list[events.Rule] = []
+        if shared.config.batch_jobs:
+            self._batch(shared)
+        if shared.config.bedrock_jobs:
+            self._bedrock(shared)
+
+    def _batch(self, shared: Shared) -> None:
         role, specs = self.handler.role, shared.config.batch_jobs
-        shared.grant_ledger_paging_mode(role)
         queues = sorted({queue for spec in specs for queue in spec.job_queues})
         definitions = sorted({definition for spec in specs for definition in spec.job_definitions})
         # SubmitJob authorizes on the job queue and on the job definition; the definition's ARN with its revision
@@ -64,6 +73,35 @@ class ManagedJobRestarts(Construct):
             source=["aws.batch"], detail_type=[BATCH_JOB_EVENT], account=[Aws.ACCOUNT_ID],
             detail={"status": ["FAILED"], "jobQueue": [{"suffix": f":job-queue/{queue}"} for queue in queues],
                     "jobName": [{"prefix": spec.prefix} for spec in specs]})
-        self.rule = events.Rule(self, "BatchRule", description="Failed AWS Batch jobs Medic may restart",
-                                event_pattern=failed)
-        self.handler.route(self.rule)
+        rule = events.Rule(self, "BatchRule", description="Failed AWS Batch jobs Medic may restart",
+                           event_pattern=failed)
+        self.handler.route(rule)
+        self.rules.append(rule)
+
+    def _bedrock(self, shared: Shared) -> None:
+        """Bedrock's customization jobs and custom models are named by ids in their ARNs
+        (model-customization-job/<id>, custom-model/<base model>/<id>), so the job-name prefixes scope the rule, not
+        IAM; the roles Medic may pass are exactly the configured ones, to Bedrock only."""
+        role, specs = self.handler.role, shared.config.bedrock_jobs
+        bedrock = f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:"
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["bedrock:GetModelCustomizationJob", "bedrock:CreateModelCustomizationJob",
+                     "bedrock:ListTagsForResource", "bedrock:TagResource"],
+            resources=[f"{bedrock}{Aws.ACCOUNT_ID}:model-customization-job/*",
+                       f"{bedrock}{Aws.ACCOUNT_ID}:custom-model/*", f"{bedrock}:foundation-model/*"]))
+        for resource in ("<AWS::AccountId>:model-customization-job/*", "<AWS::AccountId>:custom-model/*",
+                         ":foundation-model/*"):
+            Validations.of(role).acknowledge(Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:<AWS::Region>:{resource}]",
+                reason="Bedrock names customization jobs and custom models by ids in their ARNs: the configured "
+                       "job-name prefixes scope the rule that reaches Medic; the base model is the failed job's."))
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["iam:PassRole"], resources=sorted({arn for spec in specs for arn in spec.role_arns}),
+            conditions={"StringEquals": {"iam:PassedToService": "bedrock.amazonaws.com"}}))
+        failed = events.EventPattern(
+            source=["aws.bedrock"], detail_type=[BEDROCK_JOB_EVENT], account=[Aws.ACCOUNT_ID],
+            detail={"jobStatus": ["Failed"], "jobName": [{"prefix": spec.prefix} for spec in specs]})
+        rule = events.Rule(self, "BedrockRule", description="Failed Bedrock customization jobs Medic may restart",
+                           event_pattern=failed)
+        self.handler.route(rule)
+        self.rules.append(rule)

@@ -59,21 +59,46 @@ def test_batch_iam_names_exactly_the_configured_queues_definitions_and_buckets(r
     assert len(submit["Resource"]) == 2
     assert ":job-queue/gpu-training" in resources and ":job-definition/pretrain-mnp:*" in resources
     assert "job-queue/*" not in text and "job-definition/*" not in text
-    # And ListBucket exactly the checkpoint bucket; PassRole never (SubmitJob passes no role: the definition has it)
+    # And ListBucket exactly the checkpoint bucket (never an object read)
     list_bucket = next(s for s in statements if s["Action"] == "s3:ListBucket")
     assert json.dumps(list_bucket["Resource"]).endswith(':s3:::ml-checkpoints-123456789012"]]}')
-    assert "iam:PassRole" not in text and "s3:GetObject" not in text
+    assert "s3:GetObject" not in text
     # And the only unscoped Batch action is the read-only DescribeJobs (X-Ray's are every function's)
     unscoped = {action for s in statements if s["Resource"] == "*"
                 for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert {action for action in unscoped if action.startswith("batch:")} == {"batch:DescribeJobs"}
 
 
+def test_bedrock_iam_passes_exactly_the_configured_roles_and_only_to_bedrock(raw):
+    # Given medic.yaml's bedrock_jobs: role_arns [BedrockCustomization] (SubmitJob passes no role: the Batch job
+    # definition holds it, so this is the only PassRole of the function)
+    statements = handler_policy(raw)
+    [pass_role] = [s for s in statements if s["Action"] == "iam:PassRole"]
+    assert pass_role["Resource"] == "arn:aws:iam::123456789012:role/BedrockCustomization"
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "bedrock.amazonaws.com"}}
+    [bedrock] = [s for s in statements if "bedrock:CreateModelCustomizationJob" in s["Action"]]
+    assert sorted(bedrock["Action"]) == ["bedrock:CreateModelCustomizationJob", "bedrock:GetModelCustomizationJob",
+                                         "bedrock:ListTagsForResource", "bedrock:TagResource"]
+    assert "bedrock:*" not in json.dumps(statements) and "role/*" not in json.dumps(statements)
+
+
+def test_the_bedrock_rule_takes_failed_jobs_under_a_configured_prefix_only(raw):
+    rule = one(raw, "AWS::Events::Rule", "ManagedJobRestartsBedrockRule")["Properties"]
+    event = copy.deepcopy(load_event("aws-docs-bedrock-model-customization-job-state-change"))
+    event["detail"]["jobName"] = "cpt-llama-0003"
+    assert matches(rule["EventPattern"], event)
+    for change in ({"jobStatus": "Completed"}, {"jobName": "abcd-wxyz"}):
+        other = copy.deepcopy(event)
+        other["detail"].update(change)
+        assert not matches(rule["EventPattern"], other), change
+
+
 def test_the_handler_has_its_dead_letter_queue(raw):
     config = one(raw, "AWS::Lambda::EventInvokeConfig", "ManagedJobRestartsHandlerFunctionEventInvokeConfig")
     assert config["Properties"]["MaximumRetryAttempts"] == 2
-    target = one(raw, "AWS::Events::Rule", "ManagedJobRestartsBatchRule")["Properties"]["Targets"][0]
-    assert "ManagedJobRestartsHandlerDeadLetters" in json.dumps(target["DeadLetterConfig"])
+    for rule in ("ManagedJobRestartsBatchRule", "ManagedJobRestartsBedrockRule"):
+        target = one(raw, "AWS::Events::Rule", rule)["Properties"]["Targets"][0]
+        assert "ManagedJobRestartsHandlerDeadLetters" in json.dumps(target["DeadLetterConfig"])
 
 
 @pytest.mark.parametrize(("key", "message"), [
