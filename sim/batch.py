@@ -91,7 +91,7 @@ class BatchWorld:
         wanted = params.get("jobs") or []
         found = [self.jobs[job_id] for job_id in wanted if job_id in self.jobs]
         found += [job for job in self.jobs.values() if job["jobArn"] in wanted and job not in found]
-        return _json(request.url, {"jobs": found})
+        return json_answer(request.url, {"jobs": found})
 
     def submit_job(self, request: AWSPreparedRequest) -> AWSResponse:
         params = json.loads(request.body or b"{}")
@@ -126,7 +126,7 @@ class BatchWorld:
         self.jobs[job_id] = job
         self.submitted.append({"name": name, "job_id": job_id, "queue": queue.rsplit("/", 1)[-1],
                                "definition": definition, "request": params})
-        return _json(request.url, {"jobArn": job["jobArn"], "jobName": name, "jobId": job_id})
+        return json_answer(request.url, {"jobArn": job["jobArn"], "jobName": name, "jobId": job_id})
 
     def drain_submitted(self) -> list[dict]:
         new = self.submitted[self._undrained:]
@@ -143,6 +143,7 @@ def _millis(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _json(url: str, body: dict) -> AWSResponse:
-    return raw_response(url, 200, {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())},
+def json_answer(url: str, body: dict, status: int = 200) -> AWSResponse:
+    """A rest-json service's answer (Batch's, Bedrock's)."""
+    return raw_response(url, status, {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())},
                         json.dumps(body).encode())

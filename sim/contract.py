@@ -52,6 +52,10 @@ CHECKED_RESPONSES = frozenset({
     # the emulator's own Batch jobs (sim/batch.py)
     "batch:DescribeJobs",
     "batch:SubmitJob",
+    # the emulator's own Bedrock customization jobs (sim/bedrock.py)
+    "bedrock:GetModelCustomizationJob",
+    "bedrock:CreateModelCustomizationJob",
+    "bedrock:ListTagsForResource",
 })
 # Java's UTF-16 spelling of "any supplementary character", as it appears in the models' patterns.
 _SURROGATE_RANGE = r"\uD800\uDC00-\uDBFF\uDFFF"

@@ -126,6 +126,12 @@ class ReplayResult:
         ``queue``, ``definition``, ``request``."""
         return [line for line in self.lines if line["kind"] == "batch_job"]
 
+    @property
+    def bedrock_jobs(self) -> list[dict]:
+        """Bedrock customization jobs the handlers created (CreateModelCustomizationJob calls the emulated Bedrock
+        accepted, not the ones its token answered again): ``name``, ``arn``, ``model``, ``request``."""
+        return [line for line in self.lines if line["kind"] == "bedrock_job"]
+
 
 @dataclass
 class LambdaContext:
@@ -396,6 +402,9 @@ class Replay:
 
     def _directive_batch_job(self, value: Any) -> None:
         self.world.batch.put(value)
+
+    def _directive_bedrock_job(self, value: Any) -> None:
+        self.world.bedrock.put(value)
 
     def _directive_slurm_job(self, value: Any) -> None:
         if not isinstance(value, dict):
@@ -943,6 +952,8 @@ class Replay:
             self.emit({"kind": "training_job", **job})
         for job in self.world.batch.drain_submitted():
             self.emit({"kind": "batch_job", **job})
+        for job in self.world.bedrock.drain_created():
+            self.emit({"kind": "bedrock_job", **job})
         for record in capture.records:
             self.emit({"kind": "record", **record})
         for incident in capture.incidents:

@@ -20,6 +20,7 @@ from moto import mock_aws
 from moto.events.models import EventPattern
 
 from sim.batch import BATCH_JOB_EVENT, BatchWorld
+from sim.bedrock import BEDROCK_JOB_EVENT, BedrockWorld
 from sim.cfn import Physical, SimError, Template
 from sim.eks import EksWorld
 from sim.faults import Fault, raw_response
@@ -131,6 +132,7 @@ class World:
         self.hyperpod = HyperPodWorld(account, region, f"arn:aws:iam::{account}:role/medic-sim-hyperpod-nodes")
         self.training = TrainingWorld(account, region, self.client)
         self.batch = BatchWorld(account, region)
+        self.bedrock = BedrockWorld(account, region)
         self.slurm = SlurmWorld(self.client)
         self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes)
         self.slurm.node_names = self._slurm_node_names
@@ -149,6 +151,9 @@ class World:
             "sagemaker:CreateTrainingJob": self.training.refuse_create,
             "batch:DescribeJobs": self.batch.describe_jobs,
             "batch:SubmitJob": self.batch.submit_job,
+            "bedrock:GetModelCustomizationJob": self.bedrock.get_job,
+            "bedrock:CreateModelCustomizationJob": self.bedrock.create_job,
+            "bedrock:ListTagsForResource": self.bedrock.list_tags,
             "events:PutEvents": self.put_events,
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
@@ -633,7 +638,8 @@ class World:
         if not isinstance(detail, dict):
             return
         managed = {TRAINING_JOB_EVENT: ("TrainingJobName", "training_jobs_for", self.training.sync),
-                   BATCH_JOB_EVENT: ("jobName", "batch_jobs_for", self.batch.sync)}.get(event.get("detail-type"))
+                   BATCH_JOB_EVENT: ("jobName", "batch_jobs_for", self.batch.sync),
+                   BEDROCK_JOB_EVENT: ("jobName", "bedrock_jobs_for", self.bedrock.sync)}.get(event.get("detail-type"))
         if managed is not None:  # a managed job's state change: the job, known or (configured) created
             field, spec_for, sync = managed
             name = detail.get(field)
