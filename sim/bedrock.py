@@ -51,8 +51,10 @@ class BedrockWorld:
         self.created: list[dict] = []  # every CreateModelCustomizationJob the emulated Bedrock accepted
         self._undrained = 0
 
-    def arn(self, name: str) -> str:
-        return f"arn:aws:bedrock:{self.region}:{self.account}:model-customization-job/{job_id(name)}"
+    def arn(self, name: str, base_model: str) -> str:
+        """A job's ARN as botocore's bedrock model has it: model-customization-job/<base model id>/<id>."""
+        model = base_model.rsplit("/", 1)[-1]
+        return f"arn:aws:bedrock:{self.region}:{self.account}:model-customization-job/{model}/{job_id(name)}"
 
     def find(self, identifier: str) -> dict | None:
         return self.jobs.get(identifier) or next((job for job in self.jobs.values() if job["jobArn"] == identifier),
@@ -64,7 +66,7 @@ class BedrockWorld:
             raise ValueError("expected a GetModelCustomizationJob-shaped object")
         job = copy.deepcopy(spec)
         tags = job.pop("tags", {}) or {}
-        job.setdefault("jobArn", self.arn(str(job.get("jobName"))))
+        job.setdefault("jobArn", self.arn(str(job.get("jobName")), str(job.get("baseModelArn", ""))))
         job.setdefault("creationTime", datetime.now(UTC).isoformat())
         violations = response_violations("bedrock", "GetModelCustomizationJob", job)
         if violations:
@@ -113,9 +115,9 @@ class BedrockWorld:
         job = {key: value for key, value in params.items()
                if key not in ("customModelName", "baseModelIdentifier", "customModelKmsKeyId", "jobTags",
                               "customModelTags")}
-        job.update(jobArn=self.arn(name), outputModelName=params["customModelName"], status="InProgress",
-                   creationTime=datetime.now(UTC).isoformat(), validationDataConfig=params.get(
-                       "validationDataConfig", {"validators": []}),
+        job.update(jobArn=self.arn(name, params["baseModelIdentifier"]), outputModelName=params["customModelName"],
+                   status="InProgress", creationTime=datetime.now(UTC).isoformat(),
+                   validationDataConfig=params.get("validationDataConfig", {"validators": []}),
                    baseModelArn=params["baseModelIdentifier"])
         if "customModelKmsKeyId" in params:
             job["outputModelKmsKeyArn"] = params["customModelKmsKeyId"]

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sim.batch import submitted_job_id
+from sim.bedrock import job_id as bedrock_job_id
 from sim.hyperpod import instance_id
 
 HERE = Path(__file__).parent
@@ -1361,6 +1362,42 @@ def batch_failed(name: str, job_id: str, at: datetime, reason: str = HOST_TERMIN
             "detail": detail}
 
 
+# --- Amazon Bedrock (issue 34): "Model Customization Job State Change" in the envelope of AWS's documented sample
+# (tests/fixtures/events/aws-docs-bedrock-model-customization-job-state-change.json).
+BEDROCK_ROLE = "arn:aws:iam::123456789012:role/BedrockCustomization"
+SERVICE_ERROR = "InternalServerException: An internal service error occurred. Please retry the job."
+
+
+def bedrock_job(name: str, created: datetime) -> dict:
+    """A customization job as GetModelCustomizationJob returns it (a directive: the world's job, with its tags)."""
+    return {"jobName": name, "outputModelName": f"{name}-model", "roleArn": BEDROCK_ROLE, "status": "InProgress",
+            "jobArn": bedrock_arn(name),
+            "creationTime": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "baseModelArn": "arn:aws:bedrock:us-west-2::foundation-model/meta.llama3-1-8b-instruct-v1:0",
+            "customizationType": "CONTINUED_PRE_TRAINING", "hyperParameters": {"epochCount": "2"},
+            "trainingDataConfig": {"s3Uri": "s3://ml-data-123456789012/cpt/train/"},
+            "validationDataConfig": {"validators": [{"s3Uri": "s3://ml-data-123456789012/cpt/valid/"}]},
+            "outputDataConfig": {"s3Uri": "s3://ml-artifacts-123456789012/cpt/"}, "tags": {"team": "nlp"}}
+
+
+def bedrock_arn(name: str) -> str:
+    """A job's ARN as botocore's bedrock model has it (model-customization-job/<base model>/<id>)."""
+    return ("arn:aws:bedrock:us-west-2:123456789012:model-customization-job/meta.llama3-1-8b-instruct-v1:0/"
+            f"{bedrock_job_id(name)}")
+
+
+def bedrock_failed(name: str, at: datetime, message: str = SERVICE_ERROR) -> dict:
+    arn = bedrock_arn(name)
+    return {"version": "0", "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/bedrock/{name}/{at}")),
+            "detail-type": "Model Customization Job State Change", "source": "aws.bedrock",
+            "account": "123456789012", "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-west-2",
+            "resources": [arn], "detail": {
+                "version": "0.0", "jobName": name, "jobArn": arn, "outputModelName": f"{name}-model",
+                "roleArn": BEDROCK_ROLE, "jobStatus": "Failed", "failureMessage": message,
+                "creationTime": (at - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "endTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
 def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     """AWS Batch jobs beside SageMaker's (issue 34): restart from a checkpoint, a job's own failure, redelivery,
     budgets per lineage."""
@@ -1412,6 +1449,27 @@ def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             {"sim": {"s3_put": "s3://ml-checkpoints-123456789012/pretrain/pt-llama-0099/step-100/model.pt"}},
             failed, batch_failed(f"{BATCH_JOB}-r1", r1_id, T_BATCH + timedelta(minutes=30)),
             batch_failed(f"{BATCH_JOB}-r2", r2_id, T_BATCH + timedelta(minutes=50)), other]),
+        "zzw-bedrock-service-error.jsonl": ([
+            "title: (zzw) Amazon Bedrock: two customization jobs fail with a service error; one entry allows a "
+            "restart from scratch, the other does not; the first event is delivered twice",
+            "config: managed-jobs.medic.yaml",
+            "expect: cpt-llama-0003 created again as cpt-llama-0003-r1 (custom model cpt-llama-0003-model-r1), the "
+            "record saying it starts over; the redelivery a duplicate; sft-mistral-0001 suppressed with one page "
+            "saying a restart would start over",
+            "check: records .outcome == executed, duplicate, suppressed",
+            "check: records outcome=executed reason~\"from scratch\" == 1",
+            "check: records outcome=suppressed why=no_checkpoint paged=true == 1",
+            "check: bedrock_jobs name=cpt-llama-0003-r1 model=cpt-llama-0003-model-r1 == 1",
+            "check: bedrock_jobs request.roleArn=arn:aws:iam::123456789012:role/BedrockCustomization "
+            "request.customizationType=CONTINUED_PRE_TRAINING == 1",
+            "check: calls bedrock:CreateModelCustomizationJob == 1",
+            "check: pages message~\"a restart starts over\" == 1",
+            "check: pages == 1",
+        ], [{"sim": {"bedrock_job": bedrock_job("cpt-llama-0003", T_BATCH - timedelta(hours=6))}},
+            {"sim": {"bedrock_job": bedrock_job("sft-mistral-0001", T_BATCH - timedelta(hours=6))}},
+            bedrock_failed("cpt-llama-0003", T_BATCH), {"sim": {"advance": "+2m"}},
+            bedrock_failed("cpt-llama-0003", T_BATCH),
+            bedrock_failed("sft-mistral-0001", T_BATCH + timedelta(minutes=5))]),
     }
 
 

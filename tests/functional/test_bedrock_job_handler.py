@@ -21,7 +21,8 @@ from tests.helpers import load_event
 
 ROLE = "arn:aws:iam::123456789012:role/BedrockCustomization"
 JOB = "cpt-llama-0003"
-JOB_ARN = "arn:aws:bedrock:us-west-2:123456789012:model-customization-job/k2j4h6g8f0d1"
+JOB_ARN = ("arn:aws:bedrock:us-west-2:123456789012:model-customization-job/meta.llama3-1-8b-instruct-v1:0/"
+           "k2j4h6g8f0d1")
 BEDROCK = [{"prefix": "cpt-", "role_arns": [ROLE], "max_restarts": 2, "allow_restart_from_scratch": True},
            {"prefix": "sft-", "role_arns": [ROLE]}]
 SERVICE_ERROR = "InternalServerException: An internal service error occurred. Please retry the job."
@@ -64,13 +65,13 @@ class Bedrock:
         self.stub.activate()
 
     def describes(self, answer: dict) -> None:
-        self.stub.add_response("get_model_customization_job", answer, {"jobIdentifier": answer["jobArn"]})
+        self.stub.add_response("get_model_customization_job", answer, {"jobIdentifier": answer["jobName"]})
 
     def tagged(self, tags: dict[str, str]) -> None:
         self.stub.add_response("list_tags_for_resource", {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
                                {"resourceARN": JOB_ARN})
 
-    def creates(self, arn: str = "arn:aws:bedrock:us-west-2:123456789012:model-customization-job/z9y8x7w6v5u4") -> None:
+    def creates(self, arn: str = JOB_ARN.replace("k2j4h6g8f0d1", "z9y8x7w6v5u4")) -> None:
         self.stub.add_response("create_model_customization_job", {"jobArn": arn})
 
 
@@ -108,7 +109,7 @@ def test_a_service_error_where_allowed_starts_the_job_again_from_scratch_saying_
 
 def test_a_service_error_where_restarting_from_scratch_is_not_allowed_pages_and_says_why(world):
     medic, bedrock = world
-    arn = "arn:aws:bedrock:us-west-2:123456789012:model-customization-job/q1w2e3r4t5y6"
+    arn = JOB_ARN.replace("k2j4h6g8f0d1", "q1w2e3r4t5y6")
     bedrock.describes(description("sft-mistral-0001", arn))
     record = restart_bedrock_job(medic.arrives(failed(name="sft-mistral-0001", arn=arn)), medic.deps)
     assert (record["outcome"], record["why"], record["paged"]) == ("suppressed", "no_checkpoint", True)

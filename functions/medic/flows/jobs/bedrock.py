@@ -55,8 +55,10 @@ def restart_bedrock_job(raw: Any, deps: Deps) -> dict:
                    detail.creationTime)
     page = partial(_page, detail=detail, deps=deps)
 
+    # GetModelCustomizationJob by the job's name: its jobIdentifier takes a name or an ARN of the model's form
+    # (model-customization-job/<base model>/<id>), which the documented sample's jobArn is not.
     def created_at() -> datetime | None:  # Bedrock's word (GetModelCustomizationJob), not the event's
-        return deps.bedrock.describe(detail.jobArn).get("creationTime")
+        return deps.bedrock.describe(detail.jobName).get("creationTime")
 
     def handle(about: About, lineage: Lineage, table: Table) -> dict:
         assert spec is not None  # handle_failure handles only what _not_ours let through
@@ -81,7 +83,7 @@ def _handle_claimed(detail: BedrockJobDetail, about: About, spec: BedrockJobs, f
     repeats = "the failed job's training time"
     if failure.fault is Fault.JOB_RETRYABLE and lineage.restarts < max_restarts:
         try:
-            description = deps.bedrock.describe(detail.jobArn)
+            description = deps.bedrock.describe(detail.jobName)
         except (ClientError, BotoCoreError) as error:
             return done(JobDecision(failure.fault, Action.NONE, Outcome.FAILED,
                                     f"Could not read the job ({error_code(error)}): {quoted(str(error))}",
@@ -120,7 +122,7 @@ def _create_again(decision: JobDecision, deps: Deps, detail: BedrockJobDetail, d
         model_root = model_root[: -len(f"-r{lineage.restarts}")]
     model_name = Lineage(model_root, lineage.restarts).next_name(NAME_LIMIT)
     try:
-        own_tags = user_tags(deps.bedrock.tags(detail.jobArn))
+        own_tags = user_tags(deps.bedrock.tags(str(description.get("jobArn") or detail.jobArn)))
     except (ClientError, BotoCoreError) as error:
         return JobDecision(decision.fault, decision.action, Outcome.FAILED,
                            f"Could not read the job's tags to carry them over ({error_code(error)}): "

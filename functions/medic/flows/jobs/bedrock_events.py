@@ -11,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from medic.config_training import BEDROCK_JOB_NAME_PATTERN
 from medic.core.models import MedicEvent
 
-# jobArn: arn:<partition>:bedrock:<region>:<account>:model-customization-job/<id> (the documented sample's form)
+# jobArn: arn:<partition>:bedrock:<region>:<account>:model-customization-job/<...>: the documented sample's
+# `model-customization-job/<id>`, botocore's bedrock model's `model-customization-job/<base model>/<id>` (the base
+# model's id has dots and colons).
 BEDROCK_JOB_ARN_PATTERN = (r"^arn:aws[a-z-]*:bedrock:[a-z0-9-]+:[0-9]{12}:model-customization-job/"
-                           r"[A-Za-z0-9.+/-]{1,128}$")
+                           r"[A-Za-z0-9.:+/-]{1,256}$")
 
 
 class BedrockJobDetail(BaseModel):
