@@ -392,21 +392,10 @@ def _job_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Ite
     """A SageMaker training job fails with a retryable reason; Medic's clone runs ``sagemaker_start_s`` later."""
     from sim.scenarios.generate import CHECKPOINT, training_failed
 
-    yield _advance(FAULT_AT - timedelta(minutes=1))
-    yield _line({"s3_put": CHECKPOINT})
     delivered = FAULT_AT + timedelta(seconds=lat["eventbridge_delivery_s"])
     failed = training_failed(TRAINING_JOB, delivered, NCCL_FAILURE)
     failed["detail"]["TrainingEndTime"] = failed["detail"]["LastModifiedTime"] = str(int(FAULT_AT.timestamp() * 1000))
-    yield json.dumps(failed)
-    seen = _observe(out, 0, moments)
-    created = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
-    if created is not None:
-        moments.repaired_at = created  # the clone is InProgress
-        moments.resumed_at = created + timedelta(seconds=lat["sagemaker_start_s"])
-        yield _advance(moments.resumed_at)
-    else:
-        yield _advance(FAULT_AT + timedelta(minutes=30))
-    _observe(out, seen, moments)
+    yield from _restarted(CHECKPOINT, failed, lat["sagemaker_start_s"], out, moments)
 
 
 def _batch_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Iterator[str]:
@@ -414,15 +403,22 @@ def _batch_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> I
     without Medic); Medic's clone runs ``batch_start_s`` after its SubmitJob."""
     from sim.scenarios.generate import BATCH_CHECKPOINT, BATCH_JOB, batch_failed
 
-    yield _advance(FAULT_AT - timedelta(minutes=1))
-    yield _line({"s3_put": BATCH_CHECKPOINT})
     delivered = FAULT_AT + timedelta(seconds=lat["eventbridge_delivery_s"])
-    yield json.dumps(batch_failed(BATCH_JOB, "9b2f6c1e-4a7d-4e3b-8c5f-0d1e2a3b4c5d", delivered))
+    failed = batch_failed(BATCH_JOB, "9b2f6c1e-4a7d-4e3b-8c5f-0d1e2a3b4c5d", delivered)
+    yield from _restarted(BATCH_CHECKPOINT, failed, lat["batch_start_s"], out, moments)
+
+
+def _restarted(checkpoint: str, failed: dict, start_s: float, out: list[dict], moments: Moments) -> Iterator[str]:
+    """A managed job's failure with its checkpoint in S3: repaired when Medic's restart call returned (the clone
+    started), resumed ``start_s`` after it."""
+    yield _advance(FAULT_AT - timedelta(minutes=1))
+    yield _line({"s3_put": checkpoint})
+    yield json.dumps(failed)
     seen = _observe(out, 0, moments)
-    submitted = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
-    if submitted is not None:
-        moments.repaired_at = submitted  # the clone is SUBMITTED
-        moments.resumed_at = submitted + timedelta(seconds=lat["batch_start_s"])
+    started = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
+    if started is not None:
+        moments.repaired_at = started
+        moments.resumed_at = started + timedelta(seconds=start_s)
         yield _advance(moments.resumed_at)
     else:
         yield _advance(FAULT_AT + timedelta(minutes=30))

@@ -16,6 +16,14 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def role_arns(arns: list[str]) -> list[str]:
+    """IAM role ARNs, each (a ValueError names the first that is not one)."""
+    for arn in arns:
+        if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
+            raise ValueError(f"not an IAM role ARN: {arn!r}")
+    return arns
+
+
 class TrainingJobs(Strict):
     prefix: str = Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*-?$")
     max_restarts: int | None = Field(default=None, ge=0, le=100)  # unset: guardrails.max_job_restarts
@@ -39,10 +47,7 @@ class TrainingJobs(Strict):
                              "(without it Medic could pass any role of the account); fix: role_arns: "
                              "[arn:aws:iam::<account>:role/<role>] (aws sagemaker describe-training-job "
                              "--training-job-name <job> --query RoleArn)")
-        for arn in arns:
-            if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
-                raise ValueError(f"not an IAM role ARN: {arn!r}")
-        return arns
+        return role_arns(arns)
 
     @field_validator("training_plans")
     @classmethod
@@ -243,10 +248,7 @@ class BedrockJobs(Strict):
     @field_validator("role_arns")
     @classmethod
     def _roles(cls, arns: list[str]) -> list[str]:
-        for arn in arns:
-            if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
-                raise ValueError(f"not an IAM role ARN: {arn!r}")
-        return arns
+        return role_arns(arns)
 
 
 # A Bedrock job's failureMessage, as Medic classifies it. No AWS page lists the messages a failed customization job
@@ -255,13 +257,11 @@ class BedrockJobs(Strict):
 # ThrottlingException: the service's) and the service's wording for capacity (assumption). First match wins; a
 # message matching nothing is unknown: Medic pages.
 DEFAULT_BEDROCK_FAILURE_RULES = (
+    FailureRule(label="quota_exceeded", retryable=False, match=r"ServiceQuotaExceeded|quota|limit exceeded"),
     FailureRule(label="validation_error", retryable=False,
                 match=r"ValidationException|validation (error|failed)|invalid|malformed|does not match the format"),
-    FailureRule(label="permission_error", retryable=False,
-                match=r"AccessDenied|not authori[sz]ed|permission|access to the (S3|KMS)"),
-    FailureRule(label="quota_exceeded", retryable=False, match=r"ServiceQuotaExceeded|quota|limit exceeded"),
+    FailureRule(label="permission_error", retryable=False, match=r"AccessDenied|not authori[sz]ed|permission"),
     FailureRule(label="internal_error", retryable=True,
                 match=r"InternalServerException|internal (server |service )?error|service error|ServiceUnavailable"),
-    FailureRule(label="insufficient_capacity", retryable=True,
-                match=r"capacity|ThrottlingException|throttl|try again later"),
+    FailureRule(label="insufficient_capacity", retryable=True, match=r"capacity|Throttl|throttl|try again later"),
 )

@@ -57,17 +57,25 @@ def failed(reason: str = HOST, exit_code: int | None = None, **changes) -> dict:
     return event
 
 
-class Batch:
-    """Medic's Batch client under a Stubber, its SubmitJob requests kept as sent (API parameters)."""
+class Stubbed:
+    """A service client of Medic's under botocore's Stubber, the requests of one operation kept as sent (API
+    parameters)."""
 
-    def __init__(self, medic) -> None:
-        self.client = boto3.client("batch", region_name=REGION, config=SUBMIT_ONCE)
+    def __init__(self, service: str, kept: str, **client_options) -> None:
+        self.client = boto3.client(service, region_name=REGION, **client_options)
         self.stub = Stubber(self.client)
         self.sent: list[dict] = []
-        self.client.meta.events.register("provide-client-params.batch.SubmitJob",
+        self.client.meta.events.register(f"provide-client-params.{service}.{kept}",
                                          lambda params, **_: self.sent.append(copy.deepcopy(params)))
-        medic.deps.batch = BatchJobs(self.client)
         self.stub.activate()
+
+
+class Batch(Stubbed):
+    """Medic's Batch client, its SubmitJob requests kept."""
+
+    def __init__(self, medic) -> None:
+        super().__init__("batch", "SubmitJob", config=SUBMIT_ONCE)
+        medic.deps.batch = BatchJobs(self.client)
 
     def describes(self, event: dict) -> None:
         self.stub.add_response("describe_jobs", {"jobs": [event["detail"]]}, {"jobs": [event["detail"]["jobId"]]})

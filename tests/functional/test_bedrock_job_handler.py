@@ -7,9 +7,7 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime
 
-import boto3
 import pytest
-from botocore.stub import Stubber
 
 from medic.adapters.bedrock import BedrockJobs
 from medic.config import parse_config
@@ -17,6 +15,7 @@ from medic.flows.jobs.bedrock import restart_bedrock_job
 from medic.ledger.jobs import JobStore
 from sim.contract import request_violations
 from tests.functional.conftest import CONFIG, REGION, medic_world
+from tests.functional.test_batch_job_handler import Stubbed
 from tests.helpers import load_event
 
 ROLE = "arn:aws:iam::123456789012:role/BedrockCustomization"
@@ -54,15 +53,12 @@ def description(name: str = JOB, arn: str = JOB_ARN, role: str = ROLE) -> dict:
             "vpcConfig": {"subnetIds": ["subnet-0123456789abcdef0"], "securityGroupIds": ["sg-0123456789abcdef0"]}}
 
 
-class Bedrock:
+class Bedrock(Stubbed):
+    """Medic's Bedrock client, its CreateModelCustomizationJob requests kept."""
+
     def __init__(self, medic) -> None:
-        self.client = boto3.client("bedrock", region_name=REGION)
-        self.stub = Stubber(self.client)
-        self.sent: list[dict] = []
-        self.client.meta.events.register("provide-client-params.bedrock.CreateModelCustomizationJob",
-                                         lambda params, **_: self.sent.append(copy.deepcopy(params)))
+        super().__init__("bedrock", "CreateModelCustomizationJob")
         medic.deps.bedrock = BedrockJobs(self.client)
-        self.stub.activate()
 
     def describes(self, answer: dict) -> None:
         self.stub.add_response("get_model_customization_job", answer, {"jobIdentifier": answer["jobName"]})

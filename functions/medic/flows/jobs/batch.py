@@ -39,7 +39,7 @@ from medic.flows.jobs import policy
 from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
 from medic.flows.jobs.events import epoch_millis
 from medic.flows.jobs.faults import JobFailure, classify_failure
-from medic.flows.jobs.managed import Failure, Service, finish, handle_failure
+from medic.flows.jobs.managed import Failure, Service, finish, handle_failure, note_restart
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import Checkpoint, JobContext, JobDecision, Lineage
 from medic.ledger.jobs import JobStore, MedicRestart
@@ -184,18 +184,11 @@ def _submit_restart(decision: JobDecision, deps: Deps, detail: BatchJobDetail, e
                            f"tags the restart would exceed Batch's {TAG_LIMIT}; restart it by hand or drop a tag.",
                            page=Page.INCIDENT, attempt=decision.attempt, why=Why.NOT_ALLOWED)
     now, store = deps.now(), JobStore(deps.table)
-    noted = store.intend_restart(MedicRestart(name=LEDGER_PREFIX + new_name, root=lineage.root,
-                                              attempt=lineage.restarts + 1, restarted_from=failed, intended_at=now,
-                                              restarted_from_created=detail.created))
-    if noted is None:
-        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
-                           f"Not restarted: Medic noted the name {new_name} for the failure of another job named "
-                           f"{failed}. Medic submitted nothing: restart {failed} by hand under another name.",
-                           page=Page.INCIDENT, attempt=decision.attempt)
-    if noted.submitted_id:
-        return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
-                           f"Restart {new_name} already exists: Medic submitted it for this failure of {failed} (job "
-                           f"{noted.submitted_id}).", attempt=decision.attempt)
+    noted = note_restart(deps, decision, MedicRestart(
+        name=LEDGER_PREFIX + new_name, root=lineage.root, attempt=lineage.restarts + 1, restarted_from=failed,
+        intended_at=now, restarted_from_created=detail.created), new_name, "submitted")
+    if isinstance(noted, JobDecision):
+        return noted
     if noted.intended_at != now:  # an earlier run began the submission and never recorded its answer
         return JobDecision(decision.fault, decision.action, Outcome.FAILED,
                            f"An earlier run of Medic began submitting {new_name} at "

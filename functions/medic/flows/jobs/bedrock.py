@@ -28,7 +28,7 @@ from medic.core.text import quoted
 from medic.deps import Deps
 from medic.flows.jobs.bedrock_events import BedrockJobDetail, BedrockJobStateEvent
 from medic.flows.jobs.faults import JobFailure, classify_failure
-from medic.flows.jobs.managed import Failure, Service, finish, handle_failure
+from medic.flows.jobs.managed import Failure, Service, finish, handle_failure, note_restart
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import Checkpoint, JobContext, JobDecision, Lineage, decide_job, restart_tags, user_tags
 from medic.ledger.jobs import JobStore, MedicRestart
@@ -128,20 +128,11 @@ def _create_again(decision: JobDecision, deps: Deps, detail: BedrockJobDetail, d
                            f"Could not read the job's tags to carry them over ({error_code(error)}): "
                            f"{quoted(str(error))}", page=Page.INCIDENT, attempt=decision.attempt)
     tags = restart_tags(own_tags, lineage, failed, TAG_LIMIT) or own_tags
-    store = JobStore(deps.table)
-    noted = store.intend_restart(MedicRestart(name=SERVICE.ledger_prefix + new_name, root=lineage.root,
-                                              attempt=lineage.restarts + 1, restarted_from=failed,
-                                              intended_at=deps.now(),
-                                              restarted_from_created=description.get("creationTime")))
-    if noted is None:
-        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
-                           f"Not restarted: Medic noted the name {new_name} for the failure of another job named "
-                           f"{failed}. Medic created nothing: restart {failed} by hand under another name.",
-                           page=Page.INCIDENT, attempt=decision.attempt)
-    if noted.submitted_id:
-        return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
-                           f"Restart {new_name} already exists: Medic created it for this failure of {failed} "
-                           f"({noted.submitted_id}).", attempt=decision.attempt)
+    noted = note_restart(deps, decision, MedicRestart(
+        name=SERVICE.ledger_prefix + new_name, root=lineage.root, attempt=lineage.restarts + 1, restarted_from=failed,
+        intended_at=deps.now(), restarted_from_created=description.get("creationTime")), new_name, "created")
+    if isinstance(noted, JobDecision):
+        return noted
     # One token per failure and restart: an earlier run's call for it comes back as that job, never a second one.
     token = str(uuid.uuid5(TOKENS, f"{detail.jobArn}/{new_name}"))
     try:
@@ -150,7 +141,7 @@ def _create_again(decision: JobDecision, deps: Deps, detail: BedrockJobDetail, d
         return JobDecision(decision.fault, decision.action, Outcome.FAILED,
                            f"CreateModelCustomizationJob for {new_name} failed ({error_code(error)}): "
                            f"{quoted(str(error))}", page=Page.INCIDENT, attempt=decision.attempt)
-    store.note_submitted(SERVICE.ledger_prefix + new_name, arn)
+    JobStore(deps.table).note_submitted(SERVICE.ledger_prefix + new_name, arn)
     return JobDecision(decision.fault, decision.action, Outcome.EXECUTED,
                        f"{decision.reason[:-1]}: created {new_name} (custom model {model_name}) from scratch: a "
                        f"Bedrock job does not resume, so it repeats {repeats} and its cost.",

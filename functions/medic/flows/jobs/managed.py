@@ -24,7 +24,7 @@ from medic.deps import Deps
 from medic.flows.jobs.faults import JobFailure
 from medic.flows.jobs.policy import JobDecision, Lineage, foreign_training_job_arn, lineage_of
 from medic.flows.jobs.restart import CLOSING_OUTCOMES
-from medic.ledger.jobs import JobStore
+from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident
 from medic.outbox.pages import page_incident
@@ -118,3 +118,22 @@ def finish(about: About, decision: JobDecision, deps: Deps, table: Table, page: 
     if decision.page is Page.INCIDENT:
         record = record.paged_if(page_incident(deps, table, record, page(record), window=window))
     return emit(record)
+
+
+def note_restart(deps: Deps, decision: JobDecision, restart: MedicRestart, shown: str,
+                 verb: str) -> MedicRestart | JobDecision:
+    """Medic's note of the restart it is about to start (ledger/jobs.py), before the call: the note, or the
+    decision that ends the handling instead: the name noted for another failure (a page), or the restart already
+    started for this one (a duplicate). ``shown``: the restart's name for people; ``verb``: "submitted", "created"."""
+    noted = JobStore(deps.table).intend_restart(restart)
+    failed = restart.restarted_from
+    if noted is None:
+        return JobDecision(decision.fault, decision.action, Outcome.FAILED,
+                           f"Not restarted: Medic noted the name {shown} for the failure of another job named "
+                           f"{failed}. Medic {verb} nothing: restart {failed} by hand under another name.",
+                           page=Page.INCIDENT, attempt=decision.attempt)
+    if noted.submitted_id:
+        return JobDecision(decision.fault, decision.action, Outcome.DUPLICATE,
+                           f"Restart {shown} already exists: Medic {verb} it for this failure of {failed} "
+                           f"({noted.submitted_id}).", attempt=decision.attempt)
+    return noted
