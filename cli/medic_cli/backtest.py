@@ -417,6 +417,9 @@ def rebuild_world(events: list[dict], live: list[dict], config: Any,
                            "actions themselves change")
     if any(event.get("detail-type") == "SageMaker Training Job State Change" for event in events):
         assumptions.append("training jobs: checkpoints unknown: assumed none (a restart that needs one pages)")
+    if any(event.get("detail-type") == "Model Customization Job State Change" for event in events):
+        assumptions.append("Bedrock customization jobs: as each event's detail describes them (a detail the service "
+                           "model does not allow, as AWS's own sample, is not recreated: the restart then fails)")
     if any(event.get("detail-type") == "Batch Job State Change" for event in events):
         assumptions.append("AWS Batch jobs: as each event's detail describes them; checkpoints unknown: assumed "
                            "none (a restart that needs one pages)")
@@ -548,7 +551,7 @@ def _node_of(event: dict) -> str | None:
 
 def _subject_of(event: dict) -> str | None:
     detail = _detail(event)
-    job = detail.get("TrainingJobName") or detail.get("jobName")  # SageMaker's, AWS Batch's
+    job = detail.get("TrainingJobName") or detail.get("jobName")  # SageMaker's; AWS Batch's and Bedrock's
     return _node_of(event) or (job if isinstance(job, str) else None)
 
 

@@ -79,3 +79,31 @@ def test_given_a_job_of_another_queue_when_explained_then_ignored(explainer: Exp
     event["detail"]["jobQueue"] = f"arn:aws:batch:{REGION}:123456789012:job-queue/someone-elses"
     code, out, _ = explainer.run(event)
     assert code == 0 and "ignored" in decision(out) and "not in its batch_jobs entry's job_queues" in out
+
+
+# --- Amazon Bedrock model customization jobs
+
+BEDROCK_YAML = """
+bedrock_jobs:
+  - prefix: cpt-
+    role_arns: [arn:aws:iam::123456789012:role/BedrockCustomization]
+    allow_restart_from_scratch: true
+"""
+
+
+def bedrock_failure(message: str) -> dict:
+    """AWS's documented sample ("How EventBridge for Amazon Bedrock works"), as a failed job of this account, now."""
+    event = copy.deepcopy(load_event("aws-docs-bedrock-model-customization-job-state-change"))
+    event.update(region=REGION, time=(NOW - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    event["detail"].update(jobName="cpt-llama-0003", failureMessage=message,
+                           jobArn=f"arn:aws:bedrock:{REGION}:123456789012:model-customization-job/k2j4h6g8f0d1")
+    return event
+
+
+def test_given_a_bedrock_jobs_validation_error_when_explained_then_deferred_without_a_restart(explainer: Explainer):
+    explainer.deployed.config_file.write_text(CONFIG_YAML + BEDROCK_YAML)
+    code, out, err = explainer.run(bedrock_failure("ValidationException: the training data is malformed."))
+    assert code == 0, err
+    assert decision(out) == "Decision:  none -> deferred"
+    assert "validation_error" in out and "page once for incident bedrock-job:cpt-llama-0003" in out
+    assert "CreateModelCustomizationJob" not in out

@@ -11,8 +11,9 @@ DURATIONS = {"time_to_detect_s": "detected_at", "time_to_act_s": "acted_at", "ti
              "time_to_resume_s": "resumed_at", "total_s": "resolved_at"}
 MOMENTS = ("fault_at", "detected_at", "acted_at", "repaired_at", "resumed_at", "resolved_at")
 # A managed job's incident is `<service's prefix><lineage root>`: SageMaker training jobs `job:`, AWS Batch jobs
-# `batch-job:` (its `kind`: training_job, batch_job). `medic history --job` and `medic report --job` take a root.
-JOB_INCIDENT_PREFIXES = ("job:", "batch-job:")
+# `batch-job:`, Amazon Bedrock customization jobs `bedrock-job:` (their `kind`: training_job, batch_job,
+# bedrock_job). `medic history --job` and `medic report --job` take a root.
+JOB_INCIDENT_PREFIXES = ("job:", "batch-job:", "bedrock-job:")
 
 
 def job_incidents(root: str) -> tuple[str, ...]:
@@ -23,7 +24,7 @@ def job_incidents(root: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Timeline:
     incident: str
-    kind: str  # node | training_job | batch_job | stall | divergence | slowdown
+    kind: str  # node | training_job | batch_job | bedrock_job | stall | divergence | slowdown
     fault: str
     fault_at: datetime | None  # the event's time; for a stall, the probe's last heartbeat before it
     detected_at: datetime | None  # when Medic received it

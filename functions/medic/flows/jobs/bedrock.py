@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.config import BedrockJobs
+from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageText, PageWindow
 from medic.core.record import About, Record
@@ -61,15 +62,15 @@ def restart_bedrock_job(raw: Any, deps: Deps) -> dict:
         return deps.bedrock.describe(detail.jobName).get("creationTime")
 
     def handle(about: About, lineage: Lineage, table: Table) -> dict:
-        assert spec is not None  # handle_failure handles only what _not_ours let through
+        assert spec is not None  # handle_failure handles only what not_ours let through
         done = partial(finish, about, deps=deps, table=table, page=page, window=_window(spec))
         return _handle_claimed(detail, about, spec, failure, lineage, deps, done)
 
-    return handle_failure(SERVICE, seen, deps.mode.current(), deps, ignored=_not_ours(detail, spec),
+    return handle_failure(SERVICE, seen, deps.mode.current(), deps, ignored=not_ours(detail, spec),
                           created_at=created_at, handle=handle, page=page, prefix=spec.prefix if spec else None)
 
 
-def _not_ours(detail: BedrockJobDetail, spec: BedrockJobs | None) -> str | None:
+def not_ours(detail: BedrockJobDetail, spec: BedrockJobs | None) -> str | None:
     if spec is None:
         return f"Bedrock job {detail.jobName} matches no configured prefix; Medic leaves it alone."
     if detail.jobStatus != "Failed":
@@ -80,7 +81,6 @@ def _not_ours(detail: BedrockJobDetail, spec: BedrockJobs | None) -> str | None:
 def _handle_claimed(detail: BedrockJobDetail, about: About, spec: BedrockJobs, failure: JobFailure, lineage: Lineage,
                     deps: Deps, done: Callable[[JobDecision], dict]) -> dict:
     max_restarts, description = deps.config.max_restarts_for(spec), None
-    repeats = "the failed job's training time"
     if failure.fault is Fault.JOB_RETRYABLE and lineage.restarts < max_restarts:
         try:
             description = deps.bedrock.describe(detail.jobName)
@@ -88,21 +88,29 @@ def _handle_claimed(detail: BedrockJobDetail, about: About, spec: BedrockJobs, f
             return done(JobDecision(failure.fault, Action.NONE, Outcome.FAILED,
                                     f"Could not read the job ({error_code(error)}): {quoted(str(error))}",
                                     page=Page.INCIDENT))
-        repeats = _repeats(description)
-        if description.get("roleArn") not in spec.role_arns:
-            return done(JobDecision(
-                failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
-                f"Retryable ({failure.label}) but the job runs as {description.get('roleArn')}, not in its "
-                f"bedrock_jobs entry's role_arns: Medic may not pass it; add it to the config to let Medic restart "
-                f"these jobs.", page=Page.INCIDENT, attempt=lineage.restarts + 1, why=Why.NOT_ALLOWED))
-    decision = decide_job(JobContext(
-        mode=about.mode, status=detail.jobStatus, failure=failure, lineage=lineage, max_restarts=max_restarts,
+    decision = plan_bedrock_restart(detail, spec, failure, lineage, about.mode, max_restarts, description)
+    if decision.executes and description is not None:
+        decision = _create_again(decision, deps, detail, description, lineage, _repeats(description))
+    return done(decision)
+
+
+def plan_bedrock_restart(detail: BedrockJobDetail, spec: BedrockJobs, failure: JobFailure, lineage: Lineage,
+                         mode: Mode | str, max_restarts: int, description: dict | None) -> JobDecision:
+    """The decision for a Bedrock job's claimed failure (the shared policy, decide_job) with what only Bedrock has:
+    no checkpoint, so a restart starts over, only where allowed; the job's role must be the entry's. Pure (given
+    GetModelCustomizationJob's answer, read when a restart is wanted); `medic explain` makes the same plan."""
+    repeats = _repeats(description or {})
+    if description is not None and description.get("roleArn") not in spec.role_arns:
+        return JobDecision(
+            failure.fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
+            f"Retryable ({failure.label}) but the job runs as {description.get('roleArn')}, not in its bedrock_jobs "
+            f"entry's role_arns: Medic may not pass it; add it to the config to let Medic restart these jobs.",
+            page=Page.INCIDENT, attempt=lineage.restarts + 1, why=Why.NOT_ALLOWED)
+    return decide_job(JobContext(
+        mode=mode, status=detail.jobStatus, failure=failure, lineage=lineage, max_restarts=max_restarts,
         checkpoint=Checkpoint.NOT_CONFIGURED, allow_without_checkpoint=spec.allow_restart_from_scratch,
         no_checkpoint=(f"a Bedrock job does not resume from a checkpoint: a restart starts over and repeats {repeats} "
                        f"and its cost (allow_restart_from_scratch: true on the bedrock_jobs entry lets Medic)")))
-    if decision.executes and description is not None:
-        decision = _create_again(decision, deps, detail, description, lineage, repeats)
-    return done(decision)
 
 
 def _repeats(description: dict) -> str:
