@@ -73,12 +73,12 @@ def restart_batch_job(raw: Any, deps: Deps) -> dict:
 
     def handle(about: About, lineage: Lineage, table: Table) -> dict:
         assert spec is not None  # handle_failure handles only what not_ours let through
-        done = partial(finish, about, deps=deps, table=table, page=partial(_page, detail=detail, deps=deps),
+        done = partial(finish, about, deps=deps, table=table, page_text=partial(_page, detail=detail, deps=deps),
                        window=batch_jobs_window(deps, detail.jobName))
         return _handle_claimed(detail, raw["detail"], about, spec, failure, lineage, deps, done)
 
     return handle_failure(SERVICE, seen, deps.mode.current(), deps, ignored=not_ours(detail, spec),
-                          created_at=created_at, handle=handle, page=partial(_page, detail=detail, deps=deps),
+                          created_at=created_at, handle=handle, page_text=partial(_page, detail=detail, deps=deps),
                           prefix=spec.prefix if spec else None)
 
 

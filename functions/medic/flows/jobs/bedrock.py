@@ -63,11 +63,11 @@ def restart_bedrock_job(raw: Any, deps: Deps) -> dict:
 
     def handle(about: About, lineage: Lineage, table: Table) -> dict:
         assert spec is not None  # handle_failure handles only what not_ours let through
-        done = partial(finish, about, deps=deps, table=table, page=page, window=_window(spec))
+        done = partial(finish, about, deps=deps, table=table, page_text=page, window=_window(spec))
         return _handle_claimed(detail, about, spec, failure, lineage, deps, done)
 
     return handle_failure(SERVICE, seen, deps.mode.current(), deps, ignored=not_ours(detail, spec),
-                          created_at=created_at, handle=handle, page=page, prefix=spec.prefix if spec else None)
+                          created_at=created_at, handle=handle, page_text=page, prefix=spec.prefix if spec else None)
 
 
 def not_ours(detail: BedrockJobDetail, spec: BedrockJobs | None) -> str | None:

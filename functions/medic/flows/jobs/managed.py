@@ -61,7 +61,7 @@ HandleClaimed = Callable[[About, Lineage, Table], Record | dict]
 
 
 def handle_failure(service: Service, failure: Failure, mode: Mode, deps: Deps, *, ignored: str | None,
-                   created_at: CreatedAt, handle: HandleClaimed, page: Callable[[Record], PageText],
+                   created_at: CreatedAt, handle: HandleClaimed, page_text: Callable[[Record], PageText],
                    prefix: str | None) -> dict:
     about = About(incident=service.incident_prefix + failure.name, trigger=Trigger.JOB_STATE,
                   event_id=failure.event_id, mode=mode, job=failure.name)
@@ -84,7 +84,7 @@ def handle_failure(service: Service, failure: Failure, mode: Mode, deps: Deps, *
         decision = JobDecision(failure.failure.fault, Action.NONE, Outcome.FAILED,
                                f"Could not read the job ({error_code(error)}): {quoted(str(error))}",
                                page=Page.INCIDENT)
-        return finish(about, decision, deps, table, page, window)
+        return finish(about, decision, deps, table, page_text, window)
     lineage = lineage_of(noted_as, medics, created)
     if lineage.root == noted_as:  # not Medic's restart: the job is the root of its own lineage
         lineage = Lineage(root=failure.name, restarts=0)
@@ -110,13 +110,13 @@ def handle_failure(service: Service, failure: Failure, mode: Mode, deps: Deps, *
     return record
 
 
-def finish(about: About, decision: JobDecision, deps: Deps, table: Table, page: Callable[[Record], PageText],
+def finish(about: About, decision: JobDecision, deps: Deps, table: Table, page_text: Callable[[Record], PageText],
            window: PageWindow) -> dict:
     """The decision's record, and its page when a human is needed (once per incident, counted in its window)."""
     record = about.record(fault=decision.fault, action=decision.action, outcome=decision.outcome,
                           reason=decision.reason, why=decision.why, attempt=decision.attempt)
     if decision.page is Page.INCIDENT:
-        record = record.paged_if(page_incident(deps, table, record, page(record), window=window))
+        record = record.paged_if(page_incident(deps, table, record, page_text(record), window=window))
     return emit(record)
 
 
