@@ -1406,8 +1406,8 @@ def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     r1_id, r2_id = submitted_job_id(f"{BATCH_JOB}-r1"), submitted_job_id(f"{BATCH_JOB}-r2")
     other = batch_failed("pt-llama-0099", "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f", T_BATCH + timedelta(hours=1))
     return {
-        "zzt-batch-mnp-host-terminated.jsonl": ([
-            "title: (zzt) AWS Batch: a multi-node parallel job fails on a terminated host after Batch's own retries; "
+        "zzzh-batch-mnp-host-terminated.jsonl": ([
+            "title: (zzzh) AWS Batch: a multi-node parallel job fails on a terminated host after Batch's own retries; "
             "its checkpoint is in S3 -> resubmitted once; the redelivered event is a duplicate",
             "config: managed-jobs.medic.yaml",
             "expect: one SubmitJob of pt-llama-0007-r1: the exact job definition revision, queue, parameters, the "
@@ -1422,8 +1422,8 @@ def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: calls batch:SubmitJob == 1",
             "check: pages == 0",
         ], [{"sim": {"s3_put": BATCH_CHECKPOINT}}, failed, {"sim": {"advance": "+2m"}}, failed]),
-        "zzu-batch-own-exit-pages.jsonl": ([
-            "title: (zzu) AWS Batch: a job fails with its own non-zero exit (no infrastructure reason) -> page, "
+        "zzzi-batch-own-exit-pages.jsonl": ([
+            "title: (zzzi) AWS Batch: a job fails with its own non-zero exit (no infrastructure reason) -> page, "
             "no restart",
             "config: managed-jobs.medic.yaml",
             "expect: deferred (not retryable: job_exit_code), one page quoting Batch's reasons, no SubmitJob",
@@ -1434,8 +1434,8 @@ def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         ], [{"sim": {"s3_put": BATCH_CHECKPOINT}},
             batch_failed("pt-eval-0003", "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9", T_BATCH,
                          reason="Essential container in task exited", exit_code=1, mnp=False)]),
-        "zzv-batch-budget-per-lineage.jsonl": ([
-            "title: (zzv) AWS Batch: a lineage's restarts fail the same way until its budget (max_restarts 2) is "
+        "zzzj-batch-budget-per-lineage.jsonl": ([
+            "title: (zzzj) AWS Batch: a lineage's restarts fail the same way until its budget (max_restarts 2) is "
             "spent; another job's lineage has its own budget",
             "config: managed-jobs.medic.yaml",
             "expect: r1 and r2 submitted, the third failure suppressed with one page; pt-llama-0099's own r1 "
@@ -1449,8 +1449,8 @@ def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             {"sim": {"s3_put": "s3://ml-checkpoints-123456789012/pretrain/pt-llama-0099/step-100/model.pt"}},
             failed, batch_failed(f"{BATCH_JOB}-r1", r1_id, T_BATCH + timedelta(minutes=30)),
             batch_failed(f"{BATCH_JOB}-r2", r2_id, T_BATCH + timedelta(minutes=50)), other]),
-        "zzw-bedrock-service-error.jsonl": ([
-            "title: (zzw) Amazon Bedrock: two customization jobs fail with a service error; one entry allows a "
+        "zzzk-bedrock-service-error.jsonl": ([
+            "title: (zzzk) Amazon Bedrock: two customization jobs fail with a service error; one entry allows a "
             "restart from scratch, the other does not; the first event is delivered twice",
             "config: managed-jobs.medic.yaml",
             "expect: cpt-llama-0003 created again as cpt-llama-0003-r1 (custom model cpt-llama-0003-model-r1), the "
