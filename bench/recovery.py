@@ -118,6 +118,11 @@ LATENCIES: dict[str, Latency] = {
         "SageMaker documents the stages (Starting, Downloading, Training: DescribeTrainingJob's SecondaryStatus) "
         "but no durations. Assumed: 8 minutes (instances, image pull, data download, checkpoint load). The same "
         "in both columns."),
+    "batch_start_s": Latency(
+        600, "assumption", "an AWS Batch multi-node job: SubmitJob to its first step",
+        "AWS Batch documents the states (SUBMITTED, PENDING, RUNNABLE, STARTING, RUNNING: \"Job states\", AWS Batch "
+        "user guide) but no durations; a multi-node job waits for all its nodes. Assumed: 10 minutes (instances "
+        "from the compute environment, image pull, checkpoint load). The same in both columns."),
     "nccl_timeout_s": Latency(
         600, "documented", "PyTorch's NCCL watchdog: a collective hung this long aborts the process",
         "torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: `kProcessGroupNCCLDefaultTimeout = "
@@ -397,17 +402,33 @@ def _job_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Ite
     """A SageMaker training job fails with a retryable reason; Medic's clone runs ``sagemaker_start_s`` later."""
     from sim.scenarios.generate import CHECKPOINT, training_failed
 
-    yield _advance(FAULT_AT - timedelta(minutes=1))
-    yield _line({"s3_put": CHECKPOINT})
     delivered = FAULT_AT + timedelta(seconds=lat["eventbridge_delivery_s"])
     failed = training_failed(TRAINING_JOB, delivered, NCCL_FAILURE)
     failed["detail"]["TrainingEndTime"] = failed["detail"]["LastModifiedTime"] = str(int(FAULT_AT.timestamp() * 1000))
+    yield from _restarted(CHECKPOINT, failed, lat["sagemaker_start_s"], out, moments)
+
+
+def _batch_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Iterator[str]:
+    """An AWS Batch multi-node job fails on a terminated host (FAILED: Batch's own retries spent, the same with or
+    without Medic); Medic's clone runs ``batch_start_s`` after its SubmitJob."""
+    from sim.scenarios.generate import BATCH_CHECKPOINT, BATCH_JOB, batch_failed
+
+    delivered = FAULT_AT + timedelta(seconds=lat["eventbridge_delivery_s"])
+    failed = batch_failed(BATCH_JOB, "9b2f6c1e-4a7d-4e3b-8c5f-0d1e2a3b4c5d", delivered)
+    yield from _restarted(BATCH_CHECKPOINT, failed, lat["batch_start_s"], out, moments)
+
+
+def _restarted(checkpoint: str, failed: dict, start_s: float, out: list[dict], moments: Moments) -> Iterator[str]:
+    """A managed job's failure with its checkpoint in S3: repaired when Medic's restart call returned (the clone
+    started), resumed ``start_s`` after it."""
+    yield _advance(FAULT_AT - timedelta(minutes=1))
+    yield _line({"s3_put": checkpoint})
     yield json.dumps(failed)
     seen = _observe(out, 0, moments)
-    created = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
-    if created is not None:
-        moments.repaired_at = created  # the clone is InProgress
-        moments.resumed_at = created + timedelta(seconds=lat["sagemaker_start_s"])
+    started = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
+    if started is not None:
+        moments.repaired_at = started
+        moments.resumed_at = started + timedelta(seconds=start_s)
         yield _advance(moments.resumed_at)
     else:
         yield _advance(FAULT_AT + timedelta(minutes=30))
@@ -426,6 +447,8 @@ def replay_class(klass: str, lat: dict[str, float], *, template: dict | None = N
     box, capture = _world_capture()
     if klass == "job_retryable":
         lines = _job_driver(lat, out, moments)
+    elif klass == "batch_host_terminated":
+        lines = _batch_driver(lat, out, moments)
     else:
         lines = _slurm_driver(klass, lat, box, out, moments)
     with capture, _repair_durations(lat):
@@ -499,6 +522,11 @@ def without_medic(klass: str, lat: dict[str, float]) -> dict:
                         "failed job and starts it again from its checkpoint",
                 "detect_s": human, "act_s": human, "repaired_s": human, "resumed_s": human + lat["sagemaker_start_s"],
                 "alternatives": []}
+    if klass == "batch_host_terminated":
+        human = lat["operator_unpaged_s"]
+        return {"path": "FAILED is final: Batch's own retry strategy is spent; an operator notices the failed job "
+                        "and submits it again", "detect_s": human, "act_s": human, "repaired_s": human,
+                "resumed_s": human + lat["batch_start_s"], "alternatives": []}
     if klass == "capacity":
         failed = detect + lat["capacity_failure_s"]
         return {"path": "HyperPod's automatic replacement fails for capacity and nobody is paged; an operator "
@@ -513,6 +541,7 @@ CLASSES = {
     "gpu_reboot": "GPU reboot-class (`NvidiaErrorReboot`: reboot)",
     "hang": "Hang (a collective stuck; the process alive)",
     "job_retryable": "Training job crash, retryable reason (an NCCL error)",
+    "batch_host_terminated": "AWS Batch multi-node job, its host terminated (after Batch's own retries)",
     "capacity": "Replacement failed for capacity",
 }
 

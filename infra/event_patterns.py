@@ -38,6 +38,7 @@ _GROWS_WITH = {
     "NodeRemediation": "the names in clusters[].name",
     "ClusterEvents": "the names in clusters[].name",
     "TrainingJobRestarts": "the prefixes in training_jobs[].prefix",
+    "ManagedJobRestarts": "the prefixes and queues in batch_jobs[], the prefixes in bedrock_jobs[]",
     "AlarmResponse": "the alarm names (jobs[].name, clusters[].name)",
 }
 

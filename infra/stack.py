@@ -14,6 +14,7 @@ from infra.components.encryption import MedicKey
 from infra.components.event_archive import EventArchive
 from infra.components.function import REDRIVE_RUNBOOK, DeadLetterQueue, MedicFunction
 from infra.components.ledger import LedgerTable
+from infra.components.managed_job_restarts import ManagedJobRestarts
 from infra.components.mode import ModeParameter, ModeWatch
 from infra.components.node_remediation import NodeRemediation
 from infra.components.operations import Operations
@@ -65,6 +66,9 @@ class MedicStack(Stack):
         self.agent_channel.restrict_senders(*([self.alarm_response.handler.role] if self.alarm_response else []))
         self.training_job_restarts = (
             TrainingJobRestarts(self, "TrainingJobRestarts", shared=shared) if config.training_jobs else None)
+        self.managed_job_restarts = (
+            ManagedJobRestarts(self, "ManagedJobRestarts", shared=shared)
+            if config.batch_jobs or config.bedrock_jobs else None)
 
         self.event_archive = EventArchive(self, "EventArchive", shared=shared)  # every kind of event the rules take
         # After the archive: a change of the mode is paged, not a remediation event a backtest would replay.
@@ -85,7 +89,8 @@ class MedicStack(Stack):
         self.operator_policies = OperatorPolicies(
             self, "OperatorAccess", shared=shared, functions=functions, archive=self.event_archive,
             config_functions=[construct.handler for construct in (self.node_remediation, self.training_job_restarts,
-                                                                  self.alarm_response) if construct is not None])
+                                                                  self.managed_job_restarts, self.alarm_response)
+                              if construct is not None])
 
         CfnOutput(self, "LedgerTableName", value=shared.table.table_name)
         CfnOutput(self, "PagingTopicArn", value=shared.topic.topic_arn)
@@ -93,6 +98,7 @@ class MedicStack(Stack):
         for name, construct in (("NodeRemediation", self.node_remediation), ("ClusterEvents", self.cluster_events),
                                 ("Reconciler", self.reconciler),
                                 ("TrainingJobRestarts", self.training_job_restarts),
+                                ("ManagedJobRestarts", self.managed_job_restarts),
                                 ("AlarmResponse", self.alarm_response), ("ModeWatch", self.mode_watch)):
             if construct is not None:
                 CfnOutput(self, f"{name}LogGroup", value=construct.handler.log_group.log_group_name)

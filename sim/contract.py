@@ -49,6 +49,13 @@ CHECKED_RESPONSES = frozenset({
     "sagemaker:CreateTrainingJob",
     "sagemaker:DescribeTrainingJob",
     "sagemaker:ListTrainingJobs",
+    # the emulator's own Batch jobs (sim/batch.py)
+    "batch:DescribeJobs",
+    "batch:SubmitJob",
+    # the emulator's own Bedrock customization jobs (sim/bedrock.py)
+    "bedrock:GetModelCustomizationJob",
+    "bedrock:CreateModelCustomizationJob",
+    "bedrock:ListTagsForResource",
 })
 # Java's UTF-16 spelling of "any supplementary character", as it appears in the models' patterns.
 _SURROGATE_RANGE = r"\uD800\uDC00-\uDBFF\uDFFF"
@@ -308,7 +315,7 @@ class Contract:
         if key not in self.responses or response is None or response.status_code >= 300:
             return
         protocol = model.service_model.protocol
-        if protocol != "json":
+        if protocol not in ("json", "rest-json"):  # rest-json: checked operations bind no output to headers
             raise ContractViolation([Violation(key, "response", "", protocol,
                                                "only JSON-protocol responses can be checked")])
         try:

@@ -8,8 +8,9 @@ One check a line, in one of three forms::
     # check: records .outcome == executed, duplicate         a field of each matching line, in order, exactly
     # check: calls sagemaker:BatchReplaceClusterNodes == 1   a number: the handlers' calls, attempts, a metric
 
-Kinds (``LIST``): records, pages, alarms, incidents, training_jobs, slurm_commands, kubernetes_calls (the replay's
-stdout lines of that kind), node_actions (the emulated HyperPod's Batch* answers), dropped (what went to a DLQ).
+Kinds (``LIST``): records, pages, alarms, incidents, training_jobs, batch_jobs, bedrock_jobs, slurm_commands,
+kubernetes_calls (the replay's stdout lines of that kind), node_actions (the emulated HyperPod's Batch* answers),
+dropped (what went to a DLQ).
 Numbers: ``calls SERVICE:Operation``, ``attempts SERVICE:Operation`` (HTTP attempts, retries included),
 ``injected SERVICE:Operation`` (attempts a fault failed), ``metric NAME`` (the handlers' EMF metric, summed).
 Comparisons: ``==``, ``!=``, ``>=``, ``<=``, ``>``, ``<``. Filters: ``FIELD=VALUE`` (equal), ``FIELD!=VALUE``,
@@ -37,6 +38,8 @@ LISTS: dict[str, Callable[[ReplayResult], list[dict]]] = {
     "alarms": lambda result: result.alarms,
     "incidents": lambda result: result.incidents,
     "training_jobs": lambda result: result.training_jobs,
+    "batch_jobs": lambda result: result.batch_jobs,
+    "bedrock_jobs": lambda result: result.bedrock_jobs,
     "slurm_commands": lambda result: result.slurm_commands,
     "kubernetes_calls": lambda result: result.kubernetes_calls,
     "node_actions": lambda result: result.node_actions,

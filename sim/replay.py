@@ -120,6 +120,18 @@ class ReplayResult:
         """Training jobs the handlers created (CreateTrainingJob calls the emulated SageMaker accepted)."""
         return [line for line in self.lines if line["kind"] == "training_job"]
 
+    @property
+    def batch_jobs(self) -> list[dict]:
+        """Batch jobs the handlers submitted (SubmitJob calls the emulated Batch accepted): ``name``, ``job_id``,
+        ``queue``, ``definition``, ``request``."""
+        return [line for line in self.lines if line["kind"] == "batch_job"]
+
+    @property
+    def bedrock_jobs(self) -> list[dict]:
+        """Bedrock customization jobs the handlers created (CreateModelCustomizationJob calls the emulated Bedrock
+        accepted, not the ones its token answered again): ``name``, ``arn``, ``model``, ``request``."""
+        return [line for line in self.lines if line["kind"] == "bedrock_job"]
+
 
 @dataclass
 class LambdaContext:
@@ -405,6 +417,12 @@ class Replay:
 
     def _directive_training_job(self, value: Any) -> None:
         self.world.training.put(value)
+
+    def _directive_batch_job(self, value: Any) -> None:
+        self.world.batch.put(value)
+
+    def _directive_bedrock_job(self, value: Any) -> None:
+        self.world.bedrock.put(value)
 
     def _directive_slurm_job(self, value: Any) -> None:
         if not isinstance(value, dict):
@@ -950,6 +968,10 @@ class Replay:
     def _emit_outputs(self, capture: _RecordCapture) -> None:
         for job in self.world.training.drain_created():
             self.emit({"kind": "training_job", **job})
+        for job in self.world.batch.drain_submitted():
+            self.emit({"kind": "batch_job", **job})
+        for job in self.world.bedrock.drain_created():
+            self.emit({"kind": "bedrock_job", **job})
         for record in capture.records:
             self.emit({"kind": "record", **record})
         for incident in capture.incidents:

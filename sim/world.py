@@ -19,6 +19,8 @@ import botocore.session
 from moto import mock_aws
 from moto.events.models import EventPattern
 
+from sim.batch import BATCH_JOB_EVENT, BatchWorld
+from sim.bedrock import BEDROCK_JOB_EVENT, BedrockWorld
 from sim.cfn import Physical, SimError, Template
 from sim.eks import EksWorld
 from sim.faults import Fault, raw_response
@@ -130,6 +132,8 @@ class World:
         self.mode_parameters: list[str] = []
         self.hyperpod = HyperPodWorld(account, region, f"arn:aws:iam::{account}:role/medic-sim-hyperpod-nodes")
         self.training = TrainingWorld(account, region, self.client)
+        self.batch = BatchWorld(account, region)
+        self.bedrock = BedrockWorld(account, region)
         self.slurm = SlurmWorld(self.client)
         self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes)
         self.slurm.node_names = self._slurm_node_names
@@ -147,6 +151,11 @@ class World:
             "sagemaker:DescribeTrainingPlan": self.hyperpod.describe_training_plan,
             "sagemaker:ListTags": self.training.list_tags,
             "sagemaker:CreateTrainingJob": self.training.refuse_create,
+            "batch:DescribeJobs": self.batch.describe_jobs,
+            "batch:SubmitJob": self.batch.submit_job,
+            "bedrock:GetModelCustomizationJob": self.bedrock.get_job,
+            "bedrock:CreateModelCustomizationJob": self.bedrock.create_job,
+            "bedrock:ListTagsForResource": self.bedrock.list_tags,
             "events:PutEvents": self.put_events,
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
@@ -630,11 +639,14 @@ class World:
         detail = event.get("detail")
         if not isinstance(detail, dict):
             return
-        if event.get("detail-type") == TRAINING_JOB_EVENT:
-            name = detail.get("TrainingJobName")
-            configured = (isinstance(name, str) and self.config is not None
-                          and self.config.training_jobs_for(name) is not None)
-            self.training.sync(detail, create=configured)
+        managed = {TRAINING_JOB_EVENT: ("TrainingJobName", "training_jobs_for", self.training.sync),
+                   BATCH_JOB_EVENT: ("jobName", "batch_jobs_for", self.batch.sync),
+                   BEDROCK_JOB_EVENT: ("jobName", "bedrock_jobs_for", self.bedrock.sync)}.get(event.get("detail-type"))
+        if managed is not None:  # a managed job's state change: the job, known or (configured) created
+            field, spec_for, sync = managed
+            name = detail.get(field)
+            sync(detail, create=isinstance(name, str) and self.config is not None
+                 and getattr(self.config, spec_for)(name) is not None)
             return
         nested = detail.get("EventDetails")  # "SageMaker HyperPod Cluster Event" nests its details
         cluster = detail.get("ClusterName") or (nested.get("ClusterName") if isinstance(nested, dict) else None)

@@ -417,6 +417,12 @@ def rebuild_world(events: list[dict], live: list[dict], config: Any,
                            "actions themselves change")
     if any(event.get("detail-type") == "SageMaker Training Job State Change" for event in events):
         assumptions.append("training jobs: checkpoints unknown: assumed none (a restart that needs one pages)")
+    if any(event.get("detail-type") == "Model Customization Job State Change" for event in events):
+        assumptions.append("Bedrock customization jobs: as each event's detail describes them (a detail the service "
+                           "model does not allow, as AWS's own sample, is not recreated: the restart then fails)")
+    if any(event.get("detail-type") == "Batch Job State Change" for event in events):
+        assumptions.append("AWS Batch jobs: as each event's detail describes them; checkpoints unknown: assumed "
+                           "none (a restart that needs one pages)")
     if any(event.get("source") in ("aws.cloudwatch", "medic.operator") for event in events):
         assumptions.append("Slurm agents and jobs: unknown: assumed no agent running (a requeue pages instead)")
     assumptions.append("run-time mode: as each live record of the event says (else the candidate's mode)")
@@ -545,8 +551,8 @@ def _node_of(event: dict) -> str | None:
 
 def _subject_of(event: dict) -> str | None:
     detail = _detail(event)
-    return _node_of(event) or (detail.get("TrainingJobName") if isinstance(detail.get("TrainingJobName"), str)
-                               else None)
+    job = detail.get("TrainingJobName") or detail.get("jobName")  # SageMaker's; AWS Batch's and Bedrock's
+    return _node_of(event) or (job if isinstance(job, str) else None)
 
 
 def _fault(pair: Pair) -> str | None:

@@ -24,7 +24,7 @@ DEFAULT_STACK = "Medic"
 DEFAULT_CONFIG_FILE = "medic.yaml"
 # The functions that carry the deployed config (MEDIC_CONFIG), in the order they are asked.
 CONFIG_FUNCTION_OUTPUTS = ("NodeRemediationFunctionName", "TrainingJobRestartsFunctionName",
-                           "AlarmResponseFunctionName")
+                           "ManagedJobRestartsFunctionName", "AlarmResponseFunctionName")
 
 
 class CliError(Exception):

@@ -2,12 +2,13 @@
 
 The same steps as the handlers (functions/medic/flows/node/remediation.py, flows/jobs/restart.py) up to the decision:
 parse the event with Medic's models, classify the fault, read the live ledger and the node or job, and
-call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob,
+call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob, DescribeJobs,
 ListObjectsV2, DynamoDB reads); nothing is claimed, executed, paged or recorded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +17,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
+from medic.adapters.batch import BatchJobs
+from medic.adapters.bedrock import BedrockJobs
 from medic.adapters.checkpoints import Checkpoints
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.training import TrainingJobs
@@ -34,9 +37,12 @@ from medic.core.models import (
 )
 from medic.core.pages import Page
 from medic.core.text import validation_problems
-from medic.flows.jobs.events import TrainingJobStateEvent
+from medic.flows.jobs import batch, bedrock
+from medic.flows.jobs.batch_events import BatchJobStateEvent
+from medic.flows.jobs.bedrock_events import BedrockJobStateEvent
+from medic.flows.jobs.events import TrainingJobStateEvent, epoch_millis
 from medic.flows.jobs.faults import classify_failure
-from medic.flows.jobs.policy import Checkpoint, JobContext, decide_job, lineage_of
+from medic.flows.jobs.policy import Checkpoint, JobContext, Lineage, decide_job, lineage_of
 from medic.flows.node.faults import classify
 from medic.flows.node.policy import NodeContext, NodeDecision, decide_node
 from medic.ledger.jobs import JobStore
@@ -50,7 +56,11 @@ from medic_cli.render import when
 
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 JOB_STATE = "SageMaker Training Job State Change"
-SUPPORTED = f"explain supports node health events ({NODE_HEALTH!r}) and training job state changes ({JOB_STATE!r})"
+BATCH_JOB_STATE = "Batch Job State Change"
+BEDROCK_JOB_STATE = "Model Customization Job State Change"
+SUPPORTED = (f"explain supports node health events ({NODE_HEALTH!r}), training job state changes ({JOB_STATE!r}), "
+             f"AWS Batch job state changes ({BATCH_JOB_STATE!r}) and Bedrock model customization job state changes "
+             f"({BEDROCK_JOB_STATE!r})")
 STORM_WINDOW = timedelta(hours=1)  # as medic.flows.node.remediation.STORM_WINDOW
 API_FOR_ACTION = {Action.REBOOT_NODE: "BatchRebootClusterNodes", Action.REPLACE_NODE: "BatchReplaceClusterNodes"}
 
@@ -75,6 +85,10 @@ def explain(ctx: Context, raw: Any, mode: ModeReading) -> Explanation:
         return explain_node(ctx, raw, mode)
     if detail_type == JOB_STATE:
         return explain_job(ctx, raw, mode)
+    if detail_type == BATCH_JOB_STATE:
+        return explain_batch_job(ctx, raw, mode)
+    if detail_type == BEDROCK_JOB_STATE:
+        return explain_bedrock_job(ctx, raw, mode)
     raise CliError(f"{SUPPORTED}; this event's detail-type is {detail_type!r}")
 
 
@@ -314,3 +328,114 @@ def explain_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanati
     explanation.would[:0] = steps
     return explanation
 
+
+# --- the managed services beside SageMaker: AWS Batch, Amazon Bedrock
+
+@dataclass
+class _Managed:
+    """One managed job's explanation as it is built (flows/jobs/managed: scope, lineage, claim, then the plan)."""
+
+    record: dict
+    facts: list[tuple[str, str]]
+    mode: str
+
+    def ends(self, fault: Fault, outcome: Outcome, reason: str | None, would: list[str],
+             attempt: int = 0) -> Explanation:
+        self.record.update(fault=fault.value, action=Action.NONE.value, outcome=outcome.value, reason=reason,
+                           attempt=attempt)
+        return Explanation(self.record, would=would, facts=self.facts)
+
+    def lineage(self, ctx: Context, prefixes: tuple[str, str], name: str, created: Callable[[], Any]) -> Lineage:
+        """The lineage as the handler reads it: Medic's note of the job, held against the service's creation time."""
+        incident_prefix, ledger_prefix = prefixes
+        medics = JobStore(ctx.ledger()).restart(ledger_prefix + name)
+        lineage = lineage_of(ledger_prefix + name, medics, created() if medics is not None else None)
+        lineage = Lineage(name, 0) if lineage.root == ledger_prefix + name else lineage
+        self.record["incident"] = incident_prefix + lineage.root
+        self.facts.append(("lineage", f"{lineage.root}, {lineage.restarts} restart(s) before this job"))
+        return lineage
+
+    def decided(self, ctx: Context, decision: Any, table: Table, steps: list[str]) -> Explanation:
+        self.record.update(fault=decision.fault.value, action=decision.action.value, outcome=decision.outcome.value,
+                           reason=decision.reason, attempt=decision.attempt)
+        explanation = _with_page(Explanation(self.record, facts=self.facts), decision.page, table, ctx.now(),
+                                 self.mode, None)
+        explanation.would[:0] = steps
+        return explanation
+
+
+def _managed(ctx: Context, mode_reading: ModeReading, facts: list[tuple[str, str]], event_id: str, name: str,
+             incident_prefix: str) -> _Managed:
+    mode = _under_pause(ctx, mode_reading.effective, None, facts)
+    return _Managed({"incident": incident_prefix + name, "trigger": Trigger.JOB_STATE.value, "event_id": event_id,
+                     "cluster": None, "instance_group": None, "node_id": None, "job": name, "mode": mode,
+                     "attempt": 0}, facts, mode)
+
+
+def explain_batch_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanation:
+    """As flows/jobs/batch: the same scope, lineage, claim and plan (batch.plan_batch_restart), read-only."""
+    facts = _base_facts(ctx, mode_reading)
+    try:
+        event = BatchJobStateEvent.model_validate(raw)
+    except ValidationError as error:
+        return _rejected(raw, error, Trigger.JOB_STATE, "Batch job state event", mode_reading.effective, facts)
+    config, detail = _config(ctx), event.detail
+    job = _managed(ctx, mode_reading, facts, event.id, detail.jobName, batch.INCIDENT_PREFIX)
+    spec = config.batch_jobs_for(detail.jobName)
+    failure = classify_failure(detail.failure_text(), config.batch_failure_rules(spec) if spec else [])
+    facts.append(("failure", f"{failure.fault.value} (rule {failure.label}; status {detail.status}; "
+                             f"{detail.failure_text()!r}; {batch.attempts_of(detail)})"))
+    ignored = batch.not_ours(detail, spec)
+    if ignored or spec is None:
+        return job.ends(failure.fault, Outcome.IGNORED, ignored, ["record it; act on nothing"])
+    lineage = job.lineage(ctx, (batch.INCIDENT_PREFIX, batch.LEDGER_PREFIX), detail.jobName, lambda: epoch_millis(
+        (BatchJobs(ctx.client("batch")).describe(detail.jobId) or {}).get("createdAt")))
+    table = ctx.ledger(job.mode)
+    if JobStore(table).job_failure_claimed(batch.LEDGER_PREFIX + detail.jobId):
+        return job.ends(failure.fault, Outcome.DUPLICATE, f"This failure of {detail.jobName} was already handled.",
+                        ["page nobody", "write the remediation record"], lineage.restarts + 1)
+    try:
+        plan = batch.plan_batch_restart(detail, spec, failure, lineage, job.mode, config.max_restarts_for(spec),
+                                        Checkpoints(ctx.client("s3")))
+    except (ClientError, BotoCoreError, ValueError) as error:
+        raise CliError(f"could not look for the job's checkpoint ({error_code(error)}): {error}") from None
+    steps = [f"claim this failure of {detail.jobName} (job {detail.jobId}) in the ledger (handled once)"]
+    if plan.decision.executes:
+        steps.append(f"call SubmitJob {lineage.next_name(batch.BATCH_NAME_LIMIT)} to queue {detail.queue_name} (a "
+                     f"clone of {detail.jobName}, {plan.resume}; noted in the ledger as restart "
+                     f"{lineage.restarts + 1} of {lineage.root})")
+    return job.decided(ctx, plan.decision, table, steps)
+
+
+def explain_bedrock_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanation:
+    """As flows/jobs/bedrock: the same scope, lineage, claim and plan (bedrock.plan_bedrock_restart), read-only."""
+    facts = _base_facts(ctx, mode_reading)
+    try:
+        event = BedrockJobStateEvent.model_validate(raw)
+    except ValidationError as error:
+        return _rejected(raw, error, Trigger.JOB_STATE, "Bedrock model customization job state event",
+                         mode_reading.effective, facts)
+    config, detail, service = _config(ctx), event.detail, bedrock.SERVICE
+    job = _managed(ctx, mode_reading, facts, event.id, detail.jobName, service.incident_prefix)
+    spec = config.bedrock_jobs_for(detail.jobName)
+    failure = classify_failure(detail.failureMessage, config.bedrock_failure_rules(spec) if spec else [])
+    facts.append(("failure", f"{failure.fault.value} (rule {failure.label}; status {detail.jobStatus}; "
+                             f"{detail.failureMessage!r})"))
+    if bedrock.not_ours(detail, spec) or spec is None:
+        return job.ends(failure.fault, Outcome.IGNORED, bedrock.not_ours(detail, spec), ["record it; act on nothing"])
+    jobs = BedrockJobs(ctx.client("bedrock"))
+    lineage = job.lineage(ctx, (service.incident_prefix, service.ledger_prefix), detail.jobName,
+                          lambda: jobs.describe(detail.jobName).get("creationTime"))
+    table, max_restarts = ctx.ledger(job.mode), config.max_restarts_for(spec)
+    if JobStore(table).job_failure_claimed(service.ledger_prefix + detail.jobArn):
+        return job.ends(failure.fault, Outcome.DUPLICATE, f"This failure of {detail.jobName} was already handled.",
+                        ["page nobody", "write the remediation record"], lineage.restarts + 1)
+    wanted = failure.fault is Fault.JOB_RETRYABLE and lineage.restarts < max_restarts
+    decision = bedrock.plan_bedrock_restart(detail, spec, failure, lineage, job.mode, max_restarts,
+                                            jobs.describe(detail.jobName) if wanted else None)
+    steps = [f"claim this failure of {detail.jobName} in the ledger (handled once)"]
+    if decision.executes:
+        steps.append(f"call CreateModelCustomizationJob {lineage.next_name(bedrock.NAME_LIMIT)} (the job again, from "
+                     f"scratch: it repeats the failed job's training and its cost; noted in the ledger as restart "
+                     f"{lineage.restarts + 1} of {lineage.root})")
+    return job.decided(ctx, decision, table, steps)

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from botocore.exceptions import ClientError
 
 from medic.core.models import Outcome, RemediationRecord, Why
+from medic.core.timeline import job_incidents
 from medic_cli.context import CliError
 from medic_cli.render import parse_time, table, when
 
@@ -51,8 +52,8 @@ class Filters:
             return False
         if self.node and record.get("node_id") != self.node:
             return False
-        if self.job and record.get("job") != self.job and record.get("incident") != f"job:{self.job}":
-            return False  # --job ROOT also matches the restarts of its lineage (incident job:ROOT)
+        if self.job and record.get("job") != self.job and record.get("incident") not in job_incidents(self.job):
+            return False  # --job ROOT also matches the restarts of its lineage (incident job:ROOT, batch-job:ROOT)
         if self.needs_human and record.get("needs_human") is not True:
             return False
         if self.whys and record.get("why") not in self.whys:
@@ -66,7 +67,8 @@ class Filters:
             if value and _SAFE_VALUE.match(value):
                 terms.append(f'$.{path} = "{value}"')
         if self.job and _SAFE_VALUE.match(self.job):
-            terms.append(f'($.job = "{self.job}" || $.incident = "job:{self.job}")')
+            incidents = " || ".join(f'$.incident = "{incident}"' for incident in job_incidents(self.job))
+            terms.append(f'($.job = "{self.job}" || {incidents})')
         return "{ " + " && ".join(terms) + " }"
 
 

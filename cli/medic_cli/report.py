@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
+from medic.core.timeline import JOB_INCIDENT_PREFIXES, job_incidents
 from medic_cli.history import json_object, log_events, read_lines
 from medic_cli.render import parse_time, table, when
 
@@ -51,7 +52,7 @@ class Filters:
             return False
         if self.cluster and incident.get("cluster") != self.cluster:
             return False
-        return not self.job or incident.get("job") == self.job or incident.get("incident") == f"job:{self.job}"
+        return not self.job or incident.get("job") == self.job or incident.get("incident") in job_incidents(self.job)
 
     def log_pattern(self) -> str:
         return '{ $.message = "incident" }'
@@ -174,7 +175,8 @@ def report(incidents: list[dict], start: datetime, end: datetime,
     jobs: dict[str, list[dict]] = {}
     for incident in incidents:
         key = str(incident.get("incident") or "")
-        name = incident.get("job") or (key.removeprefix("job:") if key.startswith("job:") else None)
+        prefix = next((prefix for prefix in JOB_INCIDENT_PREFIXES if key.startswith(prefix)), None)
+        name = incident.get("job") or (key.removeprefix(prefix) if prefix else None)
         if name:
             jobs.setdefault(name, []).append(incident)
     job_rows = []

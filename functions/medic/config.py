@@ -12,7 +12,16 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from medic.config_training import DEFAULT_FAILURE_RULES, FailureRule, Strict, TrainingJobs
+from medic.config_training import (
+    DEFAULT_BATCH_FAILURE_RULES,
+    DEFAULT_BEDROCK_FAILURE_RULES,
+    DEFAULT_FAILURE_RULES,
+    BatchJobs,
+    BedrockJobs,
+    FailureRule,
+    Strict,
+    TrainingJobs,
+)
 
 # SageMaker HyperPod cluster names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
 CLUSTER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
@@ -269,6 +278,9 @@ class MedicConfig(Strict):
     guardrails: Guardrails = Field(default_factory=Guardrails)
     clusters: list[Cluster] = Field(min_length=1)
     training_jobs: list[TrainingJobs] = Field(default_factory=list)
+    batch_jobs: list[BatchJobs] = Field(default_factory=list)  # AWS Batch jobs Medic may restart (resubmit)
+    # Amazon Bedrock model customization jobs Medic may start again (from scratch, where allowed)
+    bedrock_jobs: list[BedrockJobs] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
     job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
     # Days the EventBridge archive keeps every event Medic's rules match, for `medic backtest`. The archive's
@@ -326,7 +338,27 @@ class MedicConfig(Strict):
         matching = [spec for spec in self.training_jobs if job_name.startswith(spec.prefix)]
         return max(matching, key=lambda spec: len(spec.prefix), default=None)
 
-    def max_restarts_for(self, spec: TrainingJobs) -> int:
+    def batch_jobs_for(self, job_name: str) -> BatchJobs | None:
+        """The most specific configured Batch prefix matching the job (None: Medic leaves it alone)."""
+        matching = [spec for spec in self.batch_jobs if job_name.startswith(spec.prefix)]
+        return max(matching, key=lambda spec: len(spec.prefix), default=None)
+
+    def bedrock_jobs_for(self, job_name: str) -> BedrockJobs | None:
+        """The most specific configured Bedrock prefix matching the job (None: Medic leaves it alone)."""
+        matching = [spec for spec in self.bedrock_jobs if job_name.startswith(spec.prefix)]
+        return max(matching, key=lambda spec: len(spec.prefix), default=None)
+
+    @staticmethod
+    def bedrock_failure_rules(spec: BedrockJobs) -> list[FailureRule]:
+        """The entry's own failure rules, else Medic's defaults for Bedrock (DEFAULT_BEDROCK_FAILURE_RULES)."""
+        return list(DEFAULT_BEDROCK_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
+
+    @staticmethod
+    def batch_failure_rules(spec: BatchJobs) -> list[FailureRule]:
+        """The entry's own failure rules, else Medic's defaults for Batch (DEFAULT_BATCH_FAILURE_RULES)."""
+        return list(DEFAULT_BATCH_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
+
+    def max_restarts_for(self, spec: TrainingJobs | BatchJobs | BedrockJobs) -> int:
         return self.guardrails.max_job_restarts if spec.max_restarts is None else spec.max_restarts
 
     def job(self, name: str) -> Job | None:

@@ -7,13 +7,21 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
     """Every config model: unknown keys are errors (a typo must not pass as a default), values frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def role_arns(arns: list[str]) -> list[str]:
+    """IAM role ARNs, each (a ValueError names the first that is not one)."""
+    for arn in arns:
+        if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
+            raise ValueError(f"not an IAM role ARN: {arn!r}")
+    return arns
 
 
 class TrainingJobs(Strict):
@@ -44,10 +52,7 @@ class TrainingJobs(Strict):
                              "(without it Medic could pass any role of the account); fix: role_arns: "
                              "[arn:aws:iam::<account>:role/<role>] (aws sagemaker describe-training-job "
                              "--training-job-name <job> --query RoleArn)")
-        for arn in arns:
-            if not re.fullmatch(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}", arn):
-                raise ValueError(f"not an IAM role ARN: {arn!r}")
-        return arns
+        return role_arns(arns)
 
     @field_validator("training_plans")
     @classmethod
@@ -118,4 +123,150 @@ DEFAULT_FAILURE_RULES = (
     FailureRule(label="internal_error", retryable=True, match=r"internal (server )?error"),
     FailureRule(label="hardware_suspected", retryable=True, match=r"hardware|health ?check"),
     FailureRule(label="interrupted", retryable=True, match=r"spot|interrupt|preempt"),
+)
+
+
+# AWS Batch names: a job, job queue or job definition name is "up to 128 letters (uppercase and lowercase),
+# numbers, hyphens, and underscores", the first a letter or number (AWS Batch API reference, SubmitJob jobName,
+# CreateJobQueue jobQueueName, RegisterJobDefinition jobDefinitionName).
+BATCH_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$"
+LINEAGE_PLACEHOLDER = "{lineage}"
+
+
+class CheckpointLocation(Strict):
+    """Where a team's Batch jobs write their checkpoints: a bucket and a key prefix, in which ``{lineage}`` stands
+    for the lineage's root job name (the name the job was first submitted under: its restarts carry the same
+    parameters and environment, so they write where it wrote)."""
+
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    prefix: str = Field(min_length=1, max_length=1024)
+
+    @field_validator("prefix")
+    @classmethod
+    def _placeholders(cls, prefix: str) -> str:
+        if prefix.startswith("/"):
+            raise ValueError(f"an S3 key prefix does not start with '/': {prefix!r}")
+        if "{" in prefix.replace(LINEAGE_PLACEHOLDER, "") or "}" in prefix.replace(LINEAGE_PLACEHOLDER, ""):
+            raise ValueError(f"the only placeholder a checkpoint prefix may hold is {LINEAGE_PLACEHOLDER}: {prefix!r}")
+        return prefix
+
+    def prefix_for(self, lineage: str) -> str:
+        return self.prefix.replace(LINEAGE_PLACEHOLDER, lineage)
+
+    def uri_for(self, lineage: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix_for(lineage)}"
+
+
+class BatchJobs(Strict):
+    """AWS Batch jobs Medic may restart (resubmit): a team's jobs by name prefix, in its queues, of its job
+    definitions; FAILED is Batch's last word (its own retryStrategy already ran)."""
+
+    prefix: str = Field(min_length=1, max_length=128, pattern=BATCH_NAME_PATTERN)
+    # Required: the queues (names) these jobs run in. The rule takes FAILED events of these queues only, and
+    # Medic submits restarts only to them (batch:SubmitJob on exactly these).
+    job_queues: list[str] = Field(min_length=1)
+    # Required: the job definitions (names; every revision) these jobs use (batch:SubmitJob on exactly these);
+    # a job of another definition is paged, not restarted.
+    job_definitions: list[str] = Field(min_length=1)
+    max_restarts: int | None = Field(default=None, ge=0, le=100)  # unset: guardrails.max_job_restarts
+    # Batch has no checkpoint of its own: where these jobs write theirs. Medic restarts only when one exists there
+    # (s3:ListBucket on exactly these buckets), unless allow_restart_without_checkpoint.
+    checkpoint_buckets: list[CheckpointLocation] = Field(default_factory=list)
+    allow_restart_without_checkpoint: bool = False
+    # The failure rules for these jobs (first match wins); unset: DEFAULT_BATCH_FAILURE_RULES.
+    failure_rules: list[FailureRule] | None = None
+
+    @field_validator("job_queues", "job_definitions")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.fullmatch(BATCH_NAME_PATTERN, name):
+                raise ValueError(f"not an AWS Batch name (a name, not an ARN; up to 128 letters, numbers, hyphens "
+                                 f"and underscores): {name!r}")
+        return names
+
+    @model_validator(mode="after")
+    def _checkpoints(self) -> BatchJobs:
+        if not self.checkpoint_buckets and not self.allow_restart_without_checkpoint:
+            raise ValueError("checkpoint_buckets: required (Batch has no checkpoint of its own: Medic restarts only "
+                             "when one exists where these jobs write theirs); fix: checkpoint_buckets: [{bucket: "
+                             "<bucket>, prefix: \"checkpoints/{lineage}/\"}], or allow_restart_without_checkpoint: "
+                             "true to restart from scratch")
+        return self
+
+
+# A Batch job's failure, as Medic classifies it: its statusReason, then its last attempt's statusReason, its
+# container's reason and exit code ("statusReason: ...; attempt: ...; container: ...; exit code: N",
+# flows/jobs/batch_events.failure_text). First match wins; a text matching nothing is unknown: Medic pages.
+# The strings are Batch's and ECS's own:
+# - "Host EC2 (instance i-...) terminated.": the instance under the job went away (a Spot reclaim among others);
+#   AWS CDK's aws_batch Reason.SPOT_INSTANCE_RECLAIMED matches it as onStatusReason "Host EC2*"
+#   (aws-cdk-lib aws-batch/lib/job-definition-base.ts), and the EC2-instance-failure scenario of "Automated job
+#   retries" (docs.aws.amazon.com/batch/latest/userguide/job_retries.html) is this one;
+# - CannotPullContainerError / CannotStartContainerError / ResourceInitializationError / "Task failed to start" /
+#   DockerTimeoutError: ECS's stopped-task errors ("Amazon ECS stopped task error messages",
+#   docs.aws.amazon.com/AmazonECS/latest/developerguide/stopped-task-error-codes.html), "Task failed to start"
+#   also in Batch's evaluateOnExit example (job_retries.html). A pull error naming a missing image or a denied
+#   registry is the job's own (it fails the same way again), matched first;
+# - "OutOfMemoryError: Container killed due to memory usage" (ECS stopped-task errors);
+# - "Job attempt duration exceeded timeout": the job's own `timeout` (assumption: the wording as users report it;
+#   no AWS page lists it verbatim);
+# - "Essential container in task exited" with a non-zero exit code, and no infrastructure reason: the job's code.
+DEFAULT_BATCH_FAILURE_RULES = (
+    FailureRule(label="image_not_found", retryable=False,
+                match=r"CannotPullContainerError.*(not found|manifest unknown|does not exist|pull access denied"
+                      r"|access ?denied|unauthorized|repository .* not exist)"),
+    FailureRule(label="host_terminated", retryable=True, match=r"Host EC2 \(instance [^)]*\) (terminated|stopped)"),
+    FailureRule(label="spot_reclaimed", retryable=True, match=r"\bSpot\b.*(reclaim|interrupt)"),
+    FailureRule(label="container_start_error", retryable=True,
+                match=r"CannotPullContainerError|CannotStartContainerError|CannotInspectContainerError"
+                      r"|DockerTimeoutError|Task failed to start"),
+    FailureRule(label="resource_initialization", retryable=True, match=r"ResourceInitializationError"),
+    FailureRule(label="internal_error", retryable=True, match=r"\bInternal ?(Server)? ?Error\b|internal error"),
+    FailureRule(label="out_of_memory", retryable=False,
+                match=r"OutOfMemoryError|Container killed due to memory usage|CUDA out of memory"),
+    FailureRule(label="job_timeout", retryable=False, match=r"duration exceeded timeout"),
+    FailureRule(label="job_exit_code", retryable=False, match=r"exit code: -?[1-9][0-9]*\b"),
+    FailureRule(label="essential_container_exited", retryable=False, match=r"Essential container in task exited"),
+)
+
+
+# Bedrock model customization job names: [a-zA-Z0-9](-*[a-zA-Z0-9\+\-\.])*, at most 63 (botocore's bedrock model,
+# CreateModelCustomizationJob jobName).
+BEDROCK_JOB_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9+\-.])*$"
+
+
+class BedrockJobs(Strict):
+    """Amazon Bedrock model customization jobs (fine-tuning, continued pre-training, distillation) Medic may start
+    again: they do not resume from a checkpoint, so a restart starts over, and only where the team allows it."""
+
+    prefix: str = Field(min_length=1, max_length=63, pattern=BEDROCK_JOB_NAME_PATTERN)
+    # Required: the service roles these jobs run as, which Medic passes to the restarts (iam:PassRole on exactly
+    # these, to bedrock.amazonaws.com); a job with another role is paged, not restarted.
+    role_arns: list[str] = Field(min_length=1)
+    max_restarts: int | None = Field(default=None, ge=0, le=100)  # unset: guardrails.max_job_restarts
+    # A restart starts over and repeats the job's training time and cost: only when the team says that is fine.
+    allow_restart_from_scratch: bool = False
+    # The failure rules for these jobs (first match wins); unset: DEFAULT_BEDROCK_FAILURE_RULES.
+    failure_rules: list[FailureRule] | None = None
+
+    @field_validator("role_arns")
+    @classmethod
+    def _roles(cls, arns: list[str]) -> list[str]:
+        return role_arns(arns)
+
+
+# A Bedrock job's failureMessage, as Medic classifies it. No AWS page lists the messages a failed customization job
+# carries; these rules follow the errors botocore's bedrock model declares for its operations (ValidationException,
+# AccessDeniedException, ServiceQuotaExceededException: the job's or the account's; InternalServerException,
+# ThrottlingException: the service's) and the service's wording for capacity (assumption). First match wins; a
+# message matching nothing is unknown: Medic pages.
+DEFAULT_BEDROCK_FAILURE_RULES = (
+    FailureRule(label="quota_exceeded", retryable=False, match=r"ServiceQuotaExceeded|quota|limit exceeded"),
+    FailureRule(label="validation_error", retryable=False,
+                match=r"ValidationException|validation (error|failed)|invalid|malformed|does not match the format"),
+    FailureRule(label="permission_error", retryable=False, match=r"AccessDenied|not authori[sz]ed|permission"),
+    FailureRule(label="internal_error", retryable=True,
+                match=r"InternalServerException|internal (server |service )?error|service error|ServiceUnavailable"),
+    FailureRule(label="insufficient_capacity", retryable=True, match=r"capacity|Throttl|throttl|try again later"),
 )

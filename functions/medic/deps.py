@@ -1,7 +1,7 @@
 """What a flow is given: the adapters, the ledger table, the config and the ports, in one `Deps` (the composition
 root, medic.wiring, builds it once per container).
 
-The adapters only some handlers use (training jobs, checkpoints, training metrics, agent queues) are
+The adapters only some handlers use (training, Batch and Bedrock jobs, checkpoints, training metrics, agent queues) are
 imported and built on first use: a handler that never touches them never imports them (nor the models
 behind them) at cold start.
 
@@ -30,6 +30,8 @@ from medic.ledger.table import Table
 
 if TYPE_CHECKING:
     from medic.adapters.agent_queue import AgentQueues
+    from medic.adapters.batch import BatchJobs
+    from medic.adapters.bedrock import BedrockJobs
     from medic.adapters.checkpoints import Checkpoints
     from medic.adapters.metrics import TrainingMetrics
     from medic.adapters.training import TrainingJobs
@@ -63,6 +65,18 @@ def _training() -> TrainingJobs:
     from medic.adapters.training import TrainingJobs
 
     return TrainingJobs()
+
+
+def _batch() -> BatchJobs:
+    from medic.adapters.batch import BatchJobs
+
+    return BatchJobs()
+
+
+def _bedrock() -> BedrockJobs:
+    from medic.adapters.bedrock import BedrockJobs
+
+    return BedrockJobs()
 
 
 def _checkpoints() -> Checkpoints:
@@ -178,6 +192,8 @@ class Deps:
     # The stack's name (MEDIC_STACK: the reconciler's only), which its canary carries to the stack's own canary rule.
     stack: str = ""
     training: TrainingJobs = _OnFirstUse(_training)  # type: ignore[assignment]
+    batch: BatchJobs = _OnFirstUse(_batch)  # type: ignore[assignment]
+    bedrock: BedrockJobs = _OnFirstUse(_bedrock)  # type: ignore[assignment]
     checkpoints: Checkpoints = _OnFirstUse(_checkpoints)  # type: ignore[assignment]
     metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]
     # AGENT_QUEUES (cluster name -> agent queue URL, Slurm and EKS agents alike), read on first use; unset: none

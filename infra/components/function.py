@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_events as events
@@ -15,6 +16,9 @@ from constructs import Construct
 
 from infra.event_patterns import exclude_replays
 from medic.config import DEAD_LETTER_RETENTION, EVENTBRIDGE_MAX_EVENT_AGE, LAMBDA_MAX_EVENT_AGE
+
+if TYPE_CHECKING:
+    from infra.components.shared import Shared
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
@@ -60,6 +64,7 @@ RESERVED_CONCURRENCY = {
     "node_health": 10,  # one per node event; a storm is decided in seconds, the guardrails suppress the rest
     "cluster_event": 5,
     "training_job": 5,
+    "managed_job": 5,  # AWS Batch and Bedrock jobs' failures (one function for the services beside SageMaker)
     "operator_request": 5,  # any principal allowed events:PutEvents can send one
     "alarm": 5,
     "agent_results": 5,  # a stream: one batch per shard at a time anyway
@@ -119,6 +124,14 @@ class MedicFunction(Construct):
             reason=("X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) support no resource-level "
                     f"permissions. {unscoped_reason} Every other statement names its resources.")))
         self._ack_runtime()
+
+    @classmethod
+    def of_shared(cls, scope: Construct, construct_id: str, shared: Shared, *, handler: str, description: str,
+                  concurrency: str) -> MedicFunction:
+        """A handler with what every event handler shares: the config's environment, the layers, the key, and its
+        entry of RESERVED_CONCURRENCY."""
+        return cls(scope, construct_id, handler=handler, description=description, environment=shared.environment(),
+                   layers=list(shared.layers), key=shared.key, reserved_concurrency=shared.reserved(concurrency))
 
     def route(self, rule: events.Rule, *, scheduled: bool = False) -> None:
         """Deliver the rule's events here, live events only (a replay from the archive never reaches a handler:

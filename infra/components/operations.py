@@ -40,6 +40,11 @@ QUERIES = {
     # last: a query's construct id is its index (Query<n>), and the deployed ones keep theirs
     "Needs a human (medic history --needs-human)": f"{RECORD_FIELDS}\n| {RECORDS}\n| filter needs_human = 1\n"
                                                    "| sort @timestamp desc",
+    # a managed job's incident names its service: job: (SageMaker training jobs), batch-job: (AWS Batch),
+    # bedrock-job: (Amazon Bedrock model customization)
+    "Managed job failures by service and outcome": f'{RECORD_FIELDS}\n| {RECORDS}\n| filter trigger = "job_state"\n'
+                                                   "| parse incident /^(?<service>[a-z-]+):/\n"
+                                                   "| stats count(*) as failures by service, outcome, why",
 }
 
 

@@ -16,6 +16,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sim.batch import submitted_job_id
+from sim.bedrock import job_id as bedrock_job_id
 from sim.hyperpod import instance_id
 
 HERE = Path(__file__).parent
@@ -355,6 +357,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **automatic_scenarios(),
         **capacity_backoff_scenarios(),
         **capacity_aware_scenarios(),
+        **batch_scenarios(),
     }
 
 
@@ -1515,6 +1518,170 @@ def capacity_aware_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             event(rebooted, T0 + minutes(76), "NvidiaErrorReboot"),
             clock(T0 + minutes(81)), {"sim": {"training_plan": {**plan, "available": 2}}},
             clock(T0 + minutes(95))]),
+    }
+
+
+# --- AWS Batch (issue 34): the documented "Batch Job State Change" (tests/fixtures/events/
+# aws-docs-batch-job-state-change.json, AWS Batch user guide "Job state change events") as a FAILED job of the
+# managed-jobs config's queue; a multi-node parallel pretraining job and a single-node evaluation job.
+BATCH_QUEUE = "arn:aws:batch:us-west-2:123456789012:job-queue/gpu-training"
+BATCH_JOB = "pt-llama-0007"
+BATCH_CHECKPOINT = f"s3://ml-checkpoints-123456789012/pretrain/{BATCH_JOB}/step-4800/model.pt"
+HOST_TERMINATED = "Host EC2 (instance i-0b7c9d1e2f3a4b5c6) terminated."
+T_BATCH = datetime(2026, 11, 22, 3, 12, 40, tzinfo=UTC)
+
+
+def batch_failed(name: str, job_id: str, at: datetime, reason: str = HOST_TERMINATED, exit_code: int | None = None,
+                 mnp: bool = True, event_id: str | None = None) -> dict:
+    """A Batch job's FAILED state change: the envelope of AWS's documented sample, the detail the job as
+    DescribeJobs returns it; Batch's own retry strategy ran twice (two attempts) before FAILED."""
+    millis = int(at.timestamp() * 1000)
+    container = {"reason": reason} if exit_code is None else {"reason": reason, "exitCode": exit_code}
+    attempt = {"statusReason": reason if exit_code is None else "Essential container in task exited",
+               "startedAt": millis - 3_600_000, "stoppedAt": millis, "container": container}
+    detail: dict = {
+        "jobArn": f"arn:aws:batch:us-west-2:123456789012:job/{job_id}", "jobName": name, "jobId": job_id,
+        "jobQueue": BATCH_QUEUE, "status": "FAILED",
+        "statusReason": reason if exit_code is None else "Essential container in task exited",
+        "attempts": [copy.deepcopy(attempt), attempt], "createdAt": millis - 7_200_000,
+        "startedAt": millis - 3_600_000, "stoppedAt": millis,
+        "retryStrategy": {"attempts": 2, "evaluateOnExit": [{"onStatusReason": "Host EC2*", "action": "RETRY"},
+                                                            {"onReason": "*", "action": "EXIT"}]},
+        "dependsOn": [], "parameters": {"epochs": "3"}, "timeout": {"attemptDurationSeconds": 172800},
+        "schedulingPriority": 50, "shareIdentifier": "pretrain", "tags": {"team": "pretrain"},
+        "propagateTags": True, "platformCapabilities": ["EC2"]}
+    if mnp:
+        detail["jobDefinition"] = "arn:aws:batch:us-west-2:123456789012:job-definition/pretrain-mnp:7"
+        detail["nodeProperties"] = {"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [{
+            "targetNodes": "0:", "container": {
+                "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/pretrain:1.4",
+                "command": ["torchrun", "train.py", "--epochs", "Ref::epochs"],
+                "environment": [{"name": "CHECKPOINT_DIR",
+                                 "value": f"s3://ml-checkpoints-123456789012/pretrain/{name.split('-r')[0]}/"}],
+                "resourceRequirements": [{"type": "GPU", "value": "8"}, {"type": "VCPU", "value": "96"},
+                                         {"type": "MEMORY", "value": "1000000"}],
+                "instanceType": "p4d.24xlarge"}}]}
+    else:
+        detail["jobDefinition"] = "arn:aws:batch:us-west-2:123456789012:job-definition/eval-single:3"
+        detail["container"] = {"image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/eval:2.0",
+                               "command": ["python", "eval.py"],
+                               "resourceRequirements": [{"type": "VCPU", "value": "4"},
+                                                        {"type": "MEMORY", "value": "16384"}],
+                               "exitCode": exit_code, "reason": reason}
+    return {"version": "0", "id": event_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/batch/{job_id}/{at}")),
+            "detail-type": "Batch Job State Change", "source": "aws.batch", "account": "123456789012",
+            "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-west-2", "resources": [detail["jobArn"]],
+            "detail": detail}
+
+
+# --- Amazon Bedrock (issue 34): "Model Customization Job State Change" in the envelope of AWS's documented sample
+# (tests/fixtures/events/aws-docs-bedrock-model-customization-job-state-change.json).
+BEDROCK_ROLE = "arn:aws:iam::123456789012:role/BedrockCustomization"
+SERVICE_ERROR = "InternalServerException: An internal service error occurred. Please retry the job."
+
+
+def bedrock_job(name: str, created: datetime) -> dict:
+    """A customization job as GetModelCustomizationJob returns it (a directive: the world's job, with its tags)."""
+    return {"jobName": name, "outputModelName": f"{name}-model", "roleArn": BEDROCK_ROLE, "status": "InProgress",
+            "jobArn": bedrock_arn(name),
+            "creationTime": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "baseModelArn": "arn:aws:bedrock:us-west-2::foundation-model/meta.llama3-1-8b-instruct-v1:0",
+            "customizationType": "CONTINUED_PRE_TRAINING", "hyperParameters": {"epochCount": "2"},
+            "trainingDataConfig": {"s3Uri": "s3://ml-data-123456789012/cpt/train/"},
+            "validationDataConfig": {"validators": [{"s3Uri": "s3://ml-data-123456789012/cpt/valid/"}]},
+            "outputDataConfig": {"s3Uri": "s3://ml-artifacts-123456789012/cpt/"}, "tags": {"team": "nlp"}}
+
+
+def bedrock_arn(name: str) -> str:
+    """A job's ARN as botocore's bedrock model has it (model-customization-job/<base model>/<id>)."""
+    return ("arn:aws:bedrock:us-west-2:123456789012:model-customization-job/meta.llama3-1-8b-instruct-v1:0/"
+            f"{bedrock_job_id(name)}")
+
+
+def bedrock_failed(name: str, at: datetime, message: str = SERVICE_ERROR) -> dict:
+    arn = bedrock_arn(name)
+    return {"version": "0", "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/bedrock/{name}/{at}")),
+            "detail-type": "Model Customization Job State Change", "source": "aws.bedrock",
+            "account": "123456789012", "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-west-2",
+            "resources": [arn], "detail": {
+                "version": "0.0", "jobName": name, "jobArn": arn, "outputModelName": f"{name}-model",
+                "roleArn": BEDROCK_ROLE, "jobStatus": "Failed", "failureMessage": message,
+                "creationTime": (at - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "endTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """AWS Batch jobs beside SageMaker's (issue 34): restart from a checkpoint, a job's own failure, redelivery,
+    budgets per lineage."""
+    first_id = "9b2f6c1e-4a7d-4e3b-8c5f-0d1e2a3b4c5d"
+    failed = batch_failed(BATCH_JOB, first_id, T_BATCH)
+    r1_id, r2_id = submitted_job_id(f"{BATCH_JOB}-r1"), submitted_job_id(f"{BATCH_JOB}-r2")
+    other = batch_failed("pt-llama-0099", "1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f", T_BATCH + timedelta(hours=1))
+    return {
+        "zzzh-batch-mnp-host-terminated.jsonl": ([
+            "title: (zzzh) AWS Batch: a multi-node parallel job fails on a terminated host after Batch's own retries; "
+            "its checkpoint is in S3 -> resubmitted once; the redelivered event is a duplicate",
+            "config: managed-jobs.medic.yaml",
+            "expect: one SubmitJob of pt-llama-0007-r1: the exact job definition revision, queue, parameters, the "
+            "node ranges, timeout, scheduling priority and share identifier; then duplicate; no page",
+            "check: records .outcome == executed, duplicate",
+            "check: records outcome=executed reason~\"Batch made 2 attempt(s)\" == 1",
+            "check: batch_jobs name=pt-llama-0007-r1 queue=gpu-training == 1",
+            "check: batch_jobs request.jobDefinition=arn:aws:batch:us-west-2:123456789012:job-definition/"
+            "pretrain-mnp:7 request.shareIdentifier=pretrain request.schedulingPriorityOverride=50 "
+            "request.nodeOverrides.numNodes=4 request.timeout.attemptDurationSeconds=172800 == 1",
+            "check: batch_jobs request.tags.medic:lineage=pt-llama-0007 request.tags.team=pretrain == 1",
+            "check: calls batch:SubmitJob == 1",
+            "check: pages == 0",
+        ], [{"sim": {"s3_put": BATCH_CHECKPOINT}}, failed, {"sim": {"advance": "+2m"}}, failed]),
+        "zzzi-batch-own-exit-pages.jsonl": ([
+            "title: (zzzi) AWS Batch: a job fails with its own non-zero exit (no infrastructure reason) -> page, "
+            "no restart",
+            "config: managed-jobs.medic.yaml",
+            "expect: deferred (not retryable: job_exit_code), one page quoting Batch's reasons, no SubmitJob",
+            "check: records .outcome == deferred",
+            "check: records .why == not_retryable",
+            "check: calls batch:SubmitJob == 0",
+            "check: pages == 1",
+        ], [{"sim": {"s3_put": BATCH_CHECKPOINT}},
+            batch_failed("pt-eval-0003", "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9", T_BATCH,
+                         reason="Essential container in task exited", exit_code=1, mnp=False)]),
+        "zzzj-batch-budget-per-lineage.jsonl": ([
+            "title: (zzzj) AWS Batch: a lineage's restarts fail the same way until its budget (max_restarts 2) is "
+            "spent; another job's lineage has its own budget",
+            "config: managed-jobs.medic.yaml",
+            "expect: r1 and r2 submitted, the third failure suppressed with one page; pt-llama-0099's own r1 "
+            "submitted",
+            "check: records .outcome == executed, executed, suppressed, executed",
+            "check: records .attempt == 1, 2, 3, 1",
+            "check: records outcome=suppressed why=budget_spent paged=true == 1",
+            "check: batch_jobs .name == pt-llama-0007-r1, pt-llama-0007-r2, pt-llama-0099-r1",
+            "check: pages == 1",
+        ], [{"sim": {"s3_put": BATCH_CHECKPOINT}},
+            {"sim": {"s3_put": "s3://ml-checkpoints-123456789012/pretrain/pt-llama-0099/step-100/model.pt"}},
+            failed, batch_failed(f"{BATCH_JOB}-r1", r1_id, T_BATCH + timedelta(minutes=30)),
+            batch_failed(f"{BATCH_JOB}-r2", r2_id, T_BATCH + timedelta(minutes=50)), other]),
+        "zzzk-bedrock-service-error.jsonl": ([
+            "title: (zzzk) Amazon Bedrock: two customization jobs fail with a service error; one entry allows a "
+            "restart from scratch, the other does not; the first event is delivered twice",
+            "config: managed-jobs.medic.yaml",
+            "expect: cpt-llama-0003 created again as cpt-llama-0003-r1 (custom model cpt-llama-0003-model-r1), the "
+            "record saying it starts over; the redelivery a duplicate; sft-mistral-0001 suppressed with one page "
+            "saying a restart would start over",
+            "check: records .outcome == executed, duplicate, suppressed",
+            "check: records outcome=executed reason~\"from scratch\" == 1",
+            "check: records outcome=suppressed why=no_checkpoint paged=true == 1",
+            "check: bedrock_jobs name=cpt-llama-0003-r1 model=cpt-llama-0003-model-r1 == 1",
+            "check: bedrock_jobs request.roleArn=arn:aws:iam::123456789012:role/BedrockCustomization "
+            "request.customizationType=CONTINUED_PRE_TRAINING == 1",
+            "check: calls bedrock:CreateModelCustomizationJob == 1",
+            "check: pages message~\"a restart starts over\" == 1",
+            "check: pages == 1",
+        ], [{"sim": {"bedrock_job": bedrock_job("cpt-llama-0003", T_BATCH - timedelta(hours=6))}},
+            {"sim": {"bedrock_job": bedrock_job("sft-mistral-0001", T_BATCH - timedelta(hours=6))}},
+            bedrock_failed("cpt-llama-0003", T_BATCH), {"sim": {"advance": "+2m"}},
+            bedrock_failed("cpt-llama-0003", T_BATCH),
+            bedrock_failed("sft-mistral-0001", T_BATCH + timedelta(minutes=5))]),
     }
 
 

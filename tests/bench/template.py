@@ -1,5 +1,5 @@
-"""A hand-written template in the shape the stack synthesizes, with the node and training-job rules and
-functions: the replay benchmarks run on it in the smoke tests without a synth. With ``agent_queues`` the node
+"""A hand-written template in the shape the stack synthesizes, with the node, training-job and Batch job rules
+and functions: the replay benchmarks run on it in the smoke tests without a synth. With ``agent_queues`` the node
 function has the Slurm clusters' agent queues (AGENT_QUEUES, as infra/components/agent_channel.py gives it), so the
 node path asks whether to drain first, as in the stack; no agent ever reports there, so the call is made at once."""
 
@@ -10,6 +10,7 @@ from medic.config import MedicConfig
 NODE_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker HyperPod Cluster Node Health Event"]}
 JOB_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training Job State Change"],
                "detail": {"TrainingJobStatus": ["Failed"]}}
+BATCH_PATTERN = {"source": ["aws.batch"], "detail-type": ["Batch Job State Change"], "detail": {"status": ["FAILED"]}}
 
 
 def _function(handler: str, config: MedicConfig, agent_queues: bool = False) -> dict:
@@ -51,4 +52,6 @@ def template(config: MedicConfig, agent_queues: bool = False) -> dict:
         "JobFnABC": _function("medic.handlers.training_job.handler", config),
         "NodeRuleABC": _rule(NODE_PATTERN, "NodeFnABC"),
         "JobRuleABC": _rule(JOB_PATTERN, "JobFnABC"),
+        "BatchFnABC": _function("medic.handlers.managed_job.handler", config),
+        "BatchRuleABC": _rule(BATCH_PATTERN, "BatchFnABC"),
     }}

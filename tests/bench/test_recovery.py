@@ -82,3 +82,13 @@ def test_the_table_and_its_page_block(tmp_path, tiny_template):
     written = page.read_text()
     assert "stale numbers" not in written and "`sagemaker_start_s` = 480 s (assumption)" in written
     assert written.endswith("## Cold start and SnapStart\n")
+
+
+def test_a_batch_job_on_a_terminated_host_is_timed_from_medics_submitjob(tiny_template):
+    entry = recovery.run("batch_host_terminated", template=tiny_template)["classes"]["batch_host_terminated"]
+    medic, lat = entry["with_medic"], recovery.latencies()
+    assert not medic["errors"]
+    assert ["restart_job", "executed"] in [record[1:3] for record in medic["records"]]
+    assert medic["act_s"] == lat["eventbridge_delivery_s"]
+    assert medic["resumed_s"] == medic["act_s"] + lat["batch_start_s"]
+    assert entry["without_medic"]["resumed_s"] == lat["operator_unpaged_s"] + lat["batch_start_s"]

@@ -31,6 +31,8 @@ def test_the_archive_takes_each_kind_of_event_a_rule_takes_by_source_and_detail_
     assert kinds == {("aws.sagemaker", "SageMaker HyperPod Cluster Node Health Event"),
                      ("aws.sagemaker", "SageMaker HyperPod Cluster Event"),
                      ("aws.sagemaker", "SageMaker Training Job State Change"),
+                     ("aws.batch", "Batch Job State Change"),
+                     ("aws.bedrock", "Model Customization Job State Change"),
                      ("aws.cloudwatch", "CloudWatch Alarm State Change"),
                      ("medic.operator", "Medic Requeue Job")}
     assert archive["EventPattern"]["account"] == [{"Ref": "AWS::AccountId"}]

@@ -63,7 +63,7 @@ def test_every_function_has_its_reserved_concurrency_within_what_lambda_lets_an_
     node = next(value for lid, value in reserved.items() if lid.startswith("NodeRemediationHandler"))
     assert node == RESERVED_CONCURRENCY["node_health"]
     # The sum docs/deploy.md's precondition names: the account needs it plus Lambda's 100 unreserved
-    assert sum(reserved.values()) + UNRESERVED_MINIMUM == 141
+    assert sum(reserved.values()) + UNRESERVED_MINIMUM == 146
 
 
 def test_reserved_concurrency_can_be_turned_off_for_a_small_account():

@@ -47,7 +47,8 @@ def test_the_saved_queries_cover_the_log_groups_of_every_function(raw):
     queries = {q["Properties"]["Name"]: q["Properties"] for q in resources(raw, "AWS::Logs::QueryDefinition").values()}
     assert set(queries) == {"Medic/All decisions (last 24 h: set the time range)", "Medic/Failed and suppressed",
                             "Medic/One node or job (edit the filter)", "Medic/Time from event to action per cluster",
-                            "Medic/Needs a human (medic history --needs-human)"}
+                            "Medic/Needs a human (medic history --needs-human)",
+                            "Medic/Managed job failures by service and outcome"}
     log_groups = {lid for lid in resources(raw, "AWS::Logs::LogGroup")}
     for query in queries.values():
         assert {ref["Ref"] for ref in query["LogGroupNames"]} == log_groups
@@ -56,6 +57,9 @@ def test_the_saved_queries_cover_the_log_groups_of_every_function(raw):
     # Logs Insights reads a JSON true as 1 (a record's needs_human); every record query shows why and needs_human
     needs = queries["Medic/Needs a human (medic history --needs-human)"]["QueryString"]
     assert "filter needs_human = 1" in needs and "why, needs_human" in needs
+    # SageMaker training jobs and AWS Batch jobs side by side: the service is the incident's prefix
+    managed = queries["Medic/Managed job failures by service and outcome"]["QueryString"]
+    assert 'filter trigger = "job_state"' in managed and "(?<service>" in managed and "by service, outcome" in managed
 
 
 def test_the_dashboard_shows_outcomes_pages_incidents_latency_queues_mode_and_records(raw):

@@ -121,3 +121,7 @@ def _prune(value: Any) -> Any:
     if isinstance(value, list):
         return [item for item in (_prune(item) for item in value) if item != {} and item != []]
     return value
+
+
+# The same filter and pruning, for the other adapters that clone a job from its description (adapters/batch).
+fit_to_shape, prune_empty = _fit, _prune

@@ -10,12 +10,21 @@ from datetime import datetime
 DURATIONS = {"time_to_detect_s": "detected_at", "time_to_act_s": "acted_at", "time_to_repair_s": "repaired_at",
              "time_to_resume_s": "resumed_at", "total_s": "resolved_at"}
 MOMENTS = ("fault_at", "detected_at", "acted_at", "repaired_at", "resumed_at", "resolved_at")
+# A managed job's incident is `<service's prefix><lineage root>`: SageMaker training jobs `job:`, AWS Batch jobs
+# `batch-job:`, Amazon Bedrock customization jobs `bedrock-job:` (their `kind`: training_job, batch_job,
+# bedrock_job). `medic history --job` and `medic report --job` take a root.
+JOB_INCIDENT_PREFIXES = ("job:", "batch-job:", "bedrock-job:")
+
+
+def job_incidents(root: str) -> tuple[str, ...]:
+    """Every incident a job lineage's root can name, one per service."""
+    return tuple(prefix + root for prefix in JOB_INCIDENT_PREFIXES)
 
 
 @dataclass(frozen=True)
 class Timeline:
     incident: str
-    kind: str  # node | training_job | stall | divergence | slowdown
+    kind: str  # node | training_job | batch_job | bedrock_job | stall | divergence | slowdown
     fault: str
     fault_at: datetime | None  # the event's time; for a stall, the probe's last heartbeat before it
     detected_at: datetime | None  # when Medic received it
@@ -83,13 +92,13 @@ def node_timeline(*, incident: str, cluster: str, node_id: str, fault: str, faul
 
 def job_timeline(*, incident: str, job: str, fault: str, fault_at: datetime | None, detected_at: datetime,
                  restarted_at: datetime | None, resumed_at: datetime | None = None,
-                 job_started_at: datetime | None = None) -> dict:
+                 job_started_at: datetime | None = None, kind: str = "training_job") -> dict:
     """A training job's incident line. With a restart, written once the clone trains (or never will): the clone is
     InProgress as soon as CreateTrainingJob returns (repaired then), training again at its first `Training`
     secondary status (resumed and resolved then; null when it ended or gave up before: the next failure of the
     clone is a new attempt of the same incident). Without one (gave up, not retryable, suppressed, failed), written
     when the failure's handling ends: the action, the repair and the resolution are null: a human owns it."""
-    return incident_line(Timeline(incident=incident, kind="training_job", fault=fault, fault_at=fault_at,
+    return incident_line(Timeline(incident=incident, kind=kind, fault=fault, fault_at=fault_at,
                                   detected_at=detected_at, job=job, acted_at=restarted_at,
                                   repaired_at=restarted_at, resumed_at=resumed_at, resolved_at=resumed_at,
                                   job_started_at=job_started_at))

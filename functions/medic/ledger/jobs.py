@@ -62,6 +62,9 @@ class MedicRestart:
     restarted_from: str
     intended_at: datetime
     restarted_from_created: datetime | None = None
+    # The job id the service gave the restart (AWS Batch: SubmitJob's jobId), once its call returned; None before.
+    # Batch takes two jobs of one name, so only this says an earlier run's submission went through.
+    submitted_id: str | None = None
 
     def restarts(self, failed_job: str, failed_created: datetime | None) -> bool:
         """Whether this restart is of the failure of that job (its name and CreationTime)."""
@@ -197,6 +200,10 @@ class JobStore:
             returns="ALL_NEW")
         return None if attributes is None else _medic_restart(restart.name, attributes)
 
+    def note_submitted(self, job_name: str, job_id: str) -> None:
+        """The restart noted under ``job_name`` was submitted and is job ``job_id``."""
+        self.table.update(self.restart_key(job_name), "SET submitted_id = :id", {":id": {"S": job_id}})
+
     def restart(self, job_name: str) -> MedicRestart | None:
         """What Medic noted about creating a training job of this name (None: Medic never tried to)."""
         item = self.table.get(self.restart_key(job_name))
@@ -242,7 +249,8 @@ def _medic_restart(name: str, item: dict) -> MedicRestart:
     return MedicRestart(name=name, root=item["lineage_root"]["S"], attempt=int(item["attempt"]["N"]),
                         restarted_from=item["restarted_from"]["S"],
                         intended_at=datetime.fromisoformat(item["intended_at"]["S"]),
-                        restarted_from_created=datetime.fromisoformat(created) if created else None)
+                        restarted_from_created=datetime.fromisoformat(created) if created else None,
+                        submitted_id=item.get("submitted_id", {}).get("S"))
 
 
 def _lineage_restarts(lineage: str, item: dict) -> LineageRestarts:

@@ -30,10 +30,10 @@ class TrainingJobDetail(BaseModel):
     @property
     def started_at(self) -> datetime | None:
         """When this job started: TrainingStartTime, else CreationTime; None when neither is a readable time."""
-        return _epoch_millis(self.TrainingStartTime) or _epoch_millis(self.CreationTime)
+        return epoch_millis(self.TrainingStartTime) or epoch_millis(self.CreationTime)
 
 
-def _epoch_millis(value: str | int | float | None) -> datetime | None:
+def epoch_millis(value: str | int | float | None) -> datetime | None:
     try:
         millis = float(value) if value is not None and not isinstance(value, bool) else None
     except ValueError:

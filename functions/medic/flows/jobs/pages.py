@@ -14,10 +14,14 @@ JOB_NEXT_STEP = {
 }
 
 
-def job_page(record: Mapping[str, Any], failure_reason: str, region: str) -> PageText:
-    """``failure_reason``: the job's FailureReason, the user script's own output at the end: shown quoted."""
+def job_page(record: Mapping[str, Any], failure_reason: str, region: str, *, kind: str = "training job",
+             console: str | None = None, extra: tuple[str, ...] = ()) -> PageText:
+    """``failure_reason``: the job's FailureReason, the user script's own output at the end: shown quoted.
+    ``kind`` and ``console``: the service's words and console link (SageMaker's by default); ``extra``: lines the
+    service adds before the console (Batch: that its own retries already ran)."""
     job = record["job"]
-    subject = f"[Medic] training job {job}: {record['fault']} - {record['outcome']}"
+    subject = f"[Medic] {kind} {job}: {record['fault']} - {record['outcome']}"
+    sagemaker_console = f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}"
     next_step = JOB_NEXT_STEP.get(record["fault"], "Decide whether to restart the job by hand.")
     lines = [
         f"Job:            {job}",
@@ -28,7 +32,8 @@ def job_page(record: Mapping[str, Any], failure_reason: str, region: str) -> Pag
         f"Why:            {record['reason']}",
         "",
         f"What to do:     {next_step}",
-        f"Console:        https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job}",
+        *extra,
+        f"Console:        {console or sagemaker_console}",
         f"Event:          {record['event_id']} (mode {record['mode']})",
     ]
     return PageText(subject, lines)

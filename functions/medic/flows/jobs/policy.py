@@ -29,27 +29,30 @@ class Lineage:
     root: str
     restarts: int
 
-    def next_name(self) -> str:
-        """``<root>-r<k>``, within SageMaker's 63 characters; a shortened root keeps a hash of the full one."""
+    def next_name(self, limit: int = NAME_LIMIT) -> str:
+        """``<root>-r<k>``, within the service's name limit (SageMaker's 63 characters by default); a shortened
+        root keeps a hash of the full one."""
         suffix = f"-r{self.restarts + 1}"
-        if len(self.root) + len(suffix) <= NAME_LIMIT:
+        if len(self.root) + len(suffix) <= limit:
             return self.root + suffix
         digest = hashlib.sha256(self.root.encode()).hexdigest()[:6]
-        keep = NAME_LIMIT - len(suffix) - len(digest) - 1
+        keep = limit - len(suffix) - len(digest) - 1
         return f"{self.root[:keep].rstrip('-')}-{digest}{suffix}"
 
 
-def foreign_training_job_arn(arn: str, *, account: str, region: str, partition: str = "aws") -> str | None:
-    """Why a training job ARN in an event is not of the deploying partition, account and region (None: it is).
-    An empty ``account`` (unknown) is not checked."""
-    parts = arn.split(":")  # arn:partition:sagemaker:region:account:training-job/name
+def foreign_training_job_arn(arn: str, *, account: str, region: str, partition: str = "aws",
+                             field: str = "TrainingJobArn") -> str | None:
+    """Why an ARN in a job event (``field``: which; SageMaker's TrainingJobArn by default, Batch's jobArn and
+    jobQueue) is not of the deploying partition, account and region (None: it is). An empty ``account``
+    (unknown) is not checked."""
+    parts = arn.split(":")  # arn:partition:service:region:account:resource
     arn_partition, arn_region, arn_account = (parts[1], parts[3], parts[4]) if len(parts) > 5 else ("", "", "")
     if arn_partition != partition:
-        return f"TrainingJobArn {arn} names partition {arn_partition}, not the stack's partition {partition}."
+        return f"{field} {arn} names partition {arn_partition}, not the stack's partition {partition}."
     if account and arn_account != account:
-        return f"TrainingJobArn {arn} names account {arn_account}, not the deploying account {account}."
+        return f"{field} {arn} names account {arn_account}, not the deploying account {account}."
     if arn_region != region:
-        return f"TrainingJobArn {arn} names region {arn_region}, not the deploying region {region}."
+        return f"{field} {arn} names region {arn_region}, not the deploying region {region}."
     return None
 
 
@@ -58,6 +61,25 @@ def foreign_training_job_arn(arn: str, *, account: str, region: str, partition: 
 # from the ledger (ledger/jobs.py, MedicRestart), keyed by the job Medic created.
 LINEAGE_TAG = "medic:lineage"
 ATTEMPT_TAG = "medic:attempt"
+
+
+def user_tags(job_tags: dict[str, str]) -> dict[str, str]:
+    """The failed job's own tags carry over; Medic's are rewritten, AWS's reserved ones cannot be set."""
+    return {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
+
+
+def restart_tags(job_tags: dict[str, str], lineage: Lineage, restarted_from: str,
+                 limit: int) -> dict[str, str] | None:
+    """The user's tags and Medic's within the service's ``limit`` (SageMaker's and Batch's: 50): lineage and
+    attempt are required (what people read: Medic reads the ledger, never these), restarted-from is dropped first;
+    None when even the required two do not fit."""
+    user = user_tags(job_tags)
+    required = {LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1)}
+    if len(user) + len(required) + 1 <= limit:
+        return {**user, **required, "medic:restarted-from": restarted_from}
+    if len(user) + len(required) <= limit:
+        return {**user, **required}
+    return None
 
 
 def lineage_of(job_name: str, restart: MedicRestart | None, creation_time: datetime | None) -> Lineage:
@@ -94,6 +116,8 @@ class JobContext:
     max_restarts: int
     checkpoint: Checkpoint
     allow_without_checkpoint: bool
+    # What "no checkpoint" means for this service, when it is not SageMaker's CheckpointConfig (None)
+    no_checkpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,8 +156,8 @@ def decide_job(ctx: JobContext) -> JobDecision:
                            f"Giving up: restart budget spent ({ctx.lineage.restarts} of {ctx.max_restarts} restarts "
                            f"of {ctx.lineage.root}).", page=Page.INCIDENT, attempt=attempt, why=Why.BUDGET_SPENT)
     if ctx.checkpoint is not Checkpoint.PRESENT and not ctx.allow_without_checkpoint:
-        missing = ("the job has no CheckpointConfig" if ctx.checkpoint is Checkpoint.NOT_CONFIGURED
-                   else "nothing is stored under its checkpoint S3 URI")
+        missing = ctx.no_checkpoint or ("the job has no CheckpointConfig" if ctx.checkpoint is Checkpoint.NOT_CONFIGURED
+                                        else "nothing is stored under its checkpoint S3 URI")
         return JobDecision(fault, Action.RESTART_JOB, Outcome.SUPPRESSED,
                            f"Retryable ({label}) but {missing}: a restart would start from scratch.",
                            page=Page.INCIDENT, attempt=attempt, why=Why.NO_CHECKPOINT)

@@ -23,8 +23,6 @@ from medic.flows.jobs.events import TrainingJobStateEvent
 from medic.flows.jobs.faults import classify_failure
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import (
-    ATTEMPT_TAG,
-    LINEAGE_TAG,
     Checkpoint,
     JobContext,
     JobDecision,
@@ -33,6 +31,8 @@ from medic.flows.jobs.policy import (
     foreign_training_job_arn,
     lineage_of,
     not_medics_restart,
+    restart_tags,
+    user_tags,
     wait_for_capacity,
 )
 from medic.flows.jobs.timeline import watch_clone
@@ -245,10 +245,10 @@ def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage
         return JobDecision(decision.fault, decision.action, Outcome.FAILED,
                            f"Could not read the job's tags to carry them over ({error_code(error)}): "
                            f"{quoted(str(error))}", page=Page.INCIDENT, attempt=decision.attempt)
-    tags = _restart_tags(job_tags, lineage, failed)
+    tags = restart_tags(job_tags, lineage, failed, TAG_LIMIT)
     if tags is None:
         return JobDecision(decision.fault, decision.action, Outcome.SUPPRESSED,
-                           f"The job has {len(_user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
+                           f"The job has {len(user_tags(job_tags))} tags: with Medic's lineage tags the restart would "
                            f"exceed SageMaker's {TAG_LIMIT}; restart it by hand or drop a tag.",
                            page=Page.INCIDENT, attempt=decision.attempt, why=Why.NOT_ALLOWED)
     now, failed_created = deps.now(), description.get("CreationTime")
@@ -310,24 +310,6 @@ def _outside_grants(description: dict, spec: Any) -> str | None:
     if role not in spec.role_arns:
         return (f"The job runs as {role}, not in training_jobs.role_arns: Medic may not pass it to a restart; "
                 f"add it to the config to let Medic restart these jobs.")
-    return None
-
-
-def _user_tags(job_tags: dict[str, str]) -> dict[str, str]:
-    """The failed job's own tags carry over; Medic's are rewritten, AWS's reserved ones cannot be set."""
-    return {key: value for key, value in job_tags.items() if not key.startswith(("medic:", "aws:"))}
-
-
-def _restart_tags(job_tags: dict[str, str], lineage: Lineage, restarted_from: str) -> dict[str, str] | None:
-    """The user's tags and Medic's within SageMaker's 50: lineage and attempt are required (what people read:
-    Medic reads the ledger, never these), restarted-from is dropped first; None when even the required two do not
-    fit."""
-    user = _user_tags(job_tags)
-    required = {LINEAGE_TAG: lineage.root, ATTEMPT_TAG: str(lineage.restarts + 1)}
-    if len(user) + len(required) + 1 <= TAG_LIMIT:
-        return {**user, **required, "medic:restarted-from": restarted_from}
-    if len(user) + len(required) <= TAG_LIMIT:
-        return {**user, **required}
     return None
 
 
