@@ -101,11 +101,11 @@ def test_a_requeued_job_with_nothing_left_to_train_concludes_completed_instead_o
 
 
 def test_the_probe_directive_refuses_an_unknown_close_and_stepping_a_closed_process(replay):
-    # Given a close that is neither clean nor exception, and a closed process stepping again without new_process
+    # Given a close that is neither clean, exception nor killed, and a closed process stepping again without new_process
     result = replay([clock(T_ALARM), probe(steps=1, close="sigkill"), probe(steps=1, close="clean"),
                      probe(steps=5)])
     # Then both bad lines are named, and the closed process published nothing more
     assert [error.split(":")[0] for error in result.errors] == ["line 2", "line 4"]
-    assert "'close' must be one of clean, exception (got 'sigkill')" in result.errors[0]
+    assert "'close' must be one of clean, exception, killed (got 'sigkill')" in result.errors[0]
     assert '"new_process": true' in result.errors[1]
     assert published(result, "Heartbeat") == [("03:00:00", 1.0)]

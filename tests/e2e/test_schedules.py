@@ -161,7 +161,7 @@ def test_the_probe_directive_publishes_what_the_probe_does_at_the_replay_clock(m
     assert first == [("Heartbeat", ("Job",)), ("Session", ("Job",)), ("Step", ("Job",)), ("NonFiniteLoss", ("Job",)),
                      ("Loss", ("Job",)),
                      ("TokensPerSecond", ("Job",)), ("TokensPerSecondBaseline", ("Job",)),
-                     ("LastCheckpointStep", ("Job",)), ("TokensPerSecond", ("Job", "Node"))]
+                     ("LastCheckpointStep", ("Job",)), ("FirstStep", ("Job",)), ("TokensPerSecond", ("Job", "Node"))]
     start, end = datetime(2026, 11, 21, 2, 59, tzinfo=UTC), datetime(2026, 11, 21, 3, 10, tzinfo=UTC)
     job = {"Job": "llama3-70b"}
     assert metric_values("Heartbeat", "Sum", start, end, **job) == [("03:00", 40.0), ("03:05", 0.0), ("03:06", 3.0)]

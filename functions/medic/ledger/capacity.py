@@ -1,8 +1,10 @@
 """Capacity memory (issue 32): replacements that failed for capacity per instance group, and node replacements
 Medic holds back until capacity is back.
 
-`capacity#<cluster>` / `failed#<group>`: the last HyperPod cluster event saying a replacement (or scale-up) in the
-group failed for capacity: `at`, `said` (HyperPod's words); TTL 1 day (the check looks back an hour).
+`capacity#<cluster>` / `failed`: per instance group, the last HyperPod cluster event saying a replacement (or
+scale-up) in it failed for capacity: `at#<group>`, `said#<group>` (HyperPod's words); TTL 1 day after the last (the
+check looks back an hour). One item per cluster, so the node path reads it in its one BatchGetItem
+(ledger.node_event) before it knows the node's group (issue 31's call budget).
 `capacity#<cluster>` / `wait#<instance id>`: a node whose replace Medic did not call because it could not be served:
 `fault`, `health_reason`, `since`, `signal` (what said so); each sweep checks capacity again and, once it is back,
 takes the node down the node path (a conditional delete: one run). TTL 7 days.
@@ -40,14 +42,17 @@ class CapacityStore:
     def _key(self, cluster: str, sk: str) -> Key:
         return self.table.key(f"{PARTITION}{cluster}", sk)
 
+    def failed_key(self, cluster: str) -> Key:
+        return self._key(cluster, "failed")
+
     def replacement_failed(self, cluster: str, group: str, at: datetime, said: str) -> None:
-        self.table.put({**self._key(cluster, f"failed#{group}"), "at": {"S": at.isoformat()},
-                        "said": {"S": said[:1000]}, "expires_at": {"N": str(epoch(at + timedelta(days=1)))}})
+        self.table.update(self.failed_key(cluster), "SET #at = :at, #said = :said, expires_at = :expires",
+                          {":at": {"S": at.isoformat()}, ":said": {"S": said[:1000]},
+                           ":expires": {"N": str(epoch(at + timedelta(days=1)))}},
+                          names={"#at": f"at#{group}", "#said": f"said#{group}"})
 
     def last_failure(self, cluster: str, group: str) -> CapacityFailure | None:
-        item = self.table.get(self._key(cluster, f"failed#{group}"))
-        return readable(lambda: CapacityFailure(datetime.fromisoformat(item["at"]["S"]), item["said"]["S"])) \
-            if item else None
+        return failure_of(self.table.get(self.failed_key(cluster)), group)
 
     def wait(self, cluster: str, wait: CapacityWait) -> bool:
         """Hold the node's replace until capacity is back; False when it is held already."""
@@ -70,3 +75,11 @@ class CapacityStore:
 
     def end_wait(self, cluster: str, node_id: str) -> bool:
         return self.table.delete_if(self._key(cluster, f"wait#{node_id}"))
+
+
+def failure_of(item: dict | None, group: str) -> CapacityFailure | None:
+    """The group's last capacity failure in the cluster's `failed` item (None: none, or unreadable)."""
+    if not item or f"at#{group}" not in item:
+        return None
+    return readable(lambda: CapacityFailure(datetime.fromisoformat(item[f"at#{group}"]["S"]),
+                                            item.get(f"said#{group}", {}).get("S", "")))

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from medic.core.models import ClusterInfo, ClusterState, NodeState
 from medic.ledger.agents import heartbeat_seen_at, seen_key
+from medic.ledger.capacity import CapacityStore
 from medic.ledger.clusters import ClusterInfoStore, fresh_cluster_info
 from medic.ledger.nodes import NodeStore, cluster_state_of, node_state_of
 from medic.ledger.pages import PageStore
@@ -35,6 +36,7 @@ class NodeEventView:
     agent_seen_at: datetime | None = None  # when DynamoDB wrote the cluster's agent's last heartbeat (None: never)
     pause_items: tuple[dict, ...] = ()  # the pause items asked for that exist (pauses.PauseStore.keys_holding)
     mode_memory: dict | None = None  # the mode memory's item, when asked for (modes.SeenModes.key)
+    capacity_failures: dict | None = None  # the cluster's capacity failures per group (capacity.failure_of)
 
 
 def load_node_event(table: Table, cluster: str, node_id: str, trigger: str, event_id: str | None,
@@ -42,7 +44,8 @@ def load_node_event(table: Table, cluster: str, node_id: str, trigger: str, even
     nodes, pages, info = NodeStore(table), PageStore(table), ClusterInfoStore(table)
     wanted = {"state": nodes.node_key(cluster, node_id), "actions": nodes.cluster_key(cluster),
               "healthy": nodes.healthy_key(cluster, node_id), "storm": pages.storm_key(cluster),
-              "info": info.key(cluster), "agent": seen_key(cluster)}
+              "info": info.key(cluster), "agent": seen_key(cluster),
+              "capacity": CapacityStore(table).failed_key(cluster)}
     if event_id is not None:
         wanted["event"] = RequestStore(table).claim_key(trigger, event_id)
     wanted.update({f"pause{index}": key for index, key in enumerate(pause_keys)})
@@ -58,4 +61,4 @@ def load_node_event(table: Table, cluster: str, node_id: str, trigger: str, even
         event_acted=found.get("event") is not None,
         storm_paged_at=datetime.fromisoformat(storm["paged_at"]["S"]) if storm and "paged_at" in storm else None,
         cluster_info=fresh_cluster_info(found["info"], now), agent_seen_at=heartbeat_seen_at(found["agent"]),
-        pause_items=pauses, mode_memory=found.get("memory"))
+        pause_items=pauses, mode_memory=found.get("memory"), capacity_failures=found["capacity"])

@@ -7,6 +7,7 @@ else no call, one page, and a retry at a later sweep once capacity is back (swee
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from medic.adapters.aws import error_code
 from medic.core.text import quoted
 from medic.deps import Deps
-from medic.ledger.capacity import CapacityStore
+from medic.ledger.capacity import CapacityFailure, CapacityStore
 from medic.ledger.table import Table
 
 # "a replacement of the same group that failed for capacity within the last hour" (issue 32)
@@ -28,9 +29,11 @@ class Capacity:
     said: str  # the signal used, in words
 
 
-def replacement_capacity(deps: Deps, table: Table, cluster: str, group: str) -> Capacity:
+def replacement_capacity(deps: Deps, table: Table, cluster: str, group: str,
+                         last_failure: Callable[[], CapacityFailure | None] | None = None) -> Capacity:
     """What would serve a replacement in the group. An unreadable signal is said, and reads as not short (the
-    replace is tried: HyperPod's own answer then tells)."""
+    replace is tried: HyperPod's own answer then tells). ``last_failure``: the group's last capacity failure from an
+    item already read (the node path's BatchGetItem); by default it is read (GetItem)."""
     try:
         plan = deps.hyperpod.training_plan_of(cluster, group)
     except (ClientError, BotoCoreError) as error:
@@ -46,7 +49,7 @@ def replacement_capacity(deps: Deps, table: Table, cluster: str, group: str) -> 
                                   "available instance (DescribeTrainingPlan AvailableInstanceCount 0)")
         shown = "an unknown number of" if available is None else str(available)
         return Capacity(False, f"training plan {name} ({status}) has {shown} available instance(s)")
-    failure = CapacityStore(table).last_failure(cluster, group)
+    failure = last_failure() if last_failure is not None else CapacityStore(table).last_failure(cluster, group)
     now = deps.now()
     if failure is not None and now - failure.at <= CAPACITY_FAILURE_WINDOW:
         return Capacity(True, f"a replacement in instance group {group} failed for capacity at "

@@ -46,7 +46,7 @@ from medic.flows.node.policy import (
     decide_node,
     is_slurm_controller,
 )
-from medic.ledger.capacity import CapacityStore, CapacityWait
+from medic.ledger.capacity import CapacityStore, CapacityWait, failure_of
 from medic.ledger.modes import SeenModes
 from medic.ledger.node_event import NodeEventView, load_node_event
 from medic.ledger.nodes import ConfigMismatch, NodeClaim, NodeStore
@@ -219,8 +219,9 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
                                            node=node, state=view.state, cluster_state=view.cluster_state,
                                            cluster_info=cluster_info, now=now, event_time=event_time,
                                            last_healthy_at=view.healthy_at, event_acted=view.event_acted,
-                                           capacity=lambda group: replacement_capacity(deps, table, cluster.name,
-                                                                                       group)))
+                                           capacity=lambda group, view=view: replacement_capacity(
+                                               deps, table, cluster.name, group,
+                                               lambda: failure_of(view.capacity_failures, group))))
         if decision.outcome not in (Outcome.EXECUTED, Outcome.DRY_RUN):
             break
         claim = NodeClaim(cluster.name, node_id, fault.value, decision.action.value,
