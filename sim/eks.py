@@ -23,7 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -229,7 +229,8 @@ class EksWorld:
                 kube=Kube.for_server(model.server.url, model.server.token),
                 state=State(str(self._dir() / f"state-{cluster}-{identity}.json")),
                 watched=model.watched, identity=identity, lease_namespace=LEASE_NAMESPACE,
-                heartbeat_seconds=0, standby_seconds=0)
+                # every 60 s of the replay's clock, at the cycles the replay runs (as sim/slurm.py's agents)
+                heartbeat_seconds=60, seconds=lambda: datetime.now(UTC).timestamp(), standby_seconds=0)
             model.agents.append(EksAgentHandle(cluster, identity, agent))
         return model.agents[replica - 1]
 

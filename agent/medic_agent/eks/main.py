@@ -64,7 +64,8 @@ class EksAgent(CommandHandling):
                  watched: tuple[WatchedJob, ...], identity: str, lease_namespace: str,
                  terminating_grace_seconds: float = DEFAULT_TERMINATING_GRACE_SECONDS,
                  heartbeat_seconds: float = 60.0, standby_seconds: float | None = None,
-                 lease_name: str = LEASE_NAME, clock: Callable[[], datetime] = utcnow) -> None:
+                 lease_name: str = LEASE_NAME, clock: Callable[[], datetime] = utcnow,
+                 seconds: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
         self.queue = queue
         self.ledger = ledger
@@ -76,6 +77,7 @@ class EksAgent(CommandHandling):
         self.heartbeat_seconds = heartbeat_seconds
         self.standby_seconds = float(queue.wait_seconds) if standby_seconds is None else standby_seconds
         self.clock = clock
+        self.seconds = seconds  # what times the heartbeat interval (a replay runs it on its clock)
         self.log = log
         self.interrupted = INTERRUPTED
         self.elector = LeaseElector(kube, lease_namespace, identity, lambda: self.clock(), name=lease_name)
@@ -137,7 +139,7 @@ class EksAgent(CommandHandling):
         return leadership
 
     def heartbeat_if_due(self) -> None:
-        now = time.monotonic()
+        now = self.seconds()
         if self._last_heartbeat is not None and now - self._last_heartbeat < self.heartbeat_seconds:
             return
         leadership = self.leadership or self.check_leader()
