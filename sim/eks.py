@@ -229,7 +229,8 @@ class EksWorld:
                 kube=Kube.for_server(model.server.url, model.server.token),
                 state=State(str(self._dir() / f"state-{cluster}-{identity}.json")),
                 watched=model.watched, identity=identity, lease_namespace=LEASE_NAMESPACE,
-                # every 60 s of the replay's clock, at the cycles the replay runs (as sim/slurm.py's agents)
+                # every 60 s of the replay's clock, at the cycles the replay runs, as the agent does by default
+                # (--heartbeat-seconds 60, agent/medic_agent/handling.py; the node report goes with each heartbeat)
                 heartbeat_seconds=60, seconds=lambda: datetime.now(UTC).timestamp(), standby_seconds=0)
             model.agents.append(EksAgentHandle(cluster, identity, agent))
         return model.agents[replica - 1]

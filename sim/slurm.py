@@ -576,7 +576,9 @@ class SlurmWorld:
             slurm=slurm,
             state=State(str(work / f"state-{cluster}-{host}.json")),
             # The agent heartbeats every 60 s of the replay's clock, at the cycles the replay runs (event and schedule
-            # times), as on a head node it does every 60 s (agent/README.md); not at each of a settle's rounds.
+            # times), as on a head node it does every 60 s (its own default: --heartbeat-seconds 60,
+            # agent/medic_agent/handling.py); not at each of a settle's rounds, where each new heartbeat kept the
+            # settle going to SETTLE_ROUNDS (scenario (m): 510 of 530 invocations were heartbeats).
             heartbeat_seconds=60, seconds=_replay_seconds,
             standby_seconds=0,  # a standby's cycle returns at once (it waits 20 s between checks on a head node)
             host=host,
