@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import math
 
-from aws_cdk import Acknowledgment, Aws, Duration, Stack, Tags, Validations
+from aws_cdk import Aws, Duration, Stack, Tags
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -12,7 +12,7 @@ from constructs import Construct
 from infra.components.function import MedicFunction
 from infra.components.reconciler import RECONCILE_EVERY
 from infra.components.shared import Shared
-from infra.components.training_job_restarts import training_job_arn
+from infra.components.training_job_restarts import acknowledge_prefix_scope, training_job_arn
 from infra.event_patterns import fits, rule_pattern, set_rule_pattern
 from medic.config import ALARM_PREFIX, Cluster, Guardrails, Job, alarm_name
 
@@ -213,8 +213,5 @@ class AlarmResponse(Construct):
         role = self.recovery.role
         role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob"],
                                                resources=[training_job_arn(f"{prefix}*") for prefix in prefixes]))
-        for prefix in prefixes:
-            Validations.of(role).acknowledge(Acknowledgment(
-                id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
-                   f"<AWS::AccountId>:training-job/{prefix}*]",
-                reason=f"Medic's restarts are named {prefix}...-r<k>: the configured prefix is the scope (read only)."))
+        acknowledge_prefix_scope(role, prefixes, "Medic's restarts are named {prefix}...-r<k>: the configured prefix "
+                                                 "is the scope (read only).")

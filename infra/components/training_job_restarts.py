@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from aws_cdk import Acknowledgment, Aws, Validations
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -13,6 +16,15 @@ TRAINING_JOB_EVENT = "SageMaker Training Job State Change"
 
 def training_job_arn(name_pattern: str) -> str:
     return f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:training-job/{name_pattern}"
+
+
+def acknowledge_prefix_scope(role: Any, prefixes: Iterable[str], reason: str) -> None:
+    """cdk-nag's IAM5 on `training-job/<prefix>*`: the configured prefix is the scope (``reason``, {prefix} filled)."""
+    for prefix in prefixes:
+        Validations.of(role).acknowledge(Acknowledgment(
+            id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+               f"<AWS::AccountId>:training-job/{prefix}*]",
+            reason=reason.format(prefix=prefix)))
 
 
 class TrainingJobRestarts(Construct):
@@ -56,11 +68,8 @@ def grant_training_restarts(role: iam.IRole, specs) -> None:
         actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags", "sagemaker:CreateTrainingJob",
                  "sagemaker:AddTags"],
         resources=[training_job_arn(f"{prefix}*") for prefix in prefixes]))
-    for prefix in prefixes:
-        Validations.of(role).acknowledge(Acknowledgment(
-            id=f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
-               f"<AWS::AccountId>:training-job/{prefix}*]",
-            reason=f"Restarts create new jobs named {prefix}...-r<k>: the configured prefix is the scope."))
+    acknowledge_prefix_scope(role, prefixes,
+                             "Restarts create new jobs named {prefix}...-r<k>: the configured prefix is the scope.")
     role.add_to_policy(_pass_role(specs))
     role.add_to_policy(_list_checkpoints(specs))
     plans = _use_training_plans(specs)
