@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from medic.config import CANARY_SOURCE
+from medic.config_core import CANARY_SOURCE
 from medic.flows.node.remediation import remediate_node
 from medic.obs import logger, note_event, tracer
 from medic.wiring import dependencies

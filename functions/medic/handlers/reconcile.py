@@ -2,7 +2,7 @@
 agent commands that never got a result (medic.flows.agent.command_sweep), then the EKS agents' node reports
 (medic.flows.agent.eks_nodes), then the operators' pauses that ended or stay on too long (medic.flows.mode.pauses),
 then each cluster's agent: its heartbeat's age, a silence reported once (medic.flows.agent.silence), then the training
-job restarts whose capacity backoff is over (medic.flows.jobs.restart.restart_due), then the canary
+job restarts whose capacity backoff is over (medic.flows.jobs.backoff.restart_due), then the canary
 (medic.flows.canary.pipeline)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from medic.flows.agent.command_sweep import sweep_commands
 from medic.flows.agent.eks_nodes import sweep_node_reports
 from medic.flows.agent.silence import sweep_agent_silence
 from medic.flows.canary.pipeline import send_canary
-from medic.flows.jobs.restart import restart_due
+from medic.flows.jobs.backoff import restart_due
 from medic.flows.mode.pauses import see_to_pauses
 from medic.flows.node.sweep import reconcile
 from medic.obs import logger, tracer

@@ -18,5 +18,5 @@ from medic.wiring import dependencies
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     deps = dependencies()
     concluded = len(check_recoveries(event, deps))
-    timelines = conclude_clone_timelines(deps) if deps.config.training_jobs else 0
+    timelines = conclude_clone_timelines(deps) if deps.config.configures("training_jobs") else 0
     return {"concluded": concluded, "job_timelines": timelines}

@@ -8,8 +8,8 @@ a `duplicate`); the service's handling; the incident line when the handling ends
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -31,8 +31,7 @@ from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
 
 
-@dataclass(frozen=True)
-class Service:
+class Service(NamedTuple):
     """A managed service's names in Medic's records, ledger and pages."""
 
     incident_prefix: str  # "batch-job:" (core.timeline.JOB_INCIDENT_PREFIXES)
@@ -41,8 +40,7 @@ class Service:
     window: str  # its pages' window per configured prefix: "batch jobs"
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """One failed job, as its service's flow read it from the event."""
 
     event_id: str
