@@ -141,8 +141,14 @@ class MedicConfig(CoreConfig):
         return max(matching, key=lambda spec: len(spec.prefix), default=None)
 
     @staticmethod
+    def bedrock_failure_rules(spec: BedrockJobs) -> list[FailureRule]:
+        """The entry's own failure rules, else Medic's defaults for Bedrock (DEFAULT_BEDROCK_FAILURE_RULES)."""
+        return list(DEFAULT_BEDROCK_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
 
     @staticmethod
+    def batch_failure_rules(spec: BatchJobs) -> list[FailureRule]:
+        """The entry's own failure rules, else Medic's defaults for Batch (DEFAULT_BATCH_FAILURE_RULES)."""
+        return list(DEFAULT_BATCH_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
 
     def max_restarts_for(self, spec: TrainingJobs | BatchJobs | BedrockJobs) -> int:
         return self.guardrails.max_job_restarts if spec.max_restarts is None else spec.max_restarts

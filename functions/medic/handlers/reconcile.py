@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from medic.handlers import cold_start
 
-from medic.flows.agent.command_sweep import sweep_commands
-from medic.flows.agent.eks_nodes import sweep_node_reports
-from medic.flows.agent.silence import sweep_agent_silence
-from medic.flows.canary.pipeline import send_canary
-from medic.flows.jobs.backoff import restart_due
-from medic.flows.mode.pauses import see_to_pauses
-from medic.flows.node.sweep import reconcile
-from medic.obs import logger, tracer
-from medic.wiring import dependencies
+with cold_start():  # the imports build what lives as long as the container: frozen, never collected
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from medic.flows.agent.command_sweep import sweep_commands
+    from medic.flows.agent.eks_nodes import sweep_node_reports
+    from medic.flows.agent.silence import sweep_agent_silence
+    from medic.flows.canary.pipeline import send_canary
+    from medic.flows.jobs.backoff import restart_due
+    from medic.flows.mode.pauses import see_to_pauses
+    from medic.flows.node.sweep import reconcile
+    from medic.obs import logger, tracer
+    from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)
