@@ -12,13 +12,20 @@ first invocation, it is not done. Objects made per invocation are collected as u
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 
 @contextmanager
 def cold_start() -> Iterator[None]:
-    """No garbage collection while a handler's imports run; what they built is frozen after (see above)."""
+    """No garbage collection while a handler's imports run; what they built is frozen after (see above).
+
+    And no search for pydantic plugins: Medic uses none, and pydantic looks for them at its first model by reading the
+    entry points of every installed distribution (pydantic/plugin/_loader.py, get_plugins: 8-12 ms in this repo's
+    venv). Its documented switch is PYDANTIC_DISABLE_PLUGINS (pydantic docs, "Pydantic Plugins", "Disabling
+    Plugins": https://docs.pydantic.dev/latest/concepts/plugins/); an environment that sets it keeps its own value."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     enabled = gc.isenabled()
     gc.disable()
     try:
