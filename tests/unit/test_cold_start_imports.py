@@ -35,6 +35,8 @@ def loaded_by(handler: str) -> tuple[set[str], bool]:
     ("node_health", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.agent.eks", "medic.flows.jobs.restart")),
     # the reconciler: the training restart path only when a capacity backoff is due (flows.jobs.backoff)
     ("reconcile", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.jobs.restart", "medic.flows.jobs.events")),
+    # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models)
+    ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events", "medic.flows.jobs.timeline")),
 ])
 def test_a_handler_does_not_import_the_flows_it_does_not_serve(handler, absent):
     modules, collecting = loaded_by(handler)

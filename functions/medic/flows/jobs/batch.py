@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.adapters.batch import Unclonable
 from medic.config import BatchJobs
+from medic.core.clock import epoch_millis
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageText, PageWindow
@@ -36,7 +37,6 @@ from medic.core.text import quoted
 from medic.deps import Deps
 from medic.flows.jobs import policy
 from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
-from medic.flows.jobs.events import epoch_millis
 from medic.flows.jobs.faults import JobFailure, classify_failure
 from medic.flows.jobs.managed import Failure, Service, finish, handle_failure, note_restart
 from medic.flows.jobs.pages import job_page

@@ -22,8 +22,7 @@ from medic.core.text import quoted
 from medic.core.timeline import job_timeline
 from medic.deps import Deps
 from medic.flows.jobs.faults import JobFailure
-from medic.flows.jobs.policy import JobDecision, Lineage, foreign_training_job_arn, lineage_of
-from medic.flows.jobs.restart import CLOSING_OUTCOMES
+from medic.flows.jobs.policy import CLOSING_OUTCOMES, JobDecision, Lineage, foreign_training_job_arn, lineage_of
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident

@@ -15,6 +15,12 @@ from medic.ledger.jobs import MedicRestart
 
 NAME_LIMIT = 63
 
+# A job failure's handling (every service's: training jobs, Batch, Bedrock) ends with these: a clone started
+# (InProgress), or no restart and a human paged (gave up, not retryable, suppressed, failed). A duplicate, an ignored
+# status or a dry run closes nothing.
+CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
+                              Outcome.DEFERRED.value})
+
 
 class Checkpoint(StrEnum):
     PRESENT = "present"

@@ -23,6 +23,7 @@ from medic.flows.jobs.events import TrainingJobStateEvent
 from medic.flows.jobs.faults import classify_failure
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import (
+    CLOSING_OUTCOMES,
     Checkpoint,
     JobContext,
     JobDecision,
@@ -155,12 +156,6 @@ def restart_after_backoff(due: DueRestart, deps: Deps, run_id: str) -> dict:
 def waits(record: dict) -> bool:
     """A restart deferred to its capacity backoff: the failure's handling goes on (flows/jobs/backoff)."""
     return record["outcome"] == Outcome.DEFERRED.value and record.get("why") == Why.RETRY_LATER.value
-
-
-# The failure's handling ends with these: a clone started (InProgress), or no restart and a human paged (gave up,
-# not retryable, suppressed, failed). A duplicate, an ignored status or a dry run closes nothing.
-CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
-                              Outcome.DEFERRED.value})
 
 
 def _handle_claimed(detail: Any, about: About, spec: TrainingJobs, failure: Any, lineage: Lineage,
