@@ -33,8 +33,10 @@ def loaded_by(handler: str) -> tuple[set[str], bool]:
 @pytest.mark.parametrize(("handler", "absent"), [
     # the node path: no job sections, no Batch/Bedrock, no EKS agent models, no training restart path
     ("node_health", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.agent.eks", "medic.flows.jobs.restart")),
-    # the reconciler: the training restart path only when a capacity backoff is due (flows.jobs.backoff)
-    ("reconcile", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.jobs.restart", "medic.flows.jobs.events")),
+    # the reconciler: the training restart path only when a capacity backoff is due (flows.jobs.backoff), the EKS
+    # agents' node reports only when the config names an EKS cluster
+    ("reconcile", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.jobs.restart", "medic.flows.jobs.events",
+                   "medic.flows.agent.eks_nodes", "medic.flows.agent.eks")),
     # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models)
     ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events", "medic.flows.jobs.timeline")),
 ])
