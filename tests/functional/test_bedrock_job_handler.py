@@ -5,6 +5,7 @@ also checked against botocore's bedrock model in full (sim.contract)."""
 from __future__ import annotations
 
 import copy
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -140,3 +141,38 @@ def test_the_documented_sample_as_aws_sends_it_is_rejected_for_its_region(world)
     medic.at(sample["time"])
     record = restart_bedrock_job(sample, medic.deps)
     assert record["outcome"] == "rejected" and bedrock.sent == []
+
+
+def in_progress(name: str, arn: str, at: str) -> dict:
+    """The job's InProgress state change (Bedrock publishes a job's every change of state)."""
+    event = failed(name=name, arn=arn)
+    event.update(time=at, id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{arn}/{at}")))
+    event["detail"].update(jobStatus="InProgress", failureMessage="")
+    return event
+
+
+def test_a_restarts_incident_line_is_written_when_the_new_job_is_in_progress(world):
+    from datetime import timedelta
+
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, bedrock = world
+    bedrock.describes(description())
+    bedrock.tagged({})
+    # Given Bedrock created the job again under Medic's name (CreateModelCustomizationJob answered its ARN)
+    clone_arn = JOB_ARN.replace("k2j4h6g8f0d1", "z9y8x7w6v5u4")
+    bedrock.creates(clone_arn)
+    assert incident_lines(lambda: restart_bedrock_job(medic.arrives(failed()), medic.deps)) == []
+    restarted = medic.clock[0]
+    # When another job of that name's ARN is InProgress (not the one Medic created), then Medic's, in the sample's
+    # shorter ARN form (model-customization-job/<id>)
+    other = in_progress(f"{JOB}-r1", JOB_ARN.replace("k2j4h6g8f0d1", "a1a1a1a1a1a1"), "2026-11-20T08:15:00Z")
+    assert incident_lines(lambda: restart_bedrock_job(medic.arrives(other), medic.deps)) == []
+    short = "arn:aws:bedrock:us-west-2:123456789012:model-customization-job/z9y8x7w6v5u4"
+    [line] = incident_lines(lambda: restart_bedrock_job(
+        medic.arrives(in_progress(f"{JOB}-r1", short, "2026-11-20T08:16:00Z")), medic.deps))
+    # Then the restart's line resumes at the InProgress event: the new job runs (from scratch)
+    assert (line["incident"], line["kind"], line["acted_at"]) == (f"bedrock-job:{JOB}", "bedrock_job",
+                                                                   restarted.isoformat())
+    assert line["resumed_at"] == (restarted.replace(minute=16, second=0)).isoformat()
+    assert line["time_to_resume_s"] == timedelta(minutes=2).total_seconds()

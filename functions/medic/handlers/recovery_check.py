@@ -1,5 +1,5 @@
 """Lambda entry point for the proof-of-recovery schedule (every 5 minutes): the restarted jobs' proofs of recovery,
-and the training-job restarts whose clone has now trained (their incident lines)."""
+and the job restarts whose clone has now trained (their incident lines; a Batch or Bedrock clone past its wait)."""
 
 from __future__ import annotations
 
@@ -18,5 +18,6 @@ from medic.wiring import dependencies
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     deps = dependencies()
     concluded = len(check_recoveries(event, deps))
-    timelines = conclude_clone_timelines(deps) if deps.config.training_jobs else 0
+    watched = deps.config.training_jobs or deps.config.batch_jobs or deps.config.bedrock_jobs
+    timelines = conclude_clone_timelines(deps) if watched else 0
     return {"concluded": concluded, "job_timelines": timelines}

@@ -39,6 +39,9 @@ class CloneWatch:
     acted_at: datetime  # CreateTrainingJob returned: the clone InProgress
     deadline: datetime
     job_started_at: datetime | None = None
+    # the incident line's kind: training_job (the recovery check reads the clone), or batch_job / bedrock_job
+    # (the clone's own state change event ends the watch: flows/jobs/managed.clone_running)
+    kind: str = "training_job"
 
 
 @dataclass(frozen=True)
@@ -213,7 +216,7 @@ class JobStore:
         item = {**self.table.key(CLONE_PARTITION, watch.clone), "incident": {"S": watch.incident},
                 "job": {"S": watch.job}, "fault": {"S": watch.fault},
                 "detected_at": {"S": watch.detected_at.isoformat()}, "acted_at": {"S": watch.acted_at.isoformat()},
-                "deadline": {"S": watch.deadline.isoformat()},
+                "deadline": {"S": watch.deadline.isoformat()}, "kind": {"S": watch.kind},
                 "expires_at": expires(watch.deadline, DEDUPE_DAYS)}
         for name in ("fault_at", "job_started_at"):
             if (moment := getattr(watch, name)) is not None:
@@ -224,6 +227,11 @@ class JobStore:
         """Every restart whose clone has not been seen training yet (unreadable items left out)."""
         watches = (readable(_clone_watch, item) for item in self.table.partition(CLONE_PARTITION))
         return [watch for watch in watches if watch is not None]
+
+    def clone_watch(self, clone: str) -> CloneWatch | None:
+        """The restart whose clone this is, while its line waits (None: not watched, or unreadable)."""
+        item = self.table.get(self.table.key(CLONE_PARTITION, clone))
+        return readable(_clone_watch, item) if item is not None else None
 
     def end_clone_watch(self, clone: str) -> bool:
         """True once: the run that ends the watch writes the incident line."""
@@ -265,4 +273,5 @@ def _clone_watch(item: dict) -> CloneWatch:
                       fault=item["fault"]["S"], fault_at=moment("fault_at"),
                       detected_at=datetime.fromisoformat(item["detected_at"]["S"]),
                       acted_at=datetime.fromisoformat(item["acted_at"]["S"]),
-                      deadline=datetime.fromisoformat(item["deadline"]["S"]), job_started_at=moment("job_started_at"))
+                      deadline=datetime.fromisoformat(item["deadline"]["S"]), job_started_at=moment("job_started_at"),
+                      kind=item.get("kind", {}).get("S", "training_job"))
