@@ -23,6 +23,11 @@ BATCH_ARN = f"arn:{Aws.PARTITION}:batch:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
 BATCH_RUNNING, BEDROCK_RUNNING = "RUNNING", "InProgress"
 
 
+def bedrock_job_arns() -> str:
+    """This account's Bedrock model customization jobs: Bedrock names them by ids (model-customization-job/<id>)."""
+    return f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:model-customization-job/*"
+
+
 def restart_names(prefix: str) -> dict:
     """Medic's restarts of a prefix's jobs, by name: `<base>-r<k>` (Lineage.next_name), an EventBridge wildcard
     ("Wildcard matching", EventBridge user guide: `*` any run of characters). The handler holds each to Medic's
@@ -105,7 +110,7 @@ class ManagedJobRestarts(Construct):
         role.add_to_policy(iam.PolicyStatement(
             actions=["bedrock:GetModelCustomizationJob", "bedrock:CreateModelCustomizationJob",
                      "bedrock:ListTagsForResource", "bedrock:TagResource"],
-            resources=[f"{bedrock}{Aws.ACCOUNT_ID}:model-customization-job/*",
+            resources=[bedrock_job_arns(),
                        f"{bedrock}{Aws.ACCOUNT_ID}:custom-model/*", f"{bedrock}:foundation-model/*"]))
         for resource in ("<AWS::AccountId>:model-customization-job/*", "<AWS::AccountId>:custom-model/*",
                          ":foundation-model/*"):
