@@ -1,7 +1,7 @@
 """Ready-made IAM policies for the people who run Medic (issue 29, item 12), as stack outputs to attach to their
 roles: read-only (`medic status`, `history`, `report`, `explain`) and operator (those, and `medic pause`/`resume`/
-`mode`, operator requests, `medic backtest`). Each names the stack's own resources and the calls the CLI makes on them (cli/README.md,
-the table of what each command reads and writes), nothing else."""
+`mode`, operator requests, `medic backtest`). Each names the stack's own resources and the calls the CLI makes on
+them (cli/README.md, the table of what each command reads and writes), nothing else."""
 
 from __future__ import annotations
 
@@ -135,7 +135,8 @@ def explain_reads(config: MedicConfig) -> list[iam.PolicyStatement]:
 
 def _training_prefixes(config: MedicConfig) -> list[str]:
     # SageMaker ARNs carry the job name lower-cased (as grant_training_restarts)
-    return sorted({spec.prefix for spec in config.training_jobs} | {spec.prefix.lower() for spec in config.training_jobs})
+    prefixes = {spec.prefix for spec in config.training_jobs}
+    return sorted(prefixes | {prefix.lower() for prefix in prefixes})
 
 
 def _acknowledge_explain_scopes(policy: iam.ManagedPolicy, config: MedicConfig) -> None:

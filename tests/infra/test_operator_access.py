@@ -1,6 +1,6 @@
 """Specification: ready-made IAM policies for who runs the medic CLI (issue 29, item 12), as stack outputs: read-only
-(status, history, report, explain) changes nothing; operator adds pause/resume/mode, operator requests and backtest, each on
-the stack's own resources only."""
+(status, history, report, explain) changes nothing; operator adds pause/resume/mode, operator requests and
+backtest, each on the stack's own resources only."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def test_the_read_only_policy_lets_explain_read_exactly_the_configured_nodes_job
 
     # Then each read explain makes is on exactly those: the clusters' nodes, jobs under the prefix, the buckets
     nodes = by_action["sagemaker:DescribeClusterNode"]["Resource"]
-    assert len(nodes) == 2 and "cluster/k3v9q2w8x1za" in json.dumps(nodes) and "cluster/p7r2m4x9c1qa" in json.dumps(nodes)
+    assert len(nodes) == 2
+    assert "cluster/k3v9q2w8x1za" in json.dumps(nodes) and "cluster/p7r2m4x9c1qa" in json.dumps(nodes)
     assert resources("sagemaker:DescribeTrainingJob").count("training-job/ft-*") == 1
     assert "training-job/*" not in resources("sagemaker:DescribeTrainingJob")
     buckets = by_action["s3:ListBucket"]["Resource"]
