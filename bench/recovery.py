@@ -716,9 +716,9 @@ def notes(result: dict) -> list[str]:
                        f"{'' if said is not None and abs(said - medic['resumed_s']) <= 60 else ': **they disagree**'}.")
         if medic.get("repeats_s"):
             out.append(f"{entry['label']}: a Bedrock job does not resume from a checkpoint: the new job starts over "
-                       f"and repeats the failed one's {medic['repeats_s'] / 3600:g} h of training (`bedrock_trained_s`) "
-                       "and its cost, with Medic or without; what Medic saves is the time until someone creates it "
-                       "again. Medic does so only on entries with `allow_restart_from_scratch: true` (elsewhere it "
+                       f"and repeats the failed one's {medic['repeats_s'] / 3600:g} h of training "
+                       "(`bedrock_trained_s`) and its cost, with Medic or without; what Medic saves is the time "
+                       "until someone creates it again. Medic does so only on entries with `allow_restart_from_scratch: true` (elsewhere it "
                        "pages); its record and page say what the restart repeats.")
         if medic.get("resumed_s") is not None and own.get("resumed_s") is not None:
             gain = own["resumed_s"] - medic["resumed_s"]
@@ -799,9 +799,9 @@ def block(result: dict) -> str:
         "alarms, the emulated slurmctld's requeue and scheduling, the Slurm agent, the job's restart), read off the "
         "records; **without Medic** is the documented path of HyperPod, Slurm (its own requeue of a job whose node "
         "goes down: the baseline for node faults), SageMaker, AWS Batch or Bedrock with the same latencies. For a "
-        "Bedrock job, resumed is the new job running: it starts over, and the training it repeats is said beside it. Detect · act · repaired: "
-        "Medic's first "
-        "record, its action, the node `Running` again (or the job requeued, the clone created).", "",
+        "Bedrock job, resumed is the new job running: it starts over, and the training it repeats is said beside it. "
+        "Detect · act · repaired: Medic's first record, its action, the node `Running` again (or the job requeued, "
+        "the clone created).", "",
         render(result), "",
         "Reproduce: `python -m bench.recovery` (about a minute), or `--<latency> <seconds>` to replay with another "
         "number, e.g. `python -m bench.recovery --replace-s 3600`; `make bench` rewrites this section."])
