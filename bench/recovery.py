@@ -718,8 +718,9 @@ def notes(result: dict) -> list[str]:
             out.append(f"{entry['label']}: a Bedrock job does not resume from a checkpoint: the new job starts over "
                        f"and repeats the failed one's {medic['repeats_s'] / 3600:g} h of training "
                        "(`bedrock_trained_s`) and its cost, with Medic or without; what Medic saves is the time "
-                       "until someone creates it again. Medic does so only on entries with `allow_restart_from_scratch: true` (elsewhere it "
-                       "pages); its record and page say what the restart repeats.")
+                       "until someone creates it again. Medic does so only on entries with "
+                       "`allow_restart_from_scratch: true` (elsewhere it pages); its record and page say what the "
+                       "restart repeats.")
         if medic.get("resumed_s") is not None and own.get("resumed_s") is not None:
             gain = own["resumed_s"] - medic["resumed_s"]
             verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
