@@ -26,7 +26,7 @@ from medic.flows.jobs.faults import JobFailure
 from medic.flows.jobs.policy import JobDecision, Lineage, foreign_training_job_arn, lineage_of
 from medic.flows.jobs.restart import CLOSING_OUTCOMES
 from medic.flows.jobs.timeline import conclude_watch, watch_clone
-from medic.ledger.jobs import JobStore, MedicRestart
+from medic.ledger.jobs import CloneWatch, JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident
@@ -120,16 +120,22 @@ def handle_failure(service: Service, failure: Failure, mode: Mode, deps: Deps, *
     return record
 
 
+def watched_clone(service: Service, name: str, store: JobStore,
+                  medics: Callable[[MedicRestart], bool]) -> CloneWatch | None:
+    """The restart whose line waits for this job to run: Medic noted the job as its restart and ``medics`` says the
+    service's job is the one Medic's call started (None: not Medic's, or not waited for)."""
+    restart = store.restart(service.ledger_prefix + name)
+    return store.clone_watch(service.ledger_prefix + name) if restart is not None and medics(restart) else None
+
+
 def clone_running(service: Service, name: str, running_at: datetime, deps: Deps,
                   medics: Callable[[MedicRestart], bool]) -> dict:
     """A job of a configured prefix is running: when it is the restart Medic started (its ledger note, and
     ``medics``: the service's job is the one Medic's call started), the restart's incident line is written with its
     resume (``running_at``), once: a redelivery, another job of that name or a job Medic did not start writes
     nothing. Medic decides nothing here, so no remediation record: the summary is logged and returned."""
-    noted_as = service.ledger_prefix + name
-    store = JobStore(deps.table)
-    restart = store.restart(noted_as)
-    watch = store.clone_watch(noted_as) if restart is not None and medics(restart) else None
+    noted_as, store = service.ledger_prefix + name, JobStore(deps.table)
+    watch = watched_clone(service, name, store, medics)
     concluded = watch is not None and store.end_clone_watch(noted_as)
     if watch is not None and concluded:
         conclude_watch(watch, running_at)
