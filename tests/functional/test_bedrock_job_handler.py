@@ -176,3 +176,33 @@ def test_a_restarts_incident_line_is_written_when_the_new_job_is_in_progress(wor
                                                                    restarted.isoformat())
     assert line["resumed_at"] == (restarted.replace(minute=16, second=0)).isoformat()
     assert line["time_to_resume_s"] == timedelta(minutes=2).total_seconds()
+
+
+def test_a_new_job_in_progress_before_its_restarts_handling_ended_still_closes_the_line_once(world):
+    from datetime import timedelta
+
+    from medic.ledger.jobs import MedicRestart
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, bedrock = world
+    clone_arn = JOB_ARN.replace("k2j4h6g8f0d1", "z9y8x7w6v5u4")
+    store = JobStore(medic.deps.table)
+    # Given the InProgress of Medic's new job arrives while the restart's handling has not written its watch yet
+    # (CreateModelCustomizationJob answered, the note has the ARN; Bedrock's job is InProgress at once)
+    store.intend_restart(MedicRestart(name=f"bedrock/{JOB}-r1", root=JOB, attempt=1, restarted_from=JOB,
+                                      intended_at=medic.clock[0]))
+    store.note_submitted(f"bedrock/{JOB}-r1", clone_arn)
+    running_at = medic.clock[0] + timedelta(seconds=2)
+    early = in_progress(f"{JOB}-r1", clone_arn, running_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    # Then it writes no line yet (no watch to close), and notes the run
+    assert incident_lines(lambda: restart_bedrock_job(medic.arrives(early), medic.deps)) == []
+    assert store.clone_ran(f"bedrock/{JOB}-r1") == running_at
+    # When the restart's handling ends (here: the failure handled, the watch written after the create call)
+    store.table.delete(store.restart_key(f"bedrock/{JOB}-r1"))
+    bedrock.describes(description())
+    bedrock.tagged({})
+    bedrock.creates(clone_arn)
+    [line] = incident_lines(lambda: restart_bedrock_job(medic.arrives(failed()), medic.deps))
+    # Then the line is written then, resumed when the new job was InProgress; nothing waits any more
+    assert (line["kind"], line["resumed_at"]) == ("bedrock_job", running_at.isoformat())
+    assert store.clone_watch(f"bedrock/{JOB}-r1") is None

@@ -23,6 +23,9 @@ CLOCK_TOLERANCE = timedelta(seconds=60)
 
 
 CLONE_PARTITION = "jobclone#watch"  # one partition: the restarts whose timeline waits for the clone to train
+# a Batch or Bedrock clone seen running before its restart's watch was written (the service's event raced the
+# restart's own handling): the watch, once written, is concluded with this time
+CLONE_RAN_PARTITION = "jobclone#ran"
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,15 @@ class JobStore:
         """Every restart whose clone has not been seen training yet (unreadable items left out)."""
         watches = (readable(_clone_watch, item) for item in self.table.partition(CLONE_PARTITION))
         return [watch for watch in watches if watch is not None]
+
+    def note_clone_ran(self, clone: str, running_at: datetime) -> None:
+        """The clone ran before its watch existed (kept as long as a watch would wait)."""
+        self.table.put({**self.table.key(CLONE_RAN_PARTITION, clone), "running_at": {"S": running_at.isoformat()},
+                        "expires_at": expires(running_at, DEDUPE_DAYS)})
+
+    def clone_ran(self, clone: str) -> datetime | None:
+        item = self.table.get(self.table.key(CLONE_RAN_PARTITION, clone))
+        return readable(lambda: datetime.fromisoformat(item["running_at"]["S"])) if item else None
 
     def clone_watch(self, clone: str) -> CloneWatch | None:
         """The restart whose clone this is, while its line waits (None: not watched, or unreadable)."""

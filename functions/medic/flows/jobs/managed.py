@@ -110,9 +110,13 @@ def handle_failure(service: Service, failure: Failure, mode: Mode, deps: Deps, *
     JobStore(table).finish_job_failure(claim, deps.now())
     if mode is not Mode.DRY_RUN and record["outcome"] == Outcome.EXECUTED.value:
         # the line waits for the clone to run: its own state change event (clone_running) gives the resume
-        watch_clone(deps, clone=service.ledger_prefix + lineage.next_name(service.name_limit),
-                    incident=about.incident, job=lineage.root, fault=record["fault"], fault_at=failure.fault_at,
-                    detected_at=received, acted_at=deps.now(), job_started_at=failure.started_at, kind=service.kind)
+        clone = service.ledger_prefix + lineage.next_name(service.name_limit)
+        watch = watch_clone(deps, clone=clone, incident=about.incident, job=lineage.root, fault=record["fault"],
+                            fault_at=failure.fault_at, detected_at=received, acted_at=deps.now(),
+                            job_started_at=failure.started_at, kind=service.kind)
+        ran = JobStore(deps.table).clone_ran(clone)  # its event came first (clone_running noted it): the line now
+        if ran is not None and JobStore(deps.table).end_clone_watch(clone):
+            conclude_watch(watch, ran)
     elif mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:  # no restart: a human owns it now
         emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
                                    fault_at=failure.fault_at, detected_at=received, restarted_at=None,
@@ -135,7 +139,13 @@ def clone_running(service: Service, name: str, running_at: datetime, deps: Deps,
     resume (``running_at``), once: a redelivery, another job of that name or a job Medic did not start writes
     nothing. Medic decides nothing here, so no remediation record: the summary is logged and returned."""
     noted_as, store = service.ledger_prefix + name, JobStore(deps.table)
-    watch = watched_clone(service, name, store, medics)
+    restart, watch = store.restart(noted_as), None
+    if restart is not None and medics(restart):
+        watch = store.clone_watch(noted_as)
+        if watch is None:  # running before its restart's handling wrote the watch (Bedrock: InProgress at once):
+            # noted, then read again; whichever of the two runs sees both writes the line (end_clone_watch: once)
+            store.note_clone_ran(noted_as, running_at)
+            watch = store.clone_watch(noted_as)
     concluded = watch is not None and store.end_clone_watch(noted_as)
     if watch is not None and concluded:
         conclude_watch(watch, running_at)

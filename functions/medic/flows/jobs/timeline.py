@@ -27,11 +27,13 @@ TRAINING_JOB = "training_job"  # a SageMaker clone's watch (the line's kind); th
 
 def watch_clone(deps: Deps, *, clone: str, incident: str, job: str, fault: str, fault_at: datetime | None,
                 detected_at: datetime, acted_at: datetime, job_started_at: datetime | None,
-                kind: str = TRAINING_JOB) -> None:
+                kind: str = TRAINING_JOB) -> CloneWatch:
     """The restart's line waits for its clone to train (at most CLONE_TRAINING_WAIT)."""
-    JobStore(deps.table).watch_clone(CloneWatch(
-        clone=clone, incident=incident, job=job, fault=fault, fault_at=fault_at, detected_at=detected_at,
-        acted_at=acted_at, deadline=acted_at + CLONE_TRAINING_WAIT, job_started_at=job_started_at, kind=kind))
+    watch = CloneWatch(clone=clone, incident=incident, job=job, fault=fault, fault_at=fault_at,
+                       detected_at=detected_at, acted_at=acted_at, deadline=acted_at + CLONE_TRAINING_WAIT,
+                       job_started_at=job_started_at, kind=kind)
+    JobStore(deps.table).watch_clone(watch)
+    return watch
 
 
 def conclude_watch(watch: CloneWatch, resumed_at: datetime | None) -> None:
