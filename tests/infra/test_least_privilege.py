@@ -79,7 +79,8 @@ def ledger_deleted_prefixes() -> set[str]:
         constants = _constants([tree])
         functions = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
 
-        def pk_prefixes(function: ast.FunctionDef, seen: set[str], constants=constants, functions=functions) -> set[str]:
+        def pk_prefixes(function: ast.FunctionDef, seen: set[str], constants: dict = constants,
+                        functions: dict = functions) -> set[str]:
             prefixes: set[str] = set()
             for node in ast.walk(function):
                 if not isinstance(node, ast.Call):
