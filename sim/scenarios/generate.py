@@ -1448,7 +1448,7 @@ def quarantine_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: records fault=repair_loop action=none paged=true == 1",
             "check: records action=quarantine_node .outcome == deferred, executed",
             "check: records action=release_node .outcome == deferred, executed",
-            f'check: kubernetes_calls verb=PATCH path~"/api/v1/nodes/hyperpod-{eks_successor}" .status == 200, 200',
+            f'check: kubernetes_calls verb=patch path~"/api/v1/nodes/hyperpod-{eks_successor}" .status == 200, 200',
             "check: kubernetes_calls status=403 == 0",
             "check: pages == 2",
         ], [{"sim": {"agent": {"cluster": "finetune-eks", "heartbeat": True}}}, *eks,
