@@ -92,7 +92,8 @@ def rbac(watched: list[dict], namespace: str = NAMESPACE, quarantine: bool = Fal
     docs: list[dict] = [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": f"{NAME}-nodes", "labels": LABELS},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"] if quarantine else ["list"]}]},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"],
+                    "verbs": ["list", "patch"] if quarantine else ["list"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": f"{NAME}-nodes", "labels": LABELS},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{NAME}-nodes"},

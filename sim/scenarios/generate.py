@@ -1410,17 +1410,18 @@ def quarantine_scenarios() -> dict[str, tuple[list[str], list[object]]]:
                          event(eks_successor, T0 + minutes(115), "NvidiaErrorReboot")])
     for one in eks:
         one["detail"]["ClusterName"] = "finetune-eks"
-        one["detail"]["ClusterArn"] = one["resources"][0] = "arn:aws:sagemaker:us-west-2:123456789012:cluster/p7r2m4x9c1qa"
+        arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/p7r2m4x9c1qa"
+        one["detail"]["ClusterArn"] = one["resources"][0] = arn
     return {
         "zzzq-quarantine-slurm.jsonl": ([
             "title: (zzzq) pretrain-slurm has NodeRecovery Automatic and quarantine_repeat_offenders: one node "
             "position fails four times in two hours (as in zzze); later an operator releases it, twice, and asks to "
             "release a node Medic never quarantined",
             "config: quarantine.medic.yaml",
-            "expect: HyperPod repairs each fault; the third repair pages the loop once (as in zzze); after the fourth "
-            "repair (10:25, the node Running again) the sweep quarantines the position: the agent drains "
-            f"{REPAIRED_NAME} with Medic's fixed quarantine reason (quarantine_node, one page saying how to return it); "
-            "`medic release` at 10:40 (a Medic Release Node event naming who asked) is one release: the agent resumes "
+            "expect: HyperPod repairs each fault; the third repair pages the loop once (as in zzze); after the "
+            "fourth repair (10:24, the node Running again) the sweep quarantines the position: the agent drains "
+            f"{REPAIRED_NAME} with Medic's fixed quarantine reason (quarantine_node, one page saying how to return "
+            "it); `medic release` at 10:40 (a Medic Release Node event naming who asked) is one release: the agent resumes "
             "the node only because it is drained with that reason; the second release is a duplicate, the unknown "
             "node is rejected",
             "check: records fault=repair_loop action=none paged=true == 1",
