@@ -1421,9 +1421,9 @@ def quarantine_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: HyperPod repairs each fault; the third repair pages the loop once (as in zzze); after the "
             "fourth repair (10:24, the node Running again) the sweep quarantines the position: the agent drains "
             f"{REPAIRED_NAME} with Medic's fixed quarantine reason (quarantine_node, one page saying how to return "
-            "it); `medic release` at 10:40 (a Medic Release Node event naming who asked) is one release: the agent resumes "
-            "the node only because it is drained with that reason; the second release is a duplicate, the unknown "
-            "node is rejected",
+            "it); `medic release` at 10:40 (a Medic Release Node event naming who asked) is one release: the agent "
+            "resumes the node only because it is drained with that reason; the second release is a duplicate, the "
+            "unknown node is rejected",
             "check: records fault=repair_loop action=none paged=true == 1",
             "check: records action=quarantine_node .outcome == deferred, executed",
             "check: records action=quarantine_node outcome=deferred paged=true == 1",
