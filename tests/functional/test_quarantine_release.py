@@ -60,8 +60,9 @@ def test_a_release_is_queued_once_with_who_asked_and_the_agent_resumes_only_medi
     [held] = QuarantineStore(slurm.medic.deps.table).all(CLUSTER)
     assert (held.held, held.released_by) == (False, ANA)
     # When the agent runs it on a node drained with Medic's quarantine reason
-    slurm.slurm.answers["scontrol show node"] = (0, f"NodeName={NODE} Arch=x86_64\n   State=IDLE+DRAIN ThreadsPerCore=2\n"
-                                                    f"   Reason={QUARANTINED} [root@2026-11-20T10:24:05]\n", "")
+    shown = (f"NodeName={NODE} Arch=x86_64\n   State=IDLE+DRAIN ThreadsPerCore=2\n"
+             f"   Reason={QUARANTINED} [root@2026-11-20T10:24:05]\n")
+    slurm.slurm.answers["scontrol show node"] = (0, shown, "")
     slurm.stream_event()
     slurm.run_agent()
     before = len(slurm.medic.log.lines)
