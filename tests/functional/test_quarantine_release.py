@@ -91,3 +91,44 @@ def test_an_unknown_node_or_cluster_is_rejected_naming_what_is_quarantined(slurm
     hostile = release(slurm, "0b000000-0000-4000-8000-000000000006", node="ip-10-1-37-73; scontrol delete")
     assert hostile["outcome"] == "rejected" and "detail.node" in hostile["reason"]
     assert slurm.queued() == [] and QuarantineStore(slurm.medic.deps.table).held(CLUSTER)
+
+
+def test_a_fourth_repair_is_quarantined_only_with_the_option_and_once(medic, tmp_path, monkeypatch):
+    from medic.config import parse_config
+    from medic.core.mode import Mode
+    from medic.core.models import NodeInfo, Trigger
+    from medic.core.record import About
+    from medic.flows.node.loops import note_repair, repair_of
+    from medic.wiring import QUARANTINE
+    from tests.functional.conftest import CONFIG
+
+    world = SlurmWorld(medic, tmp_path)
+    world.heartbeat()
+    medic.deps.quarantine = QUARANTINE
+    node = NodeInfo(node_id="i-0ec750d3a09b8e4de", instance_group="workers", status="Running", logical_id=POSITION,
+                    slurm_node=NODE)
+    about = About(incident="reconcile", trigger=Trigger.RECONCILE, event_id="run-1", mode=Mode.ACT, cluster=CLUSTER)
+    now = medic.clock[0]
+
+    def repairs(cluster, count: int, first: int = 0) -> list:
+        return [note_repair(medic.deps, medic.deps.table, about, cluster, POSITION,
+                            repair_of(f"node:{CLUSTER}:i-{n}", node.node_id, "gpu_reboot", "reboot_node", "hyperpod",
+                                      now + timedelta(minutes=n), now + timedelta(minutes=n - 10)), now, node)
+                for n in range(first, first + count)]
+
+    # Without the option: the loop's page at the third repair, nothing at the fourth
+    plain = parse_config(CONFIG).cluster(CLUSTER)
+    assert [r is not None for r in repairs(plain, 4)] == [False, False, True, False]
+    assert world.queued() == [] and QuarantineStore(medic.deps.table).held(CLUSTER) == []
+    # With it (turned on after those four): the next repair quarantines the node (one command the agent accepts), a
+    # later one nothing more
+    option = parse_config({**CONFIG, "clusters": [{**CONFIG["clusters"][0], "quarantine_repeat_offenders": True},
+                                                  *CONFIG["clusters"][1:]]}).cluster(CLUSTER)
+    [held, again] = repairs(option, 2, first=4)
+    assert (held["action"], held["outcome"], held["incident"]) == ("quarantine_node", "deferred",
+                                                                   f"quarantine:{CLUSTER}:{POSITION}")
+    assert again is None
+    [body] = world.queued()
+    assert (agent_parse(json.dumps(body), cluster=CLUSTER).kind, body["node"]) == ("quarantine_node", NODE)
+    [one] = QuarantineStore(medic.deps.table).held(CLUSTER)
+    assert (one.node_name, one.node_id) == (NODE, node.node_id) and "Repaired 5 times" in one.why

@@ -81,6 +81,9 @@ def hold_node(deps: Deps, table: Table, cluster: Cluster, node: NodeInfo, positi
                                                   claim=f"{incident}@{now:%Y%m%dT%H%M}",
                                                   window=PageWindow.cluster(PageSource.NODE, cluster.name))))
 
+    held_now = QuarantineStore(table).find(cluster.name, position)
+    if held_now is not None and held_now.held:
+        return None  # held already: its record and page went out then
     if not about.mode.acts:
         outcome, said = (Outcome.DRY_RUN, None) if about.mode is Mode.DRY_RUN else (Outcome.SUPPRESSED, Why.PAUSED)
         return emit(about.record(fault=Fault.REPAIR_LOOP, action=Action.QUARANTINE_NODE, outcome=outcome, why=said,
