@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from medic.flows.agent.command_sweep import sweep_commands
 from medic.handlers import agent_results, requeue_request
+from medic.ledger.agents import AgentStore
 from medic.ledger.quarantine import Quarantine, QuarantineStore
 from tests.functional.conftest import CLUSTER
 from tests.functional.slurm_world import SlurmWorld, agent_parse
@@ -132,3 +134,13 @@ def test_a_fourth_repair_is_quarantined_only_with_the_option_and_once(medic, tmp
     assert (agent_parse(json.dumps(body), cluster=CLUSTER).kind, body["node"]) == ("quarantine_node", NODE)
     [one] = QuarantineStore(medic.deps.table).held(CLUSTER)
     assert (one.node_name, one.node_id) == (NODE, node.node_id) and "Repaired 5 times" in one.why
+    # When the operator releases it before the agent took the quarantine: the quarantine never runs (withdrawn, as
+    # the command sweep withdraws one: the agent's claim fails), the release runs, and nothing is left to expire
+    monkeypatch.setattr(requeue_request, "dependencies", lambda: medic.deps)
+    assert release(world, "0b000000-0000-4000-8000-000000000007")["outcome"] == "deferred"
+    world.run_agent()
+    world.run_agent()
+    assert ["scontrol", "update", f"NodeName={NODE}", "State=DRAIN"] not in [argv[:4] for argv in world.slurm.argvs]
+    assert body["command_id"] not in {one.command_id for one in AgentStore(medic.deps.table).open_commands()}
+    medic.clock[0] += timedelta(minutes=30)
+    assert "quarantine_node" not in [r["action"] for r in sweep_commands({"id": "sweep-1"}, medic.deps)]

@@ -13,7 +13,7 @@ Release ("Medic Release Node", source medic.operator: `medic release NODE --clus
   function's rule takes it):
   parse → a cluster Medic manages? → a position held there under that name? (else `rejected`, naming what is held) →
   the mode acts? → release it in the ledger (a conditional update: a second request is a `duplicate`, one release) →
-  queue `release_node` → a `deferred` record naming who asked (`requester`).
+  withdraw the quarantine_node if its agent has not taken it yet (it would drain the node again) → queue `release_node` → a `deferred` record naming who asked (`requester`).
 Results (results.py): an `executed` or `failed` record against the same incident, `quarantine:<cluster>:<position>`.
 """
 
@@ -35,6 +35,7 @@ from medic.core.record import About, Record
 from medic.core.text import quoted, short
 from medic.deps import Deps
 from medic.flows.agent.commands import (
+    COMMAND_DEADLINE,
     AgentResult,
     InvalidCommand,
     ReleaseNodeEvent,
@@ -42,7 +43,7 @@ from medic.flows.agent.commands import (
     hold_command,
     quoted_agent,
 )
-from medic.ledger.agents import AgentStore
+from medic.ledger.agents import AgentStore, CommandRef
 from medic.ledger.quarantine import Quarantine, QuarantineStore
 from medic.ledger.table import Table
 from medic.outbox.pages import page_incident
@@ -205,6 +206,7 @@ def handle_release_event(raw: Any, deps: Deps) -> dict:
     if not store.release(cluster.name, held.position, who, command.command_id, now):
         return finish(Outcome.DUPLICATE, f"{held.node_name} ({held.position}) on {cluster.name} was released by "
                                          "another request; nothing more to do.")
+    _withdraw_hold(deps, held, now)
     if not deps.agents.has_queue(cluster.name):
         return finish(Outcome.FAILED, f"Released {held.node_name} ({held.position}) in Medic's ledger, but Medic has "
                                       f"no agent queue for {cluster.name}: return the node to service by hand.")
@@ -218,6 +220,18 @@ def handle_release_event(raw: Any, deps: Deps) -> dict:
                                     f"quarantined since {held.since:%Y-%m-%d %H:%M} UTC, at the request of "
                                     f"{quoted(who, 130)}: the agent returns it to service (command "
                                     f"{command.command_id}).{why_text}", why=Why.QUEUED_FOR_AGENT)
+
+
+def _withdraw_hold(deps: Deps, held: Quarantine, now: datetime) -> None:
+    """A quarantine_node its agent has not taken yet never runs after the release (it would drain the node again):
+    withdrawn in one transaction (the agent's claim checks it), its final record claimed and the command closed, as
+    the command sweep does, so it neither runs late nor pages. Only within the command's deadline: after it, the sweep
+    has closed it already."""
+    if not held.command_id or now - held.since >= COMMAND_DEADLINE:
+        return
+    store, ref = AgentStore(deps.table), CommandRef(held.cluster, held.command_id)
+    if store.withdraw_command(ref, now) and store.claim_command_record(ref, now):
+        store.close_command(held.command_id)
 
 
 # --- results
