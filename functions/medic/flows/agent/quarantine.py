@@ -13,7 +13,8 @@ Release ("Medic Release Node", source medic.operator: `medic release NODE --clus
   function's rule takes it):
   parse → a cluster Medic manages? → a position held there under that name? (else `rejected`, naming what is held) →
   the mode acts? → release it in the ledger (a conditional update: a second request is a `duplicate`, one release) →
-  withdraw the quarantine_node if its agent has not taken it yet (it would drain the node again) → queue `release_node` → a `deferred` record naming who asked (`requester`).
+  withdraw the quarantine_node if its agent has not taken it yet (it would drain the node again) → queue
+  `release_node` → a `deferred` record naming who asked (`requester`).
 Results (results.py): an `executed` or `failed` record against the same incident, `quarantine:<cluster>:<position>`.
 """
 
