@@ -17,6 +17,9 @@ NODE = "ip-10-1-37-73"
 POSITION = "node-75e2a56cdb953f843b2a"
 
 
+REQUESTS = "operator-requests"  # where the test's rule puts what `medic release` sends, as the requeue rule takes it
+
+
 @pytest.fixture
 def quarantined(deployed: Deployed) -> Deployed:
     """Medic quarantined a node of pretrain-slurm two hours ago (as the node flow holds it); operator requests on the
@@ -25,9 +28,8 @@ def quarantined(deployed: Deployed) -> Deployed:
         cluster=CLUSTER, position=POSITION, node_id="i-0ec750d3a09b8e4de", node_name=NODE,
         since=NOW - timedelta(hours=2), why="Repaired 4 times in 7 days (repair_loop_count 3): gpu_reboot ..."))
     sqs, events = boto3.client("sqs", region_name=REGION), boto3.client("events", region_name=REGION)
-    deployed.requests = sqs.create_queue(QueueName="operator-requests")["QueueUrl"]  # type: ignore[attr-defined]
-    arn = sqs.get_queue_attributes(QueueUrl=deployed.requests, AttributeNames=["QueueArn"])[  # type: ignore
-        "Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName=REQUESTS)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(Name="requests", EventPattern=json.dumps({"source": ["medic.operator"]}))
     events.put_targets(Rule="requests", Targets=[{"Id": "q", "Arn": arn}])
     return deployed
@@ -35,8 +37,8 @@ def quarantined(deployed: Deployed) -> Deployed:
 
 def sent(deployed: Deployed) -> list[dict]:
     sqs = boto3.client("sqs", region_name=REGION)
-    messages = sqs.receive_message(QueueUrl=deployed.requests, MaxNumberOfMessages=10).get(  # type: ignore
-        "Messages", [])
+    url = sqs.get_queue_url(QueueName=REQUESTS)["QueueUrl"]
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     return [json.loads(message["Body"]) for message in messages]
 
 
