@@ -690,3 +690,27 @@ def test_quarantine_keeps_someone_elses_drain_and_release_does_not_resume_it(clu
     assert cluster.result(hold)["held"] == "false" and cluster.result(release)["resumed"] == "false"
     assert "drain" in cluster.slurm.node_state() and cluster.slurm.node_reason().startswith("disk replacement")
     cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+
+
+def test_a_quarantined_node_that_goes_down_for_a_repair_stays_drained_with_medics_reason_until_released(cluster):
+    # Given a node Medic quarantined
+    node = cluster.slurm.node
+    hold = cluster.command(kind="quarantine_node", node=node)
+    cluster.send(hold)
+    cluster.run_agent()
+    # When a repair takes it down (slurmctld appends "Not responding" to the reason: set_node_reason)
+    take_the_node_down(cluster)
+    # Then it is still drained, its reason Medic's quarantine's followed by Slurm's own: a late resume_node of a repair
+    # leaves it, and the release recognizes it
+    assert "drain" in cluster.slurm.node_state()
+    assert cluster.slurm.node_reason().startswith(
+        "Medic: quarantined after repeated repairs, medic release returns it : Not responding")
+    resume = cluster.command(kind="resume_node", node=node)
+    cluster.send(resume)
+    cluster.run_agent()
+    assert cluster.result(resume)["resumed"] == "false"
+    release = cluster.command(kind="release_node", node=node)
+    cluster.send(release)
+    cluster.run_agent()
+    assert cluster.result(release)["resumed"] == "true"
+    assert "drain" not in cluster.slurm.node_state()
