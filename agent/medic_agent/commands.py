@@ -32,6 +32,8 @@ DRAIN_REASON = "Medic: drained before a node repair"  # fixed: nothing from a me
 # A node in a repair loop kept out of service (quarantine_node); fixed too. slurmctld keeps a DRAIN flag and its reason
 # across the node's reboot (validate_node_specs, src/slurmctld/node_mgr.c: a node returns to service by itself only
 # with the reason "Not responding"), and `scontrol update ... Reason=` replaces the reason (update_node, same file).
+# It never begins `Action:`: a reason `Action:Replace` / `Action:Reboot` is how an operator asks HyperPod itself to
+# replace or reboot a Slurm node (AWS, "Manually replace or reboot a node using Slurm"); a quarantine asks for nothing.
 QUARANTINE_REASON = "Medic: quarantined after repeated repairs, medic release returns it"
 # What `squeue --format=%i|%T` prints per job: the id, a bar, the state (Slurm's upper-case names: NODE_FAIL, ...).
 SQUEUE_STATE_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})", re.ASCII)

@@ -2,7 +2,9 @@
 cordons it, `release_node` uncordons it, each through one merge patch of the node.
 
 Cordon is `spec.unschedulable: true`: "Mark node as unschedulable" (kubectl reference, "kubectl cordon"; "Safely
-Drain a Node": cordoned, no new pod is scheduled there; pods already on it stay). Medic marks its own cordon with the
+Drain a Node": cordoned, no new pod is scheduled there; pods already on it stay), and how AWS says to quarantine a
+HyperPod EKS node ("Manually quarantine, replace, or reboot a node", SageMaker HyperPod developer guide:
+`kubectl cordon <node-name>`). Medic marks its own cordon with the
 annotation QUARANTINE_ANNOTATION (the time it set it), in the same patch, so that a release uncordons only a node
 Medic cordoned: a node someone else cordoned (HyperPod marks nodes it will repair unschedulable too) is left as it
 is. Each patch carries the resourceVersion the agent read: a node changed in between is a 409 Conflict, not a guess.
