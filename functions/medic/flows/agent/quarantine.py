@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, NodeInfo, Outcome, Requester, Trigger, Why
