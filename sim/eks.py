@@ -90,9 +90,11 @@ class EksCluster:
 
 class EksWorld:
     def __init__(self, client: Callable[[str], Any], *, config_jobs: Callable[[str], list[dict]] = lambda name: [],
-                 hyperpod_nodes: Callable[[str], dict[str, str]] = lambda name: {}) -> None:
+                 hyperpod_nodes: Callable[[str], dict[str, str]] = lambda name: {},
+                 quarantines: Callable[[str], bool] = lambda name: False) -> None:
         self.client = client  # the harness's clients (the agent's calls are not the handlers')
         self.config_jobs = config_jobs  # cluster -> [{namespace, kind, name}] from medic.yaml
+        self.quarantines = quarantines  # cluster -> its quarantine_repeat_offenders (render.py's RBAC: patch nodes)
         self.hyperpod_nodes = hyperpod_nodes  # cluster -> {instance id: ClusterInstanceStatus}
         self.queues: dict[str, str] = {}  # cluster -> the agent's queue URL (from the stack)
         self.table = ""
@@ -134,7 +136,7 @@ class EksWorld:
         from medic_agent.eks.commands import WatchedJob
 
         watched = self.watched(cluster.name)
-        cluster.server.set_documents(render_module().rbac(watched))
+        cluster.server.set_documents(render_module().rbac(watched, quarantine=self.quarantines(cluster.name)))
         cluster.watched = tuple(WatchedJob(job["namespace"], job["kind"], job["name"], job[EXIT_CODE_KEY])
                                 for job in watched)
         for handle in cluster.agents:

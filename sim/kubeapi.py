@@ -6,7 +6,9 @@ What it models, with the Kubernetes documentation it follows:
 - Paths: /api/v1/... (core group) and /apis/<group>/<version>/..., namespaced `namespaces/<ns>/<resource>[/<name>]`
   and cluster-scoped `<resource>[/<name>]` (API Concepts, "Resource URIs").
 - Verbs from the request (Authorization overview, "Determine the request verb"): GET item → get, GET collection
-  → list, POST → create, PUT → update, DELETE item → delete.
+  → list, POST → create, PUT → update, PATCH → patch, DELETE item → delete.
+- PATCH of a node with a JSON merge patch (RFC 7386; API Concepts, "Patch"): the EKS agent's cordon and uncordon
+  (spec.unschedulable, kubectl reference "kubectl cordon"), 409 Conflict on a stale metadata.resourceVersion (`_patch`).
 - resourceVersion on every object and list: one counter for the whole store, like etcd's revision (API
   Concepts, "Resource versions"); every write bumps it.
 - Errors as `Status` objects (API Concepts, "Receiving a response"/status codes): 404 NotFound, 409 AlreadyExists
@@ -38,6 +40,7 @@ Every request is recorded (`calls`: verb, path, status) for the replay's `kubern
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import re
@@ -246,7 +249,8 @@ class KubeApiServer:
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                code, payload = server.handle(self.command, self.path, body, self.headers.get("Authorization"))
+                code, payload = server.handle(self.command, self.path, body, self.headers.get("Authorization"),
+                                              self.headers.get("Content-Type"))
                 data = json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -282,7 +286,8 @@ class KubeApiServer:
         self.stop()
 
     # --- HTTP
-    def handle(self, method: str, raw_path: str, body: bytes, authorization: str | None) -> tuple[int, dict]:
+    def handle(self, method: str, raw_path: str, body: bytes, authorization: str | None,
+               content_type: str | None = None) -> tuple[int, dict]:
         parts = urlsplit(raw_path)
         path = unquote(parts.path)
         query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
@@ -304,8 +309,12 @@ class KubeApiServer:
                                                  f'"{plural}" in API group "{group}"{scope}',
                                {"name": name or "", "group": group, "kind": plural})
             with self.lock:
-                code, payload = self._dispatch(verb, resource_key, namespace, name, query,
-                                               json.loads(body) if body else None)
+                if verb == "patch":
+                    code, payload = 200, self._patch(resource_key, namespace or "", name or "",
+                                                     json.loads(body) if body else None, content_type)
+                else:
+                    code, payload = self._dispatch(verb, resource_key, namespace, name, query,
+                                                   json.loads(body) if body else None)
         except ApiError as error:
             code, payload = error.code, error.status()
         except ValueError as error:
@@ -419,6 +428,35 @@ class KubeApiServer:
         return obj
 
     # --- pods and the controllers
+    def _patch(self, key: tuple[str, str, str], namespace: str, name: str, body: Any, content_type: str | None) -> dict:
+        """PATCH with a JSON merge patch (application/merge-patch+json: RFC 7386, a null removes the key; API
+        Concepts, "Patch" types), modelled for nodes only (the agent's cordon: "kubectl cordon" sets
+        spec.unschedulable). A patch of another type is 415 UnsupportedMediaType here (an emulator limit: the real
+        server takes json-patch and strategic-merge-patch too; the agent sends only merge patches). A patch naming a
+        metadata.resourceVersion that is not the object's is 409 Conflict (API Concepts, "Resource versions"). The
+        patch cannot change the name, uid or status."""
+        if key != ("", "v1", "nodes"):
+            raise ApiError(405, "MethodNotAllowed", "the emulator models PATCH of nodes only")
+        if (content_type or "").split(";")[0].strip() != "application/merge-patch+json":
+            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted "
+                                                        f"media types include: application/merge-patch+json "
+                                                        f"(got {content_type})")
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "a merge patch is a JSON object")
+        current = self._get(key, namespace, name)
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": the object has been '
+                                            "modified; please apply your changes to the latest version and try again",
+                           {"name": name, "group": "", "kind": "nodes"})
+        patch = {k: v for k, v in body.items() if k != "status"}
+        patch["metadata"] = {k: v for k, v in (body.get("metadata") or {}).items()
+                             if k in ("labels", "annotations")}
+        obj = _merge_patch(current, patch)
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self.objects[(key, namespace, name)] = obj
+        return obj
+
     def pod(self, namespace: str, name: str) -> dict | None:
         return self.objects.get((("", "v1", "pods"), namespace, name))
 
@@ -792,6 +830,19 @@ class KubeApiServer:
     def drain_calls(self, since: int = 0) -> list[dict]:
         with self.lock:
             return list(self.calls[since:])
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 MergePatch: an object patch merges key by key, a null removes the key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = _merge_patch(result.get(name), value)
+    return result
 
 
 def _fixed_replicas(kind: str, job: dict, only: str | None = None) -> list[tuple[str, dict]]:

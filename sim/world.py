@@ -135,7 +135,9 @@ class World:
         self.batch = BatchWorld(account, region)
         self.bedrock = BedrockWorld(account, region)
         self.slurm = SlurmWorld(self.client)
-        self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes)
+        self.eks = EksWorld(self.client, config_jobs=self._eks_config_jobs, hyperpod_nodes=self._hyperpod_nodes,
+                            quarantines=lambda name: bool(getattr(self.configured(name),
+                                                                  "quarantine_repeat_offenders", False)))
         self.slurm.node_names = self._slurm_node_names
         self.slurm.compute_nodes = self._slurm_compute_nodes
         self.hyperpod.on_repair.append(self.slurm.node_repaired)

@@ -14,7 +14,9 @@ manifest holds only what the agent needs (agent/README.md, "HyperPod EKS", lists
                                 name, launcher_exits_128_or_more_on_sigterm}], the only jobs the agent may restart
   ConfigMap medic-agent-code    the agent's source and requirements-eks.txt (no image to build: the Deployment
                                 runs python:3.13-slim, an init container pip-installs the hash-pinned wheels)
-  ClusterRole(+Binding)  medic-agent-nodes: list nodes (cluster-scoped: the only cluster-wide rule)
+  ClusterRole(+Binding)  medic-agent-nodes: list nodes (cluster-scoped: the only cluster-wide rule); patch nodes too
+                         only with the cluster's quarantine_repeat_offenders (the cordon and uncordon of a node in a
+                         repair loop: medic_agent/eks/cordon.py)
   Role(+Binding) medic-agent-lease in medic-agent: create leases; get, update the lease `medic-agent`
   Role(+Binding) medic-agent-jobs in each watched namespace: list, delete pods; get the watched jobs by name
   Deployment medic-agent: 1 replica, non-root, read-only root filesystem, no capabilities
@@ -42,6 +44,7 @@ JOB_RESOURCES = {"PyTorchJob": ("kubeflow.org", "pytorchjobs"),
 CODE_FILES = ("medic_agent/__init__.py", "medic_agent/commands.py", "medic_agent/handling.py", "medic_agent/ledger.py",
               "medic_agent/logs.py", "medic_agent/queue.py", "medic_agent/role.py", "medic_agent/state.py",
               "medic_agent/eks/__init__.py", "medic_agent/eks/__main__.py", "medic_agent/eks/commands.py",
+              "medic_agent/eks/cordon.py",
               "medic_agent/eks/kube.py", "medic_agent/eks/lease.py", "medic_agent/eks/main.py",
               "medic_agent/eks/policy.py", "medic_agent/eks/restart.py")
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "medic"}
@@ -75,12 +78,22 @@ def watched_jobs(config: dict, cluster: str) -> list[dict]:
             for (namespace, kind, name), exits_128 in sorted(jobs.items())]
 
 
-def rbac(watched: list[dict], namespace: str = NAMESPACE) -> list[dict]:
+def quarantines(config: dict, cluster: str) -> bool:
+    """The cluster's quarantine_repeat_offenders (medic.yaml; default false)."""
+    entry = next((entry for entry in config.get("clusters") or []
+                  if isinstance(entry, dict) and entry.get("name") == cluster), {})
+    return entry.get("quarantine_repeat_offenders") is True
+
+
+def rbac(watched: list[dict], namespace: str = NAMESPACE, quarantine: bool = False) -> list[dict]:
+    """``quarantine``: the agent may also patch nodes (cordon / uncordon: only spec.unschedulable and Medic's
+    annotation, cordon.py; RBAC cannot narrow a patch to fields, and resourceNames cannot name nodes not yet made)."""
     subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
     docs: list[dict] = [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": f"{NAME}-nodes", "labels": LABELS},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"],
+                    "verbs": ["list", "patch"] if quarantine else ["list"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": f"{NAME}-nodes", "labels": LABELS},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{NAME}-nodes"},
@@ -199,7 +212,7 @@ def render(config: dict, *, cluster: str, queue_url: str, table: str, region: st
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{NAME}-code", "namespace": NAMESPACE,
                                                                "labels": LABELS},
          "data": {config_key(path): text for path, text in sorted(files.items())}},
-        *rbac(watched),
+        *rbac(watched, quarantine=quarantines(config, cluster)),
         deployment,
     ]
 

@@ -14,11 +14,14 @@ from medic_agent.commands import (
     JobState,
     JobStates,
     ListNodeJobs,
+    QuarantineNode,
+    ReleaseNode,
     RequeueJob,
     ResumeNode,
     accounted_jobs_argv,
     drain_argv,
     drained_by_medic,
+    drained_by_someone_else,
     job_name_argv,
     job_states_argv,
     jobs_on_node_argv,
@@ -28,6 +31,8 @@ from medic_agent.commands import (
     parse_jobs_on_node,
     parse_named_jobs,
     parse_node_state,
+    quarantine_argv,
+    quarantined_by_medic,
     requeue_argv,
     resume_argv,
     running_jobs_argv,
@@ -53,6 +58,8 @@ class Result:
     node_state: str | None = None
     node_reason: str | None = None
     resumed: bool | None = None
+    # quarantine_node: whether the node was drained with Medic's quarantine reason (False: someone else's drain kept)
+    held: bool | None = None
     # refused: why (NOT_WATCHED: a job by id that is not one of the jobs Medic watches)
     refusal: str = ""
 
@@ -72,6 +79,10 @@ def execute(command: Command, slurm: Slurm) -> Result:
         return _resume(action.node, slurm)
     if isinstance(action, ListNodeJobs):
         return _list_jobs(action.node, slurm)
+    if isinstance(action, QuarantineNode):
+        return _quarantine(action.node, slurm)
+    if isinstance(action, ReleaseNode):
+        return _release(action.node, slurm)
     if isinstance(action, JobStates):
         return _job_states(action.job_ids, slurm)
     raise TypeError(f"unknown action {action!r}")
@@ -206,6 +217,47 @@ def _resume(node: str, slurm: Slurm) -> Result:
     if not drained_by_medic(state, reason):
         return Result(EXECUTED, f"{' '.join(read.argv)}: {seen}; not resumed: not drained by Medic",
                       node_state=state, node_reason=reason, resumed=False)
+    run = slurm.run(resume_argv(node))
+    return Result(EXECUTED if run.ok else FAILED, f"{seen}; {run.describe()}", node_state=state, node_reason=reason,
+                  resumed=run.ok)
+
+
+def _node_state(node: str, slurm: Slurm, what: str) -> tuple[str, str, str] | Result:
+    """The node's (state, reason, what was seen), or the failed Result when it cannot be read (never act on a guess)."""
+    read = slurm.run(show_node_argv(node))
+    if not read.ok:
+        return Result(FAILED, f"{read.describe()}; not {what}: its state could not be read")
+    try:
+        state, reason = parse_node_state(read.output, node)
+    except ValueError as error:
+        return Result(FAILED, f"not {what}: {error}")
+    return state, reason, f"{' '.join(read.argv)}: State={state} Reason={reason or '(none)'}"
+
+
+def _quarantine(node: str, slurm: Slurm) -> Result:
+    """Drain the node with Medic's quarantine reason, over Medic's own drain or none; a drain someone else set (their
+    reason) is left as it is (`executed`, not held: releasing it is theirs)."""
+    read = _node_state(node, slurm, "quarantined")
+    if isinstance(read, Result):
+        return read
+    state, reason, seen = read
+    if drained_by_someone_else(state, reason):
+        return Result(EXECUTED, f"{seen}; not quarantined: drained by someone else, left as it is", node_state=state,
+                      node_reason=reason, held=False)
+    run = slurm.run(quarantine_argv(node))
+    return Result(EXECUTED if run.ok else FAILED, f"{seen}; {run.describe()}", node_state=state, node_reason=reason,
+                  held=run.ok)
+
+
+def _release(node: str, slurm: Slurm) -> Result:
+    """Resume the node only while it is drained with Medic's quarantine reason; anything else is left as it is."""
+    read = _node_state(node, slurm, "released")
+    if isinstance(read, Result):
+        return read
+    state, reason, seen = read
+    if not quarantined_by_medic(state, reason):
+        return Result(EXECUTED, f"{seen}; not resumed: not quarantined by Medic", node_state=state,
+                      node_reason=reason, resumed=False)
     run = slurm.run(resume_argv(node))
     return Result(EXECUTED if run.ok else FAILED, f"{seen}; {run.describe()}", node_state=state, node_reason=reason,
                   resumed=run.ok)

@@ -29,6 +29,12 @@ NODE_NAME = re.compile(r"ip-(?:[0-9]{1,3}-){3}[0-9]{1,3}", re.ASCII)
 # What `squeue --format=%i|%j` prints per job: the id, a bar, the name (anything printable up to the line end).
 SQUEUE_JOB_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([\x20-\x7e]{0,200})", re.ASCII)
 DRAIN_REASON = "Medic: drained before a node repair"  # fixed: nothing from a message reaches the Reason
+# A node in a repair loop kept out of service (quarantine_node); fixed too. slurmctld keeps a DRAIN flag and its reason
+# across the node's reboot (validate_node_specs, src/slurmctld/node_mgr.c: a node returns to service by itself only
+# with the reason "Not responding"), and `scontrol update ... Reason=` replaces the reason (update_node, same file).
+# It never begins `Action:`: a reason `Action:Replace` / `Action:Reboot` is how an operator asks HyperPod itself to
+# replace or reboot a Slurm node (AWS, "Manually replace or reboot a node using Slurm"); a quarantine asks for nothing.
+QUARANTINE_REASON = "Medic: quarantined after repeated repairs, medic release returns it"
 # What `squeue --format=%i|%T` prints per job: the id, a bar, the state (Slurm's upper-case names: NODE_FAIL, ...).
 SQUEUE_STATE_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})", re.ASCII)
 # job_states' squeue -O line: id|state|requeue flag|batch flag|restart count (`4211|PENDING|1|1|1`).
@@ -41,7 +47,7 @@ JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)
 # What `squeue --format=%i|%T|%j` prints per job: the id, its state, its name (last: a name may hold a bar).
 SQUEUE_NAMED_LINE = re.compile(r"([0-9]{1,10}(?:_[0-9]{1,10})?)\|([A-Z_]{1,32})\|([\x20-\x7e]{0,200})", re.ASCII)
 # What Medic issues; nothing else runs.
-KINDS = ("requeue_job", "drain_node", "resume_node", "list_node_jobs", "job_states")
+KINDS = ("requeue_job", "drain_node", "resume_node", "list_node_jobs", "job_states", "quarantine_node", "release_node")
 # The most jobs a listing may name (a node's jobs, job_states' ids) and the most names a requeue by id may allow.
 MAX_JOBS_LISTED = 50
 MAX_BODY_CHARS = 16_384
@@ -89,6 +95,17 @@ class ResumeNode(NodeCommand):
 
 
 @dataclass(frozen=True)
+class QuarantineNode(NodeCommand):
+    """Keep one node in a repair loop out of service: drain it with Medic's quarantine reason (unless someone else
+    drained it: their drain and reason stay)."""
+
+
+@dataclass(frozen=True)
+class ReleaseNode(NodeCommand):
+    """Return one quarantined node to service: only a node still drained with Medic's quarantine reason."""
+
+
+@dataclass(frozen=True)
 class ListNodeJobs(NodeCommand):
     """List the jobs running on one node, changing nothing (HyperPod repairs it by itself: AWS's Slurm guidance says
     not to change a node's state while HyperPod repairs it)."""
@@ -105,7 +122,7 @@ class JobStates:
         return f"jobs:{self.job_ids}"
 
 
-Action = RequeueJob | DrainNode | ResumeNode | ListNodeJobs | JobStates
+Action = RequeueJob | DrainNode | ResumeNode | ListNodeJobs | JobStates | QuarantineNode | ReleaseNode
 
 
 @dataclass(frozen=True)
@@ -229,13 +246,14 @@ def _job_states(data: dict, envelope: dict) -> JobStates:
     return JobStates(data["job_ids"])
 
 
-def _node_action(kind: str, data: dict, envelope: dict) -> DrainNode | ResumeNode | ListNodeJobs:
+def _node_action(kind: str, data: dict, envelope: dict) -> NodeCommand:
     extra = sorted(set(data) & {"job_id", "job_name", "job_ids"})
     if extra:
         raise Refused(f"{kind} takes a node, not {', '.join(extra)}", **envelope)
     if not matches(NODE_NAME, data.get("node")):
         raise Refused(f"node must be one Slurm node name like ip-10-1-2-3: {shown(data.get('node'))}", **envelope)
-    return {"drain_node": DrainNode, "list_node_jobs": ListNodeJobs}.get(kind, ResumeNode)(data["node"])
+    return {"drain_node": DrainNode, "list_node_jobs": ListNodeJobs, "quarantine_node": QuarantineNode,
+            "release_node": ReleaseNode}.get(kind, ResumeNode)(data["node"])
 
 
 # --- argv builders: each re-checks its input, so no caller can build a command line from an unchecked value.
@@ -282,6 +300,12 @@ def drain_argv(node: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={DRAIN_REASON}"]
 
 
+def quarantine_argv(node: str) -> list[str]:
+    if not matches(NODE_NAME, node):
+        raise ValueError(f"not a node name: {shown(node)}")
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={QUARANTINE_REASON}"]
+
+
 def resume_argv(node: str) -> list[str]:
     if not matches(NODE_NAME, node):
         raise ValueError(f"not a node name: {shown(node)}")
@@ -323,6 +347,18 @@ def drained_by_medic(state: str, reason: str) -> bool:
     keeps a reason and appends its own to it (`<reason> : Not responding` when the node stopped answering during the
     repair: src/slurmctld/node_mgr.c, set_node_reason), so Medic's reason is how it begins."""
     return "DRAIN" in state.split("+") and (reason == DRAIN_REASON or reason.startswith(f"{DRAIN_REASON} : "))
+
+
+def quarantined_by_medic(state: str, reason: str) -> bool:
+    """Drained with Medic's quarantine reason (slurmctld may have appended its own: `<reason> : Not responding`)."""
+    return "DRAIN" in state.split("+") and (reason == QUARANTINE_REASON
+                                            or reason.startswith(f"{QUARANTINE_REASON} : "))
+
+
+def drained_by_someone_else(state: str, reason: str) -> bool:
+    """Drained with a reason that is not one of Medic's: a person's (or HyperPod's) drain, left as it is."""
+    return "DRAIN" in state.split("+") and not drained_by_medic(state, reason) \
+        and not quarantined_by_medic(state, reason) and not reason.startswith("Not responding")
 
 
 def jobs_on_node_argv(node: str) -> list[str]:

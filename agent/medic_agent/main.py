@@ -170,9 +170,11 @@ class Agent(CommandHandling):
             fields["jobs"] = [{"id": job_id, "name": name} for job_id, name in result.jobs]
         if result.job_states is not None:  # job_states: what Slurm still knows ([] none)
             fields["job_states"] = [job.fields() for job in result.job_states]
-        if result.node_state is not None:  # resume_node: what the node was, and whether it was resumed
+        if result.node_state is not None:  # resume_node, release_node: what the node was, whether it was resumed
             fields.update(node_state=result.node_state, node_reason=result.node_reason or "",
                           resumed="true" if result.resumed else "false")
+        if result.held is not None:  # quarantine_node: whether Medic's quarantine holds the node
+            fields["held"] = "true" if result.held else "false"
         if result.refusal:  # refused: why (Medic records not_watched as rejected)
             fields["refusal"] = result.refusal
         return fields

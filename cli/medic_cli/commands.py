@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from medic.ledger.modes import ModeChange, ModeStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.overview import read_overview
-from medic_cli import agents, ledger_view, paging, pauses, preconditions
+from medic_cli import agents, ledger_view, paging, pauses, preconditions, quarantine
 from medic_cli import history as hist
 from medic_cli.context import CliError, Context
 from medic_cli.explain import explain
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int
 
         return stream_failures.command(args, ctx, out, err)
     handler = {"status": status, "history": history, "report": report_command, "pause": pause, "resume": resume,
-               "mode": mode, "explain": explain_command, "test-page": test_page_command}[args.command]
+               "mode": mode, "explain": explain_command, "test-page": test_page_command,
+               "release": release_command}[args.command]
     return handler(args, ctx, out, err)
 
 
@@ -58,6 +59,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     clusters = preconditions.read(ctx, config) if config is not None else []
     paused = pauses.read(ctx)
     agent_lines = agents.read(ctx.ledger(), config, now) if config is not None else []
+    quarantined = quarantine.read(ctx, config)
     topic = ctx.outputs.get("PagingTopicArn")
     subscribed = paging.subscriptions(ctx, topic) if topic else None
 
@@ -72,6 +74,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
             "budgets": [budget.as_json() for budget in budgets],
             "preconditions": [cluster.as_json() for cluster in clusters],
             "agents": [line.as_json() for line in agent_lines],
+            "quarantined": [quarantine.as_json(one) for one in quarantined],
             "paging": subscribed.as_json() if subscribed else None}), file=out)
         return 0
 
@@ -120,6 +123,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
                                    [(a.cluster, a.role, a.state, a.host, a.version,
                                      when(a.last_heartbeat) + ("" if a.clock == "DynamoDB" else " (its clock)"),
                                      a.detail) for a in agent_lines])))
+    lines += quarantine.lines(quarantined, config)
     lines += ["", "Paging (the topic's subscriptions; `medic test-page` sends a test page):"]
     lines += subscribed.lines() if subscribed else ["  no PagingTopicArn output: cannot list the subscriptions"]
     print("\n".join(lines), file=out)
@@ -257,6 +261,12 @@ def pause(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> i
           "act on none, paging at most once per cluster per hour.", file=out)
     print("It ends by itself at its end (one page says so), or with medic resume; one set without --for pages once "
           "when it is still on after a day.", file=out)
+    return 0
+
+
+def release_command(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> int:
+    """Return a node Medic quarantined to service: one "Medic Release Node" request (medic_cli/quarantine.py)."""
+    print(quarantine.release(ctx, args.node, args.cluster, args.reason, ctx.now()), file=out)
     return 0
 
 

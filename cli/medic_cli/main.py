@@ -122,6 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--cluster", action="append", default=[], help="only this cluster's pause (repeatable)")
     resume.add_argument("--reason", default="", help="why (recorded with who resumed)")
     _common(resume, top=False)
+    release = commands.add_parser(
+        "release", help="return a node Medic quarantined (a repair loop) to service",
+        description="Asks Medic to release a node it quarantined (quarantine_repeat_offenders: drained in Slurm, "
+                    "cordoned on EKS): one \"Medic Release Node\" event (source medic.operator) naming you as "
+                    "requested_by; Medic releases it once, records who asked, and its agent returns the node to "
+                    "service. NODE: the node's Slurm or Kubernetes name, its instance id or its NodeLogicalId (as "
+                    "`medic status` lists it). Exit status 1 for an unknown cluster or a node Medic has not "
+                    "quarantined (nothing sent); a node released already is said so, and nothing is sent.")
+    release.add_argument("node", help="the quarantined node (as medic status lists it)")
+    release.add_argument("--cluster", required=True, help="the cluster it is in")
+    release.add_argument("--reason", default=None, help="why (recorded, quoted)")
+    _common(release, top=False)
     mode = commands.add_parser("mode", help="show the mode and its last changes, or set it")
     mode.add_argument("mode", nargs="?", choices=("act", "dry_run", "paused"), help="the new mode")
     mode.add_argument("--reason", default="", help="why (recorded with who changed it)")

@@ -154,6 +154,10 @@ class Cluster(Strict):
     # whose DescribeCluster SlurmConfig.NodeType is Controller, or of a group named as AWS names controller
     # groups (KNOWN_CONTROLLER_GROUPS). A protected group stays protected whatever this says.
     allow_controller_reboot: bool = False
+    # A node position in a repair loop (guardrails.repair_loop_count repairs within repair_loop_days) is taken out of
+    # service after its next repair: drained in Slurm with Medic's reason, cordoned on EKS, until `medic release`
+    # (issue 32). Off: the loop's page only.
+    quarantine_repeat_offenders: bool = False
     guardrails: GuardrailOverrides = Field(default_factory=GuardrailOverrides)
     # EKS clusters with Container Insights: the EKS cluster's name; its cluster_failed_node_count joins Medic's
     # own FailedNodes gauge (every cluster's failed-node alarm) as a second witness.

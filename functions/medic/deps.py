@@ -25,7 +25,7 @@ from medic.config_core import Cluster, CoreConfig
 from medic.core import clock
 from medic.core.mode import Mode
 from medic.core.models import Action, Edge, NodeInfo, Outcome
-from medic.core.record import Record
+from medic.core.record import About, Record
 from medic.core.repairs import DrainNote
 from medic.ledger.table import Table
 
@@ -175,6 +175,24 @@ class NoJobsOnNode:
 NO_JOBS_ON_NODE = NoJobsOnNode()
 
 
+class NodeQuarantine(Protocol):
+    """The node flow's port to keep a node in a repair loop out of service after its next repair (issue 32,
+    `quarantine_repeat_offenders`): the agent flow implements it for Slurm (drain) and EKS (cordon),
+    flows/agent/quarantine.py."""
+
+    def hold(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo, position: str, why: str,
+             about: About, now: datetime) -> dict | None:
+        """Quarantine the node (once per held position): its record, None when held already."""
+
+
+class NoQuarantine:
+    """No way to quarantine (a Deps built without the agent flow): the loop's page is all."""
+
+    def hold(self, deps: Deps, table: Table, cluster: Cluster, node: NodeInfo, position: str, why: str,
+             about: About, now: datetime) -> dict | None:
+        return None
+
+
 @dataclass
 class Deps:
     # The sections every flow reads (clusters, guardrails, watched jobs, the deploy mode); the job sections are in
@@ -202,6 +220,8 @@ class Deps:
     metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]
     # AGENT_QUEUES (cluster name -> agent queue URL, Slurm and EKS agents alike), read on first use; unset: none
     agents: AgentQueues = _OnFirstUse(_agents)  # type: ignore[assignment]
+    # A node position in a repair loop kept out of service (the wiring's: through the agent flow)
+    quarantine: NodeQuarantine = NoQuarantine()  # noqa: RUF009 - stateless
 
     @cached_property
     def jobs_config(self) -> MedicConfig:

@@ -12,7 +12,7 @@ from medic.adapters.hyperpod import HyperPod
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.config_core import CoreConfig
-from medic.deps import Deps, JobsOnNode
+from medic.deps import Deps, JobsOnNode, NodeQuarantine
 from medic.ledger.modes import SeenModes
 from medic.ledger.pauses import PauseStore
 from medic.ledger.table import Table
@@ -43,6 +43,16 @@ def _slurm_jobs_on_node() -> JobsOnNode:
 JOBS_ON_NODE: dict[str, JobsOnNode] = {"slurm": _BuiltOnFirstUse(_slurm_jobs_on_node)}  # type: ignore[dict-item]
 
 
+def _quarantine() -> NodeQuarantine:
+    from medic.flows.agent.quarantine import AgentQuarantine
+
+    return AgentQuarantine()
+
+
+# A node in a repair loop kept out of service through the cluster's agent (Slurm and EKS alike).
+QUARANTINE: NodeQuarantine = _BuiltOnFirstUse(_quarantine)  # type: ignore[assignment]
+
+
 def account_of(arn: str) -> str:
     """The account of an ARN (arn:partition:service:region:account:resource); empty when it has none."""
     parts = arn.split(":")
@@ -69,6 +79,7 @@ def dependencies() -> Deps:
         mode=ModeSwitch(parameter, default=config.mode, memory=SeenModes(table, parameter),
                         pauses=PauseStore(table, parameter)),
         jobs_on_node=JOBS_ON_NODE,
+        quarantine=QUARANTINE,
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         account=account_of(os.environ["PAGE_TOPIC_ARN"]),
         partition=partition_of(os.environ["PAGE_TOPIC_ARN"]),

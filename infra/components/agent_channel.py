@@ -20,6 +20,9 @@ DRAIN_FIRST_ACTIONS = ["sagemaker:DescribeClusterNode", "sagemaker:BatchRebootCl
                        "sagemaker:BatchReplaceClusterNodes"]
 REQUEUE_SOURCE = "medic.operator"
 REQUEUE_DETAIL_TYPE = "Medic Requeue Job"
+# `medic release NODE --cluster C`: a node Medic quarantined (quarantine_repeat_offenders) returned to service
+RELEASE_DETAIL_TYPE = "Medic Release Node"
+OPERATOR_DETAIL_TYPES = [REQUEUE_DETAIL_TYPE, RELEASE_DETAIL_TYPE]
 
 
 # The EKS agent's Kubernetes identity (agent/kubernetes/): EKS Pod Identity gives its pods the agent role.
@@ -164,7 +167,7 @@ class AgentChannel(Construct):
         self.requeue = MedicFunction(
             self, "RequeueHandler",
             handler="medic.handlers.requeue_request.handler",
-            description="Medic: requeue a Slurm job, or restart an EKS job, through the cluster's agent",
+            description="Medic: operator requests through the cluster's agent (requeue, restart, release a node)",
             environment={**shared.environment(), "AGENT_QUEUES": queue_urls},
             layers=list(shared.layers),
             key=shared.key,
@@ -177,9 +180,9 @@ class AgentChannel(Construct):
         # record saying which clusters and jobs there are (flows/agent/restart.py), never an event no rule takes.
         self.rule = events.Rule(
             self, "RequeueRule",
-            description="Operator requests to requeue a Slurm job or restart an EKS job",
+            description="Operator requests: requeue a Slurm job or restart an EKS job; release a quarantined node",
             event_pattern=events.EventPattern(
-                source=[REQUEUE_SOURCE], detail_type=[REQUEUE_DETAIL_TYPE], account=[Aws.ACCOUNT_ID]),
+                source=[REQUEUE_SOURCE], detail_type=OPERATOR_DETAIL_TYPES, account=[Aws.ACCOUNT_ID]),
         )
         self.requeue.route(self.rule)
         self.senders: list[iam.IRole] = [self.requeue.role]

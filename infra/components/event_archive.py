@@ -22,7 +22,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.components.agent_channel import REQUEUE_DETAIL_TYPE, REQUEUE_SOURCE
+from infra.components.agent_channel import OPERATOR_DETAIL_TYPES, REQUEUE_SOURCE
 from infra.components.cluster_events import CLUSTER_EVENT
 from infra.components.function import DeadLetterQueue
 from infra.components.managed_job_restarts import (
@@ -50,7 +50,7 @@ ARCHIVED = [
     {"source": ["aws.bedrock"], "detail-type": [BEDROCK_JOB_EVENT],
      "detail": {"jobStatus": ["Failed", BEDROCK_RUNNING]}},
     {"source": ["aws.cloudwatch"], "detail-type": [ALARM_EVENT], "detail": {"alarmName": [{"prefix": ALARM_PREFIX}]}},
-    {"source": [REQUEUE_SOURCE], "detail-type": [REQUEUE_DETAIL_TYPE]},
+    {"source": [REQUEUE_SOURCE], "detail-type": OPERATOR_DETAIL_TYPES},
 ]
 
 

@@ -9,7 +9,7 @@ from aws_cdk import Acknowledgment, Aws, CfnOutput, Stack, Validations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.components.agent_channel import REQUEUE_DETAIL_TYPE, REQUEUE_SOURCE
+from infra.components.agent_channel import OPERATOR_DETAIL_TYPES, REQUEUE_SOURCE
 from infra.components.event_archive import REPLAY_PREFIX, EventArchive
 from infra.components.function import MedicFunction
 from infra.components.managed_job_restarts import bedrock_job_arns
@@ -87,12 +87,13 @@ class OperatorPolicies(Construct):
             iam.PolicyStatement(actions=["kms:Encrypt", "kms:GenerateDataKey"], resources=[shared.key.key_arn],
                                 conditions={"StringEquals": {
                                     "kms:ViaService": f"dynamodb.{region}.{Aws.URL_SUFFIX}"}}),
-            # operator requests: only Medic's own kind of event, on the default bus its rule listens to
+            # operator requests (a requeue; `medic release` of a quarantined node): only Medic's own kinds of event,
+            # on the default bus its rule listens to
             iam.PolicyStatement(
                 actions=["events:PutEvents"],
                 resources=[f"arn:{Aws.PARTITION}:events:{region}:{account}:event-bus/default"],
                 conditions={"StringEquals": {"events:source": REQUEUE_SOURCE,
-                                             "events:detail-type": REQUEUE_DETAIL_TYPE}}),
+                                             "events:detail-type": OPERATOR_DETAIL_TYPES}}),
             # medic backtest: replay the archive to the read-back rule only, and drain the read-back queue
             iam.PolicyStatement(actions=["events:DescribeArchive", "events:StartReplay"],
                                 resources=[archive.archive.attr_arn]),

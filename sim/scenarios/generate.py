@@ -355,6 +355,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **blind_scenarios(),
         **hang_scenarios(),
         **automatic_scenarios(),
+        **quarantine_scenarios(),
         **capacity_backoff_scenarios(),
         **capacity_aware_scenarios(),
         **batch_scenarios(),
@@ -1388,6 +1389,79 @@ def hang_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     }
 
 
+def release_request(node: str, at: datetime, cluster: str = "pretrain-slurm",
+                    requested_by: str = "arn:aws:sts::123456789012:assumed-role/medic-operators/ana") -> dict:
+    """What `medic release NODE --cluster C` puts on the default bus: "Medic Release Node", source medic.operator, the
+    caller's ARN (STS GetCallerIdentity) as requested_by."""
+    detail = {"cluster": cluster, "node": node, "requested_by": requested_by}
+    return {"version": "0", "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/release/{node}/{at.isoformat()}")),
+            "detail-type": "Medic Release Node", "source": "medic.operator", "account": "123456789012",
+            "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-west-2", "resources": [], "detail": detail}
+
+
+def quarantine_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """quarantine_repeat_offenders (issue 32, item 3): a node position in a repair loop kept out of service after its
+    next repair, listed by `medic status`, returned by `medic release`."""
+    successor = instance_id("pretrain-slurm", NODE, "replacement", "1")  # HyperPod's replacement of NODE
+    eks_node = "i-0e1f2a3b4c5d6e7f8"
+    eks_successor = instance_id("finetune-eks", eks_node, "replacement", "1")
+    faults = [event(NODE, T0, "NvidiaErrorReboot"), event(NODE, T0 + minutes(30), "NvidiaErrorTerminate"),
+              event(successor, T0 + minutes(85), "NvidiaErrorReboot"),
+              event(successor, T0 + minutes(115), "NvidiaErrorReboot")]
+    eks = copy.deepcopy([event(eks_node, T0, "NvidiaErrorReboot"), event(eks_node, T0 + minutes(30),
+                                                                         "NvidiaErrorTerminate"),
+                         event(eks_successor, T0 + minutes(85), "NvidiaErrorReboot"),
+                         event(eks_successor, T0 + minutes(115), "NvidiaErrorReboot")])
+    for one in eks:
+        one["detail"]["ClusterName"] = "finetune-eks"
+        arn = "arn:aws:sagemaker:us-west-2:123456789012:cluster/p7r2m4x9c1qa"
+        one["detail"]["ClusterArn"] = one["resources"][0] = arn
+    return {
+        "zzzq-quarantine-slurm.jsonl": ([
+            "title: (zzzq) pretrain-slurm has NodeRecovery Automatic and quarantine_repeat_offenders: one node "
+            "position fails four times in two hours (as in zzze); later an operator releases it, twice, and asks to "
+            "release a node Medic never quarantined",
+            "config: quarantine.medic.yaml",
+            "expect: HyperPod repairs each fault; the third repair pages the loop once (as in zzze); after the "
+            "fourth repair (10:24, the node Running again) the sweep quarantines the position: the agent drains "
+            f"{REPAIRED_NAME} with Medic's fixed quarantine reason (quarantine_node, one page saying how to return "
+            "it); `medic release` at 10:40 (a Medic Release Node event naming who asked) is one release: the agent "
+            "resumes the node only because it is drained with that reason; the second release is a duplicate, the "
+            "unknown node is rejected",
+            "check: records fault=repair_loop action=none paged=true == 1",
+            "check: records action=quarantine_node .outcome == deferred, executed",
+            "check: records action=quarantine_node outcome=deferred paged=true == 1",
+            'check: slurm_commands argv~"State=DRAIN Reason=Medic: quarantined after repeated repairs" == 1',
+            "check: records action=release_node .outcome == deferred, executed",
+            'check: records action=release_node reason~"medic-operators/ana" == 1',
+            f'check: slurm_commands argv~"NodeName={REPAIRED_NAME} State=RESUME" == 1',
+            "check: records trigger=operator .outcome == deferred, executed, duplicate, rejected",
+            "check: calls sagemaker:BatchRebootClusterNodes == 0",
+            "check: calls sagemaker:BatchReplaceClusterNodes == 0",
+            "check: pages == 2",
+        ], [{"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}}, *faults,
+            clock(T0 + minutes(140)), release_request(REPAIRED_NAME, T0 + minutes(146)),
+            release_request(REPAIRED_NAME, T0 + minutes(147)), release_request("ip-10-1-99-99", T0 + minutes(148)),
+            clock(T0 + minutes(150))]),
+        "zzzr-quarantine-eks.jsonl": ([
+            "title: (zzzr) finetune-eks has NodeRecovery Automatic and quarantine_repeat_offenders: one node position "
+            "fails four times in two hours; then an operator releases it",
+            "config: quarantine.medic.yaml",
+            "expect: the loop pages once after the third repair; after the fourth the agent cordons the node "
+            f"(PATCH of hyperpod-{eks_successor}: spec.unschedulable and Medic's annotation; RBAC grants it patch on "
+            "nodes and nothing more); the release uncordons it (only because Medic's annotation is there)",
+            "check: records fault=repair_loop action=none paged=true == 1",
+            "check: records action=quarantine_node .outcome == deferred, executed",
+            "check: records action=release_node .outcome == deferred, executed",
+            f'check: kubernetes_calls verb=patch path~"/api/v1/nodes/hyperpod-{eks_successor}" .status == 200, 200',
+            "check: kubernetes_calls status=403 == 0",
+            "check: pages == 2",
+        ], [{"sim": {"agent": {"cluster": "finetune-eks", "heartbeat": True}}}, *eks,
+            clock(T0 + minutes(140)), release_request(f"hyperpod-{eks_successor}", T0 + minutes(146), "finetune-eks"),
+            clock(T0 + minutes(150))]),
+    }
+
+
 def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
     """A cluster on HyperPod's automatic node recovery: Medic follows HyperPod's own repairs (issue 32)."""
     other = "i-0a1b2c3d4e5f60718"
@@ -1424,13 +1498,14 @@ def automatic_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "expect: each fault deferred to HyperPod and followed to its end (four incident lines, no call); the third "
             "repair of the same NodeLogicalId (across the replacement's new instance id) makes a repair loop: one "
             "record and one page with the position's history (each fault, action, who acted, how long); the fourth "
-            "repair pages nothing more",
+            "repair pages nothing more, and without quarantine_repeat_offenders nothing is quarantined",
             "check: records fault=repair_loop == 1",
             "check: records fault=repair_loop paged=true == 1",
             "check: incidents incident_kind=node acted_at=null == 4",
             "check: calls sagemaker:BatchRebootClusterNodes == 0",
             "check: calls sagemaker:BatchReplaceClusterNodes == 0",
             'check: pages message~"replace by HyperPod" == 1',
+            "check: records action=quarantine_node == 0",
             "check: pages == 1",
         ], [event(NODE, T0, "NvidiaErrorReboot"), event(NODE, T0 + minutes(30), "NvidiaErrorTerminate"),
             event(successor, T0 + minutes(85), "NvidiaErrorReboot"),

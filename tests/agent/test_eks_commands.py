@@ -53,7 +53,7 @@ def test_job_name_is_a_dns1123_subdomain(value, ok):
     ({"job_name": "bert xl; rm -rf /"}, "job_name must be a DNS-1123 subdomain"),
     ({"job_name": "x" * 254}, "job_name must be a DNS-1123 subdomain"),
     ({"job_name": ["bert-xl"]}, "job_name must be a DNS-1123 subdomain"),
-    ({"kind": "requeue_job"}, "kind must be restart_job"),
+    ({"kind": "requeue_job"}, "kind must be one of restart_job, quarantine_node, release_node"),
     ({"cluster": "other"}, "command is for cluster"),
     ({"command_id": "../x"}, "command_id must match"),
 ])

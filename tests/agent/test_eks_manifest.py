@@ -55,6 +55,16 @@ def test_the_rbac_is_exactly_what_the_agent_needs():
     assert [doc["metadata"]["name"] for doc in by_kind(manifest(), "ClusterRole")] == ["medic-agent-nodes"]
 
 
+def test_with_quarantine_repeat_offenders_the_agent_may_also_patch_nodes_and_nothing_more():
+    # Given the cluster keeps nodes in a repair loop cordoned (issue 32): the cordon is a patch of the node
+    config = {**CONFIG, "clusters": [{**CONFIG["clusters"][0], "quarantine_repeat_offenders": True},
+                                     *CONFIG["clusters"][1:]]}
+    # Then the one grant added is patch on nodes (RBAC cannot narrow a patch to fields: cordon.py changes only
+    # spec.unschedulable and Medic's annotation)
+    assert grants(manifest(config)) - grants(manifest()) == {("*", "", "nodes", "patch", ())}
+    assert grants(manifest()) - grants(manifest(config)) == set()
+
+
 def test_the_deployment():
     documents = manifest()
     assert [doc["kind"] for doc in documents][:4] == ["Namespace", "ServiceAccount", "ConfigMap", "ConfigMap"]

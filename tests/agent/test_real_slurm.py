@@ -643,3 +643,74 @@ def test_with_two_head_nodes_in_slurm_conf_only_the_agent_on_the_first_up_acts(t
     two_heads.run_agent()
     assert two_heads.slurm.job(job_id)["Restarts"] == "1"
     assert two_heads.result(body)["status"] == "executed"
+
+
+def test_quarantine_drains_with_medics_reason_over_its_repair_drain_and_release_resumes_it(cluster):
+    # Given the node still drained by Medic's repair drain (a repair just ended)
+    node = cluster.slurm.node
+    drain = cluster.command(kind="drain_node", node=node)
+    cluster.send(drain)
+    cluster.run_agent()
+    # When Medic quarantines it (a repair loop, quarantine_repeat_offenders)
+    hold = cluster.command(kind="quarantine_node", node=node)
+    cluster.send(hold)
+    cluster.run_agent()
+    # Then slurmctld replaced the reason (update_node): drained with Medic's quarantine reason, fixed text
+    assert "drain" in cluster.slurm.node_state()
+    assert cluster.slurm.node_reason().startswith("Medic: quarantined after repeated repairs, medic release returns it")
+    result = cluster.result(hold)
+    assert (result["status"], result["held"], result["node_reason"]) == (
+        "executed", "true", "Medic: drained before a node repair")
+    # And a late resume_node of the repair leaves the quarantined node drained
+    resume = cluster.command(kind="resume_node", node=node)
+    cluster.send(resume)
+    cluster.run_agent()
+    assert cluster.result(resume)["resumed"] == "false" and "drain" in cluster.slurm.node_state()
+    # When the operator releases it
+    release = cluster.command(kind="release_node", node=node)
+    cluster.send(release)
+    cluster.run_agent()
+    # Then it is back in service
+    state = cluster.slurm.node_state()
+    assert "drain" not in state and state.split("+")[0] == "idle", state
+    assert cluster.slurm_calls()[-1] == f"scontrol update NodeName={node} State=RESUME"
+    assert cluster.result(release)["resumed"] == "true"
+
+
+def test_quarantine_keeps_someone_elses_drain_and_release_does_not_resume_it(cluster):
+    # Given the node drained by a person
+    node = cluster.slurm.node
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=disk replacement")
+    hold = cluster.command(kind="quarantine_node", node=node)
+    release = cluster.command(kind="release_node", node=node)
+    for body in (hold, release):
+        cluster.send(body)
+        cluster.run_agent()
+    # Then their drain and reason stay: not Medic's to hold or release
+    assert cluster.result(hold)["held"] == "false" and cluster.result(release)["resumed"] == "false"
+    assert "drain" in cluster.slurm.node_state() and cluster.slurm.node_reason().startswith("disk replacement")
+    cluster.slurm.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+
+
+def test_a_quarantined_node_that_goes_down_for_a_repair_stays_drained_with_medics_reason_until_released(cluster):
+    # Given a node Medic quarantined
+    node = cluster.slurm.node
+    hold = cluster.command(kind="quarantine_node", node=node)
+    cluster.send(hold)
+    cluster.run_agent()
+    # When a repair takes it down (slurmctld appends "Not responding" to the reason: set_node_reason)
+    take_the_node_down(cluster)
+    # Then it is still drained, its reason Medic's quarantine's followed by Slurm's own: a late resume_node of a repair
+    # leaves it, and the release recognizes it
+    assert "drain" in cluster.slurm.node_state()
+    assert cluster.slurm.node_reason().startswith(
+        "Medic: quarantined after repeated repairs, medic release returns it : Not responding")
+    resume = cluster.command(kind="resume_node", node=node)
+    cluster.send(resume)
+    cluster.run_agent()
+    assert cluster.result(resume)["resumed"] == "false"
+    release = cluster.command(kind="release_node", node=node)
+    cluster.send(release)
+    cluster.run_agent()
+    assert cluster.result(release)["resumed"] == "true"
+    assert "drain" not in cluster.slurm.node_state()

@@ -70,3 +70,19 @@ def test_a_held_replace_and_a_due_restart_are_taken_once(aws):
                              due_at=NOW + timedelta(minutes=5), detected_at=NOW, fault_at=NOW))
     assert backoffs.waiting()[0].due_at == NOW + timedelta(minutes=5)
     assert backoffs.take("ft-x") and not backoffs.take("ft-x")
+
+
+def test_a_position_is_held_once_released_once_and_may_be_held_again(aws):
+    from medic.ledger.quarantine import Quarantine, QuarantineStore
+
+    store = QuarantineStore(table(aws))
+    held = Quarantine(cluster="c", position="node-7", node_id="i-2", node_name="ip-10-1-2-3", since=NOW, why="loop")
+    assert store.hold(held) and not store.hold(Quarantine(**{**held.__dict__, "node_id": "i-3"}))
+    # found by its position, instance id or node name
+    assert {store.find("c", name).node_id for name in ("node-7", "i-2", "ip-10-1-2-3")} == {"i-2"}
+    assert store.find("c", "ip-10-9-9-9") is None and store.find("other", "node-7") is None
+    assert store.release("c", "node-7", "ana", "cmd-1", NOW) and not store.release("c", "node-7", "bob", "cmd-2", NOW)
+    released = store.find("c", "node-7")
+    assert (released.held, released.released_by, store.held("c")) == (False, "ana", [])
+    assert store.hold(Quarantine(**{**held.__dict__, "since": NOW + WEEK}))  # a loop again, after its release
+    assert store.find("c", "node-7").held

@@ -34,7 +34,7 @@ def test_the_archive_takes_each_kind_of_event_a_rule_takes_by_source_and_detail_
                      ("aws.batch", "Batch Job State Change"),
                      ("aws.bedrock", "Model Customization Job State Change"),
                      ("aws.cloudwatch", "CloudWatch Alarm State Change"),
-                     ("medic.operator", "Medic Requeue Job")}
+                     ("medic.operator", "Medic Requeue Job"), ("medic.operator", "Medic Release Node")}
     assert archive["EventPattern"]["account"] == [{"Ref": "AWS::AccountId"}]
 
 

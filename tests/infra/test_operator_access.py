@@ -70,9 +70,10 @@ def test_the_operator_policy_adds_pause_requests_and_backtest_on_medics_resource
     assert "ModeParameter" in json.dumps(by_action["ssm:PutParameter"]["Resource"])
     assert json.dumps(by_action["dynamodb:PutItem"]["Condition"]) == json.dumps({"ForAllValues:StringEquals": {
         "dynamodb:LeadingKeys": [{"Fn::Join": ["", ["modechange#", {"Ref": "AWS::StackName"}]]}]}})
-    # requests: Medic's own kind of event on the default bus, nothing else
+    # requests: Medic's own kinds of event on the default bus (a requeue; `medic release` of a quarantined node),
+    # nothing else
     assert by_action["events:PutEvents"]["Condition"] == {"StringEquals": {
-        "events:source": "medic.operator", "events:detail-type": "Medic Requeue Job"}}
+        "events:source": "medic.operator", "events:detail-type": ["Medic Requeue Job", "Medic Release Node"]}}
     assert "event-bus/default" in json.dumps(by_action["events:PutEvents"]["Resource"])
     # backtest: the archive, replays named as medic backtest names them, the read-back queue
     assert "replay/medic-backtest-*" in json.dumps(by_action["events:DescribeReplay"]["Resource"])

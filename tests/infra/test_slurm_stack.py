@@ -52,6 +52,9 @@ def test_the_requeue_rule_takes_every_operator_request_from_the_account_whatever
     assert matches(rule["EventPattern"], requeue_event(cluster="elsewhere"))
     assert not matches(rule["EventPattern"], requeue_event(account="999999999999"))
     assert "DeadLetterConfig" in rule["Targets"][0]
+    # `medic release` of a quarantined node (issue 32) is the same function's, and nothing else from the source
+    assert matches(rule["EventPattern"], {**requeue_event(), "detail-type": "Medic Release Node"})
+    assert not matches(rule["EventPattern"], {**requeue_event(), "detail-type": "Medic Something Else"})
 
 
 def test_medic_history_finds_the_operator_requests_and_agent_results_log_groups(raw):

@@ -89,12 +89,27 @@ class RestartJob:
         return JOB_KINDS[self.job_kind]
 
 
+# A node in a repair loop (issue 32): quarantine_node cordons it, release_node uncordons it (kubectl cordon / uncordon:
+# spec.unschedulable, Kubernetes docs "Safely Drain a Node" and kubectl reference "kubectl cordon").
+HOLD_KINDS = ("quarantine_node", "release_node")
+
+
+@dataclass(frozen=True)
+class HoldNode:
+    kind: str  # quarantine_node | release_node
+    node: str  # the Kubernetes node name (HyperPod EKS: hyperpod-i-...)
+
+    @property
+    def target(self) -> str:
+        return f"node:{self.node}"
+
+
 @dataclass(frozen=True)
 class Command:
     command_id: str
     cluster: str
     kind: str
-    action: RestartJob
+    action: RestartJob | HoldNode
     incident: str = ""
     issued_at: str = ""
 
@@ -104,12 +119,15 @@ class Command:
 
 
 def parse(body: str, *, cluster: str) -> Command:
-    """A queue message body → a restart_job this agent may run, or Refused saying why not."""
+    """A queue message body → a restart_job (or a quarantine_node / release_node) this agent may run, or Refused
+    saying why not."""
     data = read_body(body)
     raw_id = data.get("command_id")
     command_id = raw_id if matches(COMMAND_ID, raw_id) else None
     kind = data.get("kind")
     raw_target = "/".join(_text(data.get(key), 256) for key in ("job_kind", "namespace", "job_name"))
+    if kind in HOLD_KINDS:
+        raw_target = f"node:{_text(data.get('node'), 256)}"
     envelope = {"command_id": command_id, "cluster": _text(data.get("cluster"), 128), "kind": _text(kind, 64),
                 "incident": _text(data.get("incident")), "target": raw_target if raw_target != "//" else ""}
     if command_id is None:
@@ -117,8 +135,17 @@ def parse(body: str, *, cluster: str) -> Command:
     if data.get("cluster") != cluster:
         raise Refused(f"command is for cluster {shown(data.get('cluster'))}, this agent serves {cluster!r}",
                       **envelope)
+    if kind in HOLD_KINDS:
+        extra = sorted(set(data) & {"job_kind", "namespace", "job_name", "job_id"})
+        if extra:
+            raise Refused(f"{kind} takes a node, not {', '.join(extra)}", **envelope)
+        if not is_object_name(data.get("node")):
+            raise Refused(f"node must be a Kubernetes node name (a DNS-1123 subdomain): {shown(data.get('node'))}",
+                          **envelope)
+        return Command(command_id=command_id, cluster=cluster, kind=kind, action=HoldNode(kind, data["node"]),
+                       incident=envelope["incident"], issued_at=_text(data.get("issued_at"), 64))
     if kind != KIND:
-        raise Refused(f"kind must be {KIND}: {shown(kind)}", **envelope)
+        raise Refused(f"kind must be one of {KIND}, {', '.join(HOLD_KINDS)}: {shown(kind)}", **envelope)
     job_kind, namespace, job_name = data.get("job_kind"), data.get("namespace"), data.get("job_name")
     if not isinstance(job_kind, str) or job_kind not in JOB_KINDS:
         raise Refused(f"job_kind must be one of {', '.join(JOB_KINDS)}: {shown(job_kind)}", **envelope)

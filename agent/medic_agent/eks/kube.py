@@ -8,6 +8,7 @@ Every call and the RBAC verb it needs (agent/kubernetes/ grants exactly these):
   list_pods      list    "" pods (namespaced: the watched jobs' namespaces)
   delete_pod     delete  "" pods (namespaced), with a uid precondition: only the pod that was checked
   list_nodes     list    "" nodes (cluster-scoped: the only ClusterRole)
+  patch_node     patch   "" nodes (same ClusterRole; only with quarantine_repeat_offenders): cordon / uncordon
   lease calls    get, update (resourceNames = the lease), create  coordination.k8s.io leases (its own namespace)
 """
 
@@ -111,6 +112,16 @@ class Kube:
         from kubernetes import client
 
         return list(self._plain(self._call(client.CoreV1Api(self.api_client).list_node)).get("items") or [])
+
+    def patch_node(self, name: str, patch: dict) -> dict:
+        """A JSON merge patch (RFC 7386: a null deletes a key) of the node. The client would send a dict as
+        json-patch+json (its select_header_content_type picks the first type for a PATCH whose body is not a list),
+        so the content type is given. A patch naming metadata.resourceVersion is refused 409 Conflict when the node
+        changed since it was read (API Concepts, "Resource versions" / "Conflicts")."""
+        from kubernetes import client
+
+        return self._plain(self._call(client.CoreV1Api(self.api_client).patch_node, name, patch,
+                                      _content_type="application/merge-patch+json"))
 
     # --- the Lease (leader election)
 

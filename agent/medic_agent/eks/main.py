@@ -1,14 +1,15 @@
 """The EKS agent's loop and command line: leader check → heartbeat → node report → long-poll → claim → act →
 result, with the Slurm agent's protocol and integrity rules (medic_agent.main has the full story):
 
-  parse + validate ── refused (not a restart_job Medic could have sent) → log, delete; no result
+  parse + validate ── refused (not a command Medic could have sent) → log, delete; no result
   seen in the local state? ── yes → duplicate (or finish reporting) → delete
   claim in the ledger (ConditionCheck on Medic's `command#<cluster>#<id>/issued`: cluster, kind, target, incident)
         ├── not issued by Medic → log, delete; no result
         ├── already claimed → duplicate → delete
         │ claimed
   restart through the Kubernetes API (restart.py) → result in the ledger (with `pods`, `force_deleted`; a restart
-  the job's own rules say would end it is `refused` with a `refusal` code, policy.py) → delete
+  the job's own rules say would end it is `refused` with a `refusal` code, policy.py) → delete; a quarantine_node /
+  release_node cordons / uncordons a node (cordon.py: `held` / `resumed`)
 
 Only the replica holding the Lease (lease.py) receives; others heartbeat under `standby#<pod>` and wait. The
 leader writes, with each heartbeat, the node report `agent#<cluster>/nodes` (restart.node_report).
@@ -28,7 +29,8 @@ from datetime import datetime
 from typing import Any, Callable
 
 from medic_agent import __version__, logs
-from medic_agent.eks.commands import Command, WatchedJob, load_watched, parse
+from medic_agent.eks.commands import Command, HoldNode, WatchedJob, load_watched, parse
+from medic_agent.eks.cordon import hold_or_release
 from medic_agent.eks.kube import Kube
 from medic_agent.eks.lease import LEASE_NAME, Leadership, LeaseElector
 from medic_agent.eks.restart import (
@@ -184,6 +186,8 @@ class EksAgent(CommandHandling):
         return parse(body, cluster=self.cluster)
 
     def run_command(self, command: Command) -> Result:
+        if isinstance(command.action, HoldNode):
+            return hold_or_release(self.kube, command.action, self.clock())
         return restart(self.kube, command.action, watched=self.watched, now=self.clock(),
                        terminating_grace_seconds=self.terminating_grace_seconds)
 
@@ -194,6 +198,10 @@ class EksAgent(CommandHandling):
         fields: dict[str, Any] = {"pods": list(result.pods), "force_deleted": list(result.force_deleted)}
         if result.refusal:
             fields["refusal"] = result.refusal
+        if result.held is not None:
+            fields["held"] = "true" if result.held else "false"
+        if result.resumed is not None:
+            fields["resumed"] = "true" if result.resumed else "false"
         return fields
 
     def started_fields(self) -> dict[str, Any]:

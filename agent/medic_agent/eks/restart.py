@@ -54,6 +54,8 @@ class Result:
     pods: tuple[str, ...] = field(default=())  # deleted (graceful)
     force_deleted: tuple[str, ...] = field(default=())  # deleted with gracePeriodSeconds=0
     refusal: str = ""  # refused: policy.py's code (job_finished, restart_policy_never, ...)
+    held: bool | None = None  # quarantine_node: whether Medic's cordon holds the node (cordon.py)
+    resumed: bool | None = None  # release_node: whether it was uncordoned
 
 
 def parse_time(text: Any) -> datetime | None:

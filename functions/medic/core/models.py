@@ -86,6 +86,10 @@ class Action(StrEnum):
     RESUME_NODE = "resume_node"
     # the jobs on a node HyperPod repairs by itself (automatic node recovery), listed by the agent, nothing changed
     LIST_NODE_JOBS = "list_node_jobs"
+    # a node position in a repair loop kept out of service after its next repair (Slurm: drained with Medic's
+    # quarantine reason; EKS: cordoned), and returned by an operator's `medic release` (issue 32)
+    QUARANTINE_NODE = "quarantine_node"
+    RELEASE_NODE = "release_node"
     NONE = "none"
 
 

@@ -23,7 +23,7 @@ from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About
 from medic.deps import Deps
-from medic.flows.agent.commands import COMMAND_DEADLINE, NODE_KINDS, slurm_job_page
+from medic.flows.agent.commands import COMMAND_DEADLINE, HOLD_KINDS, NODE_KINDS, slurm_job_page
 from medic.ledger.agents import AgentStore, OpenCommand
 from medic.ledger.jobs import JobStore
 from medic.obs import logger
@@ -66,6 +66,14 @@ def _expire(command: OpenCommand, run_id: str, deps: Deps) -> dict | None:
         what = ("never took it on; Medic withdrew it, so it cannot run late" if never_claimed
                 else "took it on but wrote no result")
         record = expire_node_command(context, command.cluster, command.command_id, run_id, minutes, what, deps)
+        store.close_command(command.command_id)
+        return record
+    if context.kind in HOLD_KINDS:  # a quarantine or its release (issue 32)
+        from medic.flows.agent.quarantine import expire_hold_command
+
+        what = ("never took it on; Medic withdrew it, so it cannot run late" if never_claimed
+                else "took it on but wrote no result")
+        record = expire_hold_command(context, command.cluster, command.command_id, run_id, minutes, what, deps)
         store.close_command(command.command_id)
         return record
     if never_claimed:

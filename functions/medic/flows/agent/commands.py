@@ -135,6 +135,54 @@ class RequeueJobEvent(MedicEvent):
     detail: RequeueJobDetail
 
 
+RELEASE_DETAIL_TYPE = "Medic Release Node"
+# What an operator may call a quarantined node: its NodeLogicalId, instance id, Slurm or Kubernetes node name (each
+# matches; the ledger says which node it is).
+NODE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}", re.ASCII)
+
+
+class ReleaseNodeDetail(BaseModel):
+    """`medic release NODE --cluster C`: return a node Medic quarantined to service; `requested_by` is who the sender
+    says it is (the CLI sends its caller's ARN from STS; claimed, not verified: CloudTrail has the PutEvents caller)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cluster: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    node: str
+    reason: str | None = Field(default=None, max_length=2000)
+    requested_by: str | None = None
+
+    @field_validator("node")
+    @classmethod
+    def _node(cls, value: str) -> str:
+        if not matches(NODE_REFERENCE, value):
+            raise ValueError(f"must be a NodeLogicalId, instance id or node name ({NODE_REFERENCE.pattern}), got "
+                             f"{shown(value)}")
+        return value
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        text = one_line_text(value) if value is not None else None
+        return text[:MAX_REASON_CHARS] if text else None
+
+    @field_validator("requested_by")
+    @classmethod
+    def _requested_by(cls, value: str | None) -> str | None:
+        if value is not None and not matches(REQUESTED_BY, value):
+            raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
+        return value
+
+
+class ReleaseNodeEvent(MedicEvent):
+    """source "medic.operator", detail-type "Medic Release Node"."""
+
+    source: Literal["medic.operator"]
+    account: str = Field(pattern=r"^[0-9]{12}$")
+    detail_type: Literal["Medic Release Node"] = Field(alias="detail-type")
+    detail: ReleaseNodeDetail
+
+
 # The agent's own items: `agent#<cluster>#command#<id>` (its claim and result of one command). Cluster names
 # cannot contain `#` (CLUSTER_NAME_PATTERN), so the cluster in the key is exact: IAM lets only that cluster's
 # agent write under it (dynamodb:LeadingKeys), which is what makes the key, and nothing in the item, the
@@ -183,6 +231,9 @@ class AgentResult(BaseModel):
     node_state: str | None = Field(default=None, max_length=128)
     node_reason: str | None = Field(default=None, max_length=1000)
     resumed: Literal["true", "false"] | None = None
+    # quarantine_node: whether the agent took the node out of service (false: someone else had, left as it was);
+    # release_node: `resumed` says whether it returned it
+    held: Literal["true", "false"] | None = None
 
     @property
     def agent_cluster(self) -> str:
@@ -224,6 +275,24 @@ def requeue_command(cluster: str, incident: str, now: datetime, *, job_id: str |
 # The commands around a node action (issue 16): the agent's drain_node, resume_node and job_states; list_node_jobs
 # around a repair HyperPod makes by itself (issue 32).
 NODE_KINDS = ("drain_node", "resume_node", "list_node_jobs", "job_states")
+# A node in a repair loop taken out of service after its next repair, and returned by an operator (issue 32,
+# quarantine_repeat_offenders): Slurm's agent drains it with Medic's quarantine reason / resumes it only when drained
+# with that reason; EKS's agent cordons it (spec.unschedulable) / uncordons it only when Medic cordoned it.
+HOLD_KINDS = ("quarantine_node", "release_node")
+
+
+def hold_command(cluster: str, kind: str, incident: str, now: datetime, request_id: str, node: str,
+                 orchestrator: str) -> AgentCommand:
+    """quarantine_node / release_node of one node: a Slurm node name, or a Kubernetes node name on EKS;
+    InvalidCommand for anything the agent would refuse."""
+    if kind not in HOLD_KINDS:
+        raise InvalidCommand(f"not a quarantine command: {shown(kind)}")
+    if orchestrator == "slurm" and not matches(SLURM_NODE_NAME, node):
+        raise InvalidCommand(f"node must be one Slurm node name like ip-10-1-2-3: {shown(node)}")
+    if orchestrator == "eks" and (len(node) > 253 or not matches(K8S_OBJECT_NAME, node)):
+        raise InvalidCommand(f"node must be one Kubernetes node name (a DNS-1123 subdomain): {shown(node)}")
+    command_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic:{cluster}:{incident}:{kind}:{request_id}"))
+    return AgentCommand(command_id=command_id, cluster=cluster, kind=kind, incident=incident, issued_at=now, node=node)
 JOB_ID_LIST = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10}){0,49}", re.ASCII)  # the agent's, for job_states
 
 

@@ -25,6 +25,7 @@ from medic.core.text import short, validation_problems
 from medic.deps import Deps
 from medic.flows.agent.commands import (
     EKS_REFUSALS,
+    HOLD_KINDS,
     K8S_OBJECT_NAME,
     NODE_KINDS,
     NOT_WATCHED,
@@ -112,6 +113,10 @@ def record_agent_result(record: StreamRecord, deps: Deps) -> dict | None:
         from medic.flows.agent.slurm_node import record_node_result
 
         return record_node_result(result, context, cluster, record.eventID, deps)
+    if result.kind in HOLD_KINDS:  # a node in a repair loop quarantined, or released (issue 32)
+        from medic.flows.agent.quarantine import record_hold_result
+
+        return record_hold_result(result, context, cluster, record.eventID, deps)
     found = requeue_found(result) if context.kind == "requeue_job" else None
     if found == "completed":
         return _completed(result, context, cluster, record.eventID, deps)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from medic.config_core import Cluster
-from medic.core.models import Action, Fault, Outcome, Why
+from medic.core.models import Action, Fault, NodeInfo, Outcome, Why
 from medic.core.pages import PageSource, PageText, PageWindow, console_link
 from medic.core.record import About, Record
 from medic.deps import Deps
@@ -25,8 +25,9 @@ WHO = {"medic": "Medic", "hyperpod": "HyperPod (automatic node recovery)",
 
 
 def note_repair(deps: Deps, table: Table, about: About, cluster: Cluster, logical_id: str | None, repair: Repair,
-                now: datetime) -> dict | None:
-    """Note a repair that ended; the loop's record (paged once per window) when the position is in a loop."""
+                now: datetime, node: NodeInfo | None = None) -> dict | None:
+    """Note a repair that ended; the loop's record (paged once per window) when the position is in a loop. With
+    `quarantine_repeat_offenders`, a repair after the loop's threshold quarantines ``node`` (the node back from it)."""
     if not logical_id:
         return None  # no position to follow across replacements
     guardrails = deps.config.guardrails_for(cluster)
@@ -34,6 +35,12 @@ def note_repair(deps: Deps, table: Table, about: About, cluster: Cluster, logica
     history = LoopStore(table).add(cluster.name, logical_id, repair, now, window)
     if history is None or len(history.repairs) < guardrails.repair_loop_count:
         return None
+    if len(history.repairs) > guardrails.repair_loop_count and cluster.quarantine_repeat_offenders \
+            and node is not None:
+        # The loop paged at its threshold; this repair is one more: the position is kept out of service
+        why = (f"Repaired {len(history.repairs)} times in {guardrails.repair_loop_days} days (repair_loop_count "
+               f"{guardrails.repair_loop_count}): {_summary(history)}.")
+        return deps.quarantine.hold(deps, table, cluster, node, logical_id, why, about, now)
     if not LoopStore(table).claim_page(cluster.name, logical_id, now, window):
         return None
     loop = about.but(incident=f"loop:{cluster.name}:{logical_id}")  # the node id: its instance now

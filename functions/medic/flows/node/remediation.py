@@ -139,7 +139,7 @@ def _remediate(event: NodeHealthEvent, deps: Deps, cluster: Cluster, fault: Faul
                 note_repair(deps, table, about, cluster, ended.logical_id,
                             repair_of(ended.incident, ended.node_id, ended.fault,
                                       "reboot" if ended.node_id == detail.InstanceId else "replace", "hyperpod",
-                                      event.time, ended.fault_at), deps.now())
+                                      event.time, ended.fault_at), deps.now(), node)
     if decision.waits_for_capacity and node is not None:  # a replace that cannot be served: a sweep retries it
         CapacityStore(table).wait(cluster.name, CapacityWait(node.node_id, fault.value, health_reason, deps.now(),
                                                              decision.waits_for_capacity))

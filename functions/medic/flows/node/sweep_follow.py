@@ -43,7 +43,7 @@ def sweep_followed(sweep: ClusterSweep, nodes: list[NodeInfo]) -> None:
                 note_repair(sweep.deps, sweep.table, sweep.about(node.node_id, node), sweep.cluster,
                             repair.logical_id, repair_of(repair.incident, repair.node_id, repair.fault,
                                                          "replace" if replaced else "reboot", "hyperpod", sweep.now,
-                                                         repair.fault_at), sweep.now)
+                                                         repair.fault_at), sweep.now, node)
             continue
         if shown or repair.repair_seen_at is not None or repair.paged_at is not None:
             continue  # under way: a repair status that lasts is the repair watch's page

@@ -83,7 +83,7 @@ def sweep_repairs(sweep: ClusterSweep, nodes: list[NodeInfo], acted: dict, acted
                     and _recovery_known(sweep) != "automatic":  # (on Automatic, HyperPod's repairs are followed)
                 note_repair(sweep.deps, sweep.table, sweep.about(node_id, node), sweep.cluster, node.logical_id,
                             repair_of(sweep.incident(node_id), node_id, Fault.UNKNOWN.value, "unknown", "someone",
-                                      sweep.now, watch.since), sweep.now)
+                                      sweep.now, watch.since), sweep.now, node)
             if watch.reported:
                 sweep.page_store.release_page(f"{sweep.incident(node_id)}:repair")  # a later repair pages again
 
@@ -119,7 +119,7 @@ def _repair_timeline(sweep: ClusterSweep, origin: str, node: NodeInfo) -> None:
     if repaired is not None:  # one more repair in the position's history
         note_repair(sweep.deps, sweep.table, sweep.about(node.node_id, node), sweep.cluster, node.logical_id,
                     repair_of(sweep.incident(origin), origin, claim.fault, claim.action, "medic", repaired,
-                              claim.fault_at or claim.acted_at), sweep.now)
+                              claim.fault_at or claim.acted_at), sweep.now, node)
 
 
 def claim_timeline(incident: str, cluster: str, claim: PendingClaim, repaired_at: datetime | None,
