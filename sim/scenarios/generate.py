@@ -358,6 +358,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **capacity_backoff_scenarios(),
         **capacity_aware_scenarios(),
         **batch_scenarios(),
+        **watch_scenarios(),
     }
 
 
@@ -1682,6 +1683,41 @@ def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             bedrock_failed("cpt-llama-0003", T_BATCH), {"sim": {"advance": "+2m"}},
             bedrock_failed("cpt-llama-0003", T_BATCH),
             bedrock_failed("sft-mistral-0001", T_BATCH + timedelta(minutes=5))]),
+    }
+
+
+def watch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Watch by pattern (issue 33): runs no jobs[] entry names, matching a cluster's watch rule, found by the
+    reconciler's sweep of their `Run` reports and restarted exactly (a Slurm job id; an owner in an opted-in
+    namespace)."""
+    run = "gpt-sweep-7"
+    slurm = {"cluster": "pretrain-slurm", "slurm_job_id": 5120}
+    # 40 steps a minute from 03:00 to 03:05 (checkpoint 1200), then a hang: the process lives and reports no step
+    stepping = every_minute(T_ALARM, T_ALARM + minutes(5), job=run, **slurm, steps=40, step=1240, loss=1.87,
+                            checkpoint=1200)
+    hung = every_minute(T_ALARM + minutes(6), T_ALARM + minutes(15), job=run, **slurm, steps=0)
+    killed = [clock(T_ALARM + minutes(15) + timedelta(seconds=30)), {"sim": {"probe": {"job": run, **slurm,
+                                                                                      "close": "killed"}}}]
+    resumed = every_minute(T_ALARM + minutes(19), T_ALARM + minutes(20), job=run, **slurm, steps=25, step=1225,
+                           loss=1.9, new_process=True)
+    return {
+        "zzzl-watch-slurm-run-requeued-by-job-id.jsonl": ([
+            "title: (zzzl) Watch by pattern, Slurm: gpt-sweep-7 (Slurm job 5120), which no jobs[] entry names, matches "
+            "pretrain-slurm's watch rule gpt-; it hangs after step 1240 at 03:05 -> the reconciler's sweep finds it "
+            "stalled -> requeued by its job id -> resumes from the checkpoint -> proven recovered",
+            "config: watch.medic.yaml",
+            "expect: the 03:15 reconciler run reads the cluster's runs (ListMetrics on Run, one GetMetricData), finds "
+            "gpt-sweep-7 without a step for 10 min (its rule's stall_minutes is 7), reads the heartbeat back and "
+            "queues `requeue_job` for job 5120 (not the name): deferred, then executed by the agent; the restarted "
+            "process steps from 03:19 and the recovery is proven (resumed from 1200); no page; no alarm of its own",
+            "check: records action=requeue_job job=5120 .outcome == deferred, executed",
+            "check: records trigger=reconcile fault=stalled action=requeue_job outcome=deferred == 1",
+            "check: records fault=recovered == 1",
+            "check: slurm_commands argv=\"scontrol requeue 5120\" == 1",
+            "check: pages == 0",
+        ], [clock(T_ALARM), {"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 5120, "name": run}}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *stepping, *hung, *killed, *resumed]),
     }
 
 

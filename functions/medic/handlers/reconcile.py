@@ -1,7 +1,8 @@
 """Lambda entry point for the reconcile schedule (every 5 minutes): see medic.flows.node.sweep, then the sweep of
 agent commands that never got a result (medic.flows.agent.command_sweep), then the EKS agents' node reports
 (medic.flows.agent.eks_nodes), then the operators' pauses that ended or stay on too long (medic.flows.mode.pauses),
-then each cluster's agent: its heartbeat's age, a silence reported once (medic.flows.agent.silence), then the training
+then each cluster's agent: its heartbeat's age, a silence reported once (medic.flows.agent.silence), then the runs
+watched by pattern (medic.flows.stall.watch: a stalled one restarted, as by its stall alarm), then the training
 job restarts whose capacity backoff is over (medic.flows.jobs.restart.restart_due), then the canary
 (medic.flows.canary.pipeline)."""
 
@@ -18,6 +19,7 @@ from medic.flows.canary.pipeline import send_canary
 from medic.flows.jobs.restart import restart_due
 from medic.flows.mode.pauses import see_to_pauses
 from medic.flows.node.sweep import reconcile
+from medic.flows.stall.watch import sweep_watched_runs
 from medic.obs import logger, tracer
 from medic.wiring import dependencies
 
@@ -33,6 +35,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict:
         report["node_report_records"] = len(sweep_node_reports(event, deps))
         report["pause_notices"] = len(see_to_pauses(deps, report["run"]))
         report["agent_records"] = len(sweep_agent_silence(event, deps))
+        report["watched_run_records"] = len(sweep_watched_runs(event, deps))
         report["training_restarts"] = len(restart_due(deps, report["run"]))
         report["canary"] = send_canary(deps)  # last: the pipeline's proof, whatever the sweeps above found
     return report

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, MedicConfig
+from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, KubernetesJob, MedicConfig
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, MedicEvent, Outcome, Why
 from medic.core.progress import PROBE_HISTORY_HOURS, Progress, RecoveryWatch
@@ -89,11 +89,24 @@ FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.HANG: Fault.STALLED, 
 
 
 @dataclass(frozen=True)
+class RunTarget:
+    """A run watched by pattern (issue 33): exactly what a stall restarts. On Slurm its job id (the probe's
+    SLURM_JOB_ID); on EKS its owning object, or why Medic may not restart it (``refused``: then it pages)."""
+
+    key: str  # its identity on the cluster: the Slurm job id, or the pod's namespace/name
+    rule: str  # the watch rule's job_prefix
+    slurm_job_id: str | None = None
+    kubernetes: KubernetesJob | None = None
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
 class AlarmSubject:
     name: str
     kind: AlarmKind
     cluster: Cluster
     job: Job | None
+    run: RunTarget | None = None  # a run watched by pattern: the reconciler's sweep, not an alarm, found it
 
     @property
     def incident(self) -> str:
@@ -292,6 +305,11 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
                              "The last restart did not bring training back and a human was paged; Medic does not "
                              "restart again until the stall alarm has been OK.", why=Why.BUDGET_SPENT)
+    run = ctx.subject.run
+    if run is not None and run.refused:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             f"Training of {ctx.subject.job.name} stalled, but Medic may not restart it: "
+                             f"{run.refused}. A human decides.", page=True, why=Why.HUMAN_DECIDES)
     if cluster.orchestrator == "eks":
         return AlarmDecision(Plan.REQUEUE, Action.RESTART_JOB, Outcome.EXECUTED,
                              "Training stalled: restart the job's pods so it resumes from its last checkpoint.")
