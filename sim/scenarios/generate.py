@@ -1718,6 +1718,57 @@ def watch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         ], [clock(T_ALARM), {"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 5120, "name": run}}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             *stepping, *hung, *killed, *resumed]),
+        **eks_watch_scenarios(),
+    }
+
+
+def eks_watch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Watch by pattern on EKS: a run in the opted-in namespace team-a is restarted; one in another is paged."""
+    eks = "finetune-eks"
+
+    def run_of(namespace: str) -> tuple[list[dict], list[dict], list[dict]]:
+        pod = {"cluster": eks, "pod": f"{namespace}/gpt-ft-master-0"}
+        # the PyTorchJob exists in the namespace; no jobs[] entry and no `k8s_job` watch names it (watched: false)
+        setup = [clock(T_ALARM), {"sim": {"k8s_job": {"cluster": eks, "namespace": namespace, "name": "gpt-ft",
+                                                      "kind": "PyTorchJob", "replicas": 2, "watched": False}}},
+                 {"sim": {"agent": {"cluster": eks, "heartbeat": True}}}]
+        # steps until 03:05 (checkpoint 1200), then silence: its process died (no Run report either)
+        stepping = every_minute(T_ALARM, T_ALARM + minutes(5), job="gpt-ft", **pod, steps=40, step=1240, loss=1.9,
+                                checkpoint=1200)
+        resumed = every_minute(T_ALARM + minutes(19), T_ALARM + minutes(20), job="gpt-ft", **pod, steps=25, step=1225,
+                               loss=1.9, new_process=True)
+        return setup, stepping, resumed
+
+    opted, opted_steps, opted_resumed = run_of("team-a")
+    other, other_steps, _ = run_of("team-b")
+    return {
+        "zzzm-watch-eks-run-restarted-in-opted-in-namespace.jsonl": ([
+            "title: (zzzm) Watch by pattern, EKS: gpt-ft, a PyTorchJob in team-a (opted in by finetune-eks's watch "
+            "rule gpt-), which no jobs[] entry names, stops stepping at 03:05 -> the reconciler's sweep -> the EKS "
+            "agent restarts it (RBAC get on pytorchjobs in team-a without resourceNames) -> resumed -> recovered",
+            "config: watch.medic.yaml",
+            "expect: the 03:15 reconciler run finds gpt-ft (pod team-a/gpt-ft-master-0, owner PyTorchJob/gpt-ft) "
+            "without a step for 10 min: restart_job of PyTorchJob/team-a/gpt-ft deferred, then executed (the agent "
+            "deletes its 2 pods, the training-operator recreates them); training resumes at 03:19: recovered; no page",
+            "check: records action=restart_job .outcome == deferred, executed",
+            "check: records trigger=reconcile action=restart_job outcome=deferred reason~PyTorchJob/team-a/gpt-ft == 1",
+            "check: kubernetes_calls verb=delete == 2",
+            "check: records fault=recovered == 1",
+            "check: pages == 0",
+        ], [*opted, *opted_steps, clock(T_ALARM + minutes(16)), *opted_resumed]),
+        "zzzn-watch-eks-run-outside-opted-in-namespaces-paged.jsonl": ([
+            "title: (zzzn) Watch by pattern, EKS: gpt-ft in team-b, a namespace no watch rule opts in, stops stepping "
+            "at 03:05 -> the reconciler's sweep finds it stalled -> one page, no restart",
+            "config: watch.medic.yaml",
+            "expect: at 03:15 one deferred record (human_decides) naming team-b as not opted in, paged once; no "
+            "restart_job, no command queued, no pod deleted; the later sweeps (03:20, 03:25) are quiet",
+            "check: records fault=stalled outcome=deferred why=human_decides reason~\"not one the operator opted in\" "
+            "== 1",
+            "check: records action=restart_job == 0",
+            "check: calls sqs:SendMessage == 0",
+            "check: kubernetes_calls verb=delete == 0",
+            "check: pages == 1",
+        ], [*other, *other_steps, clock(T_ALARM + minutes(26))]),
     }
 
 
