@@ -155,8 +155,8 @@ class WatchedJob:
 
 def load_watched(text: str) -> tuple[WatchedJob, ...]:
     """The watched-jobs file (the ConfigMap render.py writes): a JSON list of {namespace, kind, name (or `*`: any job
-    of the kind in the namespace), launcher_exits_128_or_more_on_sigterm (optional, default false)}. Every entry is validated like a command; a bad
-    entry is an error (the agent does not start on a bad config)."""
+    of the kind in the namespace), launcher_exits_128_or_more_on_sigterm (optional, default false)}. Every entry is
+    validated like a command; a bad entry is an error (the agent does not start on a bad config)."""
     data = json.loads(text)
     if isinstance(data, dict):
         data = data.get("jobs")
