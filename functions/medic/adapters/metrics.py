@@ -102,7 +102,7 @@ class TrainingMetrics:
     def runs(self, cluster: str, now: datetime, window: timedelta) -> list[RunReport]:
         """The runs the cluster's probes reported in the past three hours (ListMetrics on `Run`, RecentlyActive
         PT3H), each with its first and last report and its last minute with steps: one GetMetricData of one-minute
-        datapoints over ``window`` (two queries a run, at most 500 a call)."""
+        datapoints over ``window`` (one query a run, two a job name, at most 500 a call)."""
         found: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         paginator = self.client.get_paginator("list_metrics")
         for page in paginator.paginate(Namespace=self.namespace, MetricName="Run", RecentlyActive=RECENTLY_ACTIVE,
@@ -121,6 +121,10 @@ class TrainingMetrics:
                                                      "Dimensions": [{"Name": "Job", "Value": job},
                                                                     {"Name": "Cluster", "Value": cluster}]},
                                           "Period": 60, "Stat": "Sum"}))
+            queries.append((f"s{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Step",
+                                                     "Dimensions": [{"Name": "Job", "Value": job},
+                                                                    {"Name": "Cluster", "Value": cluster}]},
+                                          "Period": 60, "Stat": "Maximum"}))
         for index, run in enumerate(runs):
             queries.append((f"r{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Run",
                                                      "Dimensions": [{"Name": k, "Value": v} for k, v in run.items()]},
@@ -132,12 +136,15 @@ class TrainingMetrics:
         for index, run in enumerate(runs):
             reported = sorted(at for at, value in read.get(f"r{index}", []) if value > 0)
             first = reported[0] if reported else None
-            steps = read.get(f"h{jobs.index(run['Job'])}", [])
-            stepped = [at for at, value in steps if value > 0 and first is not None and at >= first]
+            named = jobs.index(run["Job"])
+            stepped = [at for at, value in read.get(f"h{named}", []) if value > 0 and first is not None and at >= first]
+            latest = max(((at, value) for at, value in read.get(f"s{named}", []) if first is not None and at >= first),
+                         default=None)
             reports.append(RunReport(job=run["Job"], cluster=cluster, slurm_job_id=run.get("SlurmJobId"),
                                      pod=run.get("Pod"), owner=run.get("Owner"), first_report_at=first,
                                      last_report_at=reported[-1] if reported else None,
-                                     last_step_at=max(stepped, default=None)))
+                                     last_step_at=max(stepped, default=None),
+                                     last_step=latest[1] if latest else None))
         return reports
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:

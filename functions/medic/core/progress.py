@@ -122,6 +122,7 @@ class RunReport:
     last_report_at: datetime | None = None
     # the last minute with steps (Heartbeat Sum > 0 under Job, Cluster) since this run's first report; None: none yet
     last_step_at: datetime | None = None
+    last_step: float | None = None  # the probe's latest Step (under Job, Cluster) since its first report
 
     @property
     def key(self) -> str:
