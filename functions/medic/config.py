@@ -236,7 +236,7 @@ class Cluster(Strict):
             if rule.namespaces and self.orchestrator != "eks":
                 raise ValueError(f"watch.{index}.namespaces: only an EKS cluster's runs have namespaces "
                                  f"({self.name!r} is orchestrated by {self.orchestrator}): remove it")
-            if prefixes.count(rule.job_prefix) > 1:
+            if rule.job_prefix in prefixes[:index]:
                 raise ValueError(f"watch.{index}.job_prefix: {rule.job_prefix!r} is given twice")
         return self
 

@@ -102,7 +102,8 @@ class TrainingMetrics:
     def runs(self, cluster: str, now: datetime, window: timedelta) -> list[RunReport]:
         """The runs the cluster's probes reported in the past three hours (ListMetrics on `Run`, RecentlyActive
         PT3H), each with its first and last report and its last minute with steps: one GetMetricData of one-minute
-        datapoints over ``window`` (one query a run, two a job name, at most 500 a call)."""
+        datapoints over ``window`` (one query a run, three a job name, at most 500 a call). The probe's hang verdict (`Stalled`, one-second data
+        read by the minute's Maximum) of the run's latest minute with one says whether it hangs now."""
         found: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         paginator = self.client.get_paginator("list_metrics")
         for page in paginator.paginate(Namespace=self.namespace, MetricName="Run", RecentlyActive=RECENTLY_ACTIVE,
@@ -125,6 +126,10 @@ class TrainingMetrics:
                                                      "Dimensions": [{"Name": "Job", "Value": job},
                                                                     {"Name": "Cluster", "Value": cluster}]},
                                           "Period": 60, "Stat": "Maximum"}))
+            queries.append((f"v{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Stalled",
+                                                     "Dimensions": [{"Name": "Job", "Value": job},
+                                                                    {"Name": "Cluster", "Value": cluster}]},
+                                          "Period": 60, "Stat": "Maximum"}))
         for index, run in enumerate(runs):
             queries.append((f"r{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Run",
                                                      "Dimensions": [{"Name": k, "Value": v} for k, v in run.items()]},
@@ -140,11 +145,15 @@ class TrainingMetrics:
             stepped = [at for at, value in read.get(f"h{named}", []) if value > 0 and first is not None and at >= first]
             latest = max(((at, value) for at, value in read.get(f"s{named}", []) if first is not None and at >= first),
                          default=None)
+            verdict = max(((at, value) for at, value in read.get(f"v{named}", []) if first is not None and at >= first),
+                          default=None)
+            last_stepped = max(stepped, default=None)
+            hung = verdict is not None and verdict[1] >= 1 and (last_stepped is None or verdict[0] >= last_stepped)
             reports.append(RunReport(job=run["Job"], cluster=cluster, slurm_job_id=run.get("SlurmJobId"),
                                      pod=run.get("Pod"), owner=run.get("Owner"), first_report_at=first,
                                      last_report_at=reported[-1] if reported else None,
-                                     last_step_at=max(stepped, default=None),
-                                     last_step=latest[1] if latest else None))
+                                     last_step_at=last_stepped, last_step=latest[1] if latest else None,
+                                     hung=hung))
         return reports
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:

@@ -123,6 +123,9 @@ class RunReport:
     # the last minute with steps (Heartbeat Sum > 0 under Job, Cluster) since this run's first report; None: none yet
     last_step_at: datetime | None = None
     last_step: float | None = None  # the probe's latest Step (under Job, Cluster) since its first report
+    # the probe's own hang verdict (`Stalled`, issue 31) in its latest minute with one, after the run's last step:
+    # a live process whose steps stopped for longer than its step intervals explain
+    hung: bool = False
 
     @property
     def key(self) -> str:

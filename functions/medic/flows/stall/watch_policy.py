@@ -32,7 +32,8 @@ WATCH_SUBJECT_PREFIX = "medic-watch"  # a run's subject name: medic-watch:<clust
 
 class RunState(StrEnum):
     STEPPING = "stepping"  # a step within its stall_minutes
-    STALLED = "stalled"  # no step for stall_minutes since its last step (or its first report)
+    # no step for stall_minutes since its last step (or its first report), or the probe's own hang verdict (Stalled)
+    STALLED = "stalled"
     SUPERSEDED = "superseded"  # a later run of the same name started after its last report
     GONE = "gone"  # no report within the sweep's window (config.WATCH_RETENTION): no longer watched
 
@@ -75,7 +76,7 @@ def _judged(report: RunReport, rule: WatchRule, subject: AlarmSubject, reports: 
         state = RunState.GONE
     elif later:
         state = RunState.SUPERSEDED
-    elif since is not None and now - since >= timedelta(minutes=rule.stall_minutes):
+    elif report.hung or (since is not None and now - since >= timedelta(minutes=rule.stall_minutes)):
         state = RunState.STALLED
     else:
         state = RunState.STEPPING
@@ -83,6 +84,13 @@ def _judged(report: RunReport, rule: WatchRule, subject: AlarmSubject, reports: 
 
 
 def run_subject(cluster: Cluster, rule: WatchRule, report: RunReport) -> AlarmSubject | None:
+    subject = _subject(cluster, rule, report)
+    if subject is not None and report.hung:  # the probe's verdict: read back as the hang alarm's is (response.py)
+        return AlarmSubject(subject.name, AlarmKind.HANG, subject.cluster, subject.job, subject.run)
+    return subject
+
+
+def _subject(cluster: Cluster, rule: WatchRule, report: RunReport) -> AlarmSubject | None:
     """The run as a stall subject: a job of the rule's timings, and exactly what a stall restarts. None: a name the
     config's job model refuses (Medic could not name it in a command)."""
     try:
