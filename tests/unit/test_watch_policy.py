@@ -30,7 +30,8 @@ def slurm_run(job: str = "gpt-sweep-7", job_id: str = "5120", first: float | Non
               stepped: float | None = 10, **more) -> RunReport:
     return RunReport(job=job, cluster="pretrain-slurm", slurm_job_id=job_id,
                      first_report_at=None if first is None else minutes_ago(first),
-                     last_report_at=None if last is None else minutes_ago(last), last_step_at=None if stepped is None else minutes_ago(stepped),
+                     last_report_at=None if last is None else minutes_ago(last),
+                     last_step_at=None if stepped is None else minutes_ago(stepped),
                      **more)
 
 

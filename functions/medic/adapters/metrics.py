@@ -102,8 +102,9 @@ class TrainingMetrics:
     def runs(self, cluster: str, now: datetime, window: timedelta) -> list[RunReport]:
         """The runs the cluster's probes reported in the past three hours (ListMetrics on `Run`, RecentlyActive
         PT3H), each with its first and last report and its last minute with steps: one GetMetricData of one-minute
-        datapoints over ``window`` (one query a run, three a job name, at most 500 a call). The probe's hang verdict (`Stalled`, one-second data
-        read by the minute's Maximum) of the run's latest minute with one says whether it hangs now."""
+        datapoints over ``window`` (one query a run, three a job name, at most 500 a call). The probe's hang verdict
+        (`Stalled`, one-second data read by the minute's Maximum) of the run's latest minute with one says whether it
+        hangs now."""
         found: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         paginator = self.client.get_paginator("list_metrics")
         for page in paginator.paginate(Namespace=self.namespace, MetricName="Run", RecentlyActive=RECENTLY_ACTIVE,
