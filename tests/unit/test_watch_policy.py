@@ -75,6 +75,16 @@ class TestWhatAStallRestarts:
         (run,) = judged(0, slurm_run())
         assert (run.subject.run.slurm_job_id, run.subject.name) == ("5120", "medic-watch:pretrain-slurm:5120")
 
+    def test_a_slurm_job_id_that_is_not_digits_is_never_watched(self):
+        assert judged(0, slurm_run(job_id="5120; scancel -u root"), slurm_run(job_id="")) == []
+
+    def test_a_new_run_reusing_a_name_has_its_own_incident_and_budget(self):
+        from medic.flows.stall.response import incident_of
+
+        old, new = (judged(0, slurm_run(job_id=job_id))[0].subject for job_id in ("5000", "5120"))
+        assert (incident_of(old), incident_of(new)) == ("job:slurm:pretrain-slurm:5000",
+                                                        "job:slurm:pretrain-slurm:5120")
+
     def test_on_eks_the_owner_in_an_opted_in_namespace(self):
         (run,) = judged(1, eks_run())
         assert run.subject.run.kubernetes.target == "PyTorchJob/team-a/gpt-ft" and run.subject.run.refused is None

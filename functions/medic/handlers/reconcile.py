@@ -19,7 +19,6 @@ from medic.flows.canary.pipeline import send_canary
 from medic.flows.jobs.restart import restart_due
 from medic.flows.mode.pauses import see_to_pauses
 from medic.flows.node.sweep import reconcile
-from medic.flows.stall.watch import sweep_watched_runs
 from medic.obs import logger, tracer
 from medic.wiring import dependencies
 
@@ -35,7 +34,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict:
         report["node_report_records"] = len(sweep_node_reports(event, deps))
         report["pause_notices"] = len(see_to_pauses(deps, report["run"]))
         report["agent_records"] = len(sweep_agent_silence(event, deps))
-        report["watched_run_records"] = len(sweep_watched_runs(event, deps))
+        if any(cluster.watch for cluster in deps.config.clusters):  # the stall flow loads only where rules watch
+            from medic.flows.stall.watch import sweep_watched_runs
+
+            report["watched_run_records"] = len(sweep_watched_runs(event, deps))
         report["training_restarts"] = len(restart_due(deps, report["run"]))
         report["canary"] = send_canary(deps)  # last: the pipeline's proof, whatever the sweeps above found
     return report
