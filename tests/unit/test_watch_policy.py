@@ -105,6 +105,14 @@ class TestWhatAStallRestarts:
         assert judged(1, eks_run(pod="team-a/../../x"), eks_run(pod="Team A/gpt")) == []
 
 
+def test_an_eks_cluster_with_watch_rules_and_no_jobs_needs_its_agent():
+    from medic.flows.agent.silence_policy import needs_agent
+
+    assert needs_agent(CONFIG, CONFIG.clusters[1])
+    bare = parse_config({"clusters": [{**EKS, "watch": []}]})
+    assert not needs_agent(bare, bare.clusters[0])
+
+
 class TestWatchRulesInTheConfig:
     @pytest.mark.parametrize(("rule", "orchestrator", "key"), [
         ({"job_prefix": "gpt-", "namespaces": ["team-a"]}, "slurm", "watch.0.namespaces"),
