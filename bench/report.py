@@ -377,7 +377,7 @@ def storm_notes(storm: dict, machine: dict) -> list[str]:
                + (f", load average {load[0]} on {machine.get('cores')} cores at the start" if load else "")
                + f"). Medic's handlers take {storm['handler_cpu_s']} s of the {storm['cpu_s']} s of CPU, "
                f"{storm['handler_emulator_cpu_s']} s of which is moto answering their calls; the rest is the "
-               "harness (routing each event through moto's EventBridge and an SQS probe queue per rule, the "
+               "harness (routing each event through moto's EventBridge and an SQS routing probe, the "
                "reconciler's and other schedules every few replayed minutes). `python -m bench.storm --events N` "
                "runs another size; the tests run a small one.")
     alive, stream = ledger.get("emulator_stream_records_alive"), ledger.get("emulator_stream_records")

@@ -87,7 +87,6 @@ class Rule:
     logical_id: str
     name: str
     bus: str
-    probe_queue_url: str
     functions: list[Function]
     pattern: EventPattern | None = None  # moto's matcher on the rule's pattern: how a replayed event is routed
 
@@ -126,6 +125,7 @@ class World:
         self.account = account
         self.functions: dict[str, Function] = {}
         self.rules: list[Rule] = []
+        self._probe_queue_url = ""  # where moto's EventBridge tells which rules matched (see _routing_probe)
         self.schedules: list[Schedule] = []
         self.page_queue_url = ""
         self.topics: list[str] = []
@@ -368,16 +368,13 @@ class World:
         if "EventPattern" not in props:
             return
         bus = t.resolve(props.get("EventBusName")) or "default"
-        events, sqs = self.client("events"), self.client("sqs")
+        events = self.client("events")
         pattern = t.resolve(props["EventPattern"])
         _check_pattern_size(f"rule {lid}", pattern)
         text = pattern if isinstance(pattern, str) else json.dumps(pattern)
         if isinstance(pattern, dict) and pattern.get("replay-name") not in (None, [{"exists": False}]):
             return  # it takes only replays (backtest read-back), into a queue: no function of the replay's to run
         events.put_rule(Name=name, EventBusName=bus, State="ENABLED", EventPattern=text)
-        # Which rule matched is learned from moto's own routing: one probe queue per rule.
-        probe = sqs.create_queue(QueueName=f"medic-sim-probe-{lid}"[:80])["QueueUrl"]
-        probe_arn = sqs.get_queue_attributes(QueueUrl=probe, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         functions = []
         for target in t.resolve(props.get("Targets", [])):
             matched = [f for f in self.functions.values() if target.get("Arn") in (f.arn, f.name)]
@@ -385,8 +382,22 @@ class World:
                 raise SimError(f"template: rule {lid} targets {target.get('Arn')!r}, which the replay "
                                "cannot invoke (only the stack's Lambda functions)")
             functions.extend(matched)
-        events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "sim-probe", "Arn": probe_arn}])
-        self.rules.append(Rule(lid, name, bus, probe, functions, EventPattern.load(text)))
+        events.put_targets(Rule=name, EventBusName=bus, Targets=[self._routing_probe(lid)])
+        self.rules.append(Rule(lid, name, bus, functions, EventPattern.load(text)))
+
+    def _routing_probe(self, lid: str) -> dict:
+        """The target that tells the replay a rule matched: moto's own routing (PutEvents, each rule's pattern,
+        its targets) delivers ``{"rule": <logical id>}`` to one queue that every rule shares, so an event's
+        matching rules are one ReceiveMessage away, however many rules the stack has. The input transformer's
+        template is a constant (EventBridge user guide, "Transforming target input": the template may hold no
+        placeholder); its one path keeps moto's parser from evaluating its default eight."""
+        if not self._probe_queue_url:
+            self._probe_queue_url = self.client("sqs").create_queue(QueueName="medic-sim-routing-probe")["QueueUrl"]
+        probe_arn = self.client("sqs").get_queue_attributes(
+            QueueUrl=self._probe_queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        return {"Id": "sim-probe", "Arn": probe_arn,
+                "InputTransformer": {"InputPathsMap": {"source": "$.source"},
+                                     "InputTemplate": json.dumps({"rule": lid})}}
 
     def _schedule(self, lid: str, name: str, props: dict) -> None:
         t = self.template
@@ -555,21 +566,17 @@ class World:
         except ValueError:
             pass
         events, sqs = self.client("events"), self.client("sqs")
-        targets: list[Function] = []
         for bus in dict.fromkeys(rule.bus for rule in self.rules):
             events.put_events(Entries=[{**entry, "EventBusName": bus}])
-        for rule in self.rules:
-            delivered = False
-            while True:
-                messages = sqs.receive_message(QueueUrl=rule.probe_queue_url, MaxNumberOfMessages=10)
-                if not messages.get("Messages"):
-                    break
-                delivered = True
-                for message in messages["Messages"]:
-                    sqs.delete_message(QueueUrl=rule.probe_queue_url, ReceiptHandle=message["ReceiptHandle"])
-            if delivered:
-                targets.extend(rule.functions)
-        return targets
+        matched: set[str] = set()
+        while self._probe_queue_url:
+            messages = sqs.receive_message(QueueUrl=self._probe_queue_url, MaxNumberOfMessages=10).get("Messages")
+            if not messages:
+                break
+            matched.update(json.loads(message["Body"])["rule"] for message in messages)
+            sqs.delete_message_batch(QueueUrl=self._probe_queue_url, Entries=[
+                {"Id": str(n), "ReceiptHandle": message["ReceiptHandle"]} for n, message in enumerate(messages)])
+        return [function for rule in self.rules if rule.logical_id in matched for function in rule.functions]
 
     def _route_replayed(self, event: dict) -> list[Function]:
         """An event EventBridge replays from an archive. PutEvents cannot set replay-name (EventBridge adds it, at

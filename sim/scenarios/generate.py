@@ -1286,7 +1286,10 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         result["resources"], result["detail"]["ClusterArn"] = [arn], arn
         return result
 
-    next_morning = T0 + timedelta(hours=23)  # another UTC day, within the day's window
+    # Just before midnight, so that the next event is on another UTC day within the same 24-hour window (a day of
+    # replay clock would cost 276 reconciler runs to show the same hold).
+    late = datetime(2026, 11, 20, 23, 50, 5, tzinfo=UTC)
+    next_day = late + timedelta(minutes=20)  # 00:10:05, another UTC day, within the day's window
     return {
         "zzj-agent-goes-silent.jsonl": ([
             "title: (zzj) Slurm: the agent on pretrain-slurm reports from 08:00 and stops at 08:05; it is back at "
@@ -1320,8 +1323,8 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         "zzk-cluster-id-mismatch.jsonl": ([
             "title: (zzk) pretrain-slurm's events name cluster id q8w4e6r2t0yz (the stack's account and region); "
             "medic.yaml says k3v9q2w8x1za",
-            "expect: every node event rejected, no call; one page naming the id to set; the next morning's event "
-            "(another UTC day, 23 h later) is recorded without a page: the config window holds until 08:14 the day "
+            "expect: every node event rejected, no call; one page naming the id to set; the event after midnight "
+            "(another UTC day, 20 min later) is recorded without a page: the config window holds until 23:50 the day "
             "after",
             "check: records .outcome == rejected, rejected, rejected, rejected",
             "check: records .paged == true, false, false, false",
@@ -1329,9 +1332,9 @@ def blind_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             "check: calls sagemaker:BatchRebootClusterNodes == 0",
             "check: pages message~\"Set id: q8w4e6r2t0yz\" == 1",
             "check: pages == 1",
-        ], [wrong_id(T0, NODE), wrong_id(T0 + timedelta(minutes=3), "i-0a1b2c3d4e5f60718"),
-            wrong_id(T0 + timedelta(minutes=7), "i-0f1e2d3c4b5a69788", "NvidiaErrorTerminate"),
-            wrong_id(next_morning, NODE)]),
+        ], [wrong_id(late, NODE), wrong_id(late + timedelta(minutes=3), "i-0a1b2c3d4e5f60718"),
+            wrong_id(late + timedelta(minutes=7), "i-0f1e2d3c4b5a69788", "NvidiaErrorTerminate"),
+            wrong_id(next_day, NODE)]),
     }
 
 

@@ -23,14 +23,14 @@ def test_zzj_an_agent_that_goes_silent_pages_once_and_once_more_when_it_is_back(
 def test_zzk_a_cluster_id_that_is_not_the_clusters_pages_once_a_day_and_every_event_stays_rejected(replay):
     # Given pretrain-slurm's node events naming cluster id q8w4e6r2t0yz in the stack's account and region
     result = replay(SCENARIOS / "zzk-cluster-id-mismatch.jsonl")
-    # Then each is rejected, nothing is called, and one page names the id to set; the next morning's is held
+    # Then each is rejected, nothing is called, and one page names the id to set; the one after midnight is held
     assert {(r["outcome"], r["action"]) for r in result.records} == {("rejected", "none")}
     assert [r["paged"] for r in result.records] == [True, False, False, False]
     assert not any(call.startswith("sagemaker:Batch") for call in result.calls)
     [page] = result.pages
     assert page["subject"] == "[Medic] pretrain-slurm: clusters[].id in medic.yaml is not the cluster's id"
     assert "Set id: q8w4e6r2t0yz for cluster pretrain-slurm" in page["message"]
-    assert "until 2026-11-21 08:14 UTC" in page["message"]
+    assert "until 2026-11-21 23:50 UTC" in page["message"]
 
 
 def test_zzl_a_canary_that_stops_coming_back_pages_once_through_the_topic_and_clears(replay):
