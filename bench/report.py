@@ -260,7 +260,12 @@ def notes(results: dict) -> list[str]:
                 "Powertools' parser (whose models package builds every event source's models) nor its batch "
                 "utility; the adapters only some handlers use (training jobs, checkpoints, metrics, agent queues, "
                 "with the alarm and agent models behind them), and the canary's flow in the node function, are "
-                "imported on first use.")
+                "imported on first use. Since issue 31: a handler validates only the config's core sections "
+                "(`config_core.CoreConfig`), the job sections and their models load where a job flow reads them "
+                "(`Deps.jobs_config`; the reconciler's training restart path only for a due backoff); internal "
+                "values between layers are NamedTuples (a frozen dataclass costs ~1 ms to build on CPython 3.11); "
+                "and each handler imports inside `cold_start()`: no garbage collection while the imports build what "
+                "lives as long as the container, frozen after (`gc.freeze`), so no collection walks it again.")
         if cold["within_target"]:
             out.append(f"**Cold start ≤ {target}× boto3: met** ({low:.2f}–{high:.2f}×, worst `{worst}`). {done}")
         else:
@@ -269,7 +274,8 @@ def notes(results: dict) -> list[str]:
                 f"**Cold start ≤ {target}× boto3: gap** for {', '.join(f'`{n}`' for n in over)} ({low:.2f}–"
                 f"{high:.2f}×, worst `{worst}`). {done} Above boto3, for `{worst}` (`python -X importtime` self "
                 f"time, which inflates it): {breakdown}. What is left is pydantic itself and the classes built "
-                "from it (the config's models, which every handler needs on its first call anyway), the X-Ray SDK "
+                "from it (the config's core models and the handler's event models, which its first call needs anyway), "
+                "the X-Ray SDK "
                 "that Powertools' Tracer loads when tracing is on, and the handler's own modules. Next steps: "
                 "the X-Ray SDK goes only with tracing off (Lambda's active tracing still records "
                 "each invocation without it, but not the botocore subsegments); the config models could be built "

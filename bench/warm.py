@@ -22,7 +22,6 @@ import gc
 import json
 import sys
 import time
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -201,10 +200,10 @@ def _node_contexts() -> list[Any]:
                          version=1)
     return [
         base,  # replace, executed (the whole path: budget and breaker checked)
-        replace(base, fault=Fault.GPU_REBOOT),  # reboot
-        replace(base, fault=Fault.GPU_REBOOT, state=rebooted),  # escalation to replace
-        replace(base, cluster_state=busy),  # busy cluster, still within budget
-        replace(base, node=NodeInfo("i-0d4e5f60718293a4b", "controller", "Running")),  # protected
+        base._replace(fault=Fault.GPU_REBOOT),  # reboot
+        base._replace(fault=Fault.GPU_REBOOT, state=rebooted),  # escalation to replace
+        base._replace(cluster_state=busy),  # busy cluster, still within budget
+        base._replace(node=NodeInfo("i-0d4e5f60718293a4b", "controller", "Running")),  # protected
     ]
 
 
@@ -217,8 +216,8 @@ def _job_contexts() -> list[Any]:
     base = JobContext(mode=Mode.ACT, status="Failed", failure=JobFailure(Fault.JOB_RETRYABLE, "internal_error"),
                       lineage=Lineage("ft-bench-0001", 0), max_restarts=3, checkpoint=Checkpoint.PRESENT,
                       allow_without_checkpoint=False)
-    return [base, replace(base, lineage=Lineage("ft-bench-0001", 3)),
-            replace(base, failure=JobFailure(Fault.JOB_NOT_RETRYABLE, "cuda_oom"))]
+    return [base, base._replace(lineage=Lineage("ft-bench-0001", 3)),
+            base._replace(failure=JobFailure(Fault.JOB_NOT_RETRYABLE, "cuda_oom"))]
 
 
 def _rate(function: Any, contexts: list[Any], calls: int, repeats: int) -> dict:

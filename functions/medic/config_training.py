@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-
-class Strict(BaseModel):
-    """Every config model: unknown keys are errors (a typo must not pass as a default), values frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from medic.config_core import Strict
 
 
 def role_arns(arns: list[str]) -> list[str]:

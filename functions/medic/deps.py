@@ -15,12 +15,13 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
-from medic.config import Cluster, MedicConfig
+from medic.config_core import Cluster, CoreConfig
 from medic.core import clock
 from medic.core.mode import Mode
 from medic.core.models import Action, Edge, NodeInfo, Outcome
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from medic.adapters.checkpoints import Checkpoints
     from medic.adapters.metrics import TrainingMetrics
     from medic.adapters.training import TrainingJobs
+    from medic.config import MedicConfig
 
 
 class _OnFirstUse:
@@ -175,7 +177,9 @@ NO_JOBS_ON_NODE = NoJobsOnNode()
 
 @dataclass
 class Deps:
-    config: MedicConfig
+    # The sections every flow reads (clusters, guardrails, watched jobs, the deploy mode); the job sections are in
+    # jobs_config.
+    config: CoreConfig
     hyperpod: HyperPod
     table: Table
     pager: Pager
@@ -198,6 +202,15 @@ class Deps:
     metrics: TrainingMetrics = _OnFirstUse(_metrics)  # type: ignore[assignment]
     # AGENT_QUEUES (cluster name -> agent queue URL, Slurm and EKS agents alike), read on first use; unset: none
     agents: AgentQueues = _OnFirstUse(_agents)  # type: ignore[assignment]
+
+    @cached_property
+    def jobs_config(self) -> MedicConfig:
+        """The whole config, the job sections included (training_jobs, batch_jobs, bedrock_jobs, job_failure_rules):
+        `config` itself when it is whole (a test's), else validated from the MEDIC_CONFIG it was read from, once, where
+        a job flow first reads it. A handler whose events never reach a job flow never builds the job models."""
+        from medic.config import MedicConfig
+
+        return self.config if isinstance(self.config, MedicConfig) else MedicConfig.from_env(self.config.source)
 
     def edge(self) -> dict[str, Edge]:
         """The validation context every event is parsed with (core.models.MedicEvent): now, and where the stack

@@ -11,7 +11,7 @@ from typing import Any
 from medic.adapters.hyperpod import HyperPod
 from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
-from medic.config import MedicConfig
+from medic.config_core import CoreConfig
 from medic.deps import Deps, JobsOnNode
 from medic.ledger.modes import SeenModes
 from medic.ledger.pauses import PauseStore
@@ -57,7 +57,7 @@ def partition_of(arn: str) -> str:
 
 @functools.cache
 def dependencies() -> Deps:
-    config = MedicConfig.from_env(os.environ["MEDIC_CONFIG"])
+    config = CoreConfig.from_env(os.environ["MEDIC_CONFIG"])  # the job sections: Deps.jobs_config, on first use
     table, parameter = Table(os.environ["LEDGER_TABLE"]), os.environ["MODE_PARAMETER"]
     return Deps(
         config=config,

@@ -32,7 +32,7 @@ def test_a_followed_repair_starts_with_the_first_fault_and_ends_once(aws):
     first = FollowedRepair(cluster="c", position="node-7", incident="node:c:i-1", node_id="i-1", fault="gpu_fatal",
                            fault_at=NOW, detected_at=NOW, logical_id="node-7")
     assert store.follow(first)
-    assert not store.follow(FollowedRepair(**{**first.__dict__, "fault": "gpu_reboot"}))  # the first fault stays
+    assert not store.follow(first._replace(fault="gpu_reboot"))  # the first fault stays
     # a replacement's new instance finds it by the position
     assert store.find("c", "i-2", "node-7").fault == "gpu_fatal"
     store.repair_seen("c", "node-7", NOW + timedelta(minutes=5))

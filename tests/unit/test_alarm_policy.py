@@ -253,7 +253,7 @@ def test_a_completed_job_restarted_by_medic_concludes_at_once_when_the_marker_ca
 
 
 def test_a_marker_in_the_restarts_own_minute_counts_as_after_it():
-    restarted_midminute = RecoveryWatch(**{**WATCH.__dict__, "restarted_at": NOW + timedelta(seconds=40)})
+    restarted_midminute = WATCH._replace(restarted_at=NOW + timedelta(seconds=40))
     progress = Progress(steps=0, last_step=None, completed_at=NOW, last_report_at=NOW)  # the 03:10 minute
     assert judge_recovery(restarted_midminute, progress, NOW + timedelta(minutes=5)) is Verdict.COMPLETED
 

@@ -1,9 +1,13 @@
 """Specification: the Medic config model and its errors."""
 
+import json
+
 import pytest
 import yaml
+from pydantic import ValidationError
 
-from medic.config import ConfigError, MedicConfig, parse_config
+from medic.config import SECTIONS_ELSEWHERE, ConfigError, CoreConfig, MedicConfig, parse_config
+from medic.deps import Deps
 
 MINIMAL = {"clusters": [{"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"}]}
 
@@ -165,3 +169,28 @@ def test_the_example_config_documents_every_guardrail():
 
     example = yaml.safe_load((Path(__file__).resolve().parents[2] / "medic.example.yaml").read_text())
     assert set(Guardrails.model_fields) <= set(example["guardrails"])
+
+
+FULL = {**MINIMAL, "notify": {"emails": ["oncall@example.com"]}, "event_archive_days": 7,
+        "training_jobs": [{"prefix": "ft-", "role_arns": ["arn:aws:iam::123456789012:role/SageMakerTrainingRole"],
+                           "checkpoint_buckets": ["ml-checkpoints-123456789012"]}]}
+
+
+def test_a_handler_validates_only_the_core_sections_and_reads_the_rest_on_first_use():
+    # Given the config synth validated whole and put in MEDIC_CONFIG
+    env = parse_config(FULL).to_env()
+    # When a handler reads it (wiring.dependencies)
+    core = CoreConfig.from_env(env)
+    # Then it holds the sections every handler reads, knows which others are set, and leaves them unread
+    assert type(core) is CoreConfig and core.cluster("pretrain-slurm") is not None
+    assert core.configures("training_jobs") and not core.configures("batch_jobs") and core.configures("clusters")
+    # and a job flow reads the whole contract through Deps.jobs_config, equal to synth's
+    deps = Deps(config=core, hyperpod=None, table=None, pager=None, mode=None, region="us-west-2",  # type: ignore[arg-type]
+                jobs_on_node={})
+    assert deps.jobs_config == parse_config(FULL)
+
+
+def test_the_core_skips_exactly_the_sections_the_contract_adds():
+    assert set(MedicConfig.model_fields) - set(CoreConfig.model_fields) == SECTIONS_ELSEWHERE
+    with pytest.raises(ValidationError, match="colour"):  # any other key is an error at run time too
+        CoreConfig.from_env(json.dumps({**MINIMAL, "colour": "blue"}))

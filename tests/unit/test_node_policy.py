@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -42,7 +41,7 @@ def context(**changes) -> NodeContext:
     base = NodeContext(mode=Mode.ACT, cluster=SLURM, guardrails=Guardrails(), fault=Fault.GPU_FATAL,
                        node=NodeInfo(NODE, "gpu-workers", "Running"), state=None, cluster_state=EMPTY,
                        cluster_info=sized(32), now=NOW)
-    return replace(base, **changes)
+    return base._replace(**changes)
 
 
 def acted(fault: Fault, action: Action, minutes_ago: float, reboot_minutes_ago: float | None = None,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError, HTTPClientError
 
@@ -30,8 +29,7 @@ AMBIGUOUS_ERRORS = (HTTPClientError,)
 NODE_ACTION_OPERATIONS = ("BatchRebootClusterNodes", "BatchReplaceClusterNodes")
 
 
-@dataclass(frozen=True)
-class NodeActionResult:
+class NodeActionResult(NamedTuple):
     accepted: bool
     error_code: str | None = None
     message: str | None = None

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from medic.core.mode import Mode
 from medic.core.models import Action, Trigger
 
 
-@dataclass(frozen=True)
-class AgentCommand:
+class AgentCommand(NamedTuple):
     command_id: str
     cluster: str
     kind: str  # requeue_job; around a node action drain_node, resume_node, job_states (NODE_KINDS); restart_job (EKS)
@@ -62,8 +61,7 @@ def command_id_for(cluster: str, incident: str, request_id: str | None) -> str:
 EARLY = "early"  # CommandContext.phase of job_states asked while the node is still in repair
 
 
-@dataclass(frozen=True)
-class CommandContext:
+class CommandContext(NamedTuple):
     """What Medic issued an agent command for, kept beside it (`command#<cluster>#<id>/issued`, ledger.agents): the
     agent's claim and Medic's check of its result compare the cluster, kind, target and incident; the command's final
     record is written against the rest. None: not written for this kind of command (or not in the item read)."""

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class Mode(StrEnum):
@@ -45,8 +44,7 @@ class ModeMemory(Protocol):
         """The mode last kept and its version; None when none was ever kept. Raises when it cannot be read."""
 
 
-@dataclass(frozen=True)
-class ModeVersion:
+class ModeVersion(NamedTuple):
     """One version of the mode parameter, as SSM's GetParameterHistory returns it: the value as written (not yet
     read as a Mode: an invalid one reads as paused), when, and who (LastModifiedUser: the IAM ARN of the caller)."""
 
@@ -64,8 +62,7 @@ ALL_CLUSTERS = "*"  # a pause's scope when it holds the whole stack (`medic paus
 PAUSE_REMINDER = timedelta(days=1)  # a pause set without an end pages once when it is still on after this long
 
 
-@dataclass(frozen=True)
-class Pause:
+class Pause(NamedTuple):
     """An operator's pause (`medic pause`): one cluster's, or the whole stack's (scope ALL_CLUSTERS). While it holds,
     a cluster's decisions run as in mode paused (record everything, act on nothing) and page at most once per
     cluster per window (outbox/pages.py). It ends by itself at ``until`` (None: only `medic resume` ends it). The

@@ -6,14 +6,13 @@ pydantic classes it parses at cold start."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from medic.config import (
+from medic.config_core import (
     CLUSTER_NAME_PATTERN,
     EVENT_AGE_LIMIT,
     EVENT_CLOCK_SKEW,
@@ -239,8 +238,7 @@ class Redrive(BaseModel):
     reason: str = Field(min_length=1, max_length=500)
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(NamedTuple):
     """What every event is checked against where it enters Medic: the handler's clock and the stack's own
     partition, account and region. Passed as the validation context (``Model.model_validate(raw,
     context=deps.edge())``); without one (``medic explain``, a model read in a test) only what needs none is
@@ -449,8 +447,7 @@ class JobRef(BaseModel):
 NOT_FOUND = "NotFound"
 
 
-@dataclass(frozen=True)
-class NodeInfo:
+class NodeInfo(NamedTuple):
     """What DescribeClusterNode (or ListClusterNodes) says about the node."""
 
     node_id: str
@@ -470,8 +467,7 @@ class NodeInfo:
         return self.status == NOT_FOUND
 
 
-@dataclass(frozen=True)
-class ClusterInfo:
+class ClusterInfo(NamedTuple):
     """What DescribeCluster says about the cluster (cached briefly by the adapter)."""
 
     size: int
@@ -480,8 +476,7 @@ class ClusterInfo:
     controller_groups: frozenset[str]  # instance groups whose SlurmConfig.NodeType is Controller
 
 
-@dataclass(frozen=True)
-class NodeState:
+class NodeState(NamedTuple):
     """What the ledger remembers about Medic's last action on a node."""
 
     fault: str
@@ -494,16 +489,14 @@ class NodeState:
     logical_id: str | None = None  # the node's NodeLogicalId when Medic acted (it outlives the instance)
 
 
-@dataclass(frozen=True)
-class ClusterAction:
+class ClusterAction(NamedTuple):
     node_id: str
     action: str
     at: datetime
     logical_id: str | None = None
 
 
-@dataclass(frozen=True)
-class ClusterState:
+class ClusterState(NamedTuple):
     """Medic's recent node actions in one cluster: the rolling budget and the breaker's input."""
 
     actions: tuple[ClusterAction, ...]

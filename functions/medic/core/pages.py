@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 from medic.core.models import Action, Outcome
 from medic.core.text import single_line
@@ -77,8 +78,7 @@ class PageSource(StrEnum):
     AGENT_SILENT = "agent_silent"  # a cluster's agent silent (or never heard from): once per silence, its return
 
 
-@dataclass(frozen=True)
-class PageWindow:
+class PageWindow(NamedTuple):
     """Where a page counts: its source and scope (`cluster <name>`, `job <name>`, `training jobs <prefix>*`).
     Per window (PAGE_WINDOW), ``before_summary`` pages go out as they are; the next one goes out as the summary
     (itself, headed by the hold); the rest are recorded without a page until the window ends. The agent's word

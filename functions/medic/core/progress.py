@@ -3,8 +3,8 @@ adapter, kept by the ledger, judged by the stall and recovery flows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 # How far before a stall window the heartbeat is read back to tell "stopped" from "never started": a day of
 # one-minute datapoints (1,440 per metric: one GetMetricData page holds up to 100,800), well inside the 15 days
@@ -15,8 +15,7 @@ PROBE_HISTORY_HOURS = 24
 PROBE_HISTORY = timedelta(hours=PROBE_HISTORY_HOURS)
 
 
-@dataclass(frozen=True)
-class RecoveryWatch:
+class RecoveryWatch(NamedTuple):
     incident: str
     job: str
     cluster: str
@@ -46,8 +45,7 @@ class RecoveryWatch:
         return self.held_by is not None
 
 
-@dataclass(frozen=True)
-class Progress:
+class Progress(NamedTuple):
     steps: float  # Heartbeat Sum in the window read (since the restart, or the stall window)
     last_step: float | None  # Step Maximum in the window read
     # Heartbeat Sum in the lookback before the window (None: not read). Zero with no steps in the window: the
@@ -108,8 +106,7 @@ class Progress:
                 and self.first_step < self.checkpoint_before)
 
 
-@dataclass(frozen=True)
-class RunReport:
+class RunReport(NamedTuple):
     """One run a cluster's probe reported (its `Run` metric, issue 33): who it is and when it last stepped, as one
     GetMetricData over the cluster's runs reads it (adapters.metrics.TrainingMetrics.runs)."""
 

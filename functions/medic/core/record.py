@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from medic.core.mode import Mode
 from medic.core.models import (
@@ -33,8 +33,7 @@ NOT_A_NODE_ACTION = object()  # a record without the `jobs` field (only a Slurm 
 JobsHit = Sequence[Mapping[str, str]] | None  # the jobs a node action hit ([]: none; None: unknown)
 
 
-@dataclass(frozen=True)
-class About:
+class About(NamedTuple):
     """What every record of one decision shares."""
 
     incident: str
@@ -48,7 +47,7 @@ class About:
     requester: Requester | None = None
 
     def but(self, **changes: Any) -> About:
-        return replace(self, **changes)
+        return self._replace(**changes)
 
     def record(self, *, fault: Fault | str, action: Action | str, outcome: Outcome | str, reason: str,
                why: Why | None = None, needs_human: bool | None = None, attempt: int = 0, paged: bool = False,

@@ -3,8 +3,8 @@ what Medic told the scheduler before a node action. Shared by the node flow, the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 # Ledger node-state outcomes besides the record outcomes: a claim whose call has not answered yet.
 IN_FLIGHT = "in_flight"  # claimed; the call is being made (or the run died before finishing)
@@ -21,8 +21,7 @@ AWAITING_DRAIN = "awaiting_drain"
 PENDING_OUTCOMES = frozenset({IN_FLIGHT, RESULT_UNKNOWN})
 
 
-@dataclass(frozen=True)
-class PendingClaim:
+class PendingClaim(NamedTuple):
     """A node claim as the ledger holds it, with how often an unconfirmed call was retried."""
 
     node_id: str
@@ -42,8 +41,7 @@ class PendingClaim:
         return self.outcome in PENDING_OUTCOMES
 
 
-@dataclass(frozen=True)
-class RepairWatch:
+class RepairWatch(NamedTuple):
     """A node a sweep found in repair: since when (Medic's action, or first seen), and whether it paged."""
 
     node_id: str
@@ -55,8 +53,7 @@ class RepairWatch:
     slurm_node: str | None = None  # its Slurm name (ListClusterNodes' PrivateDnsHostname), when it has one
 
 
-@dataclass(frozen=True)
-class DrainNote:
+class DrainNote(NamedTuple):
     """What Medic told Slurm before a node action: said in the record's reason; `page`: the jobs on the node are
     unknown and a human should look (one page, apart from the node's own)."""
 
@@ -67,8 +64,7 @@ class DrainNote:
     command_id: str | None = None  # the drain_node command, when queued
 
 
-@dataclass(frozen=True)
-class AwaitedCall:
+class AwaitedCall(NamedTuple):
     """A node action claimed and waiting for the agent's drain of the node in Slurm (AWAITING_DRAIN): what the call
     needs when the drain's result comes, or its deadline passes (flows/node/drain_first)."""
 

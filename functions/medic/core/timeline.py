@@ -3,8 +3,8 @@ and what it cost in training work. One ``"message": "incident"`` line per incide
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 # Each duration is measured from fault_at to its moment (seconds); null where either moment did not happen.
 DURATIONS = {"time_to_detect_s": "detected_at", "time_to_act_s": "acted_at", "time_to_repair_s": "repaired_at",
@@ -21,8 +21,7 @@ def job_incidents(root: str) -> tuple[str, ...]:
     return tuple(prefix + root for prefix in JOB_INCIDENT_PREFIXES)
 
 
-@dataclass(frozen=True)
-class Timeline:
+class Timeline(NamedTuple):
     incident: str
     kind: str  # node | training_job | batch_job | bedrock_job | stall | divergence | slowdown
     fault: str

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import ValidationError
+from medic.handlers import cold_start
 
-from medic.flows.agent.expiry import bound_agent_item
-from medic.flows.agent.heartbeats import heartbeat_cluster, record_heartbeat
-from medic.flows.agent.results import record_agent_result, rejected_stream_record
-from medic.flows.agent.stream import StreamRecord, process_stream_batch
-from medic.obs import logger, tracer
-from medic.wiring import dependencies
+with cold_start():  # the imports build what lives as long as the container: frozen, never collected
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from pydantic import ValidationError
+
+    from medic.flows.agent.expiry import bound_agent_item
+    from medic.flows.agent.heartbeats import heartbeat_cluster, record_heartbeat
+    from medic.flows.agent.results import record_agent_result, rejected_stream_record
+    from medic.flows.agent.stream import StreamRecord, process_stream_batch
+    from medic.obs import logger, tracer
+    from medic.wiring import dependencies
 
 
 def _record(raw: dict) -> dict | None:

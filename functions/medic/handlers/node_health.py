@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from medic.handlers import cold_start
 
-from medic.config import CANARY_SOURCE
-from medic.flows.node.remediation import remediate_node
-from medic.obs import logger, note_event, tracer
-from medic.wiring import dependencies
+with cold_start():  # the imports build what lives as long as the container: frozen, never collected
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from medic.config_core import CANARY_SOURCE
+    from medic.flows.node.remediation import remediate_node
+    from medic.obs import logger, note_event, tracer
+    from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from medic.handlers import cold_start
 
-from medic.flows.jobs.timeline import conclude_clone_timelines
-from medic.flows.recovery.check import check_recoveries
-from medic.obs import logger, tracer
-from medic.wiring import dependencies
+with cold_start():  # the imports build what lives as long as the container: frozen, never collected
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from medic.flows.jobs.timeline import conclude_clone_timelines
+    from medic.flows.recovery.check import check_recoveries
+    from medic.obs import logger, tracer
+    from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -18,5 +21,5 @@ from medic.wiring import dependencies
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     deps = dependencies()
     concluded = len(check_recoveries(event, deps))
-    timelines = conclude_clone_timelines(deps) if deps.config.training_jobs else 0
+    timelines = conclude_clone_timelines(deps) if deps.config.configures("training_jobs") else 0
     return {"concluded": concluded, "job_timelines": timelines}

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from medic.handlers import cold_start
 
-from medic.flows.agent.restart import handle_requeue_event
-from medic.obs import logger, note_event, tracer
-from medic.wiring import dependencies
+with cold_start():  # the imports build what lives as long as the container: frozen, never collected
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from medic.flows.agent.restart import handle_requeue_event
+    from medic.obs import logger, note_event, tracer
+    from medic.wiring import dependencies
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -8,12 +8,11 @@ nothing an agent writes can pass for something Medic wrote; and an agent may che
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from medic.config import DEDUPE_DAYS
+from medic.config_core import DEDUPE_DAYS
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Trigger
@@ -22,8 +21,7 @@ from medic.ledger.table import Key, Table, epoch, expires
 OPEN_COMMANDS = "recovery#command"  # issued commands waiting for their result (one item each, deleted when closed)
 
 
-@dataclass(frozen=True)
-class CommandRef:
+class CommandRef(NamedTuple):
     """Where one command's items are: `command#<cluster>#<id>` (cluster names never contain `#`, so one cluster's
     prefix never matches another's). ``legacy``: a command issued before commands were keyed by cluster, under
     `command#<id>`; read (and closed) where it was written. Such a command is closed by the sweep within
@@ -74,8 +72,7 @@ def watch_key(cluster: str) -> Key:
 HEARTBEAT_SAID = ("host", "version", "role")
 
 
-@dataclass(frozen=True)
-class AgentWatch:
+class AgentWatch(NamedTuple):
     watching_since: datetime  # the first sweep that looked for the cluster's agent
     last_seen: datetime | None  # the newest heartbeat DynamoDB wrote, as far as Medic knows
     reported: str  # the silence last reported (its key), '' when none is open
@@ -95,8 +92,7 @@ def _iso_of(value: dict | None) -> datetime | None:
         return None
 
 
-@dataclass(frozen=True)
-class OpenCommand:
+class OpenCommand(NamedTuple):
     command_id: str
     cluster: str
     issued_at: datetime
@@ -256,7 +252,7 @@ class AgentStore:
 
 # Every context field is one string attribute of the `issued` item, named as the field: one not given is not
 # written; one absent reads as not given (the mode as "act", the one Medic queues commands in).
-_CONTEXT_FIELDS = tuple(field.name for field in fields(CommandContext))
+_CONTEXT_FIELDS = CommandContext._fields
 Member = TypeVar("Member", bound=StrEnum)
 
 

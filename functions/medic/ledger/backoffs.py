@@ -8,17 +8,16 @@ deleted, conditionally (one run restarts), when due. TTL 16 days past the due ti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
-from medic.config import DEDUPE_DAYS
+from medic.config_core import DEDUPE_DAYS
 from medic.ledger.table import Table, expires, readable
 
 PARTITION = "jobbackoff#due"
 
 
-@dataclass(frozen=True)
-class DueRestart:
+class DueRestart(NamedTuple):
     job: str  # the failed job (restarted as its lineage's next name)
     incident: str
     failure_reason: str

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from medic.ledger.table import Key, Table, expires
 
@@ -12,8 +12,7 @@ def canary_key(table: Table) -> Key:
     return table.key("canary#pipeline", "state")
 
 
-@dataclass(frozen=True)
-class CanaryState:
+class CanaryState(NamedTuple):
     sent_id: str | None  # the last canary Medic put (None: none yet)
     sent_at: datetime | None
     first_sent_at: datetime | None  # the first canary since the item exists: a canary that never came back counts

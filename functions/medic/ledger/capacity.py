@@ -12,22 +12,20 @@ takes the node down the node path (a conditional delete: one run). TTL 7 days.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from medic.ledger.table import Key, Table, epoch, expires, readable
 
 PARTITION = "capacity#"
 
 
-@dataclass(frozen=True)
-class CapacityFailure:
+class CapacityFailure(NamedTuple):
     at: datetime
     said: str
 
 
-@dataclass(frozen=True)
-class CapacityWait:
+class CapacityWait(NamedTuple):
     node_id: str
     fault: str
     health_reason: str

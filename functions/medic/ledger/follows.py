@@ -10,16 +10,15 @@ a human was paged. TTL 7 days.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from medic.ledger.table import Key, Table, expires
 
 PARTITION = "follow#"
 
 
-@dataclass(frozen=True)
-class FollowedRepair:
+class FollowedRepair(NamedTuple):
     cluster: str
     position: str  # the NodeLogicalId (survives a replacement), else the instance id
     incident: str  # the node incident of the faulty instance (`node:<cluster>:<instance id>`)

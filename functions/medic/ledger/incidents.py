@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
-from medic.config import DEDUPE_DAYS
+from medic.config_core import DEDUPE_DAYS
 from medic.core.progress import RecoveryWatch
 from medic.ledger.pages import page_key
 from medic.ledger.table import NODE_STATE_DAYS, Key, Table, expires, readable
@@ -16,15 +16,13 @@ RECOVERY_PARTITION = "recovery#watch"  # one partition: a handful of open watche
 TIMELINE_NUMBERS = ("last_step", "checkpoint_step", "steps_per_minute")  # RecoveryWatch's optional numbers
 
 
-@dataclass(frozen=True)
-class OpenAlarm:
+class OpenAlarm(NamedTuple):
     alarm: str
     incident: str
     opened_at: datetime
 
 
-@dataclass(frozen=True)
-class Escalation:
+class Escalation(NamedTuple):
     incident: str
     escalated_at: datetime
 

@@ -4,10 +4,10 @@ Medic created (its lineage and attempt: Medic's word, never the job's tags, whic
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
-from medic.config import DEDUPE_DAYS
+from medic.config_core import DEDUPE_DAYS
 from medic.ledger.table import Key, Table, expires, readable
 
 # Longer than a handler's 60 s timeout: an unfinished claim older than this belongs to a dead run.
@@ -25,8 +25,7 @@ CLOCK_TOLERANCE = timedelta(seconds=60)
 CLONE_PARTITION = "jobclone#watch"  # one partition: the restarts whose timeline waits for the clone to train
 
 
-@dataclass(frozen=True)
-class CloneWatch:
+class CloneWatch(NamedTuple):
     """A restart whose incident line waits for its clone to train (flows/jobs/timeline): the failure's timeline so
     far, and until when Medic waits."""
 
@@ -41,8 +40,7 @@ class CloneWatch:
     job_started_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class LineageRestarts:
+class LineageRestarts(NamedTuple):
     """A job lineage's restart budget spent so far."""
 
     lineage: str
@@ -50,8 +48,7 @@ class LineageRestarts:
     last_restart_at: datetime
 
 
-@dataclass(frozen=True)
-class MedicRestart:
+class MedicRestart(NamedTuple):
     """A training job Medic created (or tried to): the restart ``attempt`` of lineage ``root``, started for the
     failure of ``restarted_from`` (the failed job created at ``restarted_from_created``: a name alone may be another
     job's later); ``intended_at``: when Medic decided, before its CreateTrainingJob call."""

@@ -10,8 +10,8 @@ since). TTL: the window after its last repair.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from medic.ledger.table import Key, Table, epoch
 
@@ -19,8 +19,7 @@ PARTITION = "loop#"
 MAX_KEPT = 20  # bounded whatever the loop count: the page lists the latest
 
 
-@dataclass(frozen=True)
-class Repair:
+class Repair(NamedTuple):
     incident: str  # the repair's node incident: a repair counts once
     fault: str
     action: str  # reboot | replace | unknown
@@ -31,8 +30,7 @@ class Repair:
     started_at: str | None = None  # ISO 8601: its fault (or the repair's start); with the incident, the repair's key
 
 
-@dataclass(frozen=True)
-class History:
+class History(NamedTuple):
     cluster: str
     position: str
     repairs: tuple[Repair, ...]
@@ -59,7 +57,7 @@ class LoopStore:
             kept = [old for old in history.repairs if datetime.fromisoformat(old.ended_at) > cutoff]
             repairs = tuple([*kept, repair][-MAX_KEPT:])
             version = int(item["version"]["N"]) if item and "version" in item else 0
-            values = {":r": {"S": json.dumps([asdict(one) for one in repairs])}, ":v": {"N": str(version + 1)},
+            values = {":r": {"S": json.dumps([one._asdict() for one in repairs])}, ":v": {"N": str(version + 1)},
                       ":exp": {"N": str(epoch(now + window))}}
             condition = "attribute_not_exists(pk)"
             if item and "version" in item:

@@ -13,15 +13,14 @@ Never prefixed: the mode is one for both namespaces, whichever table it is given
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from medic.core.mode import Mode, ModeMemory
 from medic.ledger.table import Table
 
 
-@dataclass(frozen=True)
-class ModeChange:
+class ModeChange(NamedTuple):
     stack: str
     at: datetime
     mode: str

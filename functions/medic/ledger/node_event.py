@@ -12,8 +12,8 @@ gathers them into one round trip.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from medic.core.models import ClusterInfo, ClusterState, NodeState
 from medic.ledger.agents import heartbeat_seen_at, seen_key
@@ -25,8 +25,7 @@ from medic.ledger.requests import RequestStore
 from medic.ledger.table import Key, Table
 
 
-@dataclass(frozen=True)
-class NodeEventView:
+class NodeEventView(NamedTuple):
     state: NodeState | None
     cluster_state: ClusterState
     healthy_at: datetime | None

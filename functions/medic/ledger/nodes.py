@@ -8,8 +8,8 @@ transaction). A racing invocation loses the transaction, re-reads and sees the w
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from medic.core.models import ClusterAction, ClusterState, NodeState
 from medic.core.repairs import AWAITING_DRAIN, IN_FLIGHT, AwaitedCall, PendingClaim, RepairWatch
@@ -18,8 +18,7 @@ from medic.ledger.table import Key, Table, epoch, expires, readable
 CLUSTER_ACTION_HOURS = 2  # longer than any budget or repair window
 
 
-@dataclass(frozen=True)
-class NodeClaim:
+class NodeClaim(NamedTuple):
     cluster: str
     node_id: str
     fault: str
@@ -31,8 +30,7 @@ class NodeClaim:
     fault_at: datetime | None = None  # the health event's time (the incident's timeline; at = its receipt)
 
 
-@dataclass(frozen=True)
-class ConfigMismatch:
+class ConfigMismatch(NamedTuple):
     """medic.yaml's node_recovery against the cluster's DescribeCluster NodeRecovery."""
 
     cluster: str
@@ -40,8 +38,7 @@ class ConfigMismatch:
     actual: str  # automatic | none
 
 
-@dataclass(frozen=True)
-class NodeMemory:
+class NodeMemory(NamedTuple):
     """A node's last action, with the node it is about (an operator's overview of the ledger)."""
 
     cluster: str
@@ -49,8 +46,7 @@ class NodeMemory:
     state: NodeState
 
 
-@dataclass(frozen=True)
-class NodeInRepair:
+class NodeInRepair(NamedTuple):
     """A node a sweep saw in repair, with its cluster (an operator's overview of the ledger)."""
 
     cluster: str

@@ -9,7 +9,7 @@ them (its `*_among` reads), so this module only gathers, as node_event does for 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from medic.core.mode import Mode
 from medic.core.models import ClusterState
@@ -21,8 +21,7 @@ from medic.ledger.pages import PagedIncident, PageStore
 from medic.ledger.table import Table
 
 
-@dataclass(frozen=True)
-class LedgerMemory:
+class LedgerMemory(NamedTuple):
     """What one namespace of the ledger holds about incidents, actions and budgets."""
 
     nodes: tuple[NodeMemory, ...]  # each node's last action
@@ -35,8 +34,7 @@ class LedgerMemory:
     lineages: tuple[LineageRestarts, ...]  # job lineages' restarts
 
 
-@dataclass(frozen=True)
-class LedgerOverview:
+class LedgerOverview(NamedTuple):
     real: LedgerMemory
     dry_run: LedgerMemory  # the dry run's own copy
 

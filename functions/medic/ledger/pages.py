@@ -4,14 +4,13 @@ window (how many pages it counted in its current window)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from medic.ledger.table import Key, Table, epoch, expires, readable
 
 
-@dataclass(frozen=True)
-class WindowCount:
+class WindowCount(NamedTuple):
     """A page counted in its source's window: the nth of the window opened at ``opened_at``; when it opened the
     window, what the window before it had counted (``previous_pages``, from ``previous_at``)."""
 
@@ -21,8 +20,7 @@ class WindowCount:
     previous_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class PagedIncident:
+class PagedIncident(NamedTuple):
     incident: str
     paged_at: datetime
 

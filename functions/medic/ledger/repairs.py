@@ -10,16 +10,15 @@ seen to. Bounded by the cluster's node-action budget; TTL 7 days.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from medic.ledger.table import Table, expires
 
 PARTITION = "slurmrepair#"
 
 
-@dataclass(frozen=True)
-class SlurmRepair:
+class SlurmRepair(NamedTuple):
     cluster: str
     node_id: str  # the instance Medic acted on (a replacement has a new one, same logical id)
     incident: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from medic.config import DEDUPE_DAYS
+from medic.config_core import DEDUPE_DAYS
 from medic.ledger.table import Key, Table, expires
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from medic.config import CLUSTER_NAME_PATTERN, K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN
+from medic.config_core import CLUSTER_NAME_PATTERN, K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN
 from medic.core.agent_command import AgentCommand, command_id_for
 from medic.core.models import SLURM_NODE_NAME, MedicEvent, Outcome
 from medic.core.pages import PageText, console_link

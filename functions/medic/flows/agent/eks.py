@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from medic.config import K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN, Job, KubernetesJob, MedicConfig
+from medic.config_core import K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN, CoreConfig, Job, KubernetesJob
 from medic.core.agent_command import AgentCommand, command_id_for
 from medic.core.models import Fault
 from medic.core.progress import Progress
@@ -33,7 +33,7 @@ def eks_job_incident(cluster: str, job: KubernetesJob) -> str:
     return f"job:eks:{cluster}:{job.target}"
 
 
-def watched_job(config: MedicConfig, cluster: str, namespace: str, name: str) -> Job:
+def watched_job(config: CoreConfig, cluster: str, namespace: str, name: str) -> Job:
     """The configured job whose object is `namespace/name` on the cluster; NotWatched (saying why) otherwise."""
     on_cluster = [job for job in config.jobs if job.cluster == cluster]
     for job in on_cluster:
@@ -106,14 +106,12 @@ class NodeReport(BaseModel):
     nodes: list[ReportedNode] = Field(max_length=MAX_REPORTED_NODES)
 
 
-@dataclass(frozen=True)
-class AffectedJob:
+class AffectedJob(NamedTuple):
     job: Job
     pods: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class NodeNotice:
+class NodeNotice(NamedTuple):
     """A node in trouble as the agent saw it, and the watched jobs with pods on it."""
 
     node: ReportedNode
@@ -142,8 +140,7 @@ class NodeNotice:
                 f"{self.node.name}). Training pods on it: {jobs}.")
 
 
-@dataclass(frozen=True)
-class StuckJob:
+class StuckJob(NamedTuple):
     """A watched job with pods stuck Terminating on a NotReady node for longer than the guardrail allows."""
 
     job: Job

@@ -20,7 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.config import Cluster, Job
+from medic.config_core import Cluster, Job
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import PageSource, PageText, PageWindow, console_link

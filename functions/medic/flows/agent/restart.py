@@ -12,15 +12,14 @@ Result (results.py, from the ledger's stream): the agent writes `agent#<cluster>
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.config import KubernetesJob, MedicConfig
+from medic.config_core import CoreConfig, KubernetesJob
 from medic.core.agent_command import CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Requester, Trigger, Why
@@ -46,8 +45,7 @@ from medic.outbox.pages import page_incident
 from medic.outbox.records import emit, rejected
 
 
-@dataclass(frozen=True)
-class RestartRequest:
+class RestartRequest(NamedTuple):
     mode: Mode
     cluster: str
     incident: str
@@ -129,7 +127,7 @@ def handle_requeue_event(raw: Any, deps: Deps) -> dict:
     ), deps)
 
 
-def known_targets(config: MedicConfig) -> str:
+def known_targets(config: CoreConfig) -> str:
     """What an operator request may name, for a refusal: each cluster Medic manages and the jobs it watches there."""
     clusters = [f"{cluster.name} ({cluster.orchestrator}; watched jobs: "
                 f"{', '.join(config.watched_names(cluster.name)) or 'none'})" for cluster in config.clusters]

@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.pages import PageSource, PageText, PageWindow
 from medic.core.record import About, Record

@@ -10,11 +10,11 @@ since Medic began watching the cluster (its first sweep of it, about the deploy 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
-from medic.config import Cluster, Guardrails, MedicConfig
+from medic.config_core import Cluster, CoreConfig, Guardrails
 
 NEVER = "never"
 
@@ -26,8 +26,7 @@ class AgentState(StrEnum):
     AWAITED = "awaited"  # never heard from, within the grace (being installed)
 
 
-@dataclass(frozen=True)
-class AgentVerdict:
+class AgentVerdict(NamedTuple):
     state: AgentState
     age: timedelta  # since the last heartbeat, or (never heard from) since Medic began watching
     silence: str  # the silence's key ('' while the agent reports)
@@ -35,7 +34,7 @@ class AgentVerdict:
     back: bool  # the agent reports again after the silence Medic reported: one record and one page
 
 
-def needs_agent(config: MedicConfig, cluster: Cluster) -> bool:
+def needs_agent(config: CoreConfig, cluster: Cluster) -> bool:
     """Every Slurm cluster needs its agent; an EKS cluster when it has watched jobs or watch rules (restarts go
     through it)."""
     return cluster.orchestrator == "slurm" or bool(config.watched_names(cluster.name)) or bool(cluster.watch)

@@ -28,11 +28,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.agent_command import EARLY, CommandContext
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger, Why
@@ -352,8 +353,7 @@ def _job_states(result: AgentResult, context: CommandContext, cluster: str, stre
     return records[-1] if records else None
 
 
-@dataclass(frozen=True)
-class SlurmSays:
+class SlurmSays(NamedTuple):
     """One job of the agent's job_states, as Medic reads it: the state, and the flags and restart count when the
     agent reported them well-formed (None otherwise)."""
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from medic.adapters.aws import error_code
 from medic.adapters.events import EventBus, EventNotPut
-from medic.config import CANARY_DETAIL_TYPE, CANARY_SOURCE
+from medic.config_core import CANARY_DETAIL_TYPE, CANARY_SOURCE
 from medic.core.models import MedicEvent
 from medic.core.text import short, validation_problems
 from medic.deps import Deps

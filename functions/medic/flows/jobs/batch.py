@@ -18,10 +18,9 @@ What Medic does with the parts of a job:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -29,6 +28,7 @@ from pydantic import ValidationError
 from medic.adapters.aws import error_code
 from medic.adapters.batch import Unclonable
 from medic.config import BatchJobs
+from medic.core.clock import epoch_millis
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageText, PageWindow
@@ -37,7 +37,6 @@ from medic.core.text import quoted
 from medic.deps import Deps
 from medic.flows.jobs import policy
 from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
-from medic.flows.jobs.events import epoch_millis
 from medic.flows.jobs.faults import JobFailure, classify_failure
 from medic.flows.jobs.managed import Failure, Service, finish, handle_failure, note_restart
 from medic.flows.jobs.pages import job_page
@@ -63,8 +62,8 @@ def restart_batch_job(raw: Any, deps: Deps) -> dict:
     except ValidationError as error:
         return rejected(raw, error, deps.mode.current(), Trigger.JOB_STATE, "Batch job state event")
     detail = event.detail
-    spec = deps.config.batch_jobs_for(detail.jobName)
-    failure = classify_failure(detail.failure_text(), deps.config.batch_failure_rules(spec) if spec else [])
+    spec = deps.jobs_config.batch_jobs_for(detail.jobName)
+    failure = classify_failure(detail.failure_text(), deps.jobs_config.batch_failure_rules(spec) if spec else [])
     seen = Failure(event.id, event.time, detail.jobName, detail.jobId,
                    (("jobArn", detail.jobArn), ("jobQueue", detail.jobQueue)), failure, detail.started_at)
 
@@ -103,8 +102,8 @@ def not_ours(detail: BatchJobDetail, spec: BatchJobs | None) -> str | None:
 def _handle_claimed(detail: BatchJobDetail, event_job: dict, about: About, spec: BatchJobs, failure: JobFailure,
                     lineage: Lineage, deps: Deps, done: Callable[[JobDecision], dict]) -> dict:
     try:
-        plan = plan_batch_restart(detail, spec, failure, lineage, Mode(about.mode), deps.config.max_restarts_for(spec),
-                                  deps.checkpoints)
+        plan = plan_batch_restart(detail, spec, failure, lineage, Mode(about.mode),
+                                  deps.jobs_config.max_restarts_for(spec), deps.checkpoints)
     except (ClientError, BotoCoreError, ValueError) as error:
         return done(JobDecision(failure.fault, Action.NONE, Outcome.FAILED,
                                 f"Could not look for the job's checkpoint ({error_code(error)}): {quoted(str(error))}",
@@ -115,8 +114,7 @@ def _handle_claimed(detail: BatchJobDetail, event_job: dict, about: About, spec:
     return done(decision)
 
 
-@dataclass(frozen=True)
-class BatchPlan:
+class BatchPlan(NamedTuple):
     decision: JobDecision
     resume: str  # "resuming from <where the checkpoint is>" | "from scratch"
 
@@ -221,5 +219,5 @@ def _page(record: Record, *, detail: BatchJobDetail, deps: Deps) -> PageText:
 def batch_jobs_window(deps: Deps, job: str | None) -> PageWindow:
     """Batch job pages count per configured prefix, as training jobs' do: a queue's outage failing fifty jobs is
     one summary, not fifty pages."""
-    spec = deps.config.batch_jobs_for(job) if job else None
+    spec = deps.jobs_config.batch_jobs_for(job) if job else None
     return PageWindow(PageSource.TRAINING_JOB, f"batch jobs {spec.prefix if spec else job or '-'}*")

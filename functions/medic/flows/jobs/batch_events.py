@@ -10,8 +10,8 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from medic.config_training import BATCH_NAME_PATTERN
+from medic.core.clock import epoch_millis
 from medic.core.models import MedicEvent
-from medic.flows.jobs.events import epoch_millis
 
 # jobArn: arn:<partition>:batch:<region>:<account>:job/<jobId> (the documented sample; JobDetail.jobArn)
 BATCH_JOB_ARN_PATTERN = r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:job/[A-Za-z0-9:#-]{1,128}$"

@@ -50,8 +50,8 @@ def restart_bedrock_job(raw: Any, deps: Deps) -> dict:
         return rejected(raw, error, deps.mode.current(), Trigger.JOB_STATE,
                         "Bedrock model customization job state event")
     detail = event.detail
-    spec = deps.config.bedrock_jobs_for(detail.jobName)
-    failure = classify_failure(detail.failureMessage, deps.config.bedrock_failure_rules(spec) if spec else [])
+    spec = deps.jobs_config.bedrock_jobs_for(detail.jobName)
+    failure = classify_failure(detail.failureMessage, deps.jobs_config.bedrock_failure_rules(spec) if spec else [])
     seen = Failure(event.id, event.time, detail.jobName, detail.jobArn, (("jobArn", detail.jobArn),), failure,
                    detail.creationTime)
     page = partial(_page, detail=detail, deps=deps)
@@ -80,7 +80,7 @@ def not_ours(detail: BedrockJobDetail, spec: BedrockJobs | None) -> str | None:
 
 def _handle_claimed(detail: BedrockJobDetail, about: About, spec: BedrockJobs, failure: JobFailure, lineage: Lineage,
                     deps: Deps, done: Callable[[JobDecision], dict]) -> dict:
-    max_restarts, description = deps.config.max_restarts_for(spec), None
+    max_restarts, description = deps.jobs_config.max_restarts_for(spec), None
     if failure.fault is Fault.JOB_RETRYABLE and lineage.restarts < max_restarts:
         try:
             description = deps.bedrock.describe(detail.jobName)

@@ -3,10 +3,11 @@ handler (and `medic explain`) parses it, so only they build these models."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from medic.core.clock import epoch_millis
 from medic.core.models import MedicEvent
 
 # SageMaker training job names: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$
@@ -31,16 +32,6 @@ class TrainingJobDetail(BaseModel):
     def started_at(self) -> datetime | None:
         """When this job started: TrainingStartTime, else CreationTime; None when neither is a readable time."""
         return epoch_millis(self.TrainingStartTime) or epoch_millis(self.CreationTime)
-
-
-def epoch_millis(value: str | int | float | None) -> datetime | None:
-    try:
-        millis = float(value) if value is not None and not isinstance(value, bool) else None
-    except ValueError:
-        return None
-    if millis is None or not 0 < millis < 1e14:  # before year 5138: a time, not garbage
-        return None
-    return datetime.fromtimestamp(millis / 1000, UTC)
 
 
 class TrainingJobStateEvent(MedicEvent):

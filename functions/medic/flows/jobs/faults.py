@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
-from medic.config import FailureRule
 from medic.core.models import Fault
 
+if TYPE_CHECKING:  # the rules are the config's, read by the job flows (Deps.jobs_config): no config model built here
+    from medic.config import FailureRule
 
-@dataclass(frozen=True)
-class JobFailure:
+
+class JobFailure(NamedTuple):
     fault: Fault
     label: str  # which rule matched ("internal_error", ...) or "unrecognized"
 

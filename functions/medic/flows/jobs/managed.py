@@ -8,8 +8,8 @@ a `duplicate`); the service's handling; the incident line when the handling ends
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -22,8 +22,7 @@ from medic.core.text import quoted
 from medic.core.timeline import job_timeline
 from medic.deps import Deps
 from medic.flows.jobs.faults import JobFailure
-from medic.flows.jobs.policy import JobDecision, Lineage, foreign_training_job_arn, lineage_of
-from medic.flows.jobs.restart import CLOSING_OUTCOMES
+from medic.flows.jobs.policy import CLOSING_OUTCOMES, JobDecision, Lineage, foreign_training_job_arn, lineage_of
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.table import Table
 from medic.obs import emit_incident
@@ -31,8 +30,7 @@ from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
 
 
-@dataclass(frozen=True)
-class Service:
+class Service(NamedTuple):
     """A managed service's names in Medic's records, ledger and pages."""
 
     incident_prefix: str  # "batch-job:" (core.timeline.JOB_INCIDENT_PREFIXES)
@@ -41,8 +39,7 @@ class Service:
     window: str  # its pages' window per configured prefix: "batch jobs"
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """One failed job, as its service's flow read it from the event."""
 
     event_id: str

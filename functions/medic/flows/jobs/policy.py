@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Why
@@ -15,6 +15,12 @@ from medic.ledger.jobs import MedicRestart
 
 NAME_LIMIT = 63
 
+# A job failure's handling (every service's: training jobs, Batch, Bedrock) ends with these: a clone started
+# (InProgress), or no restart and a human paged (gave up, not retryable, suppressed, failed). A duplicate, an ignored
+# status or a dry run closes nothing.
+CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
+                              Outcome.DEFERRED.value})
+
 
 class Checkpoint(StrEnum):
     PRESENT = "present"
@@ -22,8 +28,7 @@ class Checkpoint(StrEnum):
     NOT_CONFIGURED = "not_configured"
 
 
-@dataclass(frozen=True)
-class Lineage:
+class Lineage(NamedTuple):
     """A job and its restarts: the original job's name and how many restarts came before."""
 
     root: str
@@ -107,8 +112,7 @@ def not_medics_restart(restart: MedicRestart | None, failed_job: str, failed_cre
     return None
 
 
-@dataclass(frozen=True)
-class JobContext:
+class JobContext(NamedTuple):
     mode: Mode  # `medic explain` passes the mode as the text it read: compared with ==, not is
     status: str
     failure: JobFailure
@@ -120,8 +124,7 @@ class JobContext:
     no_checkpoint: str | None = None
 
 
-@dataclass(frozen=True)
-class JobDecision:
+class JobDecision(NamedTuple):
     fault: Fault
     action: Action
     outcome: Outcome
@@ -210,8 +213,7 @@ CLONE_TRAINING_WAIT = timedelta(hours=24)
 ENDED = frozenset({"Completed", "Failed", "Stopped"})  # TrainingJobStatus values a job does not leave
 
 
-@dataclass(frozen=True)
-class CloneProgress:
+class CloneProgress(NamedTuple):
     done: bool  # the incident line can be written now
     resumed_at: datetime | None = None  # the clone's first `Training` secondary status
 

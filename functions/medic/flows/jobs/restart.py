@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.adapters.training import JobAlreadyExists, training_plan_arns
+from medic.config import TrainingJobs  # the job sections: built at the training handler's cold start, read per event
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageWindow
@@ -23,6 +23,7 @@ from medic.flows.jobs.events import TrainingJobStateEvent
 from medic.flows.jobs.faults import classify_failure
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import (
+    CLOSING_OUTCOMES,
     Checkpoint,
     JobContext,
     JobDecision,
@@ -58,8 +59,8 @@ def restart_training_job(raw: Any, deps: Deps) -> dict:
     detail = event.detail
     name, reason = detail.TrainingJobName, detail.FailureReason
     about = About(incident=f"job:{name}", trigger=Trigger.JOB_STATE, event_id=event.id, mode=mode, job=name)
-    spec = deps.config.training_jobs_for(name)
-    failure = classify_failure(reason, deps.config.job_failure_rules)
+    spec = deps.jobs_config.training_jobs_for(name)
+    failure = classify_failure(reason, deps.jobs_config.job_failure_rules)
     foreign = foreign_training_job_arn(detail.TrainingJobArn, account=deps.account, region=deps.region,
                                        partition=deps.partition)
     if foreign:  # defence in depth: the rule takes this account's events only; the ARN must agree
@@ -118,8 +119,7 @@ def _follow(record: dict, deps: Deps, about: About, lineage: Lineage, fault_at: 
                                    job_started_at=job_started_at))
 
 
-@dataclass(frozen=True)
-class _DueFailure:
+class _DueFailure(NamedTuple):
     """A failure whose restart waited out its capacity backoff, shaped as the event's detail the restart reads."""
 
     TrainingJobName: str  # noqa: N815 - the event's field names
@@ -128,23 +128,12 @@ class _DueFailure:
     TrainingJobStatus: str = "Failed"  # noqa: N815
 
 
-def restart_due(deps: Deps, run_id: str) -> list[dict]:
-    """The reconciler's part (issue 32): each restart whose capacity backoff is over is made now, by the same path
-    as the event's (budget, checkpoint, mode, guardrails), once (the ledger item is taken conditionally). A restart
-    whose clone fails for capacity again waits a longer backoff, from its own failure event."""
-    store, now, records = BackoffStore(deps.table), deps.now(), []
-    for due in store.waiting():
-        if due.due_at > now or not store.take(due.job):
-            continue
-        records.append(_restart_due(due, deps, run_id))
-    return records
-
-
-def _restart_due(due: DueRestart, deps: Deps, run_id: str) -> dict:
+def restart_after_backoff(due: DueRestart, deps: Deps, run_id: str) -> dict:
+    """A restart whose capacity backoff is over (flows/jobs/backoff.py took it), by the event's path."""
     mode = deps.mode.current()
     about = About(incident=due.incident, trigger=Trigger.RECONCILE, event_id=run_id, mode=mode, job=due.job)
-    spec = deps.config.training_jobs_for(due.job)
-    failure = classify_failure(due.failure_reason, deps.config.job_failure_rules)
+    spec = deps.jobs_config.training_jobs_for(due.job)
+    failure = classify_failure(due.failure_reason, deps.jobs_config.job_failure_rules)
     table = deps.table.for_mode(mode)
     if spec is None:
         return emit(about.record(fault=failure.fault, action=Action.NONE, outcome=Outcome.IGNORED,
@@ -169,17 +158,11 @@ def waits(record: dict) -> bool:
     return record["outcome"] == Outcome.DEFERRED.value and record.get("why") == Why.RETRY_LATER.value
 
 
-# The failure's handling ends with these: a clone started (InProgress), or no restart and a human paged (gave up,
-# not retryable, suppressed, failed). A duplicate, an ignored status or a dry run closes nothing.
-CLOSING_OUTCOMES = frozenset({Outcome.EXECUTED.value, Outcome.SUPPRESSED.value, Outcome.FAILED.value,
-                              Outcome.DEFERRED.value})
-
-
-def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage: Lineage, description: dict | None,
-                    table: Table, deps: Deps, *, fault_at: datetime | None, detected_at: datetime,
-                    backoff_over: bool = False) -> dict:
+def _handle_claimed(detail: Any, about: About, spec: TrainingJobs, failure: Any, lineage: Lineage,
+                    description: dict | None, table: Table, deps: Deps, *, fault_at: datetime | None,
+                    detected_at: datetime, backoff_over: bool = False) -> dict:
     name, reason = detail.TrainingJobName, detail.FailureReason
-    max_restarts = deps.config.max_restarts_for(spec)
+    max_restarts = deps.jobs_config.max_restarts_for(spec)
     checkpoint = Checkpoint.NOT_CONFIGURED
     wants_restart = (detail.TrainingJobStatus == "Failed" and failure.fault is Fault.JOB_RETRYABLE
                      and lineage.restarts < max_restarts)
@@ -211,7 +194,7 @@ def _handle_claimed(detail: Any, about: About, spec: Any, failure: Any, lineage:
     return _finish(about, decision, deps, table, reason)
 
 
-def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
+def _checkpoint_state(deps: Deps, description: dict, spec: TrainingJobs) -> Checkpoint:
     uri = (description.get("CheckpointConfig") or {}).get("S3Uri")
     if not uri:
         return Checkpoint.NOT_CONFIGURED
@@ -226,7 +209,8 @@ def _checkpoint_state(deps: Deps, description: dict, spec: Any) -> Checkpoint:
 TAG_LIMIT = 50  # CreateTrainingJob's Tags: at most 50 (botocore's sagemaker model)
 
 
-def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Lineage, spec: Any) -> JobDecision:
+def _start_restart(decision: JobDecision, deps: Deps, description: dict, lineage: Lineage,
+                   spec: TrainingJobs) -> JobDecision:
     failed, new_name = description["TrainingJobName"], lineage.next_name()
     outside = _outside_grants(description, spec)
     if outside:
@@ -303,7 +287,7 @@ def _name_taken(decision: JobDecision, failed: str, new_name: str, why: str | No
                        f"find out who created {new_name}.", page=Page.INCIDENT, attempt=decision.attempt)
 
 
-def _outside_grants(description: dict, spec: Any) -> str | None:
+def _outside_grants(description: dict, spec: TrainingJobs) -> str | None:
     """Why IAM would refuse this restart (Medic passes only the configured roles and lists only the configured
     buckets), said before calling rather than discovered as AccessDenied."""
     role = description.get("RoleArn", "")
@@ -330,5 +314,5 @@ def _finish(about: About, decision: JobDecision, deps: Deps, table: Table, failu
 def training_jobs_window(deps: Deps, job: str | None) -> PageWindow:
     """Training-job pages count per configured prefix (a team's jobs): a capacity shortage failing fifty of them is
     one summary, not fifty pages."""
-    spec = deps.config.training_jobs_for(job) if job else None
+    spec = deps.jobs_config.training_jobs_for(job) if job else None
     return PageWindow(PageSource.TRAINING_JOB, f"training jobs {spec.prefix if spec else job or '-'}*")

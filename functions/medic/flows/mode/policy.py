@@ -10,9 +10,8 @@ EventBridge event examples). The value, version and who changed it come from Get
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,8 +59,7 @@ def versions_reported(history: list[ModeVersion], at: datetime) -> list[ModeVers
     return [found for found in history if abs(found.modified_at - at) <= SAME_CHANGE]
 
 
-@dataclass(frozen=True)
-class ModeChangeView:
+class ModeChangeView(NamedTuple):
     """What one page says about a change (or a few changes within a minute) of the mode."""
 
     parameter: str

@@ -6,8 +6,6 @@ an accepted call (a lost answer); each is turned into a decision here, and the c
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
@@ -43,7 +41,7 @@ def _execute(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> 
     except AMBIGUOUS_ERRORS as error:
         # The request may have reached HyperPod: not repeated, not paged; the claim stays unknown and
         # the next attempt (or the reconciler) re-checks the node before any new call.
-        unknown = replace(decision, outcome=Outcome.DEFERRED, why=Why.RESULT_UNKNOWN,
+        unknown = decision._replace(outcome=Outcome.DEFERRED, why=Why.RESULT_UNKNOWN,
                           reason=f"Result unknown: the {decision.action.value} call was sent but its answer was "
                                  f"lost ({error_code(error)}); it may have gone through. Medic re-checks the node "
                                  "(DescribeClusterNode) before any new call and never repeats it blindly.")
@@ -58,21 +56,21 @@ def _call(decision: NodeDecision, deps: Deps, cluster: str, node_id: str) -> Nod
     except AMBIGUOUS_ERRORS:
         raise  # the caller records these as unknown
     except (ClientError, BotoCoreError) as error:
-        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
+        return decision._replace(outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                        reason=f"{verb} call failed ({error_code(error)}): {short(str(error))}")
     if result.accepted:
         if result.retried:
-            return replace(decision, reason=f"{decision.reason} (accepted on the one retry after a per-node "
+            return decision._replace(reason=f"{decision.reason} (accepted on the one retry after a per-node "
                                             "InternalServerError)")
         return decision
     if result.repair_in_progress:
-        return replace(decision, outcome=Outcome.DEFERRED, why=Why.HYPERPOD_REPAIRING,
+        return decision._replace(outcome=Outcome.DEFERRED, why=Why.HYPERPOD_REPAIRING,
                        reason=f"HyperPod reports a repair already running ({result.error_code}): "
                               f"{short(result.message or '')}")
     if result.error_code == INVALID_INSTANCE_STATUS:
         return _recheck_after_invalid_status(decision, deps, cluster, node_id, result.message or "")
     again = " (asked twice: once more after a pause, never again)" if result.retried else ""
-    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
+    return decision._replace(outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                    reason=f"{verb} was refused ({result.error_code}){again}: {short(result.message or '')}")
 
 
@@ -84,17 +82,17 @@ def _recheck_after_invalid_status(decision: NodeDecision, deps: Deps, cluster: s
     try:
         node = deps.hyperpod.describe_node(cluster, node_id)
     except (ClientError, BotoCoreError) as error:
-        return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
+        return decision._replace(outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                        reason=f"{verb} was refused (InvalidInstanceStatus: {said}) and the node could not be "
                               f"re-checked (DescribeClusterNode: {error_code(error)}).")
     if node is None or node.gone:
-        return replace(decision, outcome=Outcome.IGNORED, why=None,
+        return decision._replace(outcome=Outcome.IGNORED, why=None,
                        reason=f"{verb} was refused (InvalidInstanceStatus) and the node is no longer in the cluster: "
                               "nothing to do.")
     if node.status in IN_REPAIR_STATUSES:
-        return replace(decision, outcome=Outcome.DEFERRED, why=Why.HYPERPOD_REPAIRING,
+        return decision._replace(outcome=Outcome.DEFERRED, why=Why.HYPERPOD_REPAIRING,
                        reason=f"{verb} was refused (InvalidInstanceStatus) and the node is {node.status}: a repair "
                               "is already in progress.")
-    return replace(decision, outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
+    return decision._replace(outcome=Outcome.FAILED, page=Page.INCIDENT, why=None,
                    reason=f"{verb} was refused (InvalidInstanceStatus: {said}) and the node is {node.status}, not "
                           "in repair: a human should look at it.")

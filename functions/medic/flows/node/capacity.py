@@ -8,8 +8,8 @@ else no call, one page, and a retry at a later sweep once capacity is back (swee
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -23,8 +23,7 @@ from medic.ledger.table import Table
 CAPACITY_FAILURE_WINDOW = timedelta(hours=1)
 
 
-@dataclass(frozen=True)
-class Capacity:
+class Capacity(NamedTuple):
     short: bool  # a replace would fail for capacity
     said: str  # the signal used, in words
 

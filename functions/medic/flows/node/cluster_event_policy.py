@@ -10,7 +10,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from medic.config import CLUSTER_NAME_PATTERN, INSTANCE_GROUP_PATTERN
+from medic.config_core import CLUSTER_NAME_PATTERN, INSTANCE_GROUP_PATTERN
 from medic.core.models import CLUSTER_ARN_PATTERN, INSTANCE_ID_PATTERN, Fault, MedicEvent
 
 

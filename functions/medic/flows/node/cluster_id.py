@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.pages import PageSource, PageText, PageWindow, console_link
 from medic.core.record import Record
 from medic.deps import Deps

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.mode import Mode
 from medic.core.models import ClusterInfo, NodeInfo, Trigger
 from medic.core.pages import PageText

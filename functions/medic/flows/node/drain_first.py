@@ -21,10 +21,9 @@ A cluster without an agent, an agent down, or a node without a Slurm name: no dr
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from datetime import timedelta
 
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.models import Action, NodeInfo, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageWindow
 from medic.core.record import About, JobsHit
@@ -60,7 +59,7 @@ def await_drain(decision: NodeDecision, deps: Deps, table: Table, cluster: Clust
         return None
     waits = (f"{drain.text} HyperPod's {decision.action.value} is called once the agent reports the drain, or at "
              f"{call_by:%H:%M:%S} UTC without it (drain_deadline_seconds: {deadline}).")
-    return replace(decision, outcome=Outcome.DEFERRED, why=Why.AWAITING_DRAIN, drain=replace(drain, text=waits))
+    return decision._replace(outcome=Outcome.DEFERRED, why=Why.AWAITING_DRAIN, drain=drain._replace(text=waits))
 
 
 def call_after_drain(deps: Deps, cluster_name: str, node_id: str, command_id: str, drained: bool, said: str,
@@ -97,7 +96,7 @@ def call_overdue_drains(deps: Deps, cluster: Cluster, node_ids: Iterable[str] | 
                                                    call.drain_command, now)
         how = (f"The agent did not report the drain of {call.node_name} within {seconds} s (drain_deadline_seconds): "
                f"{note.text}")
-        record = _call(deps, cluster, call, how, replace(note, text=how), None, page_jobs=note.page)
+        record = _call(deps, cluster, call, how, note._replace(text=how), None, page_jobs=note.page)
         if record is not None:
             records.append(record)
     return records

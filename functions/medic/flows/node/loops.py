@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.models import Action, Fault, Outcome, Why
 from medic.core.pages import PageSource, PageText, PageWindow, console_link
 from medic.core.record import About, Record

@@ -6,10 +6,10 @@ No I/O here. Everything the decision needs is passed in, so every rule is testab
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
-from medic.config import KNOWN_CONTROLLER_GROUPS, Cluster, Guardrails
+from medic.config_core import KNOWN_CONTROLLER_GROUPS, Cluster, Guardrails
 from medic.core.mode import Mode
 from medic.core.models import Action, ClusterInfo, ClusterState, Fault, NodeInfo, NodeState, Outcome, Why
 from medic.core.pages import Page
@@ -21,8 +21,7 @@ from medic.flows.node.faults import ACTION_FOR_FAULT
 IN_REPAIR_STATUSES = frozenset({"Pending", "ShuttingDown", "SystemUpdating", "DeepHealthCheckInProgress"})
 
 
-@dataclass(frozen=True)
-class NodeContext:
+class NodeContext(NamedTuple):
     mode: Mode  # compared with ==: `medic explain` passes the mode it read as a plain str
     cluster: Cluster
     guardrails: Guardrails
@@ -51,8 +50,7 @@ def is_slurm_controller(cluster: Cluster, info: ClusterInfo, group: str) -> bool
     return cluster.orchestrator == "slurm" and (group in info.controller_groups or group in KNOWN_CONTROLLER_GROUPS)
 
 
-@dataclass(frozen=True)
-class NodeDecision:
+class NodeDecision(NamedTuple):
     action: Action
     outcome: Outcome  # EXECUTED here means "claim and execute"; the adapter's answer decides the rest
     reason: str

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,7 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
-from medic.config import Cluster
+from medic.config_core import Cluster
 from medic.core.mode import Mode
 from medic.core.models import (
     Action,
@@ -260,7 +259,7 @@ def decide_claim_act(deps: Deps, table: Table, mode: Mode, cluster: Cluster, nod
                 return waiting, view
         decision = act_on_claim(decision, deps, table, cluster.name, node_id)
         if drain is not None:
-            decision = replace(decision, drain=jobs.after_the_call(drain, decision.outcome, table, cluster, node_id))
+            decision = decision._replace(drain=jobs.after_the_call(drain, decision.outcome, table, cluster, node_id))
     return decision, view
 
 

@@ -9,7 +9,7 @@ did not get to, the next run (5 minutes later) picks up, since every step is ide
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -205,7 +205,7 @@ class Sweep(ClusterSweep):
                                  view)
             return
         if decision.action is Action.NONE:  # the unknown-fault branch: say why there is no reason to read
-            decision = replace(decision, reason=FAILURE_WITHOUT_REASON)
+            decision = decision._replace(reason=FAILURE_WITHOUT_REASON)
         record = about.record(fault=Fault.UNKNOWN, action=decision.action, outcome=decision.outcome,
                               reason=decision.reason, why=decision.why, attempt=decision.attempt)
 

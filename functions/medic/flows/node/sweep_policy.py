@@ -61,10 +61,9 @@ Pages for one cluster in one sweep are sent one per incident when few, and as on
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field
 
@@ -113,8 +112,7 @@ class Resolution(StrEnum):
     GIVE_UP = "give_up"  # cannot tell, or out of retries: a human decides
 
 
-@dataclass(frozen=True)
-class PendingDecision:
+class PendingDecision(NamedTuple):
     resolution: Resolution
     outcome: Outcome  # the record's outcome (RETRY: EXECUTED means "claim again and execute")
     reason: str

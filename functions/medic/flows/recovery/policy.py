@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from medic.config import Job
+from medic.config_core import Job
 from medic.core.progress import Progress, RecoveryWatch
 
 

@@ -6,13 +6,21 @@ out the plan; the recovery check calls ``judge_recovery`` with the metrics it re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from medic.config import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, Job, KubernetesJob, MedicConfig
+from medic.config_core import (
+    ALARM_PREFIX,
+    CLUSTER_ALARM_KINDS,
+    JOB_ALARM_KINDS,
+    Cluster,
+    CoreConfig,
+    Job,
+    KubernetesJob,
+)
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, MedicEvent, Outcome, Why
 from medic.core.progress import PROBE_HISTORY_HOURS, Progress, RecoveryWatch
@@ -88,8 +96,7 @@ FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.HANG: Fault.STALLED, 
                  AlarmKind.SLOWDOWN: Fault.SLOWED, AlarmKind.FAILED_NODES: Fault.FAILED_NODES}
 
 
-@dataclass(frozen=True)
-class RunTarget:
+class RunTarget(NamedTuple):
     """A run watched by pattern (issue 33): exactly what a stall restarts. On Slurm its job id (the probe's
     SLURM_JOB_ID); on EKS its owning object, or why Medic may not restart it (``refused``: then it pages)."""
 
@@ -100,8 +107,7 @@ class RunTarget:
     refused: str | None = None
 
 
-@dataclass(frozen=True)
-class AlarmSubject:
+class AlarmSubject(NamedTuple):
     name: str
     kind: AlarmKind
     cluster: Cluster
@@ -122,7 +128,7 @@ class AlarmSubject:
         return FAULT_OF_KIND[self.kind]
 
 
-def alarm_subject(name: str, config: MedicConfig) -> AlarmSubject | None:
+def alarm_subject(name: str, config: CoreConfig) -> AlarmSubject | None:
     """The configured job or cluster a Medic alarm is named after; None for anything else."""
     if not name.startswith(ALARM_PREFIX):
         return None
@@ -147,8 +153,7 @@ class Plan(StrEnum):
     RECORD = "record"  # record the outcome (and page when asked); nothing to call
 
 
-@dataclass(frozen=True)
-class AlarmContext:
+class AlarmContext(NamedTuple):
     subject: AlarmSubject
     state: str  # the alarm's new state
     episode_seen: bool  # this very transition (same alarm, same state timestamp) was handled before
@@ -174,8 +179,7 @@ class AlarmContext:
     node_in_repair: tuple[str, str, str] | None = None
 
 
-@dataclass(frozen=True)
-class AlarmDecision:
+class AlarmDecision(NamedTuple):
     plan: Plan
     action: Action
     outcome: Outcome

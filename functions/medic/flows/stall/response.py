@@ -3,9 +3,8 @@ resumes), divergence, slowdown and lasting failed nodes page a human, OK closes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -42,8 +41,7 @@ from medic.outbox.pages import page_incident, page_resolution
 from medic.outbox.records import emit, rejected
 
 
-@dataclass(frozen=True)
-class StateChange:
+class StateChange(NamedTuple):
     """What a stall flow acts on: an alarm's new state (its state timestamp names the transition), or the reconciler's
     sweep's verdict on a run watched by pattern (the run's last step names the episode)."""
 

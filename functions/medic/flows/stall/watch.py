@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
-from medic.config import WATCH_RETENTION
+from medic.config_core import WATCH_RETENTION
 from medic.core.models import Trigger
 from medic.deps import Deps
 from medic.flows.stall.response import StateChange, respond

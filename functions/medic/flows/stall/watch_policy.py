@@ -14,13 +14,13 @@ from enum import StrEnum
 
 from pydantic import ValidationError
 
-from medic.config import (
+from medic.config_core import (
     K8S_NAMESPACE_PATTERN,
     K8S_OBJECT_NAME_PATTERN,
     Cluster,
+    CoreConfig,
     Job,
     KubernetesJob,
-    MedicConfig,
     WatchRule,
 )
 from medic.core.progress import RunReport
@@ -52,7 +52,7 @@ class WatchedRun:
         return (self.since or self.report.first_report_at or datetime.min).isoformat()
 
 
-def watched_runs(config: MedicConfig, cluster: Cluster, reports: list[RunReport], now: datetime) -> list[WatchedRun]:
+def watched_runs(config: CoreConfig, cluster: Cluster, reports: list[RunReport], now: datetime) -> list[WatchedRun]:
     """The cluster's runs its watch rules cover (a `jobs[]` entry of the run's name wins: its alarms watch it), each
     judged. A run whose name or owner Medic cannot use is left out (the sweep logs it)."""
     runs = []
