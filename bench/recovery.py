@@ -49,6 +49,7 @@ from bench.common import ROOT, cli
 CONFIG = ROOT / "bench" / "recovery.medic.yaml"
 CLUSTER, JOB, SLURM_ID = "pretrain-slurm", "llama3-70b", 4211
 TRAINING_JOB = "ft-mistral-7b-0042"
+BEDROCK_JOB = "cpt-llama-0003"  # bench/recovery.medic.yaml's bedrock_jobs prefix cpt-
 FAULT_AT = datetime(2026, 11, 21, 3, 0, 0, tzinfo=UTC)  # the last training step before the fault
 WARMUP = timedelta(minutes=10)  # the replay starts here before the fault: the alarms' first evaluation sets state
 HORIZON = timedelta(hours=4)  # a replay stops here whatever happened
@@ -123,6 +124,11 @@ LATENCIES: dict[str, Latency] = {
         "AWS Batch documents the states (SUBMITTED, PENDING, RUNNABLE, STARTING, RUNNING: \"Job states\", AWS Batch "
         "user guide) but no durations; a multi-node job waits for all its nodes. Assumed: 10 minutes (instances "
         "from the compute environment, image pull, checkpoint load). The same in both columns."),
+    "bedrock_trained_s": Latency(
+        21600, "assumption", "a Bedrock customization job's training before it failed: what a restart repeats",
+        "Workload-specific: a Bedrock job does not resume from a checkpoint (CreateModelCustomizationJob has no "
+        "checkpoint input: botocore's bedrock model), so its new job starts over and repeats this much training, "
+        "with Medic or without. Assumed: 6 hours of continued pre-training. The same in both columns."),
     "nccl_timeout_s": Latency(
         600, "documented", "PyTorch's NCCL watchdog: a collective hung this long aborts the process",
         "torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: `kProcessGroupNCCLDefaultTimeout = "
@@ -410,19 +416,57 @@ def _job_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Ite
 
 def _batch_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Iterator[str]:
     """An AWS Batch multi-node job fails on a terminated host (FAILED: Batch's own retries spent, the same with or
-    without Medic); Medic's clone runs ``batch_start_s`` after its SubmitJob."""
-    from sim.scenarios.generate import BATCH_CHECKPOINT, BATCH_JOB, batch_failed
+    without Medic); Medic's clone runs ``batch_start_s`` after its SubmitJob: its RUNNING event (Batch publishes
+    each state change) gives Medic's incident line its resume."""
+    from sim.batch import submitted_job_id
+    from sim.scenarios.generate import BATCH_CHECKPOINT, BATCH_JOB, batch_failed, batch_running
+
+    # the event says when Batch failed the job (its time, Medic's incident line's fault_at); it arrives later
+    failed = batch_failed(BATCH_JOB, "9b2f6c1e-4a7d-4e3b-8c5f-0d1e2a3b4c5d", FAULT_AT)
+    clone = f"{BATCH_JOB}-r1"
+    yield from _restarted(BATCH_CHECKPOINT, failed, lat["batch_start_s"], out, moments,
+                          delivered=FAULT_AT + timedelta(seconds=lat["eventbridge_delivery_s"]),
+                          running=lambda at: batch_running(clone, submitted_job_id(clone), at))
+
+
+def _bedrock_driver(lat: dict[str, float], out: list[dict], moments: Moments) -> Iterator[str]:
+    """A Bedrock customization job fails with a service error after ``bedrock_trained_s`` of training; Medic
+    creates it again (from scratch: `allow_restart_from_scratch`). A job is InProgress from its creation (the API's
+    first status): its InProgress event, delivered ``eventbridge_delivery_s`` later, gives Medic's incident line its
+    resume; the new job then repeats the failed one's training."""
+    from sim.scenarios.generate import bedrock_failed, bedrock_job, bedrock_running
 
     delivered = FAULT_AT + timedelta(seconds=lat["eventbridge_delivery_s"])
-    failed = batch_failed(BATCH_JOB, "9b2f6c1e-4a7d-4e3b-8c5f-0d1e2a3b4c5d", delivered)
-    yield from _restarted(BATCH_CHECKPOINT, failed, lat["batch_start_s"], out, moments)
+    yield _advance(FAULT_AT - timedelta(minutes=1))
+    yield _line({"bedrock_job": bedrock_job(BEDROCK_JOB, FAULT_AT - timedelta(seconds=lat["bedrock_trained_s"]))})
+    yield _advance(delivered)
+    yield json.dumps(bedrock_failed(BEDROCK_JOB, FAULT_AT))
+    seen = _observe(out, 0, moments)
+    created = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
+    if created is not None:
+        moments.repaired_at = created  # CreateModelCustomizationJob returned: the new job InProgress
+        yield _advance(created + timedelta(seconds=lat["eventbridge_delivery_s"]))
+        yield json.dumps(bedrock_running(f"{BEDROCK_JOB}-r1", created))
+    yield _advance(FAULT_AT + timedelta(minutes=30))
+    _observe(out, seen, moments)
+    moments.resumed_at = _resumed_in_line(moments, "bedrock_job")
 
 
-def _restarted(checkpoint: str, failed: dict, start_s: float, out: list[dict], moments: Moments) -> Iterator[str]:
-    """A managed job's failure with its checkpoint in S3: repaired when Medic's restart call returned (the clone
-    started), resumed ``start_s`` after it."""
+def _resumed_in_line(moments: Moments, kind: str) -> datetime | None:
+    """The resume Medic's own incident line of ``kind`` says (None: no line, or no resume in it)."""
+    line = next((line for line in moments.incidents if line.get("incident_kind") == kind), None)
+    return _at(line["resumed_at"]) if line and line.get("resumed_at") else None
+
+
+def _restarted(checkpoint: str, failed: dict, start_s: float, out: list[dict], moments: Moments,
+               delivered: datetime | None = None, running: Any = None) -> Iterator[str]:
+    """A managed job's failure with its checkpoint in S3, delivered to Medic at ``delivered`` (else at its time):
+    repaired when Medic's restart call returned (the clone started), resumed ``start_s`` after it; ``running(at)``:
+    the clone's own event then, where the service has one."""
     yield _advance(FAULT_AT - timedelta(minutes=1))
     yield _line({"s3_put": checkpoint})
+    if delivered is not None:
+        yield _advance(delivered)
     yield json.dumps(failed)
     seen = _observe(out, 0, moments)
     started = next((_at(r[0]) for r in moments.records if r[1] == "restart_job" and r[2] == "executed"), None)
@@ -430,6 +474,8 @@ def _restarted(checkpoint: str, failed: dict, start_s: float, out: list[dict], m
         moments.repaired_at = started
         moments.resumed_at = started + timedelta(seconds=start_s)
         yield _advance(moments.resumed_at)
+        if running is not None:
+            yield json.dumps(running(moments.resumed_at))
     else:
         yield _advance(FAULT_AT + timedelta(minutes=30))
     _observe(out, seen, moments)
@@ -449,17 +495,21 @@ def replay_class(klass: str, lat: dict[str, float], *, template: dict | None = N
         lines = _job_driver(lat, out, moments)
     elif klass == "batch_host_terminated":
         lines = _batch_driver(lat, out, moments)
+    elif klass == "bedrock_service_error":
+        lines = _bedrock_driver(lat, out, moments)
     else:
         lines = _slurm_driver(klass, lat, box, out, moments)
     with capture, _repair_durations(lat):
         result = run(lines, config_path, template=template, out=out.append)
     _observe(out, len(out), moments)
-    return {**moments.seconds(), "pages": moments.pages, "errors": result.errors[:3],
+    repeats = {"repeats_s": lat["bedrock_trained_s"]} if klass == "bedrock_service_error" else {}
+    return {**moments.seconds(), **repeats, "pages": moments.pages, "errors": result.errors[:3],
             "paged": [{"at_s": round((at - FAULT_AT).total_seconds(), 1), "fault": fault}
                       for at, fault in moments.paged],
             "records": [list(record) for record in moments.records],
             "incidents": [{key: line.get(key) for key in ("incident_kind", "time_to_detect_s", "time_to_act_s",
-                                                          "time_to_resume_s", "total_s", "resolved_at")}
+                                                          "time_to_resume_s", "total_s", "resolved_at",
+                                                          "resumed_at")}
                           for line in moments.incidents],
             "node_actions": [{key: action[key] for key in ("action", "successful")}
                              for action in result.node_actions]}
@@ -527,6 +577,12 @@ def without_medic(klass: str, lat: dict[str, float]) -> dict:
         return {"path": "FAILED is final: Batch's own retry strategy is spent; an operator notices the failed job "
                         "and submits it again", "detect_s": human, "act_s": human, "repaired_s": human,
                 "resumed_s": human + lat["batch_start_s"], "alternatives": []}
+    if klass == "bedrock_service_error":
+        human = lat["operator_unpaged_s"]
+        return {"path": "Bedrock retries no failed customization job (CreateModelCustomizationJob has no retry "
+                        "setting); an operator notices the failed job and creates it again, from scratch",
+                "detect_s": human, "act_s": human, "repaired_s": human, "resumed_s": human,
+                "repeats_s": lat["bedrock_trained_s"], "alternatives": []}
     if klass == "capacity":
         failed = detect + lat["capacity_failure_s"]
         return {"path": "HyperPod's automatic replacement fails for capacity and nobody is paged; an operator "
@@ -542,6 +598,8 @@ CLASSES = {
     "hang": "Hang (a collective stuck; the process alive)",
     "job_retryable": "Training job crash, retryable reason (an NCCL error)",
     "batch_host_terminated": "AWS Batch multi-node job, its host terminated (after Batch's own retries)",
+    "bedrock_service_error": "Bedrock customization job, a service error (a restart starts over: "
+                             "`allow_restart_from_scratch`)",
     "capacity": "Replacement failed for capacity",
 }
 
@@ -575,6 +633,9 @@ def _components(entry: dict) -> str:
 
 
 def _total(entry: dict) -> str:
+    if entry.get("resumed_s") is not None and entry.get("repeats_s"):
+        return (f"**{_min(entry['resumed_s'])} min** to a running job, which starts over: "
+                f"{entry['repeats_s'] / 3600:g} h of training repeat")
     if entry.get("resumed_s") is not None:
         return f"**{_min(entry['resumed_s'])} min**"
     if entry.get("human_s") is not None:
@@ -645,6 +706,21 @@ def notes(result: dict) -> list[str]:
                            "(In the replay the probe flushes on the minute, as the alarm evaluates, so the flush "
                            "always falls in that window; in AWS the window is the agent's few seconds to pick the "
                            "command up.)")
+        managed = next((line for line in medic.get("incidents", [])
+                         if line.get("incident_kind") in ("batch_job", "bedrock_job")), None)
+        if managed is not None and medic.get("resumed_s") is not None:
+            said = managed.get("time_to_resume_s")
+            out.append(f"{entry['label']}: Medic's own incident line (`{managed['incident_kind']}`, written when the "
+                       f"clone's state change said it runs) says `time_to_resume_s` "
+                       f"{'null' if said is None else format(said, 'g')} s for the {medic['resumed_s']:g} s above"
+                       f"{'' if said is not None and abs(said - medic['resumed_s']) <= 60 else ': **they disagree**'}.")
+        if medic.get("repeats_s"):
+            out.append(f"{entry['label']}: a Bedrock job does not resume from a checkpoint: the new job starts over "
+                       f"and repeats the failed one's {medic['repeats_s'] / 3600:g} h of training "
+                       "(`bedrock_trained_s`) and its cost, with Medic or without; what Medic saves is the time "
+                       "until someone creates it again. Medic does so only on entries with "
+                       "`allow_restart_from_scratch: true` (elsewhere it pages); its record and page say what the "
+                       "restart repeats.")
         if medic.get("resumed_s") is not None and own.get("resumed_s") is not None:
             gain = own["resumed_s"] - medic["resumed_s"]
             verdict = (f"Medic is {_min(gain)} min faster" if gain >= 30 else
@@ -723,9 +799,10 @@ def block(result: dict) -> str:
         "`sim` with the latencies below (the node event's delivery, the emulated reboot and replacement, the "
         "alarms, the emulated slurmctld's requeue and scheduling, the Slurm agent, the job's restart), read off the "
         "records; **without Medic** is the documented path of HyperPod, Slurm (its own requeue of a job whose node "
-        "goes down: the baseline for node faults) or SageMaker with the same latencies. Detect · act · repaired: "
-        "Medic's first "
-        "record, its action, the node `Running` again (or the job requeued, the clone created).", "",
+        "goes down: the baseline for node faults), SageMaker, AWS Batch or Bedrock with the same latencies. For a "
+        "Bedrock job, resumed is the new job running: it starts over, and the training it repeats is said beside it. "
+        "Detect · act · repaired: Medic's first record, its action, the node `Running` again (or the job requeued, "
+        "the clone created).", "",
         render(result), "",
         "Reproduce: `python -m bench.recovery` (about a minute), or `--<latency> <seconds>` to replay with another "
         "number, e.g. `python -m bench.recovery --replace-s 3600`; `make bench` rewrites this section."])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ MAX_ENV_CONFIG_BYTES = 3000
 # With TORCH_NCCL_ASYNC_ERROR_HANDLING at its default the watchdog then tears the process down: a job hung in a
 # collective ends as a crash at 10 minutes, before a stall alarm of 10 minutes or more sees it stalled.
 NCCL_WATCHDOG_DEFAULT_MINUTES = 10
-# A training-job prefix with fewer letters and digits than this is "short": Medic restarts (and may pass a role to)
-# every training job of the account and region whose name starts with it, and SageMaker job names are free text
+# A job-name prefix (training_jobs, batch_jobs, bedrock_jobs) with fewer letters and digits than this is "short":
+# Medic restarts (and may pass a role to) every failed job of the account and region whose name starts with it (a
+# Batch job: in its entry's queues), and SageMaker, Batch and Bedrock job names are free text
 # any team picks (ft-, llm-, bert: other teams' jobs too). Medic's own choice: 6 is a word and a separator
 # (`mistral-`, `llama3-`), 2-5 are the team-wide abbreviations seen in job naming schemes.
 MIN_PREFIX_CHARS = 6
@@ -101,19 +103,35 @@ def config_warnings(config: MedicConfig, account: str | None = None) -> list[str
                 f"sees it stalled, and Medic then requeues a job that has crashed. Set stall_minutes below "
                 f"{NCCL_WATCHDOG_DEFAULT_MINUTES}, or give init_process_group(timeout=...) more than stall_minutes "
                 "in the training script")
-    for index, spec in enumerate(config.training_jobs):
-        significant = sum(char.isalnum() for char in spec.prefix)
-        if significant < MIN_PREFIX_CHARS:
-            warnings.append(
-                f"training_jobs.{index}.prefix: {spec.prefix!r} has {significant} letters and digits (fewer than "
-                f"{MIN_PREFIX_CHARS}): Medic restarts any failed training job of the account whose name starts with "
-                f"it, other teams' too ({spec.prefix}anything); give the jobs' own stem (e.g. "
-                f"{spec.prefix}<model>-)")
-        for arn in spec.role_arns:
-            found = _ROLE_ACCOUNT.match(arn)
-            if account and found and found.group(1) != account:
-                warnings.append(
-                    f"training_jobs.{index}.role_arns: {arn} is a role of account {found.group(1)}, not the deploying "
-                    f"account {account}: a training job here does not run as it, and Medic would be allowed to pass "
-                    "another account's role")
+    # Each managed service's entries, by their key: what a short prefix reaches, and the roles Medic may pass.
+    services = (("training_jobs", "training job of the account", config.training_jobs),
+                ("batch_jobs", "AWS Batch job in its job_queues", config.batch_jobs),
+                ("bedrock_jobs", "Bedrock model customization job of the account", config.bedrock_jobs))
+    for key, reached, specs in services:
+        for index, spec in enumerate(specs):
+            warnings += _short_prefix(f"{key}.{index}.prefix", spec.prefix, reached)
+            warnings += _foreign_roles(f"{key}.{index}.role_arns", getattr(spec, "role_arns", ()), account)
+    return warnings
+
+
+def _short_prefix(key: str, prefix: str, reached: str) -> list[str]:
+    """A job-name prefix too short to be one team's (MIN_PREFIX_CHARS): Medic restarts other teams' jobs too."""
+    significant = sum(char.isalnum() for char in prefix)
+    if significant >= MIN_PREFIX_CHARS:
+        return []
+    return [f"{key}: {prefix!r} has {significant} letters and digits (fewer than {MIN_PREFIX_CHARS}): Medic restarts "
+            f"any failed {reached} whose name starts with it, other teams' too ({prefix}anything); give the jobs' "
+            f"own stem (e.g. {prefix}<model>-)"]
+
+
+def _foreign_roles(key: str, role_arns: Iterable[str], account: str | None) -> list[str]:
+    """Roles of another account than the deploying one: a job here does not run as them, and Medic would be
+    allowed to pass another account's role."""
+    warnings = []
+    for arn in role_arns:
+        found = _ROLE_ACCOUNT.match(arn)
+        if account and found and found.group(1) != account:
+            warnings.append(f"{key}: {arn} is a role of account {found.group(1)}, not the deploying account "
+                            f"{account}: a job here does not run as it, and Medic would be allowed to pass another "
+                            "account's role")
     return warnings

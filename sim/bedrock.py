@@ -9,8 +9,9 @@ botocore's model) and ignores clientRequestToken.
 
 - a job comes from a ``{"sim": {"bedrock_job": {...}}}`` directive (GetModelCustomizationJob-shaped, checked
   against the model; ``tags``: an object, the job's tags) or from a "Model Customization Job State Change" for a
-  configured prefix whose detail is valid as that response; an event for a known job moves it to its status and
-  failureMessage;
+  configured prefix whose detail is valid as that response; an event for a known job moves it to its status,
+  failureMessage, lastModifiedTime and endTime (members of GetModelCustomizationJob's answer the documented sample
+  event carries: "How EventBridge for Amazon Bedrock works");
 - CreateModelCustomizationJob creates an `InProgress` job (GetModelCustomizationJob's first status) under an id of
   twelve characters derived from its name (assumption, so a scenario can name Medic's clone); a request whose
   clientRequestToken an earlier one carried returns that job ("If this token matches a previous request, Amazon
@@ -88,8 +89,9 @@ class BedrockWorld:
             return
         if isinstance(detail.get("jobStatus"), str):
             job["status"] = detail["jobStatus"]
-        if isinstance(detail.get("failureMessage"), str):
-            job["failureMessage"] = detail["failureMessage"]
+        for member in ("failureMessage", "lastModifiedTime", "endTime"):
+            if isinstance(detail.get(member), str):
+                job[member] = detail[member]
 
     # what the handlers call
     def get_job(self, request: AWSPreparedRequest) -> AWSResponse:

@@ -42,10 +42,11 @@ from medic.flows.jobs.batch_events import BatchJobStateEvent
 from medic.flows.jobs.bedrock_events import BedrockJobStateEvent
 from medic.flows.jobs.events import TrainingJobStateEvent, epoch_millis
 from medic.flows.jobs.faults import classify_failure
+from medic.flows.jobs.managed import Service, watched_clone
 from medic.flows.jobs.policy import Checkpoint, JobContext, Lineage, decide_job, lineage_of
 from medic.flows.node.faults import classify
 from medic.flows.node.policy import NodeContext, NodeDecision, decide_node
-from medic.ledger.jobs import JobStore
+from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
 from medic.ledger.table import Table
@@ -372,6 +373,24 @@ def _managed(ctx: Context, mode_reading: ModeReading, facts: list[tuple[str, str
                      "attempt": 0}, facts, mode)
 
 
+def _clone_running(ctx: Context, job: _Managed, service: Service, name: str, running_at: datetime,
+                   medics: Callable[[MedicRestart], bool], fault: Fault) -> Explanation:
+    """As flows/jobs/managed.clone_running: Medic decides nothing; it writes the restart's incident line when this is
+    the restart it waits for (the job trains again: `recovered`)."""
+    watch = watched_clone(service, name, JobStore(ctx.ledger()), medics)
+    if watch is None:
+        return job.ends(fault, Outcome.IGNORED,
+                        f"{name} is running; it is not a restart Medic started and waits for (its ledger note, the "
+                        "job's id): nothing to do.", ["write nothing (no remediation record, no incident line)"])
+    job.record["incident"] = watch.incident
+    job.facts.append(("restart", f"{name}: Medic's restart of {watch.job}, started at {when(watch.acted_at)} UTC, "
+                                 f"its incident line waiting (until {when(watch.deadline)} UTC)"))
+    return job.ends(Fault.RECOVERED, Outcome.IGNORED,
+                    f"Medic's restart {name} is running: Medic decides nothing, it times the recovery.",
+                    [f"write incident {watch.incident}'s line: resumed at {when(running_at)} UTC (medic report times "
+                     "the recovery); once, a redelivery writes nothing", "write no remediation record"])
+
+
 def explain_batch_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanation:
     """As flows/jobs/batch: the same scope, lineage, claim and plan (batch.plan_batch_restart), read-only."""
     facts = _base_facts(ctx, mode_reading)
@@ -383,6 +402,9 @@ def explain_batch_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> Exp
     job = _managed(ctx, mode_reading, facts, event.id, detail.jobName, batch.INCIDENT_PREFIX)
     spec = config.batch_jobs_for(detail.jobName)
     failure = classify_failure(detail.failure_text(), config.batch_failure_rules(spec) if spec else [])
+    if detail.status == "RUNNING":  # as flows/jobs/batch: a restart Medic started, running
+        return _clone_running(ctx, job, batch.SERVICE, detail.jobName, epoch_millis(detail.startedAt) or event.time,
+                              lambda restart: restart.submitted_id == detail.jobId, failure.fault)
     facts.append(("failure", f"{failure.fault.value} (rule {failure.label}; status {detail.status}; "
                              f"{detail.failure_text()!r}; {batch.attempts_of(detail)})"))
     ignored = batch.not_ours(detail, spec)
@@ -419,6 +441,9 @@ def explain_bedrock_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> E
     job = _managed(ctx, mode_reading, facts, event.id, detail.jobName, service.incident_prefix)
     spec = config.bedrock_jobs_for(detail.jobName)
     failure = classify_failure(detail.failureMessage, config.bedrock_failure_rules(spec) if spec else [])
+    if detail.jobStatus == "InProgress":  # as flows/jobs/bedrock: a restart Medic created, running
+        return _clone_running(ctx, job, service, detail.jobName, event.time,
+                              lambda restart: bedrock.same_job(restart.submitted_id, detail.jobArn), failure.fault)
     facts.append(("failure", f"{failure.fault.value} (rule {failure.label}; status {detail.jobStatus}; "
                              f"{detail.failureMessage!r})"))
     if bedrock.not_ours(detail, spec) or spec is None:

@@ -25,7 +25,12 @@ from constructs import Construct
 from infra.components.agent_channel import REQUEUE_DETAIL_TYPE, REQUEUE_SOURCE
 from infra.components.cluster_events import CLUSTER_EVENT
 from infra.components.function import DeadLetterQueue
-from infra.components.managed_job_restarts import BATCH_JOB_EVENT, BEDROCK_JOB_EVENT
+from infra.components.managed_job_restarts import (
+    BATCH_JOB_EVENT,
+    BATCH_RUNNING,
+    BEDROCK_JOB_EVENT,
+    BEDROCK_RUNNING,
+)
 from infra.components.node_remediation import NODE_HEALTH_EVENT
 from infra.components.shared import Shared
 from infra.components.training_alarms import ALARM_EVENT
@@ -41,8 +46,9 @@ READBACK_RETENTION = Duration.days(1)  # a backtest drains its replay within min
 ARCHIVED = [
     {"source": ["aws.sagemaker"], "detail-type": [NODE_HEALTH_EVENT, CLUSTER_EVENT]},
     {"source": ["aws.sagemaker"], "detail-type": [TRAINING_JOB_EVENT], "detail": {"TrainingJobStatus": ["Failed"]}},
-    {"source": ["aws.batch"], "detail-type": [BATCH_JOB_EVENT], "detail": {"status": ["FAILED"]}},
-    {"source": ["aws.bedrock"], "detail-type": [BEDROCK_JOB_EVENT], "detail": {"jobStatus": ["Failed"]}},
+    {"source": ["aws.batch"], "detail-type": [BATCH_JOB_EVENT], "detail": {"status": ["FAILED", BATCH_RUNNING]}},
+    {"source": ["aws.bedrock"], "detail-type": [BEDROCK_JOB_EVENT],
+     "detail": {"jobStatus": ["Failed", BEDROCK_RUNNING]}},
     {"source": ["aws.cloudwatch"], "detail-type": [ALARM_EVENT], "detail": {"alarmName": [{"prefix": ALARM_PREFIX}]}},
     {"source": [REQUEUE_SOURCE], "detail-type": [REQUEUE_DETAIL_TYPE]},
 ]

@@ -1,5 +1,6 @@
-"""Failed jobs of the managed services beside SageMaker (AWS Batch) → restart (resubmit), or page. One function
-for them all (medic.handlers.managed_job): one reserved concurrency, one dead-letter queue, a rule per service."""
+"""Failed jobs of the managed services beside SageMaker (AWS Batch, Amazon Bedrock) → restart (resubmit), or page;
+and Medic's restarts running → their incident lines (the resume). One function for them all
+(medic.handlers.managed_job): one reserved concurrency, one dead-letter queue, two rules per service."""
 
 from __future__ import annotations
 
@@ -15,7 +16,23 @@ BATCH_JOB_EVENT = "Batch Job State Change"
 BEDROCK_JOB_EVENT = "Model Customization Job State Change"
 # This stack's Batch resources (job-queue/<name>, job-definition/<name>:<revision>, job/<id>)
 BATCH_ARN = f"arn:{Aws.PARTITION}:batch:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
+# The states that mean a restart runs again: Batch's RUNNING ("Job states", AWS Batch user guide; an event for every
+# state change: "Job state change events"); Bedrock's InProgress (ModelCustomizationJobStatus, botocore's bedrock
+# model: a job's first status; Bedrock publishes an event "whenever there is a change in the state of a job", "How
+# EventBridge for Amazon Bedrock works").
+BATCH_RUNNING, BEDROCK_RUNNING = "RUNNING", "InProgress"
 
+
+def bedrock_job_arns() -> str:
+    """This account's Bedrock model customization jobs: Bedrock names them by ids (model-customization-job/<id>)."""
+    return f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:model-customization-job/*"
+
+
+def restart_names(prefix: str) -> dict:
+    """Medic's restarts of a prefix's jobs, by name: `<base>-r<k>` (Lineage.next_name), an EventBridge wildcard
+    ("Wildcard matching", EventBridge user guide: `*` any run of characters). The handler holds each to Medic's
+    ledger note of the restart (its id), so another job named like one is left alone."""
+    return {"wildcard": f"{prefix}*-r*"}
 
 class ManagedJobRestarts(Construct):
     """Failed AWS Batch jobs in a configured queue, under a configured prefix → resubmit a clone (or page); failed
@@ -77,6 +94,12 @@ class ManagedJobRestarts(Construct):
                            event_pattern=failed)
         self.handler.route(rule)
         self.rules.append(rule)
+        running = events.EventPattern(
+            source=["aws.batch"], detail_type=[BATCH_JOB_EVENT], account=[Aws.ACCOUNT_ID],
+            detail={"status": [BATCH_RUNNING], "jobQueue": [{"suffix": f":job-queue/{queue}"} for queue in queues],
+                    "jobName": [restart_names(spec.prefix) for spec in specs]})
+        self._clones(events.Rule(self, "BatchCloneRule", event_pattern=running,
+                                 description="Medic's AWS Batch restarts running: their incident lines"))
 
     def _bedrock(self, shared: Shared) -> None:
         """Bedrock's customization jobs and custom models are named by ids in their ARNs
@@ -87,7 +110,7 @@ class ManagedJobRestarts(Construct):
         role.add_to_policy(iam.PolicyStatement(
             actions=["bedrock:GetModelCustomizationJob", "bedrock:CreateModelCustomizationJob",
                      "bedrock:ListTagsForResource", "bedrock:TagResource"],
-            resources=[f"{bedrock}{Aws.ACCOUNT_ID}:model-customization-job/*",
+            resources=[bedrock_job_arns(),
                        f"{bedrock}{Aws.ACCOUNT_ID}:custom-model/*", f"{bedrock}:foundation-model/*"]))
         for resource in ("<AWS::AccountId>:model-customization-job/*", "<AWS::AccountId>:custom-model/*",
                          ":foundation-model/*"):
@@ -103,5 +126,16 @@ class ManagedJobRestarts(Construct):
             detail={"jobStatus": ["Failed"], "jobName": [{"prefix": spec.prefix} for spec in specs]})
         rule = events.Rule(self, "BedrockRule", description="Failed Bedrock customization jobs Medic may restart",
                            event_pattern=failed)
+        self.handler.route(rule)
+        self.rules.append(rule)
+        running = events.EventPattern(
+            source=["aws.bedrock"], detail_type=[BEDROCK_JOB_EVENT], account=[Aws.ACCOUNT_ID],
+            detail={"jobStatus": [BEDROCK_RUNNING], "jobName": [restart_names(spec.prefix) for spec in specs]})
+        self._clones(events.Rule(self, "BedrockCloneRule", event_pattern=running,
+                                 description="Medic's Bedrock restarts running: their incident lines"))
+
+    def _clones(self, rule: events.Rule) -> None:
+        """A rule of Medic's restarts running, to the same function (its dead-letter queue): the handler writes the
+        restart's incident line with its resume (flows/jobs/managed.clone_running); it calls nothing."""
         self.handler.route(rule)
         self.rules.append(rule)

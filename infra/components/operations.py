@@ -25,6 +25,22 @@ SPARSE_PERIOD = Duration.minutes(1)
 RECORDS = 'filter message = "remediation"'
 RECORD_FIELDS = "fields @timestamp, cluster, instance_group, node_id, job, trigger, fault, action, outcome, why, " \
                 "needs_human, paged, reason, jobs.0.id, incident"
+INCIDENTS_NAMESPACE = "Medic/Incidents"
+INCIDENTS = 'filter message = "incident"'
+INCIDENT_DURATIONS = {"time_to_detect_s": "time to detect", "time_to_repair_s": "time to repair",
+                      "total_s": "time to resolve"}
+INCIDENT_FIELDS = ("fields @timestamp, kind, cluster, job, node_id, fault, time_to_detect_s, time_to_act_s, "
+                   "time_to_repair_s, time_to_resume_s, total_s, lost_steps, lost_minutes, incident")
+# The managed job services side by side (SageMaker training jobs, AWS Batch, Amazon Bedrock): a managed job's incident
+# names its service (job:, batch-job:, bedrock-job:), its incident line's kind too (training_job, batch_job,
+# bedrock_job). Saved queries and dashboard widgets both.
+MANAGED_JOB_FAILURES = (f'{RECORD_FIELDS}\n| {RECORDS}\n| filter trigger = "job_state"\n'
+                        "| parse incident /^(?<service>[a-z-]+):/\n"
+                        "| stats count(*) as failures by service, outcome, why")
+MANAGED_JOB_RECOVERIES = (f"{INCIDENT_FIELDS}\n| {INCIDENTS}"
+                          ' and kind in ["training_job", "batch_job", "bedrock_job"]\n'
+                          "| stats count(*) as incidents, count(resumed_at) as resumed, "
+                          "pct(time_to_resume_s, 50) as p50_resume_s, max(time_to_resume_s) as max_resume_s by kind")
 QUERIES = {
     "All decisions (last 24 h: set the time range)": f"{RECORD_FIELDS}\n| {RECORDS}\n| sort @timestamp desc\n"
                                                      "| limit 10000",
@@ -40,11 +56,9 @@ QUERIES = {
     # last: a query's construct id is its index (Query<n>), and the deployed ones keep theirs
     "Needs a human (medic history --needs-human)": f"{RECORD_FIELDS}\n| {RECORDS}\n| filter needs_human = 1\n"
                                                    "| sort @timestamp desc",
-    # a managed job's incident names its service: job: (SageMaker training jobs), batch-job: (AWS Batch),
-    # bedrock-job: (Amazon Bedrock model customization)
-    "Managed job failures by service and outcome": f'{RECORD_FIELDS}\n| {RECORDS}\n| filter trigger = "job_state"\n'
-                                                   "| parse incident /^(?<service>[a-z-]+):/\n"
-                                                   "| stats count(*) as failures by service, outcome, why",
+    "Managed job failures by service and outcome": MANAGED_JOB_FAILURES,
+    # a restart's line is written when its clone runs (Batch RUNNING, Bedrock InProgress, SageMaker Training)
+    "Managed job restarts: fault to running again by service": MANAGED_JOB_RECOVERIES,
 }
 
 
@@ -231,6 +245,11 @@ class Operations(Construct):
         dashboard.add_widgets(cw.LogQueryWidget(
             title="Closed incidents (timeline: seconds from the fault)", log_group_names=names, width=24, height=6,
             query_string=f"{INCIDENT_FIELDS} | {INCIDENTS} | sort @timestamp desc | limit 50"))
+        dashboard.add_widgets(
+            cw.LogQueryWidget(title="Managed jobs (SageMaker, AWS Batch, Bedrock): failures by service and outcome",
+                              log_group_names=names, width=12, height=6, query_string=MANAGED_JOB_FAILURES),
+            cw.LogQueryWidget(title="Managed job restarts: fault to running again (s), by service",
+                              log_group_names=names, width=12, height=6, query_string=MANAGED_JOB_RECOVERIES))
         widgets = [cw.LogQueryWidget(
             title=f"Goodput of {job} (daily, % of the day; from its incidents)", log_group_names=names, width=12,
             height=6, view=cw.LogQueryVisualizationType.LINE, query_string=goodput_query(job)) for job in jobs]
@@ -238,12 +257,6 @@ class Operations(Construct):
             dashboard.add_widgets(*widgets[start:start + 2])
 
 
-INCIDENTS_NAMESPACE = "Medic/Incidents"
-INCIDENTS = 'filter message = "incident"'
-INCIDENT_DURATIONS = {"time_to_detect_s": "time to detect", "time_to_repair_s": "time to repair",
-                      "total_s": "time to resolve"}
-INCIDENT_FIELDS = ("fields @timestamp, kind, cluster, job, node_id, fault, time_to_detect_s, time_to_act_s, "
-                   "time_to_repair_s, time_to_resume_s, total_s, lost_steps, lost_minutes, incident")
 
 
 def goodput_query(job: str) -> str:

@@ -15,12 +15,14 @@ from medic.config import MedicConfig
 LEDGER_ACTIONS = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
                   "dynamodb:ConditionCheckItem", "dynamodb:Query"]
 # The only item families Medic's ledger deletes (a page, storm page, failure report or job-failure claim given
-# back when its call failed; an alarm's incident, a recovery or repair watch that ended), in both the real and
-# the dry-run namespace. Every function shares the ledger module, so every function gets this one list; what it
-# keeps out of reach: restart budgets (lineage#), event claims (request#), agent commands and heartbeats.
-# tests/infra/test_least_privilege.py reads the ledger's delete calls and fails when one is missing here.
+# back when its call failed; an alarm's incident, a recovery or repair watch that ended; a clone watch, a capacity
+# backoff or wait, a followed repair taken once: Table.delete_if), in both the real and the dry-run namespace. Every
+# function shares the ledger module, so every function gets this one list; what it keeps out of reach: restart
+# budgets (lineage#), event claims (request#), agent commands and heartbeats.
+# tests/infra/test_least_privilege.py reads the ledger's delete calls (delete and delete_if) and fails when one is
+# missing here.
 LEDGER_DELETED_PREFIXES = ("incident#", "cluster#", "node#", "repair#", "slurmrepair#", "alarm#", "recovery#",
-                           "jobfail#", "eksjobwatch#")
+                           "jobfail#", "eksjobwatch#", "jobclone#", "jobbackoff#", "capacity#", "follow#")
 LEDGER_NAMESPACES = ("", "dry_run#")
 
 

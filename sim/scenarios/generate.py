@@ -358,6 +358,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **capacity_backoff_scenarios(),
         **capacity_aware_scenarios(),
         **batch_scenarios(),
+        **clone_running_scenarios(),
         **watch_scenarios(),
     }
 
@@ -1612,6 +1613,86 @@ def bedrock_failed(name: str, at: datetime, message: str = SERVICE_ERROR) -> dic
                 "roleArn": BEDROCK_ROLE, "jobStatus": "Failed", "failureMessage": message,
                 "creationTime": (at - timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "endTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+def batch_running(name: str, job_id: str, at: datetime) -> dict:
+    """The job's RUNNING state change (a clone Medic submitted, started): startedAt is when it left STARTING
+    (botocore's batch model, JobDetail.startedAt)."""
+    event = batch_failed(name, job_id, at)
+    detail, millis = event["detail"], int(at.timestamp() * 1000)
+    for member in ("statusReason", "stoppedAt"):
+        detail.pop(member)
+    detail.update(status="RUNNING", attempts=[], startedAt=millis, createdAt=millis - 600_000)
+    event["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/batch/{job_id}/running/{at}"))
+    return event
+
+
+def bedrock_running(name: str, at: datetime) -> dict:
+    """A customization job's InProgress state change (the status a job has from its creation)."""
+    event = bedrock_failed(name, at)
+    detail = event["detail"]
+    for member in ("failureMessage", "endTime"):
+        detail.pop(member)
+    detail.update(jobStatus="InProgress", creationTime=at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    event["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"medic-sim/bedrock/{name}/running/{at}"))
+    return event
+
+
+def clone_running_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """A Batch or Bedrock restart's incident line waits for the clone to run (its own state change event), as a
+    SageMaker restart's waits for its clone to train."""
+    first_id = "9b2f6c1e-4a7d-4e3b-8c5f-0d1e2a3b4c5d"
+    r1, r2 = f"{BATCH_JOB}-r1", f"{BATCH_JOB}-r2"
+    r1_id, r2_id = submitted_job_id(r1), submitted_job_id(r2)
+    running = batch_running(r1, r1_id, T_BATCH + timedelta(minutes=10))
+    impostor = batch_running(r1, "6f6f6f6f-0000-4000-8000-000000000006", T_BATCH + timedelta(minutes=12))
+    return {
+        "zzzu-batch-clone-running-closes-the-incident.jsonl": ([
+            "title: (zzzu) AWS Batch: Medic's restart runs 10 minutes after the failure -> its incident line is "
+            "written then, with its resume; the redelivered RUNNING event and another job of the clone's name "
+            "running write nothing",
+            "config: managed-jobs.medic.yaml",
+            "expect: one SubmitJob of pt-llama-0007-r1; no incident line until its RUNNING; then one batch_job line "
+            "resumed 600 s after the fault (its startedAt), restarted at the call",
+            "check: records .outcome == executed",
+            "check: incidents == 1",
+            "check: incidents incident_kind=batch_job incident=batch-job:pt-llama-0007 .time_to_resume_s == 600",
+            "check: incidents incident_kind=batch_job .time_to_act_s == 0",
+            "check: incidents incident_kind=batch_job .resolved_at == 2026-11-22T03:22:40+00:00",
+            "check: pages == 0",
+        ], [{"sim": {"s3_put": BATCH_CHECKPOINT}}, batch_failed(BATCH_JOB, first_id, T_BATCH),
+            {"sim": {"advance": "+10m"}}, running, running, {"sim": {"advance": "+2m"}}, impostor]),
+        "zzzv-batch-clone-fails-before-running.jsonl": ([
+            "title: (zzzv) AWS Batch: Medic's restart fails on a terminated host before it ever runs -> the first "
+            "restart's line ends without a resume; the clone's failure is restart 2 of the lineage, whose line "
+            "closes when it runs",
+            "config: managed-jobs.medic.yaml",
+            "expect: r1 and r2 submitted (attempts 1, 2); two batch_job lines: r1's without a resume, r2's resumed "
+            "when it runs",
+            "check: records .outcome == executed, executed",
+            "check: records .attempt == 1, 2",
+            "check: incidents incident_kind=batch_job == 2",
+            "check: incidents incident_kind=batch_job resumed_at=null == 1",
+            "check: incidents incident_kind=batch_job .time_to_resume_s == null, 600",
+            "check: batch_jobs .name == pt-llama-0007-r1, pt-llama-0007-r2",
+            "check: pages == 0",
+        ], [{"sim": {"s3_put": BATCH_CHECKPOINT}}, batch_failed(BATCH_JOB, first_id, T_BATCH),
+            {"sim": {"advance": "+15m"}}, batch_failed(r1, r1_id, T_BATCH + timedelta(minutes=15)),
+            {"sim": {"advance": "+10m"}}, batch_running(r2, r2_id, T_BATCH + timedelta(minutes=25))]),
+        "zzzw-bedrock-clone-in-progress-closes-the-incident.jsonl": ([
+            "title: (zzzw) Amazon Bedrock: the job Medic created again is InProgress -> its incident line is "
+            "written with its resume; the work it repeats is in the record",
+            "config: managed-jobs.medic.yaml",
+            "expect: cpt-llama-0003-r1 created from scratch; one bedrock_job line resumed 120 s after the fault",
+            "check: records .outcome == executed",
+            "check: records outcome=executed reason~\"repeats the failed job's 6.0 h of training\" == 1",
+            "check: incidents == 1",
+            "check: incidents incident_kind=bedrock_job incident=bedrock-job:cpt-llama-0003 .time_to_resume_s == 120",
+            "check: pages == 0",
+        ], [{"sim": {"bedrock_job": bedrock_job("cpt-llama-0003", T_BATCH - timedelta(hours=6))}},
+            bedrock_failed("cpt-llama-0003", T_BATCH), {"sim": {"advance": "+2m"}},
+            bedrock_running("cpt-llama-0003-r1", T_BATCH + timedelta(minutes=2))]),
+    }
 
 
 def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:

@@ -1,4 +1,4 @@
-"""A hand-written template in the shape the stack synthesizes, with the node, training-job and Batch job rules
+"""A hand-written template in the shape the stack synthesizes, with the node, training-job, Batch and Bedrock job rules
 and functions: the replay benchmarks run on it in the smoke tests without a synth. With ``agent_queues`` the node
 function has the Slurm clusters' agent queues (AGENT_QUEUES, as infra/components/agent_channel.py gives it), so the
 node path asks whether to drain first, as in the stack; no agent ever reports there, so the call is made at once."""
@@ -10,7 +10,11 @@ from medic.config import MedicConfig
 NODE_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker HyperPod Cluster Node Health Event"]}
 JOB_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training Job State Change"],
                "detail": {"TrainingJobStatus": ["Failed"]}}
-BATCH_PATTERN = {"source": ["aws.batch"], "detail-type": ["Batch Job State Change"], "detail": {"status": ["FAILED"]}}
+# the failures, and Medic's restarts running (infra/components/managed_job_restarts.py), coarsely
+BATCH_PATTERN = {"source": ["aws.batch"], "detail-type": ["Batch Job State Change"],
+                 "detail": {"status": ["FAILED", "RUNNING"]}}
+BEDROCK_PATTERN = {"source": ["aws.bedrock"], "detail-type": ["Model Customization Job State Change"],
+                   "detail": {"jobStatus": ["Failed", "InProgress"]}}
 
 
 def _function(handler: str, config: MedicConfig, agent_queues: bool = False) -> dict:
@@ -54,4 +58,5 @@ def template(config: MedicConfig, agent_queues: bool = False) -> dict:
         "JobRuleABC": _rule(JOB_PATTERN, "JobFnABC"),
         "BatchFnABC": _function("medic.handlers.managed_job.handler", config),
         "BatchRuleABC": _rule(BATCH_PATTERN, "BatchFnABC"),
+        "BedrockRuleABC": _rule(BEDROCK_PATTERN, "BatchFnABC"),
     }}

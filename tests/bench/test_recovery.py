@@ -92,3 +92,26 @@ def test_a_batch_job_on_a_terminated_host_is_timed_from_medics_submitjob(tiny_te
     assert medic["act_s"] == lat["eventbridge_delivery_s"]
     assert medic["resumed_s"] == medic["act_s"] + lat["batch_start_s"]
     assert entry["without_medic"]["resumed_s"] == lat["operator_unpaged_s"] + lat["batch_start_s"]
+    # and Medic's own incident line, written at the clone's RUNNING event, says the same resume
+    [line] = [line for line in medic["incidents"] if line["incident_kind"] == "batch_job"]
+    assert line["time_to_resume_s"] == medic["resumed_s"]
+
+
+def test_a_bedrock_service_error_is_timed_to_a_running_job_that_repeats_the_training(tiny_template):
+    # Given a Bedrock job failing with a service error after 6 h of training, on an entry that allows a restart
+    entry = recovery.run("bedrock_service_error", template=tiny_template)["classes"]["bedrock_service_error"]
+    medic, own, lat = entry["with_medic"], entry["without_medic"], recovery.latencies()
+    assert not medic["errors"]
+    assert ["restart_job", "executed"] in [record[1:3] for record in medic["records"]]
+    # Then the new job runs at Medic's call (InProgress from its creation): the resume is Medic's own incident line's
+    assert medic["act_s"] == medic["repaired_s"] == medic["resumed_s"] == lat["eventbridge_delivery_s"]
+    [line] = [line for line in medic["incidents"] if line["incident_kind"] == "bedrock_job"]
+    assert line["time_to_resume_s"] == medic["resumed_s"]
+    # And both columns say the training starts over: the failed job's 6 h repeat, with Medic or without
+    assert medic["repeats_s"] == own["repeats_s"] == 6 * 3600
+    assert own["resumed_s"] == lat["operator_unpaged_s"]
+    text = recovery.table({"classes": {"bedrock_service_error": entry}})
+    assert "**0.1 min** to a running job, which starts over: 6 h of training repeat" in text
+    assert "**60.0 min** to a running job, which starts over: 6 h of training repeat" in text
+    shorter = recovery.run("bedrock_service_error", template=tiny_template, bedrock_trained_s=7200)
+    assert shorter["classes"]["bedrock_service_error"]["with_medic"]["repeats_s"] == 7200

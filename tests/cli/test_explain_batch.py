@@ -107,3 +107,32 @@ def test_given_a_bedrock_jobs_validation_error_when_explained_then_deferred_with
     assert decision(out) == "Decision:  none -> deferred"
     assert "validation_error" in out and "page once for incident bedrock-job:cpt-llama-0003" in out
     assert "CreateModelCustomizationJob" not in out
+
+
+def test_given_medics_restart_running_when_explained_then_its_incident_line_is_written_and_nothing_decided(
+        explainer: Explainer):
+    from medic.ledger.jobs import CloneWatch, MedicRestart
+
+    # Given Medic's restart pt-llama-0007-r1 (submitted as job c0ffee...), its incident line waiting for it to run
+    store, clone_id = JobStore(explainer.deployed.ledger()), "c0ffee00-0000-4000-8000-000000000001"
+    acted = NOW - timedelta(minutes=12)
+    store.intend_restart(MedicRestart(name=f"batch/{JOB}-r1", root=JOB, attempt=1, restarted_from=JOB,
+                                      intended_at=acted))
+    store.note_submitted(f"batch/{JOB}-r1", clone_id)
+    store.watch_clone(CloneWatch(clone=f"batch/{JOB}-r1", incident=f"batch-job:{JOB}", job=JOB, fault="job_retryable",
+                                 fault_at=acted, detected_at=acted, acted_at=acted, deadline=acted + timedelta(days=1),
+                                 kind="batch_job"))
+    running = batch_failure()
+    running["detail"].update(jobName=f"{JOB}-r1", jobId=clone_id, status="RUNNING", statusReason="", attempts=[],
+                             jobArn=f"arn:aws:batch:{REGION}:123456789012:job/{clone_id}")
+    # When its RUNNING event is explained
+    code, out, err = explainer.run(running)
+    # Then Medic decides nothing and writes the restart's incident line (read only: the watch stays)
+    assert code == 0, err
+    assert decision(out) == "Decision:  none -> ignored"
+    assert f"write incident batch-job:{JOB}'s line: resumed at" in out and "write no remediation record" in out
+    assert store.clone_watch(f"batch/{JOB}-r1") is not None
+    # And another job that only shares the name writes nothing
+    running["detail"].update(jobId="0ther000-0000-4000-8000-000000000009")
+    code, out, _ = explainer.run(running)
+    assert code == 0 and "not a restart Medic started and waits for" in out

@@ -27,3 +27,24 @@ def test_report_counts_a_batch_jobs_incidents_under_its_lineage():
     assert report.Filters(job="pt-llama-0007").matches(incident)
     result = report.report([incident], START, START + timedelta(days=1))
     assert [row["job"] for row in result["jobs"]] == ["pt-llama-0007"]
+
+
+def test_report_times_a_batch_and_a_bedrock_recovery_from_the_line_written_when_the_restart_ran():
+    import json
+
+    from medic.core.timeline import job_timeline
+
+    # Given the incident lines Medic writes when each restart runs (flows/jobs/managed.clone_running)
+    fault = START + timedelta(hours=3)
+    lines = [json.dumps({"message": "incident", **job_timeline(
+        incident=f"{prefix}{root}", job=root, fault="job_retryable", fault_at=fault,
+        detected_at=fault + timedelta(seconds=5), restarted_at=fault + timedelta(seconds=6),
+        resumed_at=fault + timedelta(minutes=minutes), kind=kind)})
+        for prefix, root, kind, minutes in (("batch-job:", "pt-llama-0007", "batch_job", 10),
+                                            ("bedrock-job:", "cpt-llama-0003", "bedrock_job", 2))]
+    incidents = [report.parse_line(line) for line in lines]
+    result = report.report(incidents, START, START + timedelta(days=1))
+    # Then each service's recovery is timed, fault to running again (resolved)
+    kinds = {row["kind"]: row for row in result["kinds"]}
+    assert kinds["batch_job"]["lost_s"] == 600 and kinds["bedrock_job"]["lost_s"] == 120
+    assert kinds["batch_job"]["unresolved"] == kinds["bedrock_job"]["unresolved"] == 0

@@ -6,7 +6,7 @@ lengths, which botocore's own validator leaves to the service)."""
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -289,3 +289,69 @@ def test_a_dry_run_or_a_pause_submits_nothing(world, mode, outcome, pages):
     assert len(medic.pages()) == pages
     # a dry run notes no restart in the real namespace: the lineage is untouched
     assert JobStore(medic.deps.table).restart(f"batch/{JOB}-r1") is None
+
+
+def running(name: str, job_id: str, started_at: int) -> dict:
+    """The job's RUNNING state change (Batch publishes every state change: "Job state change events")."""
+    event = failed(jobName=name, jobId=job_id, jobArn=f"arn:aws:batch:us-west-2:123456789012:job/{job_id}",
+                   status="RUNNING", statusReason="", attempts=[], startedAt=started_at)
+    event["time"] = datetime.fromtimestamp(started_at / 1000 + 5, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return event
+
+
+def test_a_restarts_incident_line_waits_for_its_clone_to_run_and_resumes_then(world):
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, _, _ = world
+    # Given Medic resubmitted the failed job (SubmitJob answered the clone's id)
+    lines = incident_lines(lambda: restart_batch_job(medic.arrives(restartable(world)), medic.deps))
+    restarted, clone_id = medic.clock[0], "c0ffee00-0000-4000-8000-000000000001"
+    # Then no incident line yet (before: one at once, with no resume)
+    assert lines == []
+    # When another job named like the clone runs, then the clone itself (startedAt 9 minutes after the restart)
+    started = restarted + timedelta(minutes=9)
+    other = running(f"{JOB}-r1", "0ther000-0000-4000-8000-000000000009", int(started.timestamp() * 1000))
+    assert incident_lines(lambda: restart_batch_job(medic.arrives(other), medic.deps)) == []
+    event = running(f"{JOB}-r1", clone_id, int(started.timestamp() * 1000))
+    [line] = incident_lines(lambda: restart_batch_job(medic.arrives(event), medic.deps))
+    # Then the restart's line: acted and repaired at the call, resumed and resolved when the clone ran
+    assert (line["incident"], line["kind"], line["job"], line["fault"]) == (
+        f"batch-job:{JOB}", "batch_job", JOB, "job_retryable")
+    assert (line["acted_at"], line["repaired_at"]) == (restarted.isoformat(), restarted.isoformat())
+    assert line["resumed_at"] == line["resolved_at"] == started.isoformat()
+    # And its redelivery writes nothing more
+    assert incident_lines(lambda: restart_batch_job(medic.arrives(copy.deepcopy(event)), medic.deps)) == []
+
+
+def test_a_clone_that_fails_before_running_ends_its_restarts_line_without_a_resume(world):
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, batch, s3 = world
+    restart_batch_job(medic.arrives(restartable(world)), medic.deps)
+    restarted = medic.clock[0]
+    medic.clock[0] += timedelta(minutes=15)
+    # When the clone fails before it ran (Medic's own r1: noted, submitted, created after the note)
+    clone = failed(jobName=f"{JOB}-r1", jobId="c0ffee00-0000-4000-8000-000000000001",
+                   createdAt=int(restarted.timestamp() * 1000) + 1000)
+    batch.describes(clone)
+    batch.describes(clone)
+    batch.accepts(f"{JOB}-r2", "c0ffee00-0000-4000-8000-000000000002")
+    lines = incident_lines(lambda: restart_batch_job(medic.arrives(clone), medic.deps))
+    # Then the first restart's line ends without a resume, and the clone's failure is the lineage's restart 2
+    [line] = lines
+    assert (line["incident"], line["acted_at"], line["resumed_at"], line["resolved_at"]) == (
+        f"batch-job:{JOB}", restarted.isoformat(), None, None)
+    assert [request["jobName"] for request in batch.sent] == [f"{JOB}-r1", f"{JOB}-r2"]
+
+
+def test_a_clone_that_never_runs_is_given_up_at_the_deadline_by_the_recovery_check(world):
+    from medic.flows.jobs.timeline import conclude_clone_timelines
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, _, _ = world
+    restart_batch_job(medic.arrives(restartable(world)), medic.deps)
+    # Then the recovery check reads no Batch job (nothing stubbed): it waits, and writes the line at the deadline
+    assert incident_lines(lambda: conclude_clone_timelines(medic.deps)) == []
+    medic.clock[0] += timedelta(hours=24)
+    [line] = incident_lines(lambda: conclude_clone_timelines(medic.deps))
+    assert (line["kind"], line["resumed_at"]) == ("batch_job", None)

@@ -5,6 +5,7 @@ also checked against botocore's bedrock model in full (sim.contract)."""
 from __future__ import annotations
 
 import copy
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -140,3 +141,68 @@ def test_the_documented_sample_as_aws_sends_it_is_rejected_for_its_region(world)
     medic.at(sample["time"])
     record = restart_bedrock_job(sample, medic.deps)
     assert record["outcome"] == "rejected" and bedrock.sent == []
+
+
+def in_progress(name: str, arn: str, at: str) -> dict:
+    """The job's InProgress state change (Bedrock publishes a job's every change of state)."""
+    event = failed(name=name, arn=arn)
+    event.update(time=at, id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{arn}/{at}")))
+    event["detail"].update(jobStatus="InProgress", failureMessage="")
+    return event
+
+
+def test_a_restarts_incident_line_is_written_when_the_new_job_is_in_progress(world):
+    from datetime import timedelta
+
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, bedrock = world
+    bedrock.describes(description())
+    bedrock.tagged({})
+    # Given Bedrock created the job again under Medic's name (CreateModelCustomizationJob answered its ARN)
+    clone_arn = JOB_ARN.replace("k2j4h6g8f0d1", "z9y8x7w6v5u4")
+    bedrock.creates(clone_arn)
+    assert incident_lines(lambda: restart_bedrock_job(medic.arrives(failed()), medic.deps)) == []
+    restarted = medic.clock[0]
+    # When another job of that name's ARN is InProgress (not the one Medic created), then Medic's, in the sample's
+    # shorter ARN form (model-customization-job/<id>)
+    other = in_progress(f"{JOB}-r1", JOB_ARN.replace("k2j4h6g8f0d1", "a1a1a1a1a1a1"), "2026-11-20T08:15:00Z")
+    assert incident_lines(lambda: restart_bedrock_job(medic.arrives(other), medic.deps)) == []
+    short = "arn:aws:bedrock:us-west-2:123456789012:model-customization-job/z9y8x7w6v5u4"
+    [line] = incident_lines(lambda: restart_bedrock_job(
+        medic.arrives(in_progress(f"{JOB}-r1", short, "2026-11-20T08:16:00Z")), medic.deps))
+    # Then the restart's line resumes at the InProgress event: the new job runs (from scratch)
+    assert (line["incident"], line["kind"], line["acted_at"]) == (f"bedrock-job:{JOB}", "bedrock_job",
+                                                                   restarted.isoformat())
+    assert line["resumed_at"] == (restarted.replace(minute=16, second=0)).isoformat()
+    assert line["time_to_resume_s"] == timedelta(minutes=2).total_seconds()
+
+
+def test_a_new_job_in_progress_before_its_restarts_handling_ended_still_closes_the_line_once(world):
+    from datetime import timedelta
+
+    from medic.ledger.jobs import MedicRestart
+    from tests.functional.test_alarm_timelines import incident_lines
+
+    medic, bedrock = world
+    clone_arn = JOB_ARN.replace("k2j4h6g8f0d1", "z9y8x7w6v5u4")
+    store = JobStore(medic.deps.table)
+    # Given the InProgress of Medic's new job arrives while the restart's handling has not written its watch yet
+    # (CreateModelCustomizationJob answered, the note has the ARN; Bedrock's job is InProgress at once)
+    store.intend_restart(MedicRestart(name=f"bedrock/{JOB}-r1", root=JOB, attempt=1, restarted_from=JOB,
+                                      intended_at=medic.clock[0]))
+    store.note_submitted(f"bedrock/{JOB}-r1", clone_arn)
+    running_at = medic.clock[0] + timedelta(seconds=2)
+    early = in_progress(f"{JOB}-r1", clone_arn, running_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    # Then it writes no line yet (no watch to close), and notes the run
+    assert incident_lines(lambda: restart_bedrock_job(medic.arrives(early), medic.deps)) == []
+    assert store.clone_ran(f"bedrock/{JOB}-r1") == running_at
+    # When the restart's handling ends (here: the failure handled, the watch written after the create call)
+    store.table.delete(store.restart_key(f"bedrock/{JOB}-r1"))
+    bedrock.describes(description())
+    bedrock.tagged({})
+    bedrock.creates(clone_arn)
+    [line] = incident_lines(lambda: restart_bedrock_job(medic.arrives(failed()), medic.deps))
+    # Then the line is written then, resumed when the new job was InProgress; nothing waits any more
+    assert (line["kind"], line["resumed_at"]) == ("bedrock_job", running_at.isoformat())
+    assert store.clone_watch(f"bedrock/{JOB}-r1") is None

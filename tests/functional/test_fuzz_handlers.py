@@ -25,7 +25,7 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamRecordModel
 from botocore.exceptions import ClientError
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from medic.adapters.agent_queue import AgentQueues
@@ -1027,6 +1027,7 @@ def reads_only(service: str, operation: str, params: dict) -> bool:
 
 @FEWER
 @given(nodes=broken_node_reports())
+@example(nodes={"S": json.dumps([{**REPORT_NODE, "pods": [{**REPORT_POD, "terminating_since": "-1"}]}])})
 def test_a_node_report_the_agent_could_not_have_written_is_read_and_nothing_else(world, nodes):
     from medic.flows.agent.eks_nodes import sweep_node_reports
 

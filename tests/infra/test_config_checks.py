@@ -1,7 +1,7 @@
 """Specification: config mistakes synth used to accept are refused or warned (issue 29, item 3). Refused: a YAML key
 given twice, no one to page, eks_cluster_name on a Slurm cluster. Warned (at synth as CDK warnings, and by `medic
 validate`): a stall_minutes the NCCL watchdog beats, a role of another account, a training-job prefix so short it
-reaches other teams' jobs."""
+reaches other teams' jobs (training_jobs, batch_jobs, bedrock_jobs alike)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,40 @@ def test_a_short_training_job_prefix_is_warned(tmp_path):
         if warned:
             assert f"training_jobs.0.prefix: '{prefix}' has" in warnings[0]
             assert "other teams' too" in warnings[0]
+
+
+MANAGED = """\
+batch_jobs:
+  - prefix: {batch}
+    job_queues: [gpu-training]
+    job_definitions: [pretrain-mnp]
+    allow_restart_without_checkpoint: true
+bedrock_jobs:
+  - prefix: {bedrock}
+    role_arns: [arn:aws:iam::{account}:role/BedrockCustomization]
+"""
+
+
+def test_a_short_batch_or_bedrock_prefix_is_warned_as_a_training_jobs_one(tmp_path):
+    # Given Batch and Bedrock entries beside the careful training_jobs one
+    careful = BASE + MANAGED.format(batch="pretrain-", bedrock="cpt-titan-", account="123456789012")
+    assert config_warnings(load_config(written(tmp_path, careful)), account="123456789012") == []
+    # When their prefixes are short
+    short = BASE + MANAGED.format(batch="pt-", bedrock="cpt-", account="123456789012")
+    batch_warning, bedrock_warning = config_warnings(load_config(written(tmp_path, short)), account="123456789012")
+    # Then each is warned under its own key, in the training_jobs warning's words, naming what it reaches
+    assert batch_warning.startswith("batch_jobs.0.prefix: 'pt-' has 2 letters and digits (fewer than 6): Medic "
+                                    "restarts any failed AWS Batch job in its job_queues whose name starts with it, "
+                                    "other teams' too")
+    assert bedrock_warning.startswith("bedrock_jobs.0.prefix: 'cpt-' has 3 letters and digits (fewer than 6): Medic "
+                                      "restarts any failed Bedrock model customization job of the account")
+
+
+def test_a_bedrock_role_of_another_account_is_warned(tmp_path):
+    other = BASE + MANAGED.format(batch="pretrain-", bedrock="cpt-titan-", account="210987654321")
+    [warning] = config_warnings(load_config(written(tmp_path, other)), account="123456789012")
+    assert warning.startswith("bedrock_jobs.0.role_arns: arn:aws:iam::210987654321:role/BedrockCustomization is a "
+                              "role of account 210987654321, not the deploying account 123456789012")
 
 
 def test_a_role_of_another_account_is_warned_when_the_account_is_known(tmp_path):

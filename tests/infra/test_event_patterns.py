@@ -185,8 +185,8 @@ def test_the_archive_drops_what_no_rule_could_take(raw):
 def test_every_rule_that_reaches_a_handler_takes_only_live_events(raw):
     # Given the rules whose target is one of Medic's functions
     rules = acting_rules(raw)
-    assert len(rules) == 9  # node, cluster events, training jobs, Batch jobs, Bedrock jobs, alarms, operator
-    # requests, the mode watch, the canary
+    assert len(rules) == 11  # node, cluster events, training jobs, Batch jobs and their restarts running, Bedrock
+    # jobs and theirs, alarms, operator requests, the mode watch, the canary
     for pattern in rules.values():
         # Then each excludes what EventBridge replays from an archive (it adds replay-name to a replayed event)
         assert pattern["replay-name"] == NO_REPLAYS["replay-name"]

@@ -71,27 +71,34 @@ def _called_name(call: ast.Call) -> str | None:
 
 
 def ledger_deleted_prefixes() -> set[str]:
-    """Each key family a store deletes (Table.delete), from the key helpers and the Table.key calls it uses."""
-    trees = _store_modules()
-    constants = _constants(trees)
-    functions = {f.name: f for tree in trees for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    """Each key family a store deletes (Table.delete, Table.delete_if), from the key helpers and the Table.key calls
+    it uses: module by module, each with its own constants (several stores name theirs PARTITION)."""
+    found: set[str] = set()
+    deleting_anywhere = 0
+    for tree in _store_modules():
+        constants = _constants([tree])
+        functions = {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
 
-    def pk_prefixes(function: ast.FunctionDef, seen: set[str]) -> set[str]:
-        found: set[str] = set()
-        for node in ast.walk(function):
-            if not isinstance(node, ast.Call):
-                continue
-            name = _called_name(node)
-            if name == "key" and node.args:
-                found |= {p for p in [_pk_prefix(node.args[0], constants)] if p}
-            elif name and "key" in name and name in functions and name not in seen:
-                found |= pk_prefixes(functions[name], seen | {name})
-        return found
+        def pk_prefixes(function: ast.FunctionDef, seen: set[str], constants: dict = constants,
+                        functions: dict = functions) -> set[str]:
+            prefixes: set[str] = set()
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = _called_name(node)
+                if name == "key" and node.args:
+                    prefixes |= {p for p in [_pk_prefix(node.args[0], constants)] if p}
+                elif name and "key" in name and name in functions and name not in seen:
+                    prefixes |= pk_prefixes(functions[name], seen | {name})
+            return prefixes
 
-    deleting = [f for f in functions.values()
-                if any(isinstance(n, ast.Call) and _called_name(n) == "delete" for n in ast.walk(f))]
-    assert len(deleting) >= 5, "the stores no longer delete through Table.delete: update this test"
-    return set().union(*(pk_prefixes(f, {f.name}) for f in deleting))
+        deleting = [f for f in functions.values()  # Table.delete and Table.delete_if: both are DeleteItem
+                    if any(isinstance(n, ast.Call) and _called_name(n) in ("delete", "delete_if")
+                           for n in ast.walk(f))]
+        deleting_anywhere += len(deleting)
+        found |= set().union(*(pk_prefixes(f, {f.name}) for f in deleting))
+    assert deleting_anywhere >= 5, "the stores no longer delete through Table.delete: update this test"
+    return found
 
 
 def test_every_item_family_the_ledger_deletes_may_be_deleted():

@@ -1,4 +1,5 @@
-"""Specification: the AWS Batch job restart rule, function and permissions (ManagedJobRestarts)."""
+"""Specification: the AWS Batch and Bedrock job restart rules (failures; Medic's restarts running), function and
+permissions (ManagedJobRestarts)."""
 
 from __future__ import annotations
 
@@ -93,10 +94,38 @@ def test_the_bedrock_rule_takes_failed_jobs_under_a_configured_prefix_only(raw):
         assert not matches(rule["EventPattern"], other), change
 
 
+def test_the_batch_clone_rule_takes_only_restarts_of_a_configured_prefix_running_in_its_queue(raw):
+    # Given medic.yaml's batch_jobs (prefix pt-llama-, queue gpu-training): Medic names its restarts <base>-r<k>
+    rule = one(raw, "AWS::Events::Rule", "ManagedJobRestartsBatchCloneRule")["Properties"]
+    event = batch_failure()
+    event["detail"].update(status="RUNNING", jobName="pt-llama-0007-r1")
+    assert matches(rule["EventPattern"], event)
+    # Then not the job itself running, a failure, another prefix's or queue's job, another account's
+    for change in ({"jobName": "pt-llama-0007"}, {"status": "FAILED"}, {"jobName": "research-0001-r1"},
+                   {"jobQueue": "arn:aws:batch:us-west-2:123456789012:job-queue/someone-elses"}):
+        other = copy.deepcopy(event)
+        other["detail"].update(change)
+        assert not matches(rule["EventPattern"], other), change
+    assert not matches(rule["EventPattern"], {**event, "account": "999999999999"})
+
+
+def test_the_bedrock_clone_rule_takes_only_restarts_of_a_configured_prefix_in_progress(raw):
+    rule = one(raw, "AWS::Events::Rule", "ManagedJobRestartsBedrockCloneRule")["Properties"]
+    event = copy.deepcopy(load_event("aws-docs-bedrock-model-customization-job-state-change"))
+    event["detail"].update(jobName="cpt-llama-0003-r1", jobStatus="InProgress")
+    event["account"] = "123456789012"
+    assert matches(rule["EventPattern"], event)
+    for change in ({"jobName": "cpt-llama-0003"}, {"jobStatus": "Completed"}, {"jobName": "abcd-wxyz-r1"}):
+        other = copy.deepcopy(event)
+        other["detail"].update(change)
+        assert not matches(rule["EventPattern"], other), change
+
+
 def test_the_handler_has_its_dead_letter_queue(raw):
     config = one(raw, "AWS::Lambda::EventInvokeConfig", "ManagedJobRestartsHandlerFunctionEventInvokeConfig")
     assert config["Properties"]["MaximumRetryAttempts"] == 2
-    for rule in ("ManagedJobRestartsBatchRule", "ManagedJobRestartsBedrockRule"):
+    for rule in ("ManagedJobRestartsBatchRule", "ManagedJobRestartsBedrockRule", "ManagedJobRestartsBatchCloneRule",
+                 "ManagedJobRestartsBedrockCloneRule"):
         target = one(raw, "AWS::Events::Rule", rule)["Properties"]["Targets"][0]
         assert "ManagedJobRestartsHandlerDeadLetters" in json.dumps(target["DeadLetterConfig"])
 

@@ -48,7 +48,8 @@ def test_the_saved_queries_cover_the_log_groups_of_every_function(raw):
     assert set(queries) == {"Medic/All decisions (last 24 h: set the time range)", "Medic/Failed and suppressed",
                             "Medic/One node or job (edit the filter)", "Medic/Time from event to action per cluster",
                             "Medic/Needs a human (medic history --needs-human)",
-                            "Medic/Managed job failures by service and outcome"}
+                            "Medic/Managed job failures by service and outcome",
+                            "Medic/Managed job restarts: fault to running again by service"}
     log_groups = {lid for lid in resources(raw, "AWS::Logs::LogGroup")}
     for query in queries.values():
         assert {ref["Ref"] for ref in query["LogGroupNames"]} == log_groups
@@ -60,6 +61,10 @@ def test_the_saved_queries_cover_the_log_groups_of_every_function(raw):
     # SageMaker training jobs and AWS Batch jobs side by side: the service is the incident's prefix
     managed = queries["Medic/Managed job failures by service and outcome"]["QueryString"]
     assert 'filter trigger = "job_state"' in managed and "(?<service>" in managed and "by service, outcome" in managed
+    # ... and their restarts' time to running again, from the incident lines (written when the clone runs)
+    restarts = queries["Medic/Managed job restarts: fault to running again by service"]["QueryString"]
+    assert 'kind in ["training_job", "batch_job", "bedrock_job"]' in restarts
+    assert "pct(time_to_resume_s, 50)" in restarts and "by kind" in restarts
 
 
 def test_the_dashboard_shows_outcomes_pages_incidents_latency_queues_mode_and_records(raw):
@@ -68,7 +73,9 @@ def test_the_dashboard_shows_outcomes_pages_incidents_latency_queues_mode_and_re
     for title in ("Actions and outcomes per cluster", "Suppressed, failed, pages", "Open incidents",
                   "Time from event to action", "Dead-letter queues", "Mode at the latest decisions",
                   "Latest remediation records", "errors and throttles", "Agents: seconds since each cluster's agent",
-                  "Canary: seconds since the last one came back"):
+                  "Canary: seconds since the last one came back",
+                  "Managed jobs (SageMaker, AWS Batch, Bedrock): failures by service and outcome",
+                  "Managed job restarts: fault to running again (s), by service"):
         assert title in body, title
 
 

@@ -37,8 +37,9 @@ def loaded_by(handler: str) -> tuple[set[str], bool]:
     # agents' node reports only when the config names an EKS cluster
     ("reconcile", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.jobs.restart", "medic.flows.jobs.events",
                    "medic.flows.agent.eks_nodes", "medic.flows.agent.eks")),
-    # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models)
-    ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events", "medic.flows.jobs.timeline")),
+    # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models); the clone watch
+    # (flows.jobs.timeline) is shared: their restarts' incident lines close when the clone runs
+    ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events")),
 ])
 def test_a_handler_does_not_import_the_flows_it_does_not_serve(handler, absent):
     modules, collecting = loaded_by(handler)

@@ -1,6 +1,7 @@
-"""Lambda entry point for the managed-job services beside SageMaker: "Batch Job State Change" (FAILED) and "Model
-Customization Job State Change" (Failed). One function for them (one reserved concurrency, one dead-letter queue):
-each event goes to its service's flow by its source (any other is the Batch flow's to reject)."""
+"""Lambda entry point for the managed-job services beside SageMaker: "Batch Job State Change" (FAILED; RUNNING of
+Medic's restarts) and "Model Customization Job State Change" (Failed; InProgress of Medic's restarts). One function
+for them (one reserved concurrency, one dead-letter queue): each event goes to its service's flow by its source (any
+other is the Batch flow's to reject)."""
 
 from __future__ import annotations
 

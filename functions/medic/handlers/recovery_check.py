@@ -1,5 +1,5 @@
 """Lambda entry point for the proof-of-recovery schedule (every 5 minutes): the restarted jobs' proofs of recovery,
-and the training-job restarts whose clone has now trained (their incident lines)."""
+and the job restarts whose clone has now trained (their incident lines; a Batch or Bedrock clone past its wait)."""
 
 from __future__ import annotations
 
@@ -21,5 +21,6 @@ with cold_start():  # the imports build what lives as long as the container: fro
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     deps = dependencies()
     concluded = len(check_recoveries(event, deps))
-    timelines = conclude_clone_timelines(deps) if deps.config.configures("training_jobs") else 0
+    watched = any(deps.config.configures(section) for section in ("training_jobs", "batch_jobs", "bedrock_jobs"))
+    timelines = conclude_clone_timelines(deps) if watched else 0
     return {"concluded": concluded, "job_timelines": timelines}

@@ -23,6 +23,9 @@ CLOCK_TOLERANCE = timedelta(seconds=60)
 
 
 CLONE_PARTITION = "jobclone#watch"  # one partition: the restarts whose timeline waits for the clone to train
+# a Batch or Bedrock clone seen running before its restart's watch was written (the service's event raced the
+# restart's own handling): the watch, once written, is concluded with this time
+CLONE_RAN_PARTITION = "jobclone#ran"
 
 
 class CloneWatch(NamedTuple):
@@ -38,6 +41,9 @@ class CloneWatch(NamedTuple):
     acted_at: datetime  # CreateTrainingJob returned: the clone InProgress
     deadline: datetime
     job_started_at: datetime | None = None
+    # the incident line's kind: training_job (the recovery check reads the clone), or batch_job / bedrock_job
+    # (the clone's own state change event ends the watch: flows/jobs/managed.clone_running)
+    kind: str = "training_job"
 
 
 class LineageRestarts(NamedTuple):
@@ -210,7 +216,7 @@ class JobStore:
         item = {**self.table.key(CLONE_PARTITION, watch.clone), "incident": {"S": watch.incident},
                 "job": {"S": watch.job}, "fault": {"S": watch.fault},
                 "detected_at": {"S": watch.detected_at.isoformat()}, "acted_at": {"S": watch.acted_at.isoformat()},
-                "deadline": {"S": watch.deadline.isoformat()},
+                "deadline": {"S": watch.deadline.isoformat()}, "kind": {"S": watch.kind},
                 "expires_at": expires(watch.deadline, DEDUPE_DAYS)}
         for name in ("fault_at", "job_started_at"):
             if (moment := getattr(watch, name)) is not None:
@@ -221,6 +227,20 @@ class JobStore:
         """Every restart whose clone has not been seen training yet (unreadable items left out)."""
         watches = (readable(_clone_watch, item) for item in self.table.partition(CLONE_PARTITION))
         return [watch for watch in watches if watch is not None]
+
+    def note_clone_ran(self, clone: str, running_at: datetime) -> None:
+        """The clone ran before its watch existed (kept as long as a watch would wait)."""
+        self.table.put({**self.table.key(CLONE_RAN_PARTITION, clone), "running_at": {"S": running_at.isoformat()},
+                        "expires_at": expires(running_at, DEDUPE_DAYS)})
+
+    def clone_ran(self, clone: str) -> datetime | None:
+        item = self.table.get(self.table.key(CLONE_RAN_PARTITION, clone))
+        return readable(lambda: datetime.fromisoformat(item["running_at"]["S"])) if item else None
+
+    def clone_watch(self, clone: str) -> CloneWatch | None:
+        """The restart whose clone this is, while its line waits (None: not watched, or unreadable)."""
+        item = self.table.get(self.table.key(CLONE_PARTITION, clone))
+        return readable(_clone_watch, item) if item is not None else None
 
     def end_clone_watch(self, clone: str) -> bool:
         """True once: the run that ends the watch writes the incident line."""
@@ -262,4 +282,5 @@ def _clone_watch(item: dict) -> CloneWatch:
                       fault=item["fault"]["S"], fault_at=moment("fault_at"),
                       detected_at=datetime.fromisoformat(item["detected_at"]["S"]),
                       acted_at=datetime.fromisoformat(item["acted_at"]["S"]),
-                      deadline=datetime.fromisoformat(item["deadline"]["S"]), job_started_at=moment("job_started_at"))
+                      deadline=datetime.fromisoformat(item["deadline"]["S"]), job_started_at=moment("job_started_at"),
+                      kind=item.get("kind", {}).get("S", "training_job"))

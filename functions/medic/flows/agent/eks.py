@@ -14,12 +14,13 @@ import re
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from medic.config_core import K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN, CoreConfig, Job, KubernetesJob
 from medic.core.agent_command import AgentCommand, command_id_for
 from medic.core.models import Fault
 from medic.core.progress import Progress
+from medic.core.text import quoted
 from medic.flows.recovery.policy import made_progress
 
 
@@ -68,6 +69,9 @@ HYPERPOD_PENDING_REPAIR = ("UnschedulablePendingReboot", "UnschedulablePendingRe
 HYPERPOD_NODE_NAME = re.compile(r"hyperpod-(i-[0-9a-f]{8,17})", re.ASCII)
 MAX_REPORTED_NODES = 500
 MAX_PODS_PER_NODE = 256
+# metav1.Time is written as RFC 3339 ("2006-01-02T15:04:05Z07:00", Kubernetes API conventions, "Primitive types");
+# the agent's client may add a fraction. pydantic alone would also take a number or a numeric string as epoch seconds.
+RFC_3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 class ReportedPod(BaseModel):
@@ -81,6 +85,14 @@ class ReportedPod(BaseModel):
     # With its zone, as Kubernetes writes metadata.deletionTimestamp (RFC 3339, UTC): a time without one is
     # refused with the report, never compared with Medic's clock.
     terminating_since: AwareDatetime | None = None
+
+    @field_validator("terminating_since", mode="before")
+    @classmethod
+    def _rfc_3339(cls, value: object) -> object:
+        if value is not None and not (isinstance(value, str) and RFC_3339.fullmatch(value)):
+            raise ValueError(f"{quoted(str(value), 64)} is not a time as Kubernetes writes metadata.deletionTimestamp "
+                             "(RFC 3339, with its zone)")
+        return value
 
 
 class ReportedNode(BaseModel):

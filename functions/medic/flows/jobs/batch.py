@@ -38,7 +38,7 @@ from medic.deps import Deps
 from medic.flows.jobs import policy
 from medic.flows.jobs.batch_events import BatchJobDetail, BatchJobStateEvent
 from medic.flows.jobs.faults import JobFailure, classify_failure
-from medic.flows.jobs.managed import Failure, Service, finish, handle_failure, note_restart
+from medic.flows.jobs.managed import Failure, Service, clone_running, finish, handle_failure, note_restart
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import Checkpoint, JobContext, JobDecision, Lineage
 from medic.ledger.jobs import JobStore, MedicRestart
@@ -53,7 +53,8 @@ TAG_LIMIT = 50  # SubmitJob tags: at most 50 (botocore's batch model, TagrisTags
 INCIDENT_PREFIX = "batch-job:"
 # The ledger's names for Batch jobs (failure claims, restart notes): Batch's own namespace, apart from SageMaker's.
 LEDGER_PREFIX = "batch/"
-SERVICE = Service(incident_prefix=INCIDENT_PREFIX, ledger_prefix=LEDGER_PREFIX, kind="batch_job", window="batch jobs")
+SERVICE = Service(incident_prefix=INCIDENT_PREFIX, ledger_prefix=LEDGER_PREFIX, kind="batch_job", window="batch jobs",
+                  name_limit=BATCH_NAME_LIMIT)
 
 
 def restart_batch_job(raw: Any, deps: Deps) -> dict:
@@ -62,6 +63,11 @@ def restart_batch_job(raw: Any, deps: Deps) -> dict:
     except ValidationError as error:
         return rejected(raw, error, deps.mode.current(), Trigger.JOB_STATE, "Batch job state event")
     detail = event.detail
+    if detail.status == "RUNNING":  # a clone Medic submitted, running: its restart's incident line (rule BatchClone)
+        # startedAt: "when the job transitioned from the STARTING state to the RUNNING state" (botocore's batch
+        # model, JobDetail.startedAt); else the event's time. A node of a multi-node job has its own id: not matched.
+        return clone_running(SERVICE, detail.jobName, epoch_millis(detail.startedAt) or event.time, deps,
+                             lambda restart: restart.submitted_id == detail.jobId)
     spec = deps.jobs_config.batch_jobs_for(detail.jobName)
     failure = classify_failure(detail.failure_text(), deps.jobs_config.batch_failure_rules(spec) if spec else [])
     seen = Failure(event.id, event.time, detail.jobName, detail.jobId,

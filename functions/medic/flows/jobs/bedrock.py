@@ -29,7 +29,7 @@ from medic.core.text import quoted
 from medic.deps import Deps
 from medic.flows.jobs.bedrock_events import BedrockJobDetail, BedrockJobStateEvent
 from medic.flows.jobs.faults import JobFailure, classify_failure
-from medic.flows.jobs.managed import Failure, Service, finish, handle_failure, note_restart
+from medic.flows.jobs.managed import Failure, Service, clone_running, finish, handle_failure, note_restart
 from medic.flows.jobs.pages import job_page
 from medic.flows.jobs.policy import Checkpoint, JobContext, JobDecision, Lineage, decide_job, restart_tags, user_tags
 from medic.ledger.jobs import JobStore, MedicRestart
@@ -39,7 +39,7 @@ from medic.outbox.records import rejected
 NAME_LIMIT = 63  # CreateModelCustomizationJob jobName and customModelName: at most 63 (botocore's bedrock model)
 TAG_LIMIT = 200  # jobTags: at most 200 (botocore's bedrock model, TagList)
 SERVICE = Service(incident_prefix="bedrock-job:", ledger_prefix="bedrock/", kind="bedrock_job",
-                  window="bedrock jobs")
+                  window="bedrock jobs", name_limit=NAME_LIMIT)
 TOKENS = uuid.UUID("3f0c7b9e-2d41-4c8a-9b6e-5a1d2c3e4f70")  # the namespace of Medic's clientRequestTokens
 
 
@@ -50,6 +50,12 @@ def restart_bedrock_job(raw: Any, deps: Deps) -> dict:
         return rejected(raw, error, deps.mode.current(), Trigger.JOB_STATE,
                         "Bedrock model customization job state event")
     detail = event.detail
+    if detail.jobStatus == "InProgress":  # a job Medic created again, running: its restart's incident line
+        # Bedrock publishes an event "whenever there is a change in the state of a job" ("How EventBridge for Amazon
+        # Bedrock works"); a job is InProgress from its creation (ModelCustomizationJobStatus has no earlier status:
+        # botocore's bedrock model): assumption: the new job's InProgress is published, and its time is the resume.
+        return clone_running(SERVICE, detail.jobName, event.time, deps,
+                             lambda restart: same_job(restart.submitted_id, detail.jobArn))
     spec = deps.jobs_config.bedrock_jobs_for(detail.jobName)
     failure = classify_failure(detail.failureMessage, deps.jobs_config.bedrock_failure_rules(spec) if spec else [])
     seen = Failure(event.id, event.time, detail.jobName, detail.jobArn, (("jobArn", detail.jobArn),), failure,
@@ -68,6 +74,17 @@ def restart_bedrock_job(raw: Any, deps: Deps) -> dict:
 
     return handle_failure(SERVICE, seen, deps.mode.current(), deps, ignored=not_ours(detail, spec),
                           created_at=created_at, handle=handle, page_text=page, prefix=spec.prefix if spec else None)
+
+
+def same_job(created_arn: str | None, event_arn: str) -> bool:
+    """The job CreateModelCustomizationJob answered ``created_arn`` for is the event's: the same job id, the ARN's last
+    part (botocore's model names a job `model-customization-job/<base model>/<id>`, AWS's documented sample event
+    `model-customization-job/<id>`), in the same account and region."""
+    if not created_arn:
+        return False
+    created, seen = created_arn.split(":", 5), event_arn.split(":", 5)
+    return (len(created) == len(seen) == 6 and created[:5] == seen[:5]
+            and created[5].rsplit("/", 1)[-1] == seen[5].rsplit("/", 1)[-1])
 
 
 def not_ours(detail: BedrockJobDetail, spec: BedrockJobs | None) -> str | None:

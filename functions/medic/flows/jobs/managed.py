@@ -3,7 +3,8 @@ the failure's handling from the typed event to its record, with the service's ow
 ARNs the event names must be this stack's partition, account and region; the service's scope (a configured prefix,
 queue, status: `ignored` otherwise); the job's lineage from Medic's own note of the jobs it started (never the
 job's tags), held against the job's creation time as the service reports it; one claim per failure (a redelivery is
-a `duplicate`); the service's handling; the incident line when the handling ends."""
+a `duplicate`); the service's handling; the incident line when the handling ends: at once without a restart, else
+when the clone runs (its own state change event: ``clone_running``), or fails first, or Medic stops waiting."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from medic.core.timeline import job_timeline
 from medic.deps import Deps
 from medic.flows.jobs.faults import JobFailure
 from medic.flows.jobs.policy import CLOSING_OUTCOMES, JobDecision, Lineage, foreign_training_job_arn, lineage_of
-from medic.ledger.jobs import JobStore, MedicRestart
+from medic.flows.jobs.timeline import conclude_watch, watch_clone
+from medic.ledger.jobs import CloneWatch, JobStore, MedicRestart
 from medic.ledger.table import Table
-from medic.obs import emit_incident
+from medic.obs import emit_incident, logger
 from medic.outbox.pages import page_incident
 from medic.outbox.records import emit
 
@@ -37,6 +39,7 @@ class Service(NamedTuple):
     ledger_prefix: str  # "batch/": its jobs' names and failures in the ledger, apart from other services'
     kind: str  # the incident line's kind: batch_job
     window: str  # its pages' window per configured prefix: "batch jobs"
+    name_limit: int  # its job names' length limit: a restart's name is Lineage.next_name(name_limit)
 
 
 class Failure(NamedTuple):
@@ -92,19 +95,61 @@ def handle_failure(service: Service, failure: Failure, mode: Mode, deps: Deps, *
         return emit(about.record(fault=failure.failure.fault, action=Action.NONE, outcome=Outcome.DUPLICATE,
                                  reason=f"This failure of {failure.name} was already handled.",
                                  attempt=lineage.restarts + 1))
+    if lineage.restarts:  # Medic's restart failed: if it never ran, its restart's line ends here (no resume)
+        ended = JobStore(deps.table).clone_watch(noted_as)
+        if ended is not None and JobStore(deps.table).end_clone_watch(noted_as):
+            conclude_watch(ended, None)
     try:
         record = handle(about, lineage, table)
     except BaseException:  # an unexpected error: the retry of this event must not read as a duplicate
         JobStore(table).release_job_failure(claim)
         raise
     JobStore(table).finish_job_failure(claim, deps.now())
-    if mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:
-        # Written at once: Medic does not watch these clones until they run (the restart's resume is not timed).
-        restarted = deps.now() if record["outcome"] == Outcome.EXECUTED.value else None
+    if mode is not Mode.DRY_RUN and record["outcome"] == Outcome.EXECUTED.value:
+        # the line waits for the clone to run: its own state change event (clone_running) gives the resume
+        clone = service.ledger_prefix + lineage.next_name(service.name_limit)
+        watch = watch_clone(deps, clone=clone, incident=about.incident, job=lineage.root, fault=record["fault"],
+                            fault_at=failure.fault_at, detected_at=received, acted_at=deps.now(),
+                            job_started_at=failure.started_at, kind=service.kind)
+        ran = JobStore(deps.table).clone_ran(clone)  # its event came first (clone_running noted it): the line now
+        if ran is not None and JobStore(deps.table).end_clone_watch(clone):
+            conclude_watch(watch, ran)
+    elif mode is not Mode.DRY_RUN and record["outcome"] in CLOSING_OUTCOMES:  # no restart: a human owns it now
         emit_incident(job_timeline(incident=about.incident, job=lineage.root, fault=record["fault"],
-                                   fault_at=failure.fault_at, detected_at=received, restarted_at=restarted,
+                                   fault_at=failure.fault_at, detected_at=received, restarted_at=None,
                                    job_started_at=failure.started_at, kind=service.kind))
     return record
+
+
+def watched_clone(service: Service, name: str, store: JobStore,
+                  medics: Callable[[MedicRestart], bool]) -> CloneWatch | None:
+    """The restart whose line waits for this job to run: Medic noted the job as its restart and ``medics`` says the
+    service's job is the one Medic's call started (None: not Medic's, or not waited for)."""
+    restart = store.restart(service.ledger_prefix + name)
+    return store.clone_watch(service.ledger_prefix + name) if restart is not None and medics(restart) else None
+
+
+def clone_running(service: Service, name: str, running_at: datetime, deps: Deps,
+                  medics: Callable[[MedicRestart], bool]) -> dict:
+    """A job of a configured prefix is running: when it is the restart Medic started (its ledger note, and
+    ``medics``: the service's job is the one Medic's call started), the restart's incident line is written with its
+    resume (``running_at``), once: a redelivery, another job of that name or a job Medic did not start writes
+    nothing. Medic decides nothing here, so no remediation record: the summary is logged and returned."""
+    noted_as, store = service.ledger_prefix + name, JobStore(deps.table)
+    restart, watch = store.restart(noted_as), None
+    if restart is not None and medics(restart):
+        watch = store.clone_watch(noted_as)
+        if watch is None:  # running before its restart's handling wrote the watch (Bedrock: InProgress at once):
+            # noted, then read again; whichever of the two runs sees both writes the line (end_clone_watch: once)
+            store.note_clone_ran(noted_as, running_at)
+            watch = store.clone_watch(noted_as)
+    concluded = watch is not None and store.end_clone_watch(noted_as)
+    if watch is not None and concluded:
+        conclude_watch(watch, running_at)
+    summary = {"clone": name, "kind": service.kind, "running_at": running_at.isoformat(),
+               "incident": watch.incident if watch else None, "incident_closed": concluded}
+    logger.info("clone running", extra=summary)
+    return summary
 
 
 def finish(about: About, decision: JobDecision, deps: Deps, table: Table, page_text: Callable[[Record], PageText],
