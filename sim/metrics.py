@@ -64,6 +64,10 @@ class ProbeSpec:
     close: str | None = None  # the process ends: "clean" (close(), the completion marker), "exception" or "killed"
     hang: dict | None = None  # the probe's hang detection on, with these settings (None: off, as before issue 31)
     pause: str | bool | None = None  # a reason: a marked pause begins after the steps; False: it ends
+    # The run's identity, as the probe reads it from its environment (issue 33): the Slurm job the process runs in
+    # (SLURM_JOB_ID, digits), or on EKS its pod's `namespace/name` (the downward API's POD_NAMESPACE, POD_NAME)
+    slurm_job_id: str | None = None
+    pod: str | None = None
 
     @classmethod
     def parse(cls, value: Any) -> ProbeSpec:
@@ -101,6 +105,17 @@ class ProbeSpec:
         if pause is not None and pause is not False and not (isinstance(pause, str) and pause.strip()):
             raise ValueError(f"'pause' must be the pause's reason (\"checkpoint\"), or false to end it (got {pause!r})")
         spec.pause = pause
+        job_id = value.get("slurm_job_id")
+        if job_id is not None and not ((_is_int(job_id) and job_id > 0) or (isinstance(job_id, str) and
+                                                                             job_id.isdigit())):
+            raise ValueError(f"'slurm_job_id' must be Slurm's job id, digits (got {job_id!r})")
+        spec.slurm_job_id = None if job_id is None else str(job_id)
+        pod = value.get("pod")
+        if pod is not None and not (isinstance(pod, str) and len(pod.split("/")) == 2 and all(pod.split("/"))):
+            raise ValueError(f"'pod' must be the pod's namespace/name (got {pod!r})")
+        if pod is not None and job_id is not None:
+            raise ValueError("'slurm_job_id' (Slurm) and 'pod' (EKS) name a run on different orchestrators: give one")
+        spec.pod = pod
         for name in ("cluster", "node", "namespace"):
             if name in value:
                 text = value[name]
@@ -198,9 +213,14 @@ class Metrics:
                              "(give \"new_process\": true)")
         if probe is None:
             module = import_probe()
+            # The pod of rank 0 is the PyTorchJob's master replica: its MASTER_ADDR, as the training-operator sets
+            # it (v1.9 pkg/controller.v1/pytorch/master.go: replicaName(job, Master, 0)), is its own name, from which
+            # the probe takes its owner (medic_probe.probe.owner_from_master_addr)
+            owner = module.owner_from_master_addr(spec.pod.split("/")[1]) if spec.pod else None
             probe = module.Probe(spec.job, cluster=spec.cluster, node=spec.node, namespace=spec.namespace,
                                  rank=0, client=_Recording(self.client("cloudwatch"), self.published),
                                  start=False, hang_detection=spec.hang is not None, clock=self.clock,
+                                 slurm_job_id=spec.slurm_job_id, pod=spec.pod, owner=owner or "unknown",
                                  **(spec.hang or {}))
             self.probes[key] = probe
         elif spec.hang is not None and not probe.hang_detection:

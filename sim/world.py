@@ -498,10 +498,13 @@ class World:
         spec = self.config.cluster(cluster) if self.config is not None else None
         if spec is None or spec.orchestrator != "eks":
             return []
+        # the namespaces its watch rules opt in: any job of each kind there (render.py watched_namespaces, `*`)
+        opted_in = [{"namespace": namespace, "kind": kind, "name": "*", "launcher_exits_128_or_more_on_sigterm": False}
+                    for namespace in spec.opted_in_namespaces for kind in ("HyperPodPyTorchJob", "Job", "PyTorchJob")]
         return [{"namespace": job.kubernetes_object().namespace, "kind": job.kubernetes_object().kind,
                  "name": job.kubernetes_object().name,
                  "launcher_exits_128_or_more_on_sigterm": job.launcher_exits_128_or_more_on_sigterm}
-                for job in self.config.jobs if job.cluster == cluster]
+                for job in self.config.jobs if job.cluster == cluster] + opted_in
 
     def _hyperpod_nodes(self, cluster: str) -> dict[str, str]:
         if not self.hyperpod.has_cluster(cluster):

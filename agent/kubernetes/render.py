@@ -18,7 +18,8 @@ manifest holds only what the agent needs (agent/README.md, "HyperPod EKS", lists
                          only with the cluster's quarantine_repeat_offenders (the cordon and uncordon of a node in a
                          repair loop: medic_agent/eks/cordon.py)
   Role(+Binding) medic-agent-lease in medic-agent: create leases; get, update the lease `medic-agent`
-  Role(+Binding) medic-agent-jobs in each watched namespace: list, delete pods; get the watched jobs by name
+  Role(+Binding) medic-agent-jobs in each watched namespace: list, delete pods; get the watched jobs by name (in a
+                 namespace a watch rule opts in: get every job of the three kinds, no resourceNames)
   Deployment medic-agent: 1 replica, non-root, read-only root filesystem, no capabilities
 Pure Python; PyYAML only to read medic.yaml (and to write YAML when present).
 """
@@ -49,6 +50,7 @@ CODE_FILES = ("medic_agent/__init__.py", "medic_agent/commands.py", "medic_agent
               "medic_agent/eks/policy.py", "medic_agent/eks/restart.py")
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "medic"}
 EXIT_CODE_KEY = "launcher_exits_128_or_more_on_sigterm"  # medic.yaml's job key; agent/medic_agent/eks/commands.py
+ANY_JOB = "*"  # a watched entry for any job of its kind in its namespace (agent/medic_agent/eks/commands.py ANY_JOB)
 
 
 def watched_jobs(config: dict, cluster: str) -> list[dict]:
@@ -74,6 +76,9 @@ def watched_jobs(config: dict, cluster: str) -> list[dict]:
         key = (str(entry.get("namespace") or "default"), kind, str(entry.get("object_name") or entry["name"]))
         if jobs.setdefault(key, exits_128) != exits_128:
             raise ValueError(f"jobs naming {key[1]} {key[0]}/{key[2]} disagree on {EXIT_CODE_KEY}")
+    for namespace in watched_namespaces(clusters[cluster]):
+        for kind in JOB_RESOURCES:
+            jobs.setdefault((namespace, kind, ANY_JOB), False)
     return [{"namespace": namespace, "kind": kind, "name": name, EXIT_CODE_KEY: exits_128}
             for (namespace, kind, name), exits_128 in sorted(jobs.items())]
 
@@ -83,6 +88,15 @@ def quarantines(config: dict, cluster: str) -> bool:
     entry = next((entry for entry in config.get("clusters") or []
                   if isinstance(entry, dict) and entry.get("name") == cluster), {})
     return entry.get("quarantine_repeat_offenders") is True
+
+
+def watched_namespaces(cluster: dict) -> list[str]:
+    """The namespaces the cluster's watch rules opt in (clusters[].watch[].namespaces, issue 33): in each, the agent
+    may restart any job of the three kinds (`*` entries in its ConfigMap; RBAC `get` on the kinds without
+    resourceNames: docs/security.md)."""
+    rules = cluster.get("watch") or []
+    return sorted({str(namespace) for rule in rules if isinstance(rule, dict)
+                   for namespace in rule.get("namespaces") or []})
 
 
 def rbac(watched: list[dict], namespace: str = NAMESPACE, quarantine: bool = False) -> list[dict]:
@@ -116,8 +130,11 @@ def rbac(watched: list[dict], namespace: str = NAMESPACE, quarantine: bool = Fal
         rules: list[dict] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}]
         for kind in sorted(by_namespace[job_namespace]):
             group, plural = JOB_RESOURCES[kind]
-            rules.append({"apiGroups": [group], "resources": [plural], "verbs": ["get"],
-                          "resourceNames": sorted(set(by_namespace[job_namespace][kind]))})
+            names = sorted(set(by_namespace[job_namespace][kind]))
+            if ANY_JOB in names:  # an opted-in namespace: every job of the kind (issue 33; docs/security.md)
+                rules.append({"apiGroups": [group], "resources": [plural], "verbs": ["get"]})
+            else:
+                rules.append({"apiGroups": [group], "resources": [plural], "verbs": ["get"], "resourceNames": names})
         docs += [
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
              "metadata": {"name": f"{NAME}-jobs", "namespace": job_namespace, "labels": LABELS}, "rules": rules},

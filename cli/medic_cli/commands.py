@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from medic.ledger.modes import ModeChange, ModeStore
 from medic.ledger.nodes import NodeStore
 from medic.ledger.overview import read_overview
-from medic_cli import agents, ledger_view, paging, pauses, preconditions, quarantine
+from medic_cli import agents, coverage, ledger_view, paging, pauses, preconditions, quarantine
 from medic_cli import history as hist
 from medic_cli.context import CliError, Context
 from medic_cli.explain import explain
@@ -60,6 +60,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
     paused = pauses.read(ctx)
     agent_lines = agents.read(ctx.ledger(), config, now) if config is not None else []
     quarantined = quarantine.read(ctx, config)
+    watched = _coverage(ctx, now, err)
     topic = ctx.outputs.get("PagingTopicArn")
     subscribed = paging.subscriptions(ctx, topic) if topic else None
 
@@ -75,6 +76,7 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
             "preconditions": [cluster.as_json() for cluster in clusters],
             "agents": [line.as_json() for line in agent_lines],
             "quarantined": [quarantine.as_json(one) for one in quarantined],
+            "watched": [line.as_json() for line in watched] if watched is not None else None,
             "paging": subscribed.as_json() if subscribed else None}), file=out)
         return 0
 
@@ -124,10 +126,34 @@ def status(args: argparse.Namespace, ctx: Context, out: TextIO, err: TextIO) -> 
                                      when(a.last_heartbeat) + ("" if a.clock == "DynamoDB" else " (its clock)"),
                                      a.detail) for a in agent_lines])))
     lines += quarantine.lines(quarantined, config)
+    lines += ["", *_coverage_lines(watched)]
     lines += ["", "Paging (the topic's subscriptions; `medic test-page` sends a test page):"]
     lines += subscribed.lines() if subscribed else ["  no PagingTopicArn output: cannot list the subscriptions"]
     print("\n".join(lines), file=out)
     return 0
+
+
+def _coverage(ctx: Context, now: datetime, err: TextIO) -> list | None:
+    """What Medic watches now (issue 33); None without a config, or when CloudWatch cannot say (on stderr)."""
+    if ctx.config is None:
+        return None
+    try:
+        return coverage.read(ctx.client("cloudwatch"), ctx.ledger(), ctx.config, now)
+    except ClientError as error:
+        print(f"medic: watched runs unavailable ({error.response.get('Error', {}).get('Code')})", file=err)
+        return None
+
+
+def _coverage_lines(watched: list | None) -> list[str]:
+    lines = ["Watched (jobs[] entries, and the runs watch rules cover now: their last 3 h of Run reports):"]
+    if watched is None:
+        return [*lines, "  no config, or CloudWatch unreadable: pass --config medic.yaml"]
+    if not watched:
+        return [*lines, "  nothing: no jobs[] entry, and no run matches a watch rule"]
+    return [*lines, _indent(table(
+        ("cluster", "job", "watched by", "run", "state", "last step", "at (UTC)", "restarts"),
+        [(w.cluster, w.job, w.by, w.run, w.state, w.last_step, when(w.last_step_at) if w.last_step_at else "-",
+          f"{w.restarts}/{w.max_restarts}") for w in watched]))]
 
 
 def _paused_lines(paused: list, now: datetime) -> list[str]:
@@ -243,10 +269,15 @@ def report_command(args: argparse.Namespace, ctx: Context, out: TextIO, err: Tex
                 return None
         source = ", ".join(ctx.log_groups)
     result = rep.report(incidents, start, end, minutes) if minutes else rep.report(incidents, start, end)
+    watched = None if args.from_file else _coverage(ctx, now, err)  # what Medic watches now (issue 33)
     if args.json:
+        if watched is not None:
+            result["watched"] = [line.as_json() for line in watched]
         print(json.dumps(result, sort_keys=False), file=out)
         return 0
     print(rep.as_text(result, source, top=args.top), file=out)
+    if watched is not None:
+        print("\n".join(["", *_coverage_lines(watched)]), file=out)
     return 0
 
 

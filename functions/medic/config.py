@@ -40,6 +40,7 @@ from medic.config_core import (
     LAMBDA_MAX_EVENT_AGE,
     REDELIVERY_WINDOW,
     SECTIONS_ELSEWHERE,
+    WATCH_RETENTION,
     Cluster,
     CoreConfig,
     DeployMode,
@@ -49,6 +50,7 @@ from medic.config_core import (
     K8sJobKind,
     KubernetesJob,
     Strict,
+    WatchRule,
     alarm_name,
 )
 from medic.config_training import (
@@ -73,7 +75,8 @@ __all__ = [  # re-exported: the contract"s every name, from one module
     "DEAD_LETTER_RETENTION", "DEDUPE_DAYS", "DEFAULT_BATCH_FAILURE_RULES", "DEFAULT_BEDROCK_FAILURE_RULES",
     "DEFAULT_FAILURE_RULES", "DEFAULT_PROTECTED_GROUPS", "DeployMode", "EKS_OIDC_ISSUER_PATTERN", "EMAIL_PATTERN",
     "EVENTBRIDGE_MAX_EVENT_AGE", "EVENT_AGE_LIMIT", "EVENT_CLOCK_SKEW", "EVENT_SOURCE_LAG", "FailureRule",
-    "GuardrailOverrides", "Guardrails", "INSTANCE_GROUP_PATTERN", "JOB_ALARM_KINDS", "Job",
+    "GuardrailOverrides", "Guardrails", "INSTANCE_GROUP_PATTERN", "JOB_ALARM_KINDS", "Job", "WATCH_RETENTION",
+    "WatchRule",
     "K8S_NAMESPACE_PATTERN", "K8S_OBJECT_NAME_PATTERN", "K8sJobKind", "KNOWN_CONTROLLER_GROUPS", "KubernetesJob",
     "LAMBDA_MAX_EVENT_AGE", "LINEAGE_PLACEHOLDER", "MedicConfig", "Notify", "REDELIVERY_WINDOW",
     "SECTIONS_ELSEWHERE", "Strict", "TrainingJobs", "alarm_name", "cluster_id_notices", "describe_errors",

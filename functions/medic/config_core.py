@@ -138,6 +138,33 @@ class GuardrailOverrides(Strict):
     repair_loop_days: int | None = Field(default=None, ge=1, le=30)
 
 
+JOB_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+# How long a pattern-watched run may be silent (no `Run` report) and still be watched: CloudWatch's ListMetrics
+# finds metrics with data in the past three hours at most (RecentlyActive: "PT3H" is its one value, CloudWatch API
+# Reference, ListMetrics), and Metrics Insights alarms evaluate the latest three hours.
+WATCH_RETENTION = timedelta(hours=3)
+
+
+class WatchRule(Strict):
+    """Watch by pattern (issue 33): every run on the cluster whose probe reports a `Job` starting with ``job_prefix``
+    (and its run identity, `Run`) is watched from its first step, with no deploy; a `jobs[]` entry of that name wins."""
+
+    job_prefix: str = Field(min_length=1, max_length=128, pattern=JOB_NAME_PATTERN)
+    stall_minutes: int = Field(default=7, ge=1, le=24 * 60)  # as jobs[].stall_minutes
+    recovery_minutes: int = Field(default=20, ge=5, le=24 * 60)  # as jobs[].recovery_minutes
+    # EKS: the namespaces the operator opted in. A matching run in one of them is restarted (the agent's RBAC takes
+    # the job kinds in these namespaces, without resourceNames: docs/security.md); in another, it is paged.
+    namespaces: list[str] = Field(default_factory=list)
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, namespaces: list[str]) -> list[str]:
+        for namespace in namespaces:
+            if not isinstance(namespace, str) or not re.match(K8S_NAMESPACE_PATTERN, namespace):
+                raise ValueError(f"not a Kubernetes namespace: {namespace!r}")
+        return namespaces
+
+
 class Cluster(Strict):
     name: str = Field(pattern=CLUSTER_NAME_PATTERN)
     # The cluster id, the last part of its ARN (arn:aws:sagemaker:<region>:<account>:cluster/<id>):
@@ -166,6 +193,8 @@ class Cluster(Strict):
     # issuer, as `aws eks describe-cluster --name <eks> --query cluster.identity.oidc.issuer` prints it. The agent
     # role then also trusts that IAM OIDC provider (sts:AssumeRoleWithWebIdentity for the agent's ServiceAccount).
     eks_oidc_issuer: str | None = Field(default=None, pattern=EKS_OIDC_ISSUER_PATTERN)
+    # Watch by pattern: the runs of this cluster watched without a jobs[] entry (issue 33)
+    watch: list[WatchRule] = Field(default_factory=list)
 
     @field_validator("id", mode="before")
     @classmethod
@@ -181,7 +210,24 @@ class Cluster(Strict):
         if self.eks_cluster_name is not None and self.orchestrator != "eks":
             raise ValueError(f"eks_cluster_name: only a HyperPod cluster orchestrated by EKS has an EKS cluster "
                              f"({self.name!r} is orchestrated by {self.orchestrator}): remove it")
+        prefixes = [rule.job_prefix for rule in self.watch]
+        for index, rule in enumerate(self.watch):
+            if rule.namespaces and self.orchestrator != "eks":
+                raise ValueError(f"watch.{index}.namespaces: only an EKS cluster's runs have namespaces "
+                                 f"({self.name!r} is orchestrated by {self.orchestrator}): remove it")
+            if rule.job_prefix in prefixes[:index]:
+                raise ValueError(f"watch.{index}.job_prefix: {rule.job_prefix!r} is given twice")
         return self
+
+    def watch_rule(self, job_name: str) -> WatchRule | None:
+        """The most specific watch rule whose prefix the run's name starts with; None: not watched by pattern."""
+        matching = [rule for rule in self.watch if job_name.startswith(rule.job_prefix)]
+        return max(matching, key=lambda rule: len(rule.job_prefix), default=None)
+
+    @property
+    def opted_in_namespaces(self) -> tuple[str, ...]:
+        """EKS: every namespace a watch rule opts in (the agent's RBAC covers the job kinds there)."""
+        return tuple(sorted({namespace for rule in self.watch for namespace in rule.namespaces}))
 
     @property
     def eks_oidc_provider(self) -> str | None:
@@ -213,7 +259,7 @@ class KubernetesJob(Strict):
 class Job(Strict):
     """A long-running job the training probe reports on; Medic's alarms watch its metrics."""
 
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
+    name: str = Field(min_length=1, max_length=128, pattern=JOB_NAME_PATTERN)
     cluster: str
     # Stall: no training step (probe heartbeat) for this long: a dead process, a hang before the probe judges (its
     # warm-up), a probe too old to judge, a marked pause (stood down when the probe says so). A live process's hang is

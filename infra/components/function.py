@@ -74,6 +74,9 @@ RESERVED_CONCURRENCY = {
 }
 
 
+METRICS_UNSCOPED = ("CloudWatch GetMetricData/ListMetrics support no resource-level permissions; "
+                    "Medic reads the probe's and HyperPod's metrics with them, never writes.")
+
 class MedicFunction(Construct):
     """A Medic handler: Python 3.13 on arm64, Powertools v3 and the pinned boto3 as layers, its own
     log group and least-privilege role, async retries twice, then its dead-letter queue; its reserved concurrency

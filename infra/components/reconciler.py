@@ -5,7 +5,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.components.function import MedicFunction
+from infra.components.function import METRICS_UNSCOPED, MedicFunction
 from infra.components.node_remediation import cluster_arn, grant_training_plan_reads
 from infra.components.shared import Shared
 from infra.components.training_job_restarts import grant_training_restarts
@@ -24,6 +24,9 @@ class Reconciler(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, shared: Shared) -> None:
         super().__init__(scope, construct_id)
         config = shared.config
+        # Watch by pattern (issue 33): the reconciler reads each watching cluster's runs (ListMetrics, GetMetricData)
+        # and restarts a stalled one through its agent (the queues: AgentChannel.issue_node_commands)
+        watching = any(cluster.watch for cluster in config.clusters)
         self.handler = MedicFunction(
             self, "Handler",
             handler="medic.handlers.reconcile.handler",
@@ -34,6 +37,7 @@ class Reconciler(Construct):
             layers=list(shared.layers),
             key=shared.key,
             reserved_concurrency=shared.reserved("reconciler"),
+            unscoped_reason=METRICS_UNSCOPED if watching else "",
         )
         role = self.handler.role
         role.add_to_policy(iam.PolicyStatement(
@@ -42,6 +46,9 @@ class Reconciler(Construct):
         if config.training_jobs:  # a training job's restart after its capacity backoff is the reconciler's (issue 32)
             grant_training_restarts(role, config.training_jobs)
         shared.grant_ledger_paging_mode(role)
+        if watching:
+            role.add_to_policy(iam.PolicyStatement(actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"],
+                                                   resources=["*"]))
 
         self.schedule = events.Rule(
             self, "Schedule",

@@ -9,7 +9,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.components.function import MedicFunction
+from infra.components.function import METRICS_UNSCOPED, MedicFunction
 from infra.components.reconciler import RECONCILE_EVERY
 from infra.components.shared import Shared
 from infra.components.training_job_restarts import acknowledge_prefix_scope, training_job_arn
@@ -27,8 +27,6 @@ MINUTE = Duration.minutes(1)
 # (CloudWatch User Guide, "Evaluating an alarm"; PutMetricAlarm Period: 10, 20, 30 or a multiple of 60, the short
 # ones only for metrics stored at high resolution, and charged as high-resolution alarms).
 HANG_PERIOD = Duration.seconds(10)
-METRICS_UNSCOPED = ("CloudWatch GetMetricData/ListMetrics support no resource-level permissions; "
-                    "Medic reads the probe's and HyperPod's metrics with them, never writes.")
 
 
 def _probe_metric(job: Job, name: str, statistic: str, period: Duration = MINUTE) -> cw.Metric:

@@ -72,6 +72,23 @@ STALLED = "Stalled"
 # 1 in a flush whose period overlapped a marked pause (`with probe.pause("checkpoint"):`): Medic's stall alarm
 # (no Heartbeat for stall_minutes) fires on a long pause too, and this tells it the job said it would be busy.
 PAUSED = "Paused"
+# The run's identity (issue 33): 1 with every flush of rank 0, under [Job, Cluster, SlurmJobId] when the process runs
+# in a Slurm job (SLURM_JOB_ID: Slurm's own environment, digits), and under [Job, Cluster, Pod, Owner] on Kubernetes
+# (the pod's namespace/name from the downward API, its owning training job). A cluster's watch rules find the runs to
+# watch with it (ListMetrics on Run), and Medic requeues exactly that Slurm job, or restarts that owner. One metric per
+# run (a requeued Slurm job keeps its id): the dimensions are the run's, never a step's or a time's.
+RUN = "Run"
+# A run's identity, from the environment: Slurm sets SLURM_JOB_ID in every job step's environment (sbatch(1),
+# "OUTPUT ENVIRONMENT VARIABLES"). Kubernetes exposes a pod's own namespace and name only through the downward API
+# (the pod spec maps metadata.namespace / metadata.name to env vars; docs/training.md shows the lines): POD_NAMESPACE,
+# POD_NAME. The owner: MEDIC_OWNER (`Kind/name`, e.g. from the downward API's
+# metadata.labels['training.kubeflow.org/job-name']), else a PyTorchJob's name from MASTER_ADDR: the Kubeflow
+# training-operator (v1.9, pkg/controller.v1/pytorch/master.go and envvar.go replicaName) sets MASTER_ADDR to
+# `<job>-master-0` in every replica of a PyTorchJob with a Master; it sets no variable naming the job itself.
+SLURM_JOB_ID_ENV = "SLURM_JOB_ID"
+POD_ENV = ("POD_NAMESPACE", "POD_NAME")
+OWNER_ENV = "MEDIC_OWNER"
+_MASTER_SUFFIX = "-master-0"
 
 # Hang detection defaults (documented in probe/README.md): a job is stalled once no step came for
 # max(floor, factor x the p99 of its last INTERVALS step intervals), judged only after WARMUP_STEPS intervals of the
@@ -100,6 +117,7 @@ _UNITS = {
     FIRST_STEP: "None",
     STALLED: "None",
     PAUSED: "None",
+    RUN: "Count",
 }
 
 _NOT_NUMBERS = (str, bytes, bytearray, bool)
@@ -182,6 +200,30 @@ def _env_node() -> str:
         return socket.gethostname().split(".")[0] or "unknown"
     except Exception:
         return "unknown"
+
+
+def _env_slurm_job_id() -> str | None:
+    raw = os.environ.get(SLURM_JOB_ID_ENV, "").strip()
+    return raw if raw.isdigit() else None
+
+
+def _env_pod() -> str | None:
+    namespace, name = (os.environ.get(key, "").strip() for key in POD_ENV)
+    return f"{namespace}/{name}" if namespace and name else None
+
+
+def _env_owner() -> str | None:
+    owner = os.environ.get(OWNER_ENV, "").strip()
+    if owner:
+        return owner
+    return owner_from_master_addr(os.environ.get("MASTER_ADDR", "").strip())
+
+
+def owner_from_master_addr(master: str) -> str | None:
+    """A PyTorchJob's `Kind/name` from the MASTER_ADDR its training-operator sets (`<job>-master-0`); else None."""
+    if master.endswith(_MASTER_SUFFIX) and len(master) > len(_MASTER_SUFFIX):
+        return f"PyTorchJob/{master[:-len(_MASTER_SUFFIX)]}"
+    return None
 
 
 def _dimension_value(value: Any, what: str) -> str:
@@ -282,7 +324,8 @@ class Probe:
                  start: bool = True, hang_detection: bool = True,
                  hang_floor_seconds: float = DEFAULT_HANG_FLOOR_SECONDS, hang_factor: float = DEFAULT_HANG_FACTOR,
                  hang_warmup_steps: int = DEFAULT_HANG_WARMUP_STEPS,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, slurm_job_id: str | int | None = None,
+                 pod: str | None = None, owner: str | None = None) -> None:
         """`start=False` keeps the background thread from starting: the caller calls `flush()` (and `watch()`)
         itself (tests, the emulator). `clock`: the seconds clock step times are taken from (default
         ``time.monotonic``; the emulator passes its own)."""
@@ -290,6 +333,15 @@ class Probe:
         self.cluster = None if cluster is None else _dimension_value(cluster, "cluster")
         self.node = _dimension_value(node if node is not None else _env_node(), "node")
         self.namespace = _dimension_value(namespace, "namespace")
+        # The run's identity (RUN): given, else from the environment; a Slurm job id is digits or nothing
+        job_id = _env_slurm_job_id() if slurm_job_id is None else str(slurm_job_id).strip()
+        if job_id is not None and not job_id.isdigit():
+            raise ValueError(f"medic_probe: slurm_job_id must be Slurm's job id (digits), got {slurm_job_id!r}")
+        self.slurm_job_id = job_id
+        pod = _env_pod() if pod is None else pod
+        self.pod = None if pod is None else _dimension_value(pod, "pod")
+        owner = _env_owner() if owner is None else owner
+        self.owner = None if owner is None or self.pod is None else _dimension_value(owner, "owner")
         try:
             period = float(period_seconds)
         except (TypeError, ValueError):
@@ -688,6 +740,17 @@ class Probe:
             dims.append([("Job", self.job), ("Cluster", self.cluster)])
         return dims
 
+    def _run_dimensions(self) -> list:
+        """The run's identity (RUN), published under the cluster only: a cluster's watch rules sweep its runs."""
+        if self.cluster is None:
+            return []
+        if self.slurm_job_id is not None:
+            return [[("Job", self.job), ("Cluster", self.cluster), ("SlurmJobId", self.slurm_job_id)]]
+        if self.pod is not None:
+            return [[("Job", self.job), ("Cluster", self.cluster), ("Pod", self.pod),
+                     ("Owner", self.owner or "unknown")]]
+        return []
+
     def _node_dimensions(self) -> list:
         return [("Job", self.job), ("Node", self.node)]
 
@@ -752,6 +815,7 @@ class Probe:
             scalar(FIRST_STEP, job, first_step)
             if paused:
                 scalar(PAUSED, job, 1)
+            scalar(RUN, self._run_dimensions(), 1)
         statistic(TOKENS_PER_SECOND, [self._node_dimensions()], p.tps_n, p.tps_sum, p.tps_min, p.tps_max)
         return data
 
@@ -796,6 +860,10 @@ class Probe:
                 put(PAUSED, 1, job_metrics)
         if p is not None:
             put(TOKENS_PER_SECOND, tps, node_metrics)  # the same root value, also under [Job, Node]
+        run_metrics: list = []
+        run_dimensions = self._run_dimensions() if p is not None and self.publishes_job_metrics else []
+        if run_dimensions:
+            put(RUN, 1, run_metrics)
         directives = []
         if job_metrics:
             directives.append({"Namespace": self.namespace,
@@ -804,12 +872,18 @@ class Probe:
         if node_metrics:
             directives.append({"Namespace": self.namespace, "Dimensions": [["Job", "Node"]],
                                "Metrics": node_metrics})
+        if run_metrics:
+            directives.append({"Namespace": self.namespace,
+                               "Dimensions": [[k for k, _ in dims] for dims in run_dimensions],
+                               "Metrics": run_metrics})
         if not directives:
             return None
         doc: dict = {"_aws": {"Timestamp": int(now * 1000), "CloudWatchMetrics": directives},
                      "Job": self.job, "Node": self.node, "Rank": self.rank}
         if self.cluster is not None:
             doc["Cluster"] = self.cluster
+        for dims in run_dimensions:
+            doc.update(dict(dims))
         doc.update(values)
         return doc
 

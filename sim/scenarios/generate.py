@@ -360,6 +360,7 @@ def scenarios() -> dict[str, tuple[list[str], list[object]]]:
         **capacity_aware_scenarios(),
         **batch_scenarios(),
         **clone_running_scenarios(),
+        **watch_scenarios(),
     }
 
 
@@ -1841,6 +1842,92 @@ def batch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
             bedrock_failed("cpt-llama-0003", T_BATCH), {"sim": {"advance": "+2m"}},
             bedrock_failed("cpt-llama-0003", T_BATCH),
             bedrock_failed("sft-mistral-0001", T_BATCH + timedelta(minutes=5))]),
+    }
+
+
+def watch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Watch by pattern (issue 33): runs no jobs[] entry names, matching a cluster's watch rule, found by the
+    reconciler's sweep of their `Run` reports and restarted exactly (a Slurm job id; an owner in an opted-in
+    namespace)."""
+    run = "gpt-sweep-7"
+    slurm = {"cluster": "pretrain-slurm", "slurm_job_id": 5120}
+    # 40 steps a minute from 03:00 to 03:05 (checkpoint 1200), then a hang: the process lives and reports no step
+    stepping = every_minute(T_ALARM, T_ALARM + minutes(5), job=run, **slurm, steps=40, step=1240, loss=1.87,
+                            checkpoint=1200)
+    hung = every_minute(T_ALARM + minutes(6), T_ALARM + minutes(15), job=run, **slurm, steps=0)
+    killed = [clock(T_ALARM + minutes(15) + timedelta(seconds=30)), {"sim": {"probe": {"job": run, **slurm,
+                                                                                      "close": "killed"}}}]
+    resumed = every_minute(T_ALARM + minutes(19), T_ALARM + minutes(20), job=run, **slurm, steps=25, step=1225,
+                           loss=1.9, new_process=True)
+    return {
+        "zzzl-watch-slurm-run-requeued-by-job-id.jsonl": ([
+            "title: (zzzl) Watch by pattern, Slurm: gpt-sweep-7 (Slurm job 5120), which no jobs[] entry names, matches "
+            "pretrain-slurm's watch rule gpt-; it hangs after step 1240 at 03:05 -> the reconciler's sweep finds it "
+            "stalled -> requeued by its job id -> resumes from the checkpoint -> proven recovered",
+            "config: watch.medic.yaml",
+            "expect: the 03:15 reconciler run reads the cluster's runs (ListMetrics on Run, one GetMetricData), finds "
+            "gpt-sweep-7 without a step for 10 min (its rule's stall_minutes is 7), reads the heartbeat back and "
+            "queues `requeue_job` for job 5120 (not the name): deferred, then executed by the agent; the restarted "
+            "process steps from 03:19 and the recovery is proven (resumed from 1200); no page; no alarm of its own",
+            "check: records action=requeue_job job=5120 .outcome == deferred, executed",
+            "check: records trigger=reconcile fault=stalled action=requeue_job outcome=deferred == 1",
+            "check: records fault=recovered == 1",
+            "check: slurm_commands argv=\"scontrol requeue 5120\" == 1",
+            "check: pages == 0",
+        ], [clock(T_ALARM), {"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 5120, "name": run}}},
+            {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            *stepping, *hung, *killed, *resumed]),
+        **eks_watch_scenarios(),
+    }
+
+
+def eks_watch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
+    """Watch by pattern on EKS: a run in the opted-in namespace team-a is restarted; one in another is paged."""
+    eks = "finetune-eks"
+
+    def run_of(namespace: str) -> tuple[list[dict], list[dict], list[dict]]:
+        pod = {"cluster": eks, "pod": f"{namespace}/gpt-ft-master-0"}
+        # the PyTorchJob exists in the namespace; no jobs[] entry and no `k8s_job` watch names it (watched: false)
+        setup = [clock(T_ALARM), {"sim": {"k8s_job": {"cluster": eks, "namespace": namespace, "name": "gpt-ft",
+                                                      "kind": "PyTorchJob", "replicas": 2, "watched": False}}},
+                 {"sim": {"agent": {"cluster": eks, "heartbeat": True}}}]
+        # steps until 03:05 (checkpoint 1200), then silence: its process died (no Run report either)
+        stepping = every_minute(T_ALARM, T_ALARM + minutes(5), job="gpt-ft", **pod, steps=40, step=1240, loss=1.9,
+                                checkpoint=1200)
+        resumed = every_minute(T_ALARM + minutes(19), T_ALARM + minutes(20), job="gpt-ft", **pod, steps=25, step=1225,
+                               loss=1.9, new_process=True)
+        return setup, stepping, resumed
+
+    opted, opted_steps, opted_resumed = run_of("team-a")
+    other, other_steps, _ = run_of("team-b")
+    return {
+        "zzzm-watch-eks-run-restarted-in-opted-in-namespace.jsonl": ([
+            "title: (zzzm) Watch by pattern, EKS: gpt-ft, a PyTorchJob in team-a (opted in by finetune-eks's watch "
+            "rule gpt-), which no jobs[] entry names, stops stepping at 03:05 -> the reconciler's sweep -> the EKS "
+            "agent restarts it (RBAC get on pytorchjobs in team-a without resourceNames) -> resumed -> recovered",
+            "config: watch.medic.yaml",
+            "expect: the 03:15 reconciler run finds gpt-ft (pod team-a/gpt-ft-master-0, owner PyTorchJob/gpt-ft) "
+            "without a step for 10 min: restart_job of PyTorchJob/team-a/gpt-ft deferred, then executed (the agent "
+            "deletes its 2 pods, the training-operator recreates them); training resumes at 03:19: recovered; no page",
+            "check: records action=restart_job .outcome == deferred, executed",
+            "check: records trigger=reconcile action=restart_job outcome=deferred reason~PyTorchJob/team-a/gpt-ft == 1",
+            "check: kubernetes_calls verb=delete == 2",
+            "check: records fault=recovered == 1",
+            "check: pages == 0",
+        ], [*opted, *opted_steps, clock(T_ALARM + minutes(16)), *opted_resumed]),
+        "zzzn-watch-eks-run-outside-opted-in-namespaces-paged.jsonl": ([
+            "title: (zzzn) Watch by pattern, EKS: gpt-ft in team-b, a namespace no watch rule opts in, stops stepping "
+            "at 03:05 -> the reconciler's sweep finds it stalled -> one page, no restart",
+            "config: watch.medic.yaml",
+            "expect: at 03:15 one deferred record (human_decides) naming team-b as not opted in, paged once; no "
+            "restart_job, no command queued, no pod deleted; the later sweeps (03:20, 03:25) are quiet",
+            "check: records fault=stalled outcome=deferred why=human_decides reason~\"not one the operator opted in\" "
+            "== 1",
+            "check: records action=restart_job == 0",
+            "check: calls sqs:SendMessage == 0",
+            "check: kubernetes_calls verb=delete == 0",
+            "check: pages == 1",
+        ], [*other, *other_steps, clock(T_ALARM + minutes(26))]),
     }
 
 

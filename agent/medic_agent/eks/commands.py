@@ -160,11 +160,17 @@ def parse(body: str, *, cluster: str) -> Command:
                    incident=envelope["incident"], issued_at=_text(data.get("issued_at"), 64))
 
 
+# A watched-jobs entry whose name is ANY_JOB covers every job of its kind in its namespace: a namespace the operator
+# opted in for Medic's watch rules (medic.yaml clusters[].watch[].namespaces, issue 33). Its RBAC rule names no
+# resourceNames (render.py); its jobs are restarted with the safe default (launcher_exits_128_or_more_on_sigterm false).
+ANY_JOB = "*"
+
+
 @dataclass(frozen=True)
 class WatchedJob:
     namespace: str
     kind: str
-    name: str
+    name: str  # the job's name, or ANY_JOB
     # medic.yaml's job key of the same name: its launcher exits with 128 or more when its pod is deleted (SIGTERM),
     # so a PyTorchJob under restartPolicy ExitCode is recreated rather than failed (policy.py)
     launcher_exits_128_or_more_on_sigterm: bool = False
@@ -175,9 +181,9 @@ class WatchedJob:
 
 
 def load_watched(text: str) -> tuple[WatchedJob, ...]:
-    """The watched-jobs file (the ConfigMap render.py writes): a JSON list of {namespace, kind, name,
-    launcher_exits_128_or_more_on_sigterm (optional, default false)}. Every entry is validated like a command; a bad
-    entry is an error (the agent does not start on a bad config)."""
+    """The watched-jobs file (the ConfigMap render.py writes): a JSON list of {namespace, kind, name (or `*`: any job
+    of the kind in the namespace), launcher_exits_128_or_more_on_sigterm (optional, default false)}. Every entry is
+    validated like a command; a bad entry is an error (the agent does not start on a bad config)."""
     data = json.loads(text)
     if isinstance(data, dict):
         data = data.get("jobs")
@@ -192,8 +198,9 @@ def load_watched(text: str) -> tuple[WatchedJob, ...]:
             raise ValueError(f"watched job {number}: kind must be one of {', '.join(JOB_KINDS)}: {shown(kind)}")
         if not is_namespace(namespace):
             raise ValueError(f"watched job {number}: namespace is not a DNS-1123 label: {shown(namespace)}")
-        if not is_object_name(name):
-            raise ValueError(f"watched job {number}: name is not a DNS-1123 subdomain: {shown(name)}")
+        if name != ANY_JOB and not is_object_name(name):
+            raise ValueError(f"watched job {number}: name is not a DNS-1123 subdomain (or {ANY_JOB}: any job of the "
+                             f"kind in the namespace): {shown(name)}")
         exits_128 = entry.get(EXIT_CODE_KEY, False)
         if not isinstance(exits_128, bool):
             raise ValueError(f"watched job {number}: {EXIT_CODE_KEY} must be true or false: {shown(exits_128)}")

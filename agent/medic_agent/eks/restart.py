@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from medic_agent.eks import policy
-from medic_agent.eks.commands import JOB_KINDS, JobKind, RestartJob, WatchedJob, is_label_value
+from medic_agent.eks.commands import ANY_JOB, JOB_KINDS, JobKind, RestartJob, WatchedJob, is_label_value
 from medic_agent.eks.kube import CONFLICT, FORBIDDEN, NOT_FOUND, Kube, KubeError
 
 log = logging.getLogger("medic_agent.eks")
@@ -116,8 +116,12 @@ def _refused(refusal: policy.Refusal) -> Result:
 def restart(kube: Kube, action: RestartJob, *, watched: Iterable[WatchedJob], now: datetime,
             terminating_grace_seconds: float = DEFAULT_TERMINATING_GRACE_SECONDS) -> Result:
     spec = action.spec
+    watched = list(watched)
     entry = next((job for job in watched
                   if (job.namespace, job.kind, job.name) == (action.namespace, action.job_kind, action.job_name)), None)
+    if entry is None:  # a namespace opted in for Medic's watch rules: any job of the kind there (issue 33)
+        entry = next((job for job in watched
+                      if (job.namespace, job.kind, job.name) == (action.namespace, action.job_kind, ANY_JOB)), None)
     if entry is None:
         return Result(FAILED, f"{action.target} is not among the jobs this agent watches (its watched-jobs "
                               "ConfigMap): not touched")
@@ -239,7 +243,7 @@ def _watched_objects(kube: Kube, watched: Iterable[WatchedJob]) -> list[tuple[Wa
     found = []
     for entry in watched:
         spec = JOB_KINDS.get(entry.kind)
-        if spec is None:
+        if spec is None or entry.name == ANY_JOB:  # an opted-in namespace names no object to read
             continue
         try:
             found.append((entry, spec, kube.get_job(spec, entry.namespace, entry.name)))

@@ -6,12 +6,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from medic.adapters.aws import client as make_client
-from medic.core.progress import Progress
+from medic.core.progress import Progress, RunReport
 
 PROBE_NAMESPACE = "Medic/Training"
 SESSION = "Session"  # the probe's session: one random number per process, published with every flush
 RATE_MINUTES = 30  # the job's recent step rate: its last 30 minutes with steps before the window
 MAX_NODES = 64  # a page lists the slowest nodes; more would not fit a page anyway
+MAX_QUERIES = 500  # metric data queries in one GetMetricData call (CloudWatch API Reference, GetMetricData)
+# A cluster's runs: ListMetrics' RecentlyActive takes "PT3H" only (metrics with data in the past three hours:
+# CloudWatch API Reference, ListMetrics), which bounds how long a silent run stays watched (config.WATCH_RETENTION)
+RECENTLY_ACTIVE = "PT3H"
 
 
 class TrainingMetrics:
@@ -94,6 +98,64 @@ class TrainingMetrics:
                         steps_per_minute_before=sum(v for _, v in recent) / len(recent) if recent else None,
                         completed_at=max(completions, default=None), last_report_at=max(reports, default=None),
                         paused_at=max((at for at, value in stamped.get("paused", []) if value >= 1), default=None))
+
+    def runs(self, cluster: str, now: datetime, window: timedelta) -> list[RunReport]:
+        """The runs the cluster's probes reported in the past three hours (ListMetrics on `Run`, RecentlyActive
+        PT3H), each with its first and last report and its last minute with steps: one GetMetricData of one-minute
+        datapoints over ``window`` (one query a run, three a job name, at most 500 a call). The probe's hang verdict
+        (`Stalled`, one-second data read by the minute's Maximum) of the run's latest minute with one says whether it
+        hangs now."""
+        found: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        paginator = self.client.get_paginator("list_metrics")
+        for page in paginator.paginate(Namespace=self.namespace, MetricName="Run", RecentlyActive=RECENTLY_ACTIVE,
+                                       Dimensions=[{"Name": "Cluster", "Value": cluster}]):
+            for metric in page.get("Metrics", []):
+                dims = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+                if dims.get("Cluster") == cluster and "Job" in dims and ("SlurmJobId" in dims or "Pod" in dims):
+                    found[tuple(sorted(dims.items()))] = dims
+        runs = list(found.values())
+        if not runs:
+            return []
+        queries: list[tuple[str, dict]] = []
+        jobs = sorted({run["Job"] for run in runs})
+        for index, job in enumerate(jobs):
+            queries.append((f"h{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Heartbeat",
+                                                     "Dimensions": [{"Name": "Job", "Value": job},
+                                                                    {"Name": "Cluster", "Value": cluster}]},
+                                          "Period": 60, "Stat": "Sum"}))
+            queries.append((f"s{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Step",
+                                                     "Dimensions": [{"Name": "Job", "Value": job},
+                                                                    {"Name": "Cluster", "Value": cluster}]},
+                                          "Period": 60, "Stat": "Maximum"}))
+            queries.append((f"v{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Stalled",
+                                                     "Dimensions": [{"Name": "Job", "Value": job},
+                                                                    {"Name": "Cluster", "Value": cluster}]},
+                                          "Period": 60, "Stat": "Maximum"}))
+        for index, run in enumerate(runs):
+            queries.append((f"r{index}", {"Metric": {"Namespace": self.namespace, "MetricName": "Run",
+                                                     "Dimensions": [{"Name": k, "Value": v} for k, v in run.items()]},
+                                          "Period": 60, "Stat": "Sum"}))
+        read: dict[str, list[tuple[datetime, float]]] = {}
+        for start in range(0, len(queries), MAX_QUERIES):
+            read.update(self._query_stamped(now - window, now, queries[start:start + MAX_QUERIES]))
+        reports = []
+        for index, run in enumerate(runs):
+            reported = sorted(at for at, value in read.get(f"r{index}", []) if value > 0)
+            first = reported[0] if reported else None
+            named = jobs.index(run["Job"])
+            stepped = [at for at, value in read.get(f"h{named}", []) if value > 0 and first is not None and at >= first]
+            latest = max(((at, value) for at, value in read.get(f"s{named}", []) if first is not None and at >= first),
+                         default=None)
+            verdict = max(((at, value) for at, value in read.get(f"v{named}", []) if first is not None and at >= first),
+                          default=None)
+            last_stepped = max(stepped, default=None)
+            hung = verdict is not None and verdict[1] >= 1 and (last_stepped is None or verdict[0] >= last_stepped)
+            reports.append(RunReport(job=run["Job"], cluster=cluster, slurm_job_id=run.get("SlurmJobId"),
+                                     pod=run.get("Pod"), owner=run.get("Owner"), first_report_at=first,
+                                     last_report_at=reported[-1] if reported else None,
+                                     last_step_at=last_stepped, last_step=latest[1] if latest else None,
+                                     hung=hung))
+        return reports
 
     def last_checkpoint_step(self, job: str, now: datetime, lookback: timedelta = timedelta(days=1)) -> float | None:
         values = self._query(now - lookback, now, [

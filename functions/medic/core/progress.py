@@ -104,3 +104,27 @@ class Progress(NamedTuple):
         """Training resumed below the last checkpoint before the fault: it started over, or from an older one."""
         return (self.first_step is not None and self.checkpoint_before is not None
                 and self.first_step < self.checkpoint_before)
+
+
+class RunReport(NamedTuple):
+    """One run a cluster's probe reported (its `Run` metric, issue 33): who it is and when it last stepped, as one
+    GetMetricData over the cluster's runs reads it (adapters.metrics.TrainingMetrics.runs)."""
+
+    job: str  # the probe's Job dimension
+    cluster: str
+    slurm_job_id: str | None = None  # Slurm: the job the probe runs in (digits, as the probe checked)
+    pod: str | None = None  # EKS: the pod's namespace/name
+    owner: str | None = None  # EKS: its owning training job, Kind/name ("unknown" when the probe could not tell)
+    first_report_at: datetime | None = None  # the first and last minutes with a `Run` report (one-minute buckets)
+    last_report_at: datetime | None = None
+    # the last minute with steps (Heartbeat Sum > 0 under Job, Cluster) since this run's first report; None: none yet
+    last_step_at: datetime | None = None
+    last_step: float | None = None  # the probe's latest Step (under Job, Cluster) since its first report
+    # the probe's own hang verdict (`Stalled`, issue 31) in its latest minute with one, after the run's last step:
+    # a live process whose steps stopped for longer than its step intervals explain
+    hung: bool = False
+
+    @property
+    def key(self) -> str:
+        """The run's identity on its cluster: its Slurm job id, or its pod."""
+        return self.slurm_job_id or self.pod or self.job

@@ -2,8 +2,9 @@
 agent commands that never got a result (medic.flows.agent.command_sweep), then the EKS agents' node reports
 (medic.flows.agent.eks_nodes: loaded only by a stack with an EKS cluster), then the operators' pauses that ended or
 stay on too long (medic.flows.mode.pauses), then each cluster's agent: its heartbeat's age, a silence reported once
-(medic.flows.agent.silence), then the training job restarts whose capacity backoff is over
-(medic.flows.jobs.backoff.restart_due), then the canary (medic.flows.canary.pipeline)."""
+(medic.flows.agent.silence), then the runs watched by pattern (medic.flows.stall.watch: loaded only by a stack with
+watch rules; a stalled run restarted as by its stall alarm), then the training job restarts whose capacity backoff is
+over (medic.flows.jobs.backoff.restart_due), then the canary (medic.flows.canary.pipeline)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict:
         report["node_report_records"] = len(_sweep_node_reports(event, deps))
         report["pause_notices"] = len(see_to_pauses(deps, report["run"]))
         report["agent_records"] = len(sweep_agent_silence(event, deps))
+        if any(cluster.watch for cluster in deps.config.clusters):  # the stall flow loads only where rules watch
+            from medic.flows.stall.watch import sweep_watched_runs
+
+            report["watched_run_records"] = len(sweep_watched_runs(event, deps))
         report["training_restarts"] = len(restart_due(deps, report["run"]))
         report["canary"] = send_canary(deps)  # last: the pipeline's proof, whatever the sweeps above found
     return report

@@ -35,8 +35,9 @@ class AgentVerdict(NamedTuple):
 
 
 def needs_agent(config: CoreConfig, cluster: Cluster) -> bool:
-    """Every Slurm cluster needs its agent; an EKS cluster when it has watched jobs (restarts go through it)."""
-    return cluster.orchestrator == "slurm" or bool(config.watched_names(cluster.name))
+    """Every Slurm cluster needs its agent; an EKS cluster when it has watched jobs or watch rules (restarts go
+    through it)."""
+    return cluster.orchestrator == "slurm" or bool(config.watched_names(cluster.name)) or bool(cluster.watch)
 
 
 def silence_key(last_seen: datetime | None) -> str:

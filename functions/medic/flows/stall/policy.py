@@ -12,7 +12,15 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from medic.config_core import ALARM_PREFIX, CLUSTER_ALARM_KINDS, JOB_ALARM_KINDS, Cluster, CoreConfig, Job
+from medic.config_core import (
+    ALARM_PREFIX,
+    CLUSTER_ALARM_KINDS,
+    JOB_ALARM_KINDS,
+    Cluster,
+    CoreConfig,
+    Job,
+    KubernetesJob,
+)
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, MedicEvent, Outcome, Why
 from medic.core.progress import PROBE_HISTORY_HOURS, Progress, RecoveryWatch
@@ -88,15 +96,32 @@ FAULT_OF_KIND = {AlarmKind.STALL: Fault.STALLED, AlarmKind.HANG: Fault.STALLED, 
                  AlarmKind.SLOWDOWN: Fault.SLOWED, AlarmKind.FAILED_NODES: Fault.FAILED_NODES}
 
 
+class RunTarget(NamedTuple):
+    """A run watched by pattern (issue 33): exactly what a stall restarts. On Slurm its job id (the probe's
+    SLURM_JOB_ID); on EKS its owning object, or why Medic may not restart it (``refused``: then it pages)."""
+
+    key: str  # its identity on the cluster: the Slurm job id, or the pod's namespace/name
+    rule: str  # the watch rule's job_prefix
+    slurm_job_id: str | None = None
+    kubernetes: KubernetesJob | None = None
+    refused: str | None = None
+
+
 class AlarmSubject(NamedTuple):
     name: str
     kind: AlarmKind
     cluster: Cluster
     job: Job | None
+    run: RunTarget | None = None  # a run watched by pattern: the reconciler's sweep, not an alarm, found it
 
     @property
     def incident(self) -> str:
         return f"alarm:{self.name}"
+
+    @property
+    def label(self) -> str:
+        """How a record names it: an alarm, or the reconciler's watch of a run (its state mirrors an alarm's)."""
+        return f"The reconciler's watch of {self.name}" if self.run is not None else f"Alarm {self.name}"
 
     @property
     def fault(self) -> Fault:
@@ -170,26 +195,26 @@ def decide_alarm(ctx: AlarmContext) -> AlarmDecision:
     subject = ctx.subject
     if ctx.episode_seen:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DUPLICATE,
-                             f"Alarm {subject.name} entering {ctx.state} was already handled (repeated delivery).")
+                             f"{subject.label} entering {ctx.state} was already handled (repeated delivery).")
     if ctx.state == "OK":
         if not ctx.incident_open:
             return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                                 f"Alarm {subject.name} is OK; no open incident.")
+                                 f"{subject.label} is OK; no open incident.")
         if ctx.watch is not None and not made_progress(ctx.progress_since_restart):
             # OK is no proof by itself: an alarm treating missing data as not breaching goes OK when the
             # restarted job never publishes at all. Keep the incident and let the recovery check judge.
             steps = ctx.progress_since_restart.steps if ctx.progress_since_restart else None
             seen = f"{steps:.0f} steps" if steps is not None else "no progress readable"
             return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                                 f"Alarm {subject.name} is OK, but the probe reported {seen} since Medic's restart at "
+                                 f"{subject.label} is OK, but the probe reported {seen} since Medic's restart at "
                                  f"{ctx.watch.restarted_at:%H:%M} UTC: not proof of recovery; the recovery check "
                                  f"keeps watching until {ctx.watch.deadline:%H:%M} UTC.")
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                             f"Alarm {subject.name} is back to OK: incident closed.",
+                             f"{subject.label} is back to OK: incident closed.",
                              page=ctx.incident_paged, close_incident=True)
     if ctx.state != "ALARM":
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                             f"Alarm {subject.name} went to {ctx.state}; Medic acts on ALARM and OK only.")
+                             f"{subject.label} went to {ctx.state}; Medic acts on ALARM and OK only.")
 
     if subject.kind in STALL_KINDS:
         return _stalled(ctx)
@@ -227,7 +252,7 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         step = progress.latest_step
         at_step = f" at step {step:.0f}" if step is not None else ""
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                             f"Alarm {ctx.subject.name} is in ALARM, but the probe of {ctx.subject.job.name} published "
+                             f"{ctx.subject.label} is in ALARM, but the probe of {ctx.subject.job.name} published "
                              f"its completion marker (a clean close) at {finished:%Y-%m-%d %H:%M} UTC{at_step} and "
                              "has reported nothing since: the job finished; no requeue. A later run under the same "
                              "job name is watched again from its first report.", fault=Fault.COMPLETED)
@@ -236,7 +261,7 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         # The probe marks known pauses (`with probe.pause("checkpoint"):`) and says so in every flush during one; the
         # probe itself judges a pause that outlasts its limit a hang (the hang alarm), so this stall is no hang.
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                             f"Alarm {ctx.subject.name} is in ALARM, but the probe of {ctx.subject.job.name} reports a "
+                             f"{ctx.subject.label} is in ALARM, but the probe of {ctx.subject.job.name} reports a "
                              f"marked pause (a checkpoint save, an evaluation) in its latest report, at {paused:%H:%M} "
                              "UTC: the job said it would not step meanwhile; no requeue. The probe judges a pause "
                              "longer than its limit a hang itself (the hang alarm).")
@@ -244,7 +269,7 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         # The heartbeat read back says the job is stepping (a late datapoint, a brief gap): a requeue would
         # throw away the work since the last checkpoint for nothing.
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                             f"Alarm {ctx.subject.name} is in ALARM, but the probe counted {progress.steps:.0f} steps "
+                             f"{ctx.subject.label} is in ALARM, but the probe counted {progress.steps:.0f} steps "
                              f"in the last {ctx.stall_minutes} min (now at step {progress.last_step:.0f}): the job is "
                              "making progress; no requeue.")
     if progress is not None and progress.steps_before == 0 and progress.steps == 0 and progress.unsessioned_steps:
@@ -252,7 +277,7 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         # something else with PutMetricData on the namespace, or back-dated, or a probe too old to send its session.
         # They neither prove the job ran nor that it stalled: a human looks.
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
-                             f"Alarm {ctx.subject.name} is in ALARM, but the {progress.unsessioned_steps:.0f} steps "
+                             f"{ctx.subject.label} is in ALARM, but the {progress.unsessioned_steps:.0f} steps "
                              f"the probe's metrics show for {ctx.subject.job.name} in the {PROBE_HISTORY_HOURS} h "
                              "before came in minutes without exactly one probe session: not one probe's (forged, "
                              "back-dated, or a probe too old to send its session). Medic cannot tell whether the job "
@@ -261,27 +286,27 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         # A stall alarm treats missing data as breaching, so it also enters ALARM for a watched job that has not
         # started yet (a new deploy, a job configured before its launch): silence before any step is no stall.
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.IGNORED,
-                             f"Alarm {ctx.subject.name} is in ALARM, but the probe has reported no step for "
+                             f"{ctx.subject.label} is in ALARM, but the probe has reported no step for "
                              f"{ctx.subject.job.name} in the {PROBE_HISTORY_HOURS} h before the stall window either: "
                              "the job has not started (or its probe does not report); nothing to requeue. The alarm "
                              "goes OK at the job's first step.")
     owner = ctx.owner
     if owner is not None and owner.held:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
-                             f"Alarm {ctx.subject.name} is in ALARM while a node repair holds {owner.job} "
+                             f"{ctx.subject.label} is in ALARM while a node repair holds {owner.job} "
                              f"({owner.held_by}): that repair owns this incident, so no requeue and no page; Medic "
                              "proves the job's recovery from when the node is back (or Slurm starts the job again).",
                              why=Why.OWNED_BY_REPAIR)
     if ctx.node_in_repair is not None:
         incident, name, status = ctx.node_in_repair
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
-                             f"Alarm {ctx.subject.name} is in ALARM while {name}, a node {ctx.subject.job.name} ran "
+                             f"{ctx.subject.label} is in ALARM while {name}, a node {ctx.subject.job.name} ran "
                              f"on, is in repair ({status}, {incident}): that repair owns this incident, so no requeue "
                              "and no page; Medic proves the job's recovery from when the node is back.",
                              hold_for=incident, why=Why.OWNED_BY_REPAIR)
     if owner is not None:
         return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
-                             f"Alarm {ctx.subject.name} is in ALARM while Medic proves {owner.job}'s recovery after "
+                             f"{ctx.subject.label} is in ALARM while Medic proves {owner.job}'s recovery after "
                              f"its restart (attempt {owner.attempt}), until {owner.deadline:%H:%M} UTC: that proof "
                              "owns this incident (one page if training does not resume); no second requeue.",
                              why=Why.OWNED_BY_REPAIR)
@@ -289,6 +314,11 @@ def _stalled(ctx: AlarmContext) -> AlarmDecision:
         return AlarmDecision(Plan.RECORD, Action.REQUEUE_JOB, Outcome.SUPPRESSED,
                              "The last restart did not bring training back and a human was paged; Medic does not "
                              "restart again until the stall alarm has been OK.", why=Why.BUDGET_SPENT)
+    run = ctx.subject.run
+    if run is not None and run.refused:
+        return AlarmDecision(Plan.RECORD, Action.NONE, Outcome.DEFERRED,
+                             f"Training of {ctx.subject.job.name} stalled, but Medic may not restart it: "
+                             f"{run.refused}. A human decides.", page=True, why=Why.HUMAN_DECIDES)
     if cluster.orchestrator == "eks":
         return AlarmDecision(Plan.REQUEUE, Action.RESTART_JOB, Outcome.EXECUTED,
                              "Training stalled: restart the job's pods so it resumes from its last checkpoint.")

@@ -4,7 +4,7 @@ resumes), divergence, slowdown and lasting failed nodes page a human, OK closes 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
@@ -41,9 +41,29 @@ from medic.outbox.pages import page_incident, page_resolution
 from medic.outbox.records import emit, rejected
 
 
+class StateChange(NamedTuple):
+    """What a stall flow acts on: an alarm's new state (its state timestamp names the transition), or the reconciler's
+    sweep's verdict on a run watched by pattern (the run's last step names the episode)."""
+
+    state: str
+    timestamp: str
+    reason: str
+
+
 def incident_of(subject: AlarmSubject) -> str:
     """A stalled job shares its incident (and restart budget) with operator requests for that job: on Slurm by
-    its name, on EKS by its Kubernetes object."""
+    its name, on EKS by its Kubernetes object. A run watched by pattern: by its Slurm job id (a later run of the same
+    name is another job, with a budget of its own), or its Kubernetes object."""
+    run = subject.run
+    if run is not None and run.slurm_job_id is not None:
+        from medic.flows.agent.restart import slurm_job_incident
+
+        return slurm_job_incident(subject.cluster.name, run.slurm_job_id)
+    if run is not None:
+        from medic.flows.agent.eks import eks_job_incident
+
+        return eks_job_incident(subject.cluster.name, run.kubernetes) if run.kubernetes else \
+            f"job:eks:{subject.cluster.name}:{run.key}"
     if subject.kind in STALL_KINDS and subject.job and subject.cluster.orchestrator == "slurm":
         from medic.flows.agent.restart import slurm_job_incident  # the agent paths only: not at every cold start
 
@@ -61,7 +81,7 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         event = AlarmStateChangeEvent.model_validate(raw, context=deps.edge())
     except ValidationError as error:
         return rejected(raw, error, mode, Trigger.ALARM, "alarm state change event")
-    detail, now = event.detail, deps.now()
+    detail = event.detail
     foreign = foreign_alarm(event, partition=deps.partition, account=deps.account, region=deps.region)
     if foreign:  # defence in depth: the rule takes this account's events; the alarm must be this stack's own
         about = About(incident=f"event:{event.id}", trigger=Trigger.ALARM, event_id=event.id, mode=mode)
@@ -72,22 +92,32 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
         about = About(incident=f"alarm:{detail.alarmName}", trigger=Trigger.ALARM, event_id=event.id, mode=mode)
         return emit(about.record(fault=Fault.UNKNOWN, action=Action.NONE, outcome=Outcome.IGNORED,
                                  reason=f"Alarm {detail.alarmName} is not one of Medic's configured alarms."))
+    return respond(subject, StateChange(detail.state.value, detail.state.timestamp, detail.state.reason), event.id,
+                   deps)
+
+
+def respond(subject: AlarmSubject, change: StateChange, event_id: str, deps: Deps, trigger: Trigger = Trigger.ALARM,
+            quiet_repeats: bool = False) -> dict | None:
+    """One state change of a Medic alarm's subject (or of a run watched by pattern) → one record. ``quiet_repeats``:
+    a change already handled makes no record (None): the reconciler's sweep sees a stalled run at every run."""
+    now = deps.now()
     incident = incident_of(subject)
     mode = deps.mode.current(subject.cluster.name)  # an operator's pause of the cluster lowers act to paused
     table = deps.table.for_mode(mode)
     incidents = IncidentStore(table)
-    first_delivery = incidents.claim_alarm_transition(subject.name, detail.state.value, detail.state.timestamp,
-                                                       now)
+    first_delivery = incidents.claim_alarm_transition(subject.name, change.state, change.timestamp, now)
+    if quiet_repeats and not first_delivery:
+        return None
     open_incident = incidents.alarm_incident(subject.name)
     nodes_in_repair, storm_held = 0, False
-    if subject.kind is AlarmKind.FAILED_NODES and detail.state.value == "ALARM":
+    if subject.kind is AlarmKind.FAILED_NODES and change.state == "ALARM":
         window = timedelta(minutes=deps.config.guardrails_for(subject.cluster).repair_minutes)
         nodes_in_repair = NodeStore(table).cluster_actions_since(subject.cluster.name, now - window)
         storm_at = PageStore(table).storm_paged_at(subject.cluster.name)
         storm_held = storm_at is not None and now - storm_at < STORM_HOLD
     stall = subject.kind in STALL_KINDS and subject.job is not None and first_delivery
     recent = None
-    if stall and detail.state.value == "ALARM":  # does the heartbeat agree? (one GetMetricData)
+    if stall and change.state == "ALARM":  # does the heartbeat agree? (one GetMetricData)
         # The hang alarm is the probe's own verdict, seconds after the last step: the steps of the minutes read back
         # are the job's last ones before it, so no window (steps since would come with the probe's 0, the alarm's
         # OK); the day before still says whether the job finished, never ran, or is in a marked pause.
@@ -95,18 +125,18 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
             _next_minute(now)  # (the read's one-minute buckets then start on whole minutes)
         recent = _progress(subject, since, now, deps, history=PROBE_HISTORY)
     watch = since_restart = owner = in_repair = None
-    if stall and (detail.state.value == "ALARM" or open_incident is not None):
+    if stall and (change.state == "ALARM" or open_incident is not None):
         watch = next((w for w in incidents.recoveries() if w.incident == incident), None)
-    if stall and detail.state.value == "ALARM":  # a node repair, or Medic's own restart, may own the incident
+    if stall and change.state == "ALARM":  # a node repair, or Medic's own restart, may own the incident
         owner = watch
         if owner is None and subject.cluster.orchestrator == "slurm" and not made_progress(recent):
             in_repair = _node_in_repair(subject, table, deps, now)
-    if stall and detail.state.value == "OK" and open_incident is not None:
+    if stall and change.state == "OK" and open_incident is not None:
         if watch is not None:  # OK alone is no proof: did the job step since the restart?
             since_restart = _progress(subject, progress_since(watch), now, deps, history=PROBE_HISTORY,
                                       new_session=True)
     decision = decide_alarm(AlarmContext(
-        subject=subject, state=detail.state.value, episode_seen=not first_delivery,
+        subject=subject, state=change.state, episode_seen=not first_delivery,
         incident_open=open_incident is not None,
         incident_paged=open_incident is not None and PageStore(table).incident_paged(incident),
         escalated=open_incident is not None and incidents.is_escalated(incident),
@@ -121,10 +151,15 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
 
         eks = subject.cluster.orchestrator == "eks"
         interval = deps.config.guardrails_for(subject.cluster).stall_restart_interval_minutes
+        run = subject.run
+        target = (run.kubernetes if run is not None else subject.job.kubernetes_object()) if eks else None
+        by_id = run.slurm_job_id if run is not None and not eks else None
         record = restart_through_agent(RestartRequest(
-            mode=mode, cluster=subject.cluster.name, incident=incident, trigger=Trigger.ALARM,
-            event_id=event.id, fault=subject.fault.value, context=detail.state.reason,
-            job_name=subject.job.name, kubernetes=subject.job.kubernetes_object() if eks else None,
+            mode=mode, cluster=subject.cluster.name, incident=incident, trigger=trigger,
+            event_id=event_id, fault=subject.fault.value, context=change.reason,
+            # a run watched by pattern: exactly its Slurm job, which the agent checks still bears the run's name
+            job_name=None if by_id else subject.job.name, job_id=by_id,
+            job_names=(subject.job.name,) if by_id else (), kubernetes=target,
             min_interval=timedelta(minutes=interval) if interval else None), deps)
         if record["outcome"] == Outcome.DEFERRED and mode.acts:  # queued for the agent
             incidents.watch_recovery(RecoveryWatch(
@@ -151,20 +186,20 @@ def respond_to_alarm(raw: Any, deps: Deps) -> dict:
             last_step=recent.last_step_before if recent else None,
             checkpoint_step=recent.checkpoint_before if recent else None,
             steps_per_minute=recent.steps_per_minute_before if recent else None))
-    about = About(incident=incident, trigger=Trigger.ALARM, event_id=event.id, mode=mode,
+    about = About(incident=incident, trigger=trigger, event_id=event_id, mode=mode,
                   cluster=subject.cluster.name, job=subject.job.name if subject.job else None)
     record = about.record(fault=decision.fault or subject.fault, action=decision.action, outcome=decision.outcome,
                           reason=decision.reason, why=decision.why)
-    if detail.state.value == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
-        incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(detail.state.timestamp))
+    if change.state == "ALARM" and decision.outcome not in (Outcome.DUPLICATE, Outcome.IGNORED):
+        incidents.open_alarm_incident(subject.name, incident, now, fault_at=_state_time(change.timestamp))
     if decision.page and mode.pages:  # the page's details cost metric reads: none for a page nobody gets
-        text = alarm_page(record, subject.name, detail.state.reason, _details(subject, deps), deps.region)
+        text = alarm_page(record, subject.name, change.reason, _details(subject, deps), deps.region)
         window = alarm_window(subject)
         record = record.paged_if(page_resolution(deps, table, record, text, window=window) if decision.close_incident
                                  else page_incident(deps, table, record, text, window=window))
     if decision.close_incident:
         if watch is not None and since_restart is not None:  # OK and steps since the restart: the proof
-            conclude_on_ok(watch, since_restart, event.id, deps,
+            conclude_on_ok(watch, since_restart, event_id, deps,
                            alarm="the stall alarm" if subject.kind is AlarmKind.STALL else "the hang alarm")
         incidents.close_alarm_incident(subject.name, incident)
     emitted = emit(record)
