@@ -81,7 +81,9 @@ class Router:
             fault = self.faults.get(key)
             if fault is not None and fault.take():
                 self.injected[key] += 1
-                return error_response(request.url, model.service_model.protocol, fault.code, fault.status,
+                # the protocol botocore speaks to it (ServiceModel.resolved_protocol: the first of the model's
+                # `protocols` botocore supports, json before smithy-rpc-v2-cbor for CloudWatch), not the legacy one
+                return error_response(request.url, model.service_model.resolved_protocol, fault.code, fault.status,
                                       f"{fault.code} injected by the replay harness "
                                       f"({fault.fired} of {fault.count}).")
             if key in self.emulated:

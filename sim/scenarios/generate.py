@@ -1877,6 +1877,20 @@ def watch_scenarios() -> dict[str, tuple[list[str], list[object]]]:
         ], [clock(T_ALARM), {"sim": {"slurm_job": {"cluster": "pretrain-slurm", "id": 5120, "name": run}}},
             {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
             *stepping, *hung, *killed, *resumed]),
+        "zzzo-watch-runs-unreadable.jsonl": ([
+            "title: (zzzo) Watch by pattern: the reconciler may not read CloudWatch metrics (its role lost "
+            "cloudwatch:ListMetrics) from 03:00, so neither cluster's pattern-watched runs can be seen",
+            "config: watch.medic.yaml",
+            "fault: cloudwatch:ListMetrics=AccessDeniedException:99",
+            "expect: the 03:05 run records watch_unreadable (failed) for each cluster with watch rules and pages once "
+            "for each, naming the rules it cannot watch; the runs after it that day say nothing more",
+            "check: records .fault == watch_unreadable, watch_unreadable",
+            "check: records cluster=pretrain-slurm outcome=failed paged=true timestamp~T03:05:00 == 1",
+            "check: records cluster=finetune-eks outcome=failed paged=true timestamp~T03:05:00 == 1",
+            "check: pages subject~\"cannot be read\" == 2",
+            "check: pages == 2",
+        ], [clock(T_ALARM), {"sim": {"agent": {"cluster": "pretrain-slurm", "heartbeat": True}}},
+            {"sim": {"advance": "+20m"}}]),
         **eks_watch_scenarios(),
     }
 

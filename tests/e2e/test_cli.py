@@ -41,10 +41,10 @@ def test_the_demo_prints_a_table_and_a_summary_per_scenario(capsys, monkeypatch)
     for path in bundled():
         title = next(line for line in path.read_text().splitlines() if line.startswith("# title:"))
         assert f"== {title.removeprefix('# title: ')} ==" in out
-    assert out.count("   summary: ") == len(bundled()) == 85
+    assert out.count("   summary: ") == len(bundled()) == 86
     # every bundled scenario's checks are met, each said, with the tally last
     assert out.count("   PASS (") == len(bundled()) and "   FAIL" not in out and "-> FAIL" not in out
-    assert out.rstrip().endswith("== 85 scenarios: 85 PASS, 0 FAIL ==")
+    assert out.rstrip().endswith("== 86 scenarios: 86 PASS, 0 FAIL ==")
     assert "   check: records .outcome == executed, duplicate\n" in out  # (b)
     assert ("   timeline: stall llama3-70b stalled at 03:05:00: detect +780s -> act +780s -> repair - -> resume +1140s "
             "-> resolved +1200s; lost 240 steps (6 min)") in out

@@ -206,6 +206,8 @@ class Fault(StrEnum):
     # a cluster's agent silent longer than agent_silence_minutes (or never heard from past agent_install_grace_hours)
     AGENT_SILENT = "agent_silent"
     AGENT_BACK = "agent_back"  # the agent Medic reported silent heartbeats again
+    # the metrics of a cluster's runs watched by pattern could not be read: those runs are not watched until they can
+    WATCH_UNREADABLE = "watch_unreadable"
     INVALID = "invalid"  # the event itself could not be used
 
 

@@ -76,6 +76,7 @@ class PageSource(StrEnum):
     PAUSE = "pause"  # every page about a cluster an operator paused (`medic pause`): one per cluster per window
     CONFIG = "config"  # a configuration error found at run time (a cluster id that is not the cluster's): once a day
     AGENT_SILENT = "agent_silent"  # a cluster's agent silent (or never heard from): once per silence, its return
+    WATCH = "watch"  # the runs a cluster watches by pattern cannot be read: once per cluster per UTC day
 
 
 class PageWindow(NamedTuple):

@@ -40,6 +40,13 @@ class IncidentStore:
     def _recovery_key(self, incident: str) -> Key:
         return self.table.key(RECOVERY_PARTITION, incident)
 
+    def claim_report(self, incident: str, now: datetime) -> bool:
+        """True the first time an incident is reported: a condition every run sees again (a cluster's watched runs
+        unreadable) is recorded once per incident, not once per run."""
+        return self.table.put_if({**self.table.key(f"incident#{incident}", "report"),
+                                  "reported_at": {"S": now.isoformat()}, "expires_at": expires(now)},
+                                 "attribute_not_exists(pk)")
+
     def claim_alarm_transition(self, alarm: str, state: str, state_timestamp: str, now: datetime) -> bool:
         """True for the first delivery of an alarm entering a state (its state timestamp names the transition)."""
         return self.table.put_if(

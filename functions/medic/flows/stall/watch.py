@@ -11,13 +11,18 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from medic.adapters.aws import error_code
-from medic.config_core import WATCH_RETENTION
-from medic.core.models import Trigger
+from medic.config_core import WATCH_RETENTION, Cluster
+from medic.core.models import Action, Fault, Outcome, Trigger
+from medic.core.pages import PageSource, PageText, PageWindow
+from medic.core.record import About
+from medic.core.text import quoted, short
 from medic.deps import Deps
 from medic.flows.stall.response import StateChange, respond
 from medic.flows.stall.watch_policy import RunState, WatchedRun, watched_runs
 from medic.ledger.incidents import IncidentStore
 from medic.obs import logger
+from medic.outbox.pages import page_incident
+from medic.outbox.records import emit
 
 
 def sweep_watched_runs(raw: Any, deps: Deps) -> list[dict]:
@@ -29,8 +34,9 @@ def sweep_watched_runs(raw: Any, deps: Deps) -> list[dict]:
             continue
         try:
             reports = deps.metrics.runs(cluster.name, now, WATCH_RETENTION)
-        except (ClientError, BotoCoreError) as error:  # the next run looks again
+        except (ClientError, BotoCoreError) as error:  # the next run looks again; someone is told once a day
             logger.warning("watched runs unreadable", extra={"cluster": cluster.name, "error_code": error_code(error)})
+            records.extend(_unreadable(cluster, error_code(error), raw, deps))
             continue
         for run in watched_runs(deps.config, cluster, reports, now):
             try:
@@ -42,6 +48,33 @@ def sweep_watched_runs(raw: Any, deps: Deps) -> list[dict]:
             if record is not None:
                 records.append(record)
     return records
+
+
+def _unreadable(cluster: Cluster, code: str, raw: Any, deps: Deps) -> list[dict]:
+    """Medic cannot see the cluster's runs watched by pattern (their metrics unreadable after the client's retries):
+    one record (`watch_unreadable`, `failed`) and one page per cluster per UTC day while it lasts, never silent."""
+    now = deps.now()
+    incident = f"watch:{cluster.name}:unreadable:{now:%Y-%m-%d}"
+    if not IncidentStore(deps.table).claim_report(incident, now):
+        return []
+    run_id = str(raw.get("id", "schedule"))[:80] if isinstance(raw, dict) else "schedule"
+    about = About(incident=incident, trigger=Trigger.RECONCILE, event_id=run_id, mode=deps.mode.current(),
+                  cluster=cluster.name)
+    rules = ", ".join(repr(rule.job_prefix) for rule in cluster.watch)
+    record = about.record(fault=Fault.WATCH_UNREADABLE, action=Action.NONE, outcome=Outcome.FAILED, reason=short(
+        f"Medic could not read the metrics of the runs {cluster.name} watches by pattern (CloudWatch ListMetrics/"
+        f"GetMetricData answered {quoted(code, 64)} after the client's retries): until it can, a run matching watch "
+        f"rules {rules} that stalls is not seen. Runs named in jobs[] keep their alarms. The reconciler looks again "
+        "every 5 minutes.", 500))
+    text = PageText(f"[Medic] {cluster.name}: the runs watched by pattern cannot be read", (
+        f"Cluster:        {cluster.name}",
+        f"What happened:  {record['reason']}",
+        "What to do:     Check that the reconciler's role still has cloudwatch:ListMetrics and "
+        "cloudwatch:GetMetricData (the stack grants them when a cluster has watch rules: cdk deploy) and "
+        "CloudWatch's health in this region.",
+        f"Incident:       {record['incident']} (mode {record['mode']})"))
+    window = PageWindow.cluster(PageSource.WATCH, cluster.name)
+    return [emit(record.paged_if(page_incident(deps, deps.table, record, text, window=window)))]
 
 
 def _see_to(run: WatchedRun, deps: Deps) -> dict | None:
