@@ -206,17 +206,13 @@ def _listed(node: str, slurm: Slurm, before: str) -> Result:
 def _resume(node: str, slurm: Slurm) -> Result:
     """Resume only a node still drained with Medic's own reason: one HyperPod (or a person) already returned to
     service, or one someone else drained, is left as it is (`executed`, not resumed, with what Slurm said)."""
-    read = slurm.run(show_node_argv(node))
-    if not read.ok:
-        return Result(FAILED, f"{read.describe()}; not resumed: its state could not be read")
-    try:
-        state, reason = parse_node_state(read.output, node)
-    except ValueError as error:
-        return Result(FAILED, f"not resumed: {error}")
-    seen = f"State={state} Reason={reason or '(none)'}"
+    found = _node_state(node, slurm, "resumed")
+    if isinstance(found, Result):
+        return found
+    state, reason, seen = found
     if not drained_by_medic(state, reason):
-        return Result(EXECUTED, f"{' '.join(read.argv)}: {seen}; not resumed: not drained by Medic",
-                      node_state=state, node_reason=reason, resumed=False)
+        return Result(EXECUTED, f"{seen}; not resumed: not drained by Medic", node_state=state, node_reason=reason,
+                      resumed=False)
     run = slurm.run(resume_argv(node))
     return Result(EXECUTED if run.ok else FAILED, f"{seen}; {run.describe()}", node_state=state, node_reason=reason,
                   resumed=run.ok)

@@ -66,6 +66,13 @@ def canonical_job_id(job_id: str) -> str:
     return str(int(job_id))
 
 
+def _checked_requester(value: str | None) -> str | None:
+    """An operator request's `requested_by` (the CLI sends the caller's ARN): an ARN or nothing."""
+    if value is not None and not matches(REQUESTED_BY, value):
+        raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
+    return value
+
+
 class RequeueJobDetail(BaseModel):
     """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name (or by id, naming the job
     so that the name's restart budget is spent too), and why; `requested_by` is who the sender says it is."""
@@ -98,12 +105,7 @@ class RequeueJobDetail(BaseModel):
             raise ValueError(f"must be at most {MAX_REASON_CHARS} characters on one line, got {len(text)}")
         return text
 
-    @field_validator("requested_by")
-    @classmethod
-    def _requested_by(cls, value: str | None) -> str | None:
-        if value is not None and not matches(REQUESTED_BY, value):
-            raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
-        return value
+    _requested_by = field_validator("requested_by")(_checked_requester)
 
     @field_validator("job_name")
     @classmethod
@@ -166,12 +168,7 @@ class ReleaseNodeDetail(BaseModel):
         text = one_line_text(value) if value is not None else None
         return text[:MAX_REASON_CHARS] if text else None
 
-    @field_validator("requested_by")
-    @classmethod
-    def _requested_by(cls, value: str | None) -> str | None:
-        if value is not None and not matches(REQUESTED_BY, value):
-            raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
-        return value
+    _requested_by = field_validator("requested_by")(_checked_requester)
 
 
 class ReleaseNodeEvent(MedicEvent):
