@@ -126,6 +126,7 @@ class World:
         self.functions: dict[str, Function] = {}
         self.rules: list[Rule] = []
         self._probe_queue_url = ""  # where moto's EventBridge tells which rules matched (see _routing_probe)
+        self._probe_queue_arn = ""
         self.schedules: list[Schedule] = []
         self.page_queue_url = ""
         self.topics: list[str] = []
@@ -394,10 +395,11 @@ class World:
         template is a constant (EventBridge user guide, "Transforming target input": the template may hold no
         placeholder); its one path keeps moto's parser from evaluating its default eight."""
         if not self._probe_queue_url:
-            self._probe_queue_url = self.client("sqs").create_queue(QueueName="medic-sim-routing-probe")["QueueUrl"]
-        probe_arn = self.client("sqs").get_queue_attributes(
-            QueueUrl=self._probe_queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        return {"Id": "sim-probe", "Arn": probe_arn,
+            sqs = self.client("sqs")
+            self._probe_queue_url = sqs.create_queue(QueueName="medic-sim-routing-probe")["QueueUrl"]
+            self._probe_queue_arn = sqs.get_queue_attributes(
+                QueueUrl=self._probe_queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        return {"Id": "sim-probe", "Arn": self._probe_queue_arn,
                 "InputTransformer": {"InputPathsMap": {"source": "$.source"},
                                      "InputTemplate": json.dumps({"rule": lid})}}
 
