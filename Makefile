@@ -24,7 +24,7 @@ demo: setup  ## replay the bundled scenarios on emulated AWS and print what Medi
 	$(PY) -m sim demo
 
 test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed), one worker a core
-	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile --ignore=tests/real
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --ignore=tests/real
 
 test-real: setup  ## real training (torch), real Slurm, real hang, the real agent; only AWS emulated (docs/real-test.md)
 	$(PY) -m pytest tests/real -p no:xdist -rP
