@@ -49,8 +49,8 @@ from medic.flows.mode.watch import ParameterStoreChangeEvent, record_mode_change
 from medic.flows.node.cluster_event_policy import ClusterEvent
 from medic.flows.node.cluster_events import record_cluster_event
 from medic.flows.node.health_event import NodeHealthEvent, remediate_node
+from medic.flows.node.sweep import ScheduleEvent
 from medic.flows.node.sweep import reconcile as reconcile_run
-from medic.flows.node.sweep_policy import ScheduleEvent
 from medic.flows.stall.policy import AlarmStateChangeEvent
 from medic.flows.stall.response import respond_to_alarm
 from medic.handlers import (

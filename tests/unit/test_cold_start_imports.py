@@ -48,6 +48,8 @@ def loaded_by(handler: str) -> tuple[set[str], bool]:
     # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models); the clone watch
     # (flows.jobs.timeline) is shared: their restarts' incident lines close when the clone runs
     ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events")),
+    # the stall alarms: the node sweep's storm hold is shared, not the schedule's event or the sweep
+    ("alarm", (*JOB_MODELS, *MANAGED_JOBS, *OPERATOR_REQUESTS, *OTHER_EVENTS, "medic.flows.node.sweep")),
 ])
 def test_a_handler_does_not_import_the_flows_it_does_not_serve(handler, absent):
     modules, collecting = loaded_by(handler)
