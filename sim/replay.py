@@ -996,7 +996,8 @@ class Replay:
         import_paths()
         logger = logging.getLogger(HANDLER_LOGGER)
         try:
-            with mock.patch("time.monotonic", self._monotonic), contextlib.redirect_stdout(self.handler_output):
+            with mock.patch("time.monotonic", self._monotonic), contextlib.redirect_stdout(self.handler_output), \
+                    self.world.permissions.acting(function.name, function.logical_id):
                 self.world.router.on_backoff = clock.shift
                 logger.addHandler(capture)
                 streams = _point_streams(logger, self.handler_output)
@@ -1149,6 +1150,7 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
             for count, (lineno, text) in enumerate(documents(lines), 1):
                 replay.line(lineno, text)
                 world.router.contract.raise_if_violated(f"line {lineno}")  # fail loudly: sim/contract.py
+                world.permissions.raise_if_denied(f"line {lineno}")  # a function's role does not allow: sim/iam.py
                 if count % 500 == 0:
                     _forget_model_instances()
         finally:
