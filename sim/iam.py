@@ -29,8 +29,9 @@ Which calls (services) are checked, and the request context of each, from the se
   literal string of the detail-type field of the event"; per entry: botocore's events model, PutEventsResultEntry
   ErrorCode NotAuthorizedForSourceException / NotAuthorizedForDetailTypeException). The replay fails the whole call
   where EventBridge would fail the entry (assumption on the deny side: the replay stops either way).
-- SNS Publish (the topic, ``TopicArn`` or ``TargetArn``) and SSM GetParameter (``arn:...:parameter/<name>``), with
-  no condition key: a statement on them that tests one fails loudly.
+- SNS Publish (the topic, ``TopicArn`` or ``TargetArn``) and SSM GetParameter, GetParameterHistory (the parameter,
+  ``arn:...:parameter/<name>``: "Actions, resources, and condition keys for AWS Systems Manager", parameter resource
+  type), with no condition key: a statement on them that tests one fails loudly.
 - Other services' calls are not checked (their actions imply other authorizations, e.g. CreateTrainingJob's
   iam:PassRole: not modelled). Calls outside a function's invocation are the harness's own (no identity).
 
@@ -241,10 +242,10 @@ class Permissions:
         if service == "sns" and operation == "Publish":
             return [Authorization("sns:Publish", params.get("TopicArn") or params.get("TargetArn", ""), {},
                                   frozenset())]
-        if service == "ssm" and operation == "GetParameter":
+        if service == "ssm" and operation in ("GetParameter", "GetParameterHistory"):
             name = params["Name"]
             arn = name if name.startswith("arn:") else t.arn("ssm", f"parameter/{name.lstrip('/')}")
-            return [Authorization("ssm:GetParameter", arn, {}, frozenset())]
+            return [Authorization(f"ssm:{operation}", arn, {}, frozenset())]
         if service in ("events", "sns", "ssm"):
             raise SimError(f"iam: {service}:{operation} is not modelled by the replay's permission check")
         return None
@@ -263,8 +264,13 @@ class Permissions:
             return
         function, role_lid = self._acting
         service, operation = model.service_model.service_name, model.name
-        for authorization in self.authorizations(service, operation, context.get(_PARAMS, {})) or []:
-            allowed, why = self.check(role_lid, authorization)
+        try:
+            authorizations = self.authorizations(service, operation, context.get(_PARAMS, {})) or []
+            decisions = [(authorization, *self.check(role_lid, authorization)) for authorization in authorizations]
+        except SimError as error:  # kept too: the handler may catch what its call raised
+            self.denials.append(f"{function}'s {service}:{operation} cannot be checked: {error}")
+            raise
+        for authorization, allowed, why in decisions:
             self.checked[authorization.action] += 1
             if allowed:
                 continue

@@ -6,6 +6,7 @@ node path asks whether to drain first, as in the stack; no agent ever reports th
 from __future__ import annotations
 
 from medic.config import MedicConfig
+from tests.helpers import handler_role_policy
 
 NODE_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker HyperPod Cluster Node Health Event"]}
 JOB_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training Job State Change"],
@@ -51,6 +52,7 @@ def template(config: MedicConfig, agent_queues: bool = False) -> dict:
         "ModeABC": {"Type": "AWS::SSM::Parameter", "Properties": {
             "Name": "/medic/Medic/mode", "Type": "String", "Value": config.mode}},
         "RoleABC": {"Type": "AWS::IAM::Role", "Properties": {}},
+        "RolePolicyABC": handler_role_policy("RoleABC", "LedgerABC", "PagesABC", "/medic/Medic/mode"),
         "AgentQueueABC": {"Type": "AWS::SQS::Queue", "Properties": {}},
         "NodeFnABC": _function("medic.handlers.node_health.handler", config, agent_queues),
         "JobFnABC": _function("medic.handlers.training_job.handler", config),
