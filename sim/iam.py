@@ -160,42 +160,78 @@ def _query_partition_value(params: Mapping[str, Any], partition_key: str) -> str
     raise SimError(f"iam: cannot read the partition key value of KeyConditionExpression {expression!r}")
 
 
+class _Seat:
+    """Who acts on one boto3 session, if anyone: a function while its handler runs (the handlers' session), an agent
+    while it runs (the harness's session, which the agents' clients come from)."""
+
+    def __init__(self, permissions: Permissions) -> None:
+        self.permissions = permissions
+        self.who: tuple[str, str] | None = None  # (the caller's name, the logical id of its role or managed policy)
+
+    @contextlib.contextmanager
+    def acting(self, name: str, identity: str) -> Iterator[None]:
+        saved, self.who = self.who, (name, identity)
+        try:
+            yield
+        finally:
+            self.who = saved
+
+    def before_call(self, model: Any, context: dict, **kwargs: Any) -> None:
+        if self.who is not None:
+            self.permissions.check_call(*self.who, model, context.get(_PARAMS, {}))
+
+
 class Permissions:
-    """The identity-based policies of the stack's functions, and the check of their calls."""
+    """The identity-based policies of the stack's functions (and its agents), and the check of their calls."""
 
     def __init__(self, template: Template) -> None:
         self.template = template
         self.denials: list[str] = []
         self.checked: Counter[str] = Counter()  # authorizations evaluated, by action
-        self._acting: tuple[str, str] | None = None  # (function name, role logical id) of the running handler
         self._documents: dict[str, list[dict]] = {}
         self._tables: dict[str, TableKeys] | None = None
+        self._functions = _Seat(self)
+        self._agents = _Seat(self)
 
-    def install(self, session: Any) -> None:
+    def install(self, session: Any, *, agents: bool = False) -> None:
+        """Check the calls made on this session: the functions' (the handlers' session), or with ``agents`` the
+        agents' (the harness's session: only while an agent runs, `acting_agent`; its other calls are the harness's
+        own)."""
+        seat = self._agents if agents else self._functions
         session.events.register_last("before-parameter-build", self._keep_params)
-        session.events.register("before-call", self._before_call)
+        session.events.register("before-call", seat.before_call)
 
-    @contextlib.contextmanager
-    def acting(self, function_name: str, function_logical_id: str) -> Iterator[None]:
-        """The function's role is the identity of every call made until the block ends."""
+    def acting(self, function_name: str, function_logical_id: str) -> contextlib.AbstractContextManager[None]:
+        """The function's role is the identity of every call its handler makes until the block ends."""
         role = self.template.properties(function_logical_id).get("Role")
         if not (isinstance(role, dict) and "Fn::GetAtt" in role):
             raise SimError(f"iam: function {function_logical_id}'s Role is not a role of the stack ({role!r})")
         target = role["Fn::GetAtt"]
-        role_lid = (target.split(".", 1) if isinstance(target, str) else target)[0]
-        saved, self._acting = self._acting, (function_name, role_lid)
-        try:
-            yield
-        finally:
-            self._acting = saved
+        return self._functions.acting(function_name, (target.split(".", 1) if isinstance(target, str) else target)[0])
 
-    # the role's documents
+    def acting_agent(self, cluster: str) -> contextlib.AbstractContextManager[None]:
+        """The cluster's agent policy (infra/components/agent_channel.py: the managed policy the operator attaches to
+        the controller's role, or the EKS agent's role has; its description names the cluster) is the identity of
+        every call the agent makes until the block ends."""
+        named = f"Medic agent on the {cluster} "
+        found = [lid for lid, _ in self.template.of_type("AWS::IAM::ManagedPolicy")
+                 if str(self.template.properties(lid).get("Description", "")).startswith(named)]
+        if len(found) != 1:
+            raise SimError(f"iam: the template has {len(found)} agent policies for cluster {cluster!r} "
+                           f"(a ManagedPolicy described {named!r}...)")
+        return self._agents.acting(f"medic-agent@{cluster}", found[0])
+
+    # the identity's documents
     def documents(self, role_lid: str) -> list[dict]:
         """Every identity-based policy document of the role: its inline `Policies`, the AWS::IAM::Policy and
-        AWS::IAM::ManagedPolicy resources attached to it (`Roles`), and its `ManagedPolicyArns` of the stack."""
+        AWS::IAM::ManagedPolicy resources attached to it (`Roles`), and its `ManagedPolicyArns` of the stack; of a
+        managed policy, its own document."""
         if role_lid not in self._documents:
             t = self.template
             props = t.properties(role_lid)
+            if t.resources[role_lid].get("Type") == "AWS::IAM::ManagedPolicy":
+                self._documents[role_lid] = [t.resolve(props["PolicyDocument"])]
+                return self._documents[role_lid]
             found = [policy["PolicyDocument"] for policy in props.get("Policies", [])]
             managed = {lid for lid, _ in t.of_type("AWS::IAM::ManagedPolicy")}
             for arn in props.get("ManagedPolicyArns", []):
@@ -259,13 +295,12 @@ class Permissions:
         return decide(self.documents(role_lid), Request(None, authorization.action, authorization.resource,
                                                         authorization.context, authorization.modelled))
 
-    def _before_call(self, model: Any, context: dict, **kwargs: Any) -> None:
-        if self._acting is None:
-            return
-        function, role_lid = self._acting
+    def check_call(self, caller: str, identity: str, model: Any, params: Mapping[str, Any]) -> None:
+        """Raise AccessDeniedException (and keep the denial) when the identity may not make this call."""
+        function, role_lid = caller, identity
         service, operation = model.service_model.service_name, model.name
         try:
-            authorizations = self.authorizations(service, operation, context.get(_PARAMS, {})) or []
+            authorizations = self.authorizations(service, operation, params) or []
             decisions = [(authorization, *self.check(role_lid, authorization)) for authorization in authorizations]
         except SimError as error:  # kept too: the handler may catch what its call raised
             self.denials.append(f"{function}'s {service}:{operation} cannot be checked: {error}")

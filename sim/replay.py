@@ -87,6 +87,8 @@ class ReplayResult:
     # functions (the names of the functions the rules took it to; [] when no rule took it)
     put_events: list[dict] = field(default_factory=list)
     skipped: int = 0  # input lines (or documents) the replay could not use, each said on stderr
+    # the authorizations the permission check evaluated for the functions' and agents' calls (sim/iam.py), by action
+    authorizations: Counter[str] = field(default_factory=Counter)
 
     @property
     def records(self) -> list[dict]:
@@ -1155,4 +1157,5 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
                     _forget_model_instances()
         finally:
             replay._cold_start()  # no client of this emulated world outlives it
+        replay.result.authorizations = Counter(world.permissions.checked)
         return replay.result

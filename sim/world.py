@@ -192,6 +192,8 @@ class World:
             boto3.setup_default_session(region_name=self.region, botocore_session=_botocore_session())
             self.router.install(boto3.DEFAULT_SESSION)
             self.permissions.install(boto3.DEFAULT_SESSION)  # each function's own role: sim/iam.py
+            self.permissions.install(self.harness, agents=True)  # and each agent's policy, while it runs
+            self.slurm.acting = self.eks.acting = self.permissions.acting_agent
             boto3.DEFAULT_SESSION.events.register("before-call.dynamodb", self.streams.count_write)
             self.router.__enter__()
             self._create_resources()
