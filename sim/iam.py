@@ -1,6 +1,6 @@
-"""The functions' own permissions, checked on every call they make in the replay: the identity-based policies the
-stack attaches to each function's role, evaluated with IAM's rules (sim/policy.py) against the request context AWS
-builds for the call.
+"""The functions' and agents' own permissions, checked on every call they make in the replay: the identity-based
+policies the stack attaches to each function's role (and each agent's managed policy), evaluated with IAM's rules
+(sim/policy.py) against the request context AWS builds for the call.
 
 Which calls (services) are checked, and the request context of each, from the services' documentation:
 
@@ -33,7 +33,8 @@ Which calls (services) are checked, and the request context of each, from the se
   ``arn:...:parameter/<name>``: "Actions, resources, and condition keys for AWS Systems Manager", parameter resource
   type), with no condition key: a statement on them that tests one fails loudly.
 - Other services' calls are not checked (their actions imply other authorizations, e.g. CreateTrainingJob's
-  iam:PassRole: not modelled). Calls outside a function's invocation are the harness's own (no identity).
+  iam:PassRole: not modelled). The identity: a function's role while its handler runs (the handlers' session); an
+  agent's policy while it runs (the harness's session, whose other calls are the harness's own: no identity).
 
 A denied call raises AccessDeniedException in the handler's call, as AWS answers (the message IAM writes:
 "User: <principal> is not authorized to perform: <action> on resource: <arn> because no identity-based policy
