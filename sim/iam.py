@@ -32,9 +32,13 @@ Which calls (services) are checked, and the request context of each, from the se
 - SNS Publish (the topic, ``TopicArn`` or ``TargetArn``) and SSM GetParameter, GetParameterHistory (the parameter,
   ``arn:...:parameter/<name>``: "Actions, resources, and condition keys for AWS Systems Manager", parameter resource
   type), with no condition key: a statement on them that tests one fails loudly.
-- Other services' calls are not checked (their actions imply other authorizations, e.g. CreateTrainingJob's
-  iam:PassRole: not modelled). The identity: a function's role while its handler runs (the handlers' session); an
-  agent's policy while it runs (the harness's session, whose other calls are the harness's own: no identity).
+- The role a call passes to a service (SageMaker CreateTrainingJob's ``RoleArn``, Bedrock
+  CreateModelCustomizationJob's ``roleArn``): ``iam:PassRole`` on it with ``iam:PassedToService`` the service's
+  principal (PASSES_ROLE); not the call's own action.
+- Other services' calls (and those calls' own actions) are not checked.
+
+The identity: a function's role while its handler runs (the handlers' session); an agent's policy while it runs
+(the harness's session, whose other calls are the harness's own: no identity).
 
 A denied call raises AccessDeniedException in the handler's call, as AWS answers (the message IAM writes:
 "User: <principal> is not authorized to perform: <action> on resource: <arn> because no identity-based policy
@@ -60,6 +64,13 @@ from sim.policy import Request, decide
 _PARAMS = "sim.iam.params"  # where a call's API parameters wait for the check, in its context
 DYNAMODB_KEYS = frozenset({"dynamodb:leadingkeys", "dynamodb:enclosingoperation"})
 EVENTS_KEYS = frozenset({"events:source", "events:detail-type"})
+PASS_ROLE_KEYS = frozenset({"iam:passedtoservice"})
+# The calls that pass a role to the service (the member naming it, the service it goes to): the caller needs
+# iam:PassRole on that role, iam:PassedToService the service's principal (IAM User Guide, "Grant a user permissions to
+# pass a role to an AWS service", https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_passrole.html; "IAM
+# and AWS STS condition context keys", iam:PassedToService). Only this authorization of those calls is checked.
+PASSES_ROLE = {("sagemaker", "CreateTrainingJob"): ("RoleArn", "sagemaker.amazonaws.com"),
+               ("bedrock", "CreateModelCustomizationJob"): ("roleArn", "bedrock.amazonaws.com")}
 _TRANSACT = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem",
              "Get": "GetItem"}
 _EQUALS = re.compile(r"^\(?\s*([#\w.-]+)\s*=\s*(:[\w-]+)\s*\)?$")
@@ -283,6 +294,10 @@ class Permissions:
             name = params["Name"]
             arn = name if name.startswith("arn:") else t.arn("ssm", f"parameter/{name.lstrip('/')}")
             return [Authorization(f"ssm:{operation}", arn, {}, frozenset())]
+        if (service, operation) in PASSES_ROLE:
+            member, to_service = PASSES_ROLE[(service, operation)]
+            return [Authorization("iam:PassRole", params[member], {"iam:PassedToService": to_service},
+                                  PASS_ROLE_KEYS)]
         if service in ("events", "sns", "ssm"):
             raise SimError(f"iam: {service}:{operation} is not modelled by the replay's permission check")
         return None

@@ -182,3 +182,15 @@ def test_a_denied_call_raises_access_denied_in_the_handler_and_stops_the_replay(
                                            r"jobclone#train-1#r2"):
         permissions.raise_if_denied("line 7")
     assert permissions.checked["dynamodb:DeleteItem"] == 2
+
+
+def test_a_role_passed_to_a_service_needs_passrole_to_that_service():
+    # IAM User Guide, "Grant a user permissions to pass a role to an AWS service": iam:PassedToService
+    role = f"arn:aws:iam::{ACCOUNT}:role/training"
+    grant = [{"Effect": "Allow", "Action": "iam:PassRole", "Resource": role,
+              "Condition": {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}}]
+    permissions = Permissions(template(grant))
+    (training,) = permissions.authorizations("sagemaker", "CreateTrainingJob", {"RoleArn": role})
+    (bedrock,) = permissions.authorizations("bedrock", "CreateModelCustomizationJob", {"roleArn": role})
+    assert permissions.check("FnRole", training)[0] and not permissions.check("FnRole", bedrock)[0]
+    assert permissions.authorizations("sagemaker", "DescribeTrainingJob", {"TrainingJobName": "j"}) is None
