@@ -87,8 +87,8 @@ EMAIL_PATTERN = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 
 
 class Notify(Strict):
-    emails: list[str] = Field(default_factory=list)
-    https: list[str] = Field(default_factory=list)
+    emails: list[str] = []
+    https: list[str] = []
     # The opt-out of "someone must get the pages" (infra/config.py refuses a config with neither emails nor https):
     # true when the topic is subscribed outside medic.yaml (aws sns subscribe on the PagingTopicArn output, AWS
     # Chatbot, an incident tool), so that pages do reach someone.
@@ -114,11 +114,11 @@ class Notify(Strict):
 class MedicConfig(CoreConfig):
     """The whole contract: the core sections (CoreConfig) and the rest."""
 
-    notify: Notify = Field(default_factory=Notify)
-    training_jobs: list[TrainingJobs] = Field(default_factory=list)
-    batch_jobs: list[BatchJobs] = Field(default_factory=list)  # AWS Batch jobs Medic may restart (resubmit)
+    notify: Notify = Field(default_factory=lambda: Notify())
+    training_jobs: list[TrainingJobs] = []
+    batch_jobs: list[BatchJobs] = []  # AWS Batch jobs Medic may restart (resubmit)
     # Amazon Bedrock model customization jobs Medic may start again (from scratch, where allowed)
-    bedrock_jobs: list[BedrockJobs] = Field(default_factory=list)
+    bedrock_jobs: list[BedrockJobs] = []
     job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
     # Days the EventBridge archive keeps every event Medic's rules match, for `medic backtest`. The archive's
     # RetentionDays also takes 0 (keep forever: storage grows without end), which Medic does not offer.

@@ -19,7 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 
 class Strict(BaseModel):
-    """Every config model: unknown keys are errors (a typo must not pass as a default), values frozen."""
+    """Every config model: unknown keys are errors (a typo must not pass as a default), values frozen.
+
+    An empty default is written as a value (`= []`, copied for each instance by pydantic) and a model default as a
+    lambda, never `default_factory=list` or a class: pydantic inspects a factory's signature at class creation, which
+    for a builtin costs a text-signature parse at every cold start (docs/architecture.md, "Cold start")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -154,7 +158,7 @@ class WatchRule(Strict):
     recovery_minutes: int = Field(default=20, ge=5, le=24 * 60)  # as jobs[].recovery_minutes
     # EKS: the namespaces the operator opted in. A matching run in one of them is restarted (the agent's RBAC takes
     # the job kinds in these namespaces, without resourceNames: docs/security.md); in another, it is paged.
-    namespaces: list[str] = Field(default_factory=list)
+    namespaces: list[str] = []
 
     @field_validator("namespaces")
     @classmethod
@@ -185,7 +189,7 @@ class Cluster(Strict):
     # service after its next repair: drained in Slurm with Medic's reason, cordoned on EKS, until `medic release`
     # (issue 32). Off: the loop's page only.
     quarantine_repeat_offenders: bool = False
-    guardrails: GuardrailOverrides = Field(default_factory=GuardrailOverrides)
+    guardrails: GuardrailOverrides = Field(default_factory=lambda: GuardrailOverrides())
     # EKS clusters with Container Insights: the EKS cluster's name; its cluster_failed_node_count joins Medic's
     # own FailedNodes gauge (every cluster's failed-node alarm) as a second witness.
     eks_cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
@@ -194,7 +198,7 @@ class Cluster(Strict):
     # role then also trusts that IAM OIDC provider (sts:AssumeRoleWithWebIdentity for the agent's ServiceAccount).
     eks_oidc_issuer: str | None = Field(default=None, pattern=EKS_OIDC_ISSUER_PATTERN)
     # Watch by pattern: the runs of this cluster watched without a jobs[] entry (issue 33)
-    watch: list[WatchRule] = Field(default_factory=list)
+    watch: list[WatchRule] = []
 
     @field_validator("id", mode="before")
     @classmethod
@@ -307,9 +311,9 @@ class CoreConfig(Strict):
     """The sections every handler reads, as it reads them from ``MEDIC_CONFIG`` (``from_env``)."""
 
     mode: DeployMode = "act"
-    guardrails: Guardrails = Field(default_factory=Guardrails)
+    guardrails: Guardrails = Field(default_factory=lambda: Guardrails())
     clusters: list[Cluster] = Field(min_length=1)
-    jobs: list[Job] = Field(default_factory=list)
+    jobs: list[Job] = []
     # The MEDIC_CONFIG it was read from, and which of the sections it skipped are set (`configures`).
     _source: str = PrivateAttr(default="")
     _set_elsewhere: frozenset[str] = PrivateAttr(default=frozenset())

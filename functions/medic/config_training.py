@@ -27,13 +27,13 @@ class TrainingJobs(Strict):
     allow_restart_without_checkpoint: bool = False
     # Required: the execution roles these jobs run as, which Medic passes to the restarts (iam:PassRole on
     # exactly these); a job with another role is paged, not restarted.
-    role_arns: list[str] = Field(default_factory=list, validate_default=True)
+    role_arns: list[str] = Field(default=[], validate_default=True)
     # Required: the buckets of these jobs' checkpoints (s3:ListBucket on exactly these, to see a checkpoint
     # exists); a job checkpointing elsewhere is paged, not restarted.
-    checkpoint_buckets: list[str] = Field(default_factory=list, validate_default=True)
+    checkpoint_buckets: list[str] = Field(default=[], validate_default=True)
     # Training plans (names) these jobs run on: a restart of a job on a plan needs CreateTrainingJob on the
     # plan too; a job on a plan not listed here is paged instead of restarted.
-    training_plans: list[str] = Field(default_factory=list)
+    training_plans: list[str] = []
     # A failure for capacity (the insufficient_capacity rule: CapacityError, ...) is restarted after a backoff that
     # doubles with each restart of the lineage, from this many minutes up to capacity_backoff_max_minutes: capacity
     # comes back in minutes or hours, and restarts seconds apart spend the budget on the same shortage (issue 32).
@@ -167,7 +167,7 @@ class BatchJobs(Strict):
     max_restarts: int | None = Field(default=None, ge=0, le=100)  # unset: guardrails.max_job_restarts
     # Batch has no checkpoint of its own: where these jobs write theirs. Medic restarts only when one exists there
     # (s3:ListBucket on exactly these buckets), unless allow_restart_without_checkpoint.
-    checkpoint_buckets: list[CheckpointLocation] = Field(default_factory=list)
+    checkpoint_buckets: list[CheckpointLocation] = []
     allow_restart_without_checkpoint: bool = False
     # The failure rules for these jobs (first match wins); unset: DEFAULT_BATCH_FAILURE_RULES.
     failure_rules: list[FailureRule] | None = None

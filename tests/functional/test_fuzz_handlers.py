@@ -39,7 +39,8 @@ from medic.config import EVENT_AGE_LIMIT, EVENT_CLOCK_SKEW, parse_config
 from medic.core.agent_command import CommandContext
 from medic.core.models import Edge, NodeHealthEvent, RemediationRecord, Trigger
 from medic.deps import Deps
-from medic.flows.agent.commands import RequeueJobEvent, parse_agent_command_pk
+from medic.flows.agent.commands import parse_agent_command_pk
+from medic.flows.agent.requests import RequeueJobEvent
 from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.agent.results import record_agent_result
 from medic.flows.jobs.events import TrainingJobStateEvent

@@ -19,6 +19,8 @@ HANDLERS = Path(__file__).resolve().parents[2] / "functions" / "medic" / "handle
 JOB_MODELS = ("medic.config", "medic.config_training")
 MANAGED_JOBS = ("medic.flows.jobs.batch", "medic.flows.jobs.bedrock", "medic.adapters.batch", "medic.adapters.bedrock",
                 "medic.flows.jobs.batch_events", "medic.flows.jobs.bedrock_events")
+OPERATOR_REQUESTS = ("medic.flows.agent.requests",)
+FUNCTIONS = HANDLERS.parents[1]
 
 
 def loaded_by(handler: str) -> tuple[set[str], bool]:
@@ -34,9 +36,13 @@ def loaded_by(handler: str) -> tuple[set[str], bool]:
     # the node path: no job sections, no Batch/Bedrock, no EKS agent models, no training restart path
     ("node_health", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.agent.eks", "medic.flows.jobs.restart")),
     # the reconciler: the training restart path only when a capacity backoff is due (flows.jobs.backoff), the EKS
-    # agents' node reports only when the config names an EKS cluster
+    # agents' node reports only when the config names an EKS cluster; it builds and sweeps agent commands, but never
+    # parses an operator's request or an agent's result
     ("reconcile", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.jobs.restart", "medic.flows.jobs.events",
-                   "medic.flows.agent.eks_nodes", "medic.flows.agent.eks")),
+                   "medic.flows.agent.eks_nodes", "medic.flows.agent.eks", *OPERATOR_REQUESTS,
+                   "medic.flows.agent.agent_result")),
+    # the agents' results: not the operators' requests (the requeue function's)
+    ("agent_results", (*JOB_MODELS, *MANAGED_JOBS, *OPERATOR_REQUESTS)),
     # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models); the clone watch
     # (flows.jobs.timeline) is shared: their restarts' incident lines close when the clone runs
     ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events")),
@@ -63,3 +69,17 @@ def test_every_handler_imports_its_flows_inside_cold_start():
         guarded = [node for node in tree.body if isinstance(node, ast.With)
                    and ast.unparse(node.items[0].context_expr) == "cold_start()"]
         assert not medic_imports and guarded, f"{path.name}: imports its flows outside `with cold_start():`"
+
+
+def test_no_pydantic_field_defaults_through_a_factory_pydantic_must_inspect():
+    """A `Field(default_factory=list)` (or a class) makes pydantic read the factory's signature at class creation:
+    for a builtin, a parse of its text signature (tokenize's regular expression, ~1.7 ms at the first one). An empty
+    default is a value (pydantic copies it per instance); a model default is a lambda (docs/architecture.md)."""
+    inspected = []
+    for path in FUNCTIONS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "Field":
+                inspected += [f"{path.relative_to(FUNCTIONS)}:{node.lineno}" for keyword in node.keywords
+                              if keyword.arg == "default_factory" and not isinstance(keyword.value, ast.Lambda)]
+    assert not inspected
+

@@ -14,13 +14,12 @@ from pydantic import ValidationError
 
 from medic.core.models import SLURM_NODE_NAME, slurm_node_name
 from medic.core.record import complete
+from medic.flows.agent.agent_result import AgentResult, requeue_found
 from medic.flows.agent.commands import (
     JOB_ID_LIST,
-    AgentResult,
     InvalidCommand,
     job_after_repair,
     node_command,
-    requeue_found,
     why_not_requeueable,
 )
 

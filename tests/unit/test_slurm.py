@@ -12,14 +12,13 @@ from pydantic import ValidationError
 
 from medic.adapters.agent_queue import AgentQueues
 from medic.core.text import one_line
+from medic.flows.agent.agent_result import AgentResult
 from medic.flows.agent.commands import (
     COMMAND_ID,
     JOB_ID,
     JOB_NAME,
     SQUEUE_JOB_ID,
-    AgentResult,
     InvalidCommand,
-    RequeueJobDetail,
     heartbeat_is_fresh,
     parse_agent_command_pk,
     requeue_command,
@@ -27,6 +26,7 @@ from medic.flows.agent.commands import (
     valid_job_id,
     valid_job_name,
 )
+from medic.flows.agent.requests import RequeueJobDetail
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "agent"
 if str(AGENT_DIR) not in sys.path:

@@ -18,7 +18,7 @@ from medic.handlers import cold_start
 with cold_start():  # the imports build what lives as long as the container: frozen, never collected
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from medic.flows.agent.commands import RELEASE_DETAIL_TYPE
+    from medic.flows.agent.requests import RELEASE_DETAIL_TYPE
     from medic.flows.agent.restart import handle_requeue_event
     from medic.obs import logger, note_event, tracer
     from medic.wiring import dependencies

@@ -1,5 +1,8 @@
 """Commands for the on-cluster Slurm agent: validated here, and again by the agent before it runs them.
 
+No pydantic model lives here: the operators' requests are in requests.py, the agent's result item in
+agent_result.py, so a flow that only builds or sweeps commands (the reconciler's) does not build them at import.
+
 The patterns are the agent's own (agent/medic_agent/commands.py), used the same way: full match,
 ASCII only. `$` alone would accept a trailing newline and `\\d` Unicode digits; neither may reach
 a command line. tests/unit/test_slurm.py checks both sides agree.
@@ -12,23 +15,19 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from re import Pattern
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from medic.config_core import CLUSTER_NAME_PATTERN, K8S_NAMESPACE_PATTERN, K8S_OBJECT_NAME_PATTERN
+from medic.config_core import K8S_OBJECT_NAME_PATTERN
 from medic.core.agent_command import AgentCommand, command_id_for
-from medic.core.models import SLURM_NODE_NAME, MedicEvent, Outcome
+from medic.core.models import SLURM_NODE_NAME, Outcome
 from medic.core.pages import PageText, console_link
-from medic.core.text import MAX_REASON_CHARS, one_line_text, quoted, shown
+from medic.core.text import quoted, shown
 
 JOB_ID = re.compile(r"[0-9]{1,10}", re.ASCII)
 JOB_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 COMMAND_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}", re.ASCII)
 K8S_OBJECT_NAME = re.compile(K8S_OBJECT_NAME_PATTERN.strip("^$"), re.ASCII)  # what an EKS agent may report
 SQUEUE_JOB_ID = re.compile(r"[0-9]{1,10}(?:_[0-9]{1,10})?", re.ASCII)  # what the agent may report as requeued
-# Who the sender says asked (an IAM user or role session name, an e-mail): claimed, not verified.
-REQUESTED_BY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=,:/-]{0,127}", re.ASCII)
 HEARTBEAT_STALE_AFTER = timedelta(minutes=5)
 # Heartbeats are timed by DynamoDB (the stream record's ApproximateCreationDateTime), not by the agent: only the
 # skew between DynamoDB's and Lambda's clocks (both AWS's) is tolerated, never an agent's clock running ahead.
@@ -66,120 +65,6 @@ def canonical_job_id(job_id: str) -> str:
     return str(int(job_id))
 
 
-def _checked_requester(value: str | None) -> str | None:
-    """An operator request's `requested_by` (the CLI sends the caller's ARN): an ARN or nothing."""
-    if value is not None and not matches(REQUESTED_BY, value):
-        raise ValueError(f"must match {REQUESTED_BY.pattern}, got {shown(value)}")
-    return value
-
-
-class RequeueJobDetail(BaseModel):
-    """What an operator (or a tool) asks for: requeue one Slurm job, by id or by name (or by id, naming the job
-    so that the name's restart budget is spent too), and why; `requested_by` is who the sender says it is."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    cluster: str = Field(pattern=CLUSTER_NAME_PATTERN)
-    job_name: str | None = None
-    job_id: str | None = None
-    # EKS clusters: the job's Kubernetes namespace (job_name is then the object's name; no job_id)
-    namespace: str | None = Field(default=None, pattern=K8S_NAMESPACE_PATTERN)
-    reason: str = Field(min_length=1, max_length=2000)
-    # Claimed by the sender: EventBridge does not say who called PutEvents (CloudTrail does).
-    requested_by: str | None = None
-
-    @field_validator("job_id")
-    @classmethod
-    def _job_id(cls, value: str | None) -> str | None:
-        if value is not None and not valid_job_id(value):
-            raise ValueError(f"must be 1-10 ASCII digits, got {shown(value)}")
-        return None if value is None else canonical_job_id(value)
-
-    @field_validator("reason")
-    @classmethod
-    def _reason(cls, value: str) -> str:
-        text = one_line_text(value)
-        if not text:
-            raise ValueError("must say why, in printable text")
-        if len(text) > MAX_REASON_CHARS:
-            raise ValueError(f"must be at most {MAX_REASON_CHARS} characters on one line, got {len(text)}")
-        return text
-
-    _requested_by = field_validator("requested_by")(_checked_requester)
-
-    @field_validator("job_name")
-    @classmethod
-    def _job_name(cls, value: str | None) -> str | None:
-        if value is not None and not valid_job_name(value):
-            raise ValueError(f"must match {JOB_NAME.pattern}, got {shown(value)}")
-        return value
-
-    @model_validator(mode="after")
-    def _one_target(self) -> RequeueJobDetail:
-        # Both: requeue the id, and spend the name's restart budget too (the one alarms and requests by name use).
-        if self.job_id is None and self.job_name is None:
-            raise ValueError("give job_id or job_name (or both: the id is requeued, both budgets are spent)")
-        if self.namespace is not None and (self.job_id is not None or self.job_name is None):
-            raise ValueError("a Kubernetes job (namespace given) is named by job_name alone, without job_id")
-        return self
-
-    @property
-    def job(self) -> str:
-        return self.job_id if self.job_id is not None else str(self.job_name)
-
-
-class RequeueJobEvent(MedicEvent):
-    """source "medic.operator", detail-type "Medic Requeue Job"."""
-
-    source: Literal["medic.operator"]
-    account: str = Field(pattern=r"^[0-9]{12}$")  # the sending account: recorded as the requester's
-    detail_type: Literal["Medic Requeue Job"] = Field(alias="detail-type")
-    detail: RequeueJobDetail
-
-
-RELEASE_DETAIL_TYPE = "Medic Release Node"
-# What an operator may call a quarantined node: its NodeLogicalId, instance id, Slurm or Kubernetes node name (each
-# matches; the ledger says which node it is).
-NODE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}", re.ASCII)
-
-
-class ReleaseNodeDetail(BaseModel):
-    """`medic release NODE --cluster C`: return a node Medic quarantined to service; `requested_by` is who the sender
-    says it is (the CLI sends its caller's ARN from STS; claimed, not verified: CloudTrail has the PutEvents caller)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    cluster: str = Field(pattern=CLUSTER_NAME_PATTERN)
-    node: str
-    reason: str | None = Field(default=None, max_length=2000)
-    requested_by: str | None = None
-
-    @field_validator("node")
-    @classmethod
-    def _node(cls, value: str) -> str:
-        if not matches(NODE_REFERENCE, value):
-            raise ValueError(f"must be a NodeLogicalId, instance id or node name ({NODE_REFERENCE.pattern}), got "
-                             f"{shown(value)}")
-        return value
-
-    @field_validator("reason")
-    @classmethod
-    def _reason(cls, value: str | None) -> str | None:
-        text = one_line_text(value) if value is not None else None
-        return text[:MAX_REASON_CHARS] if text else None
-
-    _requested_by = field_validator("requested_by")(_checked_requester)
-
-
-class ReleaseNodeEvent(MedicEvent):
-    """source "medic.operator", detail-type "Medic Release Node"."""
-
-    source: Literal["medic.operator"]
-    account: str = Field(pattern=r"^[0-9]{12}$")
-    detail_type: Literal["Medic Release Node"] = Field(alias="detail-type")
-    detail: ReleaseNodeDetail
-
-
 # The agent's own items: `agent#<cluster>#command#<id>` (its claim and result of one command). Cluster names
 # cannot contain `#` (CLUSTER_NAME_PATTERN), so the cluster in the key is exact: IAM lets only that cluster's
 # agent write under it (dynamodb:LeadingKeys), which is what makes the key, and nothing in the item, the
@@ -196,50 +81,6 @@ def parse_agent_command_pk(pk: Any) -> tuple[str, str] | None:
     """`agent#<cluster>#command#<id>` → (cluster, command id); None for any other key."""
     found = AGENT_COMMAND_PK.fullmatch(pk) if isinstance(pk, str) else None
     return (found.group(1), found.group(2)) if found else None
-
-
-class AgentResult(BaseModel):
-    """An `agent#<cluster>#command#<id>/result` ledger item as the agent writes it (agent/medic_agent/ledger.py),
-    deserialized. Only the key says who wrote it; everything else is the agent's word."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    pk: str = Field(pattern=AGENT_COMMAND_PK.pattern.join("^$"))
-    sk: Literal["result"]
-    status: Literal["executed", "failed", "refused"]
-    message: str = ""
-    cluster: str = ""
-    kind: str = ""
-    target: str = ""
-    incident: str = ""
-    job_ids: list[str] = Field(default_factory=list)
-    # restart_job (EKS agent): the pods it deleted, and of those the ones stuck Terminating that it force-deleted
-    pods: list[str] = Field(default_factory=list)
-    force_deleted: list[str] = Field(default_factory=list)
-    # restart_job refused because the job's own controller would end it (agent/medic_agent/eks/policy.py): which rule.
-    # Only picks which of Medic's own "what to do" texts the page carries (EKS_REFUSALS); any other value: none.
-    refusal: str = Field(default="", max_length=64)
-    finished_at: str = ""
-    # drain_node, list_node_jobs: the jobs on the node (absent: unknown); job_states: the state of each job Slurm
-    # still knows
-    jobs: list[dict[str, str]] | None = None
-    job_states: list[dict[str, str]] | None = None
-    # resume_node: the node's Slurm state and reason as the agent read them first, and whether it resumed it
-    node_state: str | None = Field(default=None, max_length=128)
-    node_reason: str | None = Field(default=None, max_length=1000)
-    resumed: Literal["true", "false"] | None = None
-    # quarantine_node: whether the agent took the node out of service (false: someone else had, left as it was);
-    # release_node: `resumed` says whether it returned it
-    held: Literal["true", "false"] | None = None
-
-    @property
-    def agent_cluster(self) -> str:
-        """The cluster whose agent wrote the item (from its key: IAM-enforced)."""
-        return str(parse_agent_command_pk(self.pk)[0])  # type: ignore[index]
-
-    @property
-    def command_id(self) -> str:
-        return str(parse_agent_command_pk(self.pk)[1])  # type: ignore[index]
 
 
 def validate_requeue_target(*, job_id: str | None, job_name: str | None) -> None:
@@ -355,22 +196,6 @@ def why_not_requeueable(requeue: str | None, batch: str | None) -> str:
 # What slurmctld answers `scontrol requeue` for a job it will never requeue (slurm_errno.c: ESLURM_DISABLED,
 # ESLURM_BATCH_ONLY; `_job_requeue_op`), as the agent's result quotes it.
 NOT_REQUEUEABLE_ANSWERS = ("Requested operation is presently disabled", "Only batch jobs are accepted or processed")
-
-
-def requeue_found(result: AgentResult) -> str | None:
-    """What a requeue_job result that requeued nothing says of the job (pure): "completed" when the newest job of
-    that name Slurm (or its accounting) lists ended COMPLETED and none is pending or running (nothing to requeue);
-    "not_requeueable" when Slurm refused it as a job it never requeues; None otherwise."""
-    if result.status != "failed" or result.job_ids:
-        return None
-    if any(answer in result.message for answer in NOT_REQUEUEABLE_ANSWERS):
-        return "not_requeueable"
-    states = {job.get("id"): job.get("state") for job in result.job_states or ()
-              if isinstance(job, dict) and matches(JOB_ID, job.get("id"))}
-    if not states or any(state in JOB_BACK for state in states.values()):
-        return None
-    newest = max(states, key=lambda job_id: int(str(job_id)))
-    return "completed" if states[newest] == "COMPLETED" else None
 
 
 def jobs_unknown_page(record: Mapping[str, Any], node_name: str | None, region: str) -> PageText:

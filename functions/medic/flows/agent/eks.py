@@ -101,7 +101,7 @@ class ReportedNode(BaseModel):
     name: str = Field(max_length=253, pattern=K8S_OBJECT_NAME_PATTERN)
     health_status: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z]+$")
     ready: bool
-    pods: list[ReportedPod] = Field(default_factory=list, max_length=MAX_PODS_PER_NODE)
+    pods: list[ReportedPod] = Field(default=[], max_length=MAX_PODS_PER_NODE)
 
     @property
     def instance_id(self) -> str | None:

@@ -35,15 +35,9 @@ from medic.core.pages import PageSource, PageText, PageWindow, console_link
 from medic.core.record import About, Record
 from medic.core.text import quoted, short
 from medic.deps import Deps
-from medic.flows.agent.commands import (
-    COMMAND_DEADLINE,
-    AgentResult,
-    InvalidCommand,
-    ReleaseNodeEvent,
-    heartbeat_is_fresh,
-    hold_command,
-    quoted_agent,
-)
+from medic.flows.agent.agent_result import AgentResult
+from medic.flows.agent.commands import COMMAND_DEADLINE, InvalidCommand, heartbeat_is_fresh, hold_command, quoted_agent
+from medic.flows.agent.requests import ReleaseNodeEvent
 from medic.ledger.agents import AgentStore, CommandRef
 from medic.ledger.quarantine import Quarantine, QuarantineStore
 from medic.ledger.table import Table

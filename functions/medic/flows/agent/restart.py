@@ -29,14 +29,13 @@ from medic.core.text import short
 from medic.deps import Deps
 from medic.flows.agent.commands import (
     InvalidCommand,
-    RequeueJobDetail,
-    RequeueJobEvent,
     heartbeat_is_fresh,
     requeue_command,
     slurm_job_page,
     validate_requeue_target,
 )
 from medic.flows.agent.eks import NotWatched, eks_job_incident, restart_command, watched_job
+from medic.flows.agent.requests import RequeueJobDetail, RequeueJobEvent
 from medic.ledger.agents import AgentStore
 from medic.ledger.jobs import JobStore
 from medic.ledger.requests import RequestStore, operator_hour

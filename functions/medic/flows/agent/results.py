@@ -23,6 +23,7 @@ from medic.core.pages import PageSource, PageWindow
 from medic.core.record import About, Record
 from medic.core.text import short, validation_problems
 from medic.deps import Deps
+from medic.flows.agent.agent_result import AgentResult, requeue_found
 from medic.flows.agent.commands import (
     EKS_REFUSALS,
     HOLD_KINDS,
@@ -30,12 +31,10 @@ from medic.flows.agent.commands import (
     NODE_KINDS,
     NOT_WATCHED,
     SQUEUE_JOB_ID,
-    AgentResult,
     forged_result_page,
     matches,
     parse_agent_command_pk,
     quoted_agent,
-    requeue_found,
     slurm_job_page,
 )
 from medic.ledger.agents import AgentStore, CommandRef

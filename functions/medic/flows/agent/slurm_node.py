@@ -42,12 +42,12 @@ from medic.core.record import NOT_A_NODE_ACTION, About, Record
 from medic.core.repairs import DrainNote
 from medic.core.text import MedicText
 from medic.deps import Deps, NodeSweep
+from medic.flows.agent.agent_result import AgentResult
 from medic.flows.agent.commands import (
     JOB_ID,
     RESTART_COUNT,
     SLURM_FLAG,
     SQUEUE_JOB_ID,
-    AgentResult,
     InvalidCommand,
     heartbeat_is_fresh,
     job_after_repair,

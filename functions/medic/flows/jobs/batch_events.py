@@ -46,7 +46,7 @@ class BatchJobDetail(BaseModel):
     jobDefinition: str = Field(min_length=1, max_length=2048)
     status: str = Field(min_length=1, max_length=32)
     statusReason: str = Field(default="", max_length=4096)
-    attempts: list[Attempt] = Field(default_factory=list, max_length=100)
+    attempts: list[Attempt] = Field(default=[], max_length=100)
     createdAt: int | None = None  # epoch milliseconds (JobDetail.createdAt)
     startedAt: int | None = None
     container: AttemptContainer | None = None  # the last attempt's container (JobDetail.container.exitCode/reason)
