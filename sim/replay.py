@@ -89,6 +89,8 @@ class ReplayResult:
     skipped: int = 0  # input lines (or documents) the replay could not use, each said on stderr
     # the authorizations the permission check evaluated for the functions' and agents' calls (sim/iam.py), by action
     authorizations: Counter[str] = field(default_factory=Counter)
+    # denials a caller is built to meet (an agent's check of a command's pre-cluster key: sim/iam.py), by action
+    designed_denials: Counter[str] = field(default_factory=Counter)
 
     @property
     def records(self) -> list[dict]:
@@ -1158,4 +1160,5 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
         finally:
             replay._cold_start()  # no client of this emulated world outlives it
         replay.result.authorizations = Counter(world.permissions.checked)
+        replay.result.designed_denials = Counter(world.permissions.designed_denials)
         return replay.result

@@ -194,3 +194,42 @@ def test_a_role_passed_to_a_service_needs_passrole_to_that_service():
     (bedrock,) = permissions.authorizations("bedrock", "CreateModelCustomizationJob", {"roleArn": role})
     assert permissions.check("FnRole", training)[0] and not permissions.check("FnRole", bedrock)[0]
     assert permissions.authorizations("sagemaker", "DescribeTrainingJob", {"TrainingJobName": "j"}) is None
+
+
+@mock_aws
+def test_an_agents_check_of_a_pre_cluster_command_key_is_denied_by_design_another_clusters_is_a_failure():
+    # Given the agent policy of cluster c1 as infra/components/agent_channel.py writes it (its claim's grants)
+    agent_policy = {"Statement": [
+        {"Effect": "Allow", "Action": "dynamodb:PutItem", "Resource": TABLE_ARN,
+         "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["agent#c1", "agent#c1#command#*"]}}},
+        {"Effect": "Allow", "Action": "dynamodb:ConditionCheckItem", "Resource": TABLE_ARN,
+         "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["command#c1#*"]}}}]}
+    t = template([])
+    t.resources["AgentPolicy"] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {
+        "Description": "Medic agent on the c1 Slurm controller: its command queue and ledger items",
+        "PolicyDocument": agent_policy}}
+    permissions = Permissions(t)
+    session = boto3.Session(region_name=REGION)
+    permissions.install(session, agents=True)
+    client = session.client("dynamodb")
+    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST", KeySchema=[
+        {"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}], AttributeDefinitions=[
+        {"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}])
+
+    def claim(issued_pk: str) -> None:
+        client.transact_write_items(TransactItems=[
+            {"ConditionCheck": {"TableName": TABLE, "Key": {"pk": {"S": issued_pk}, "sk": {"S": "issued"}},
+                                "ConditionExpression": "attribute_exists(pk)"}},
+            {"Put": {"TableName": TABLE, "Item": key("agent#c1#command#c-9")}}])
+
+    with permissions.acting_agent("c1"):
+        # When the agent checks a command at its old key (the claim's fallback), AWS denies it: as designed
+        with pytest.raises(ClientError, match="AccessDeniedException"):
+            claim("command#c-9")
+        permissions.raise_if_denied("line 1")  # not a failure of the replay
+        assert permissions.designed_denials["dynamodb:ConditionCheckItem"] == 1
+        # When it checks another cluster's command, the denial is a failure
+        with pytest.raises(ClientError, match="AccessDeniedException"):
+            claim("command#c2#c-9")
+    with pytest.raises(AccessDenied, match=r"medic-agent@c1 may not dynamodb:ConditionCheckItem .*command#c2#c-9"):
+        permissions.raise_if_denied("line 2")
