@@ -229,11 +229,14 @@ class Permissions:
 
     def acting(self, function_name: str, function_logical_id: str) -> contextlib.AbstractContextManager[None]:
         """The function's role is the identity of every call its handler makes until the block ends."""
+        return self._functions.acting(function_name, self._role_of(function_logical_id))
+
+    def _role_of(self, function_logical_id: str) -> str:
         role = self.template.properties(function_logical_id).get("Role")
         if not (isinstance(role, dict) and "Fn::GetAtt" in role):
             raise SimError(f"iam: function {function_logical_id}'s Role is not a role of the stack ({role!r})")
         target = role["Fn::GetAtt"]
-        return self._functions.acting(function_name, (target.split(".", 1) if isinstance(target, str) else target)[0])
+        return (target.split(".", 1) if isinstance(target, str) else target)[0]
 
     def acting_agent(self, cluster: str) -> contextlib.AbstractContextManager[None]:
         """The cluster's agent policy (infra/components/agent_channel.py: the managed policy the operator attaches to
@@ -246,6 +249,16 @@ class Permissions:
             raise SimError(f"iam: the template has {len(found)} agent policies for cluster {cluster!r} "
                            f"(a ManagedPolicy described {named!r}...)")
         return self._agents.acting(f"medic-agent@{cluster}", found[0])
+
+    def on_behalf_of(self, function_name: str, function_logical_id: str, authorization: Authorization) -> bool:
+        """An authorization a service makes with the function's role (Lambda sending a failed event to the function's
+        dead-letter queue): True when allowed; a denial is kept (the replay stops after the line)."""
+        allowed, why = self.check(self._role_of(function_logical_id), authorization)
+        self.checked[authorization.action] += 1
+        if not allowed:
+            self.denials.append(f"Lambda, for {function_name}, may not {authorization.action} on "
+                                f"{authorization.resource}: {why}")
+        return allowed
 
     # the identity's documents
     def documents(self, role_lid: str) -> list[dict]:

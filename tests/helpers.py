@@ -50,10 +50,12 @@ def hma_reason(fault_type: str) -> str:
     return f"HyperPod Health Monitoring Agent (HMA) has detected fault type {fault_type} on this node and is unhealthy."
 
 
-def handler_role_policy(role: str, table: str, topic: str, mode_parameter: str) -> dict:
+def handler_role_policy(role: str, table: str, topic: str, mode_parameter: str,
+                        dead_letters: str | None = None) -> dict:
     """An AWS::IAM::Policy on a hand-written template's function role with what Shared.grant_ledger_paging_mode
-    grants every handler (the ledger, its delete-prefix condition, the pager, the mode): the replay checks each
-    call against the role's policies (sim/iam.py), so a template without it has every call denied."""
+    grants every handler (the ledger, its delete-prefix condition, the pager, the mode), and Lambda's send to the
+    function's dead-letter queue: the replay checks each call against the role's policies (sim/iam.py), so a
+    template without it has every call denied."""
     from infra.components.shared import LEDGER_ACTIONS, LEDGER_DELETED_PREFIXES, LEDGER_NAMESPACES
 
     ledger = {"Fn::GetAtt": [table, "Arn"]}
@@ -66,4 +68,6 @@ def handler_role_policy(role: str, table: str, topic: str, mode_parameter: str) 
             {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Resource": ledger,
              "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": deleted}}},
             {"Effect": "Allow", "Action": "sns:Publish", "Resource": {"Ref": topic}},
-            {"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": parameter}]}}}
+            {"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": parameter},
+            *([{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": {"Fn::GetAtt": [dead_letters, "Arn"]}}]
+              if dead_letters else [])]}}}

@@ -28,7 +28,8 @@ def template(config: MedicConfig) -> dict:
             "DlqABC": {"Type": "AWS::SQS::Queue", "Properties": {
                 "KmsMasterKeyId": {"Ref": "KeyABC"}, "MessageRetentionPeriod": 1209600}},
             "NodeFnRoleABC": {"Type": "AWS::IAM::Role", "Properties": {}},
-            "NodeFnRolePolicyABC": handler_role_policy("NodeFnRoleABC", "LedgerABC", "PagesABC", "/medic/Medic/mode"),
+            "NodeFnRolePolicyABC": handler_role_policy("NodeFnRoleABC", "LedgerABC", "PagesABC", "/medic/Medic/mode",
+                                                       "DlqABC"),
             "NodeFnABC": {"Type": "AWS::Lambda::Function", "Properties": {
                 "Handler": "medic.handlers.node_health.handler", "Runtime": "python3.13",
                 "Role": {"Fn::GetAtt": ["NodeFnRoleABC", "Arn"]},

@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from infra.components.shared import LEDGER_ACTIONS, LEDGER_DELETED_PREFIXES, LEDGER_NAMESPACES
 from sim.cfn import Physical, SimError, Template
-from sim.iam import AccessDenied, Permissions, dynamodb_authorizations
+from sim.iam import AccessDenied, Authorization, Permissions, dynamodb_authorizations
 from sim.policy import Request, decide
 from tests.infra.test_least_privilege import ledger_deleted_prefixes
 
@@ -233,3 +233,14 @@ def test_an_agents_check_of_a_pre_cluster_command_key_is_denied_by_design_anothe
             claim("command#c2#c-9")
     with pytest.raises(AccessDenied, match=r"medic-agent@c1 may not dynamodb:ConditionCheckItem .*command#c2#c-9"):
         permissions.raise_if_denied("line 2")
+
+
+def test_lambdas_send_to_a_dead_letter_queue_needs_the_functions_role_to_allow_it():
+    dlq = f"arn:aws:sqs:{REGION}:{ACCOUNT}:medic-dlq"
+    send = Authorization("sqs:SendMessage", dlq, {}, frozenset())
+    granted = Permissions(template([{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dlq}]))
+    assert granted.on_behalf_of("medic-fn", "Fn", send)
+    missing = Permissions(template(ledger_grants()))
+    assert not missing.on_behalf_of("medic-fn", "Fn", send)
+    with pytest.raises(AccessDenied, match="Lambda, for medic-fn, may not sqs:SendMessage"):
+        missing.raise_if_denied()
