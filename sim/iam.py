@@ -35,6 +35,9 @@ Which calls (services) are checked, and the request context of each, from the se
 - The role a call passes to a service (SageMaker CreateTrainingJob's ``RoleArn``, Bedrock
   CreateModelCustomizationJob's ``roleArn``): ``iam:PassRole`` on it with ``iam:PassedToService`` the service's
   principal (PASSES_ROLE); not the call's own action.
+- Lambda's send of a failed event to the function's dead-letter queue, with the function's role: ``sqs:SendMessage``
+  on the queue (``on_behalf_of``, from sim/cloudwatch.py; AWS SAM "DeadLetterQueue": the permission goes "to your
+  Lambda function execution role to give Lambda service access to the resource").
 - Other services' calls (and those calls' own actions) are not checked.
 
 The identity: a function's role while its handler runs (the handlers' session); an agent's policy while it runs
