@@ -31,7 +31,6 @@ from medic.core.models import (
     ClusterInfo,
     EventEnvelope,
     Fault,
-    NodeHealthEvent,
     NodeState,
     Outcome,
     Trigger,
@@ -50,6 +49,7 @@ from medic.flows.jobs.faults import classify_failure
 from medic.flows.jobs.managed import Service, watched_clone
 from medic.flows.jobs.policy import Checkpoint, JobContext, Lineage, decide_job, lineage_of
 from medic.flows.node.faults import classify
+from medic.flows.node.health_event import NodeHealthEvent
 from medic.flows.node.policy import NodeContext, NodeDecision, decide_node
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.nodes import NodeStore

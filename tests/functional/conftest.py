@@ -21,7 +21,7 @@ from medic.adapters.mode import ModeSwitch
 from medic.adapters.pager import Pager
 from medic.config import MedicConfig, parse_config
 from medic.deps import Deps
-from medic.flows.node.remediation import remediate_node
+from medic.flows.node.health_event import remediate_node
 from medic.ledger.table import Table
 from medic.obs import logger as medic_logger
 from medic.wiring import JOBS_ON_NODE

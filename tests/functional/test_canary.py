@@ -13,7 +13,8 @@ import pytest
 
 from medic.adapters.events import EventBus
 from medic.config import CANARY_LATE, parse_config
-from medic.flows.canary.pipeline import canary_age, record_canary, send_canary
+from medic.flows.canary.arrival import record_canary
+from medic.flows.canary.pipeline import canary_age, send_canary
 from medic.handlers import node_health
 from medic.ledger.canary import CanaryStore
 from tests.functional.conftest import CONFIG, REGION, TABLE, Account, Medic, medic_world

@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from medic.config import EVENT_AGE_LIMIT, EVENT_CLOCK_SKEW, REDELIVERY_WINDOW
-from medic.core.models import Edge, NodeHealthEvent
+from medic.core.models import Edge
+from medic.flows.node.health_event import NodeHealthEvent
 from medic.flows.stall.response import respond_to_alarm
 from medic.obs import REDRIVE_MESSAGE
 from sim.world import ttl_sweep
@@ -232,7 +233,7 @@ class NodeHealthEventHandler:
 
     @staticmethod
     def call(medic, event: dict) -> dict:
-        from medic.flows.node.remediation import remediate_node
+        from medic.flows.node.health_event import remediate_node
 
         return remediate_node(event, medic.deps)
 

@@ -37,7 +37,7 @@ from medic.adapters.pager import Pager
 from medic.adapters.training import TrainingJobs
 from medic.config import EVENT_AGE_LIMIT, EVENT_CLOCK_SKEW, parse_config
 from medic.core.agent_command import CommandContext
-from medic.core.models import Edge, NodeHealthEvent, RemediationRecord, Trigger
+from medic.core.models import Edge, RemediationRecord, Trigger
 from medic.deps import Deps
 from medic.flows.agent.commands import parse_agent_command_pk
 from medic.flows.agent.requests import RequeueJobEvent
@@ -45,13 +45,12 @@ from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.agent.results import record_agent_result
 from medic.flows.jobs.events import TrainingJobStateEvent
 from medic.flows.jobs.restart import restart_training_job
-from medic.flows.mode.policy import ParameterStoreChangeEvent
-from medic.flows.mode.watch import record_mode_change
+from medic.flows.mode.watch import ParameterStoreChangeEvent, record_mode_change
 from medic.flows.node.cluster_event_policy import ClusterEvent
 from medic.flows.node.cluster_events import record_cluster_event
-from medic.flows.node.remediation import remediate_node
+from medic.flows.node.health_event import NodeHealthEvent, remediate_node
+from medic.flows.node.sweep import ScheduleEvent
 from medic.flows.node.sweep import reconcile as reconcile_run
-from medic.flows.node.sweep_policy import ScheduleEvent
 from medic.flows.stall.policy import AlarmStateChangeEvent
 from medic.flows.stall.response import respond_to_alarm
 from medic.handlers import (

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from medic.config import parse_config
-from medic.flows.node import remediation as node_remediation
+from medic.flows.node import health_event as node_event_entry
 from medic.ledger.pages import PageStore
 from tests.functional.conftest import CLUSTER, CONFIG, medic_world
 from tests.helpers import hma_reason, node_event
@@ -70,7 +70,7 @@ def test_a_redelivered_event_is_a_duplicate_and_calls_nothing(medic, unhealthy_e
 
 def test_two_invocations_racing_on_one_node_make_one_call(medic, unhealthy_event):
     # Given invocation A has read the ledger and is about to claim
-    original_load = node_remediation.load_node_event
+    original_load = node_event_entry.load_node_event
     racing = {"done": False, "result": None}
 
     def load_then_let_b_win(*args, **kwargs):
@@ -86,11 +86,11 @@ def test_two_invocations_racing_on_one_node_make_one_call(medic, unhealthy_event
     medic.hyperpod.size(16)  # B's breaker check
     medic.hyperpod.node_action("batch_replace_cluster_nodes", NODE)  # B's call, the only one
     medic.hyperpod.node(NODE)  # A's lookup
-    node_remediation.load_node_event = load_then_let_b_win
+    node_event_entry.load_node_event = load_then_let_b_win
     try:
         a = medic.handle(unhealthy_event)
     finally:
-        node_remediation.load_node_event = original_load
+        node_event_entry.load_node_event = original_load
     # Then B executed, A lost the conditional claim and saw B's action: one call in all
     medic.hyperpod.assert_all_called()
     assert (racing["result"]["outcome"], a["outcome"]) == ("executed", "duplicate")

@@ -44,7 +44,7 @@ from medic.deps import Deps
 from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.agent.results import record_agent_result
 from medic.flows.jobs.restart import restart_training_job
-from medic.flows.node.remediation import remediate_node
+from medic.flows.node.health_event import remediate_node
 from medic.flows.node.sweep import reconcile
 from medic.flows.stall.response import respond_to_alarm
 from medic.ledger.agents import AgentStore

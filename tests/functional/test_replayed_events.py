@@ -14,7 +14,7 @@ import pytest
 from medic.flows.agent.restart import handle_requeue_event
 from medic.flows.jobs.restart import restart_training_job
 from medic.flows.node.cluster_events import record_cluster_event
-from medic.flows.node.remediation import remediate_node
+from medic.flows.node.health_event import remediate_node
 from medic.flows.stall.response import respond_to_alarm
 from tests.functional.conftest import TABLE
 from tests.helpers import in_deploying_account, load_event

@@ -20,6 +20,7 @@ JOB_MODELS = ("medic.config", "medic.config_training")
 MANAGED_JOBS = ("medic.flows.jobs.batch", "medic.flows.jobs.bedrock", "medic.adapters.batch", "medic.adapters.bedrock",
                 "medic.flows.jobs.batch_events", "medic.flows.jobs.bedrock_events")
 OPERATOR_REQUESTS = ("medic.flows.agent.requests",)
+OTHER_EVENTS = ("medic.flows.node.health_event", "medic.flows.mode.watch", "medic.flows.canary.arrival")
 FUNCTIONS = HANDLERS.parents[1]
 
 
@@ -37,15 +38,18 @@ def loaded_by(handler: str) -> tuple[set[str], bool]:
     ("node_health", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.agent.eks", "medic.flows.jobs.restart")),
     # the reconciler: the training restart path only when a capacity backoff is due (flows.jobs.backoff), the EKS
     # agents' node reports only when the config names an EKS cluster; it builds and sweeps agent commands, but never
-    # parses an operator's request or an agent's result
+    # parses an operator's request or an agent's result; it decides for nodes and pauses, and sends the canary, but
+    # never parses a node health event, a mode change or a canary's arrival
     ("reconcile", (*JOB_MODELS, *MANAGED_JOBS, "medic.flows.jobs.restart", "medic.flows.jobs.events",
                    "medic.flows.agent.eks_nodes", "medic.flows.agent.eks", *OPERATOR_REQUESTS,
-                   "medic.flows.agent.agent_result")),
+                   "medic.flows.agent.agent_result", *OTHER_EVENTS)),
     # the agents' results: not the operators' requests (the requeue function's)
-    ("agent_results", (*JOB_MODELS, *MANAGED_JOBS, *OPERATOR_REQUESTS)),
+    ("agent_results", (*JOB_MODELS, *MANAGED_JOBS, *OPERATOR_REQUESTS, *OTHER_EVENTS)),
     # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models); the clone watch
     # (flows.jobs.timeline) is shared: their restarts' incident lines close when the clone runs
     ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events")),
+    # the stall alarms: the node sweep's storm hold is shared, not the schedule's event or the sweep
+    ("alarm", (*JOB_MODELS, *MANAGED_JOBS, *OPERATOR_REQUESTS, *OTHER_EVENTS, "medic.flows.node.sweep")),
 ])
 def test_a_handler_does_not_import_the_flows_it_does_not_serve(handler, absent):
     modules, collecting = loaded_by(handler)

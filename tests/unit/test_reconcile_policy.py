@@ -11,12 +11,12 @@ from medic.config import Cluster
 from medic.core.mode import Mode
 from medic.core.models import NodeInfo, Outcome
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
+from medic.flows.node.sweep import ScheduleEvent
 from medic.flows.node.sweep_policy import (
     MAX_PENDING_RETRIES,
     SETTLE,
     STALE_CLAIM,
     Resolution,
-    ScheduleEvent,
     covered,
     decide_pending,
     latest_actions,

@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from medic.config_core import (
-    CLUSTER_NAME_PATTERN,
     EVENT_AGE_LIMIT,
     EVENT_CLOCK_SKEW,
     EVENTBRIDGE_MAX_EVENT_AGE,
@@ -211,24 +210,6 @@ class Fault(StrEnum):
     INVALID = "invalid"  # the event itself could not be used
 
 
-class HealthSummary(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    HealthStatus: str = Field(min_length=1, max_length=64)
-    HealthStatusReason: str = Field(default="", max_length=4096)
-    RepairAction: str | None = Field(default=None, max_length=256)
-    Recommendation: str | None = Field(default=None, max_length=1024)
-
-
-class NodeHealthDetail(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    ClusterName: str = Field(pattern=CLUSTER_NAME_PATTERN)
-    ClusterArn: str = Field(pattern=CLUSTER_ARN_PATTERN)
-    InstanceId: str = Field(pattern=INSTANCE_ID_PATTERN)
-    HealthSummary: HealthSummary
-
-
 class Redrive(BaseModel):
     """An operator's override on one event redriven from a dead-letter queue after its age bound
     (docs/operator-runbook.md, "A dead-letter queue has messages"): a top-level `medic-redrive` the runbook's
@@ -368,10 +349,6 @@ class MedicEvent(EventBridgeEnvelope):
                 raise ValueError(f"{quoted(resource, 120)} is an ARN of partition {quoted(parts[1], 32)}, not the "
                                  f"stack's partition {edge.partition}")
         return resources
-
-
-class NodeHealthEvent(MedicEvent):
-    detail: NodeHealthDetail
 
 
 class EventEnvelope(EventBridgeEnvelope):

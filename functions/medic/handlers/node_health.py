@@ -1,5 +1,5 @@
 """Lambda entry point for "SageMaker HyperPod Cluster Node Health Event", and for Medic's canary (the canary rule
-delivers its events here, on the path HyperPod's node events take: medic.flows.canary.pipeline)."""
+delivers its events here, on the path HyperPod's node events take: medic.flows.canary.pipeline, arrival.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ with cold_start():  # the imports build what lives as long as the container: fro
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from medic.config_core import CANARY_SOURCE
-    from medic.flows.node.remediation import remediate_node
+    from medic.flows.node.health_event import remediate_node
     from medic.obs import logger, note_event, tracer
     from medic.wiring import dependencies
 
@@ -21,7 +21,7 @@ with cold_start():  # the imports build what lives as long as the container: fro
 def handler(event: dict[str, Any], context: LambdaContext) -> dict:
     note_event(event)
     if isinstance(event, dict) and event.get("source") == CANARY_SOURCE:  # the canary rule's event
-        from medic.flows.canary.pipeline import record_canary  # imported by the canary's run: a fault never needs it
+        from medic.flows.canary.arrival import record_canary  # imported by the canary's run: a fault never needs it
 
         return record_canary(event, dependencies())
     return remediate_node(event, dependencies())

@@ -11,43 +11,26 @@ pipeline look alive) and logs one `"message": "canary"` line with the delivery t
 on nothing and pages nobody; the alarm `CanaryLate` pages when `CanaryAgeSeconds` passes CANARY_LATE (three runs
 without a canary: a reconciler that cannot put events, a rule that is gone or disabled, a handler that fails, a ledger
 it cannot write).
+
+The arrival (its event model, the ledger note) is flows/canary/arrival.py: the reconciler, which only sends, never
+builds the model.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from medic.adapters.aws import error_code
 from medic.adapters.events import EventBus, EventNotPut
 from medic.config_core import CANARY_DETAIL_TYPE, CANARY_SOURCE
-from medic.core.models import MedicEvent
-from medic.core.text import short, validation_problems
+from medic.core.text import short
 from medic.deps import Deps
 from medic.ledger.canary import CanaryState, CanaryStore
 from medic.obs import NAMESPACE, SERVICE, count, logger
-
-CANARY_MESSAGE = "canary"
-
-
-class CanaryDetail(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    stack: str = Field(min_length=1, max_length=128)
-    ledger: str = Field(min_length=3, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")
-    canary: str = Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-    sent_at: datetime
-
-
-class CanaryEvent(MedicEvent):
-    source: Literal["medic.canary"]
-    detail_type: Literal["Medic Canary"] = Field(alias="detail-type")
-    detail: CanaryDetail
 
 
 def canary_age(state: CanaryState, now: datetime) -> timedelta:
@@ -63,7 +46,7 @@ def send_canary(deps: Deps, bus: EventBus | None = None) -> dict:
     store, now = CanaryStore(deps.table), deps.now()
     try:
         age = canary_age(store.load(), now)
-        _gauge("CanaryAgeSeconds", age.total_seconds())
+        seconds_gauge("CanaryAgeSeconds", age.total_seconds())
         canary_id = str(uuid.uuid4())
         store.sent(canary_id, now)  # first: a canary that arrives before this write would not count
         (bus or EventBus()).put(CANARY_SOURCE, CANARY_DETAIL_TYPE,
@@ -77,29 +60,7 @@ def send_canary(deps: Deps, bus: EventBus | None = None) -> dict:
     return {"sent": True, "canary": canary_id, "age_s": int(age.total_seconds())}
 
 
-def record_canary(raw: Any, deps: Deps) -> dict:
-    """The canary rule's target: note the canary's arrival (the ledger), log it, measure its trip. Acts on nothing."""
-    try:
-        event = CanaryEvent.model_validate(raw, context=deps.edge())
-    except ValidationError as error:
-        logger.warning("canary rejected", extra={"problems": validation_problems(error)})
-        count("CanaryRejected")
-        return {"canary": None, "arrived": False}
-    detail, now = event.detail, deps.now()
-    if detail.ledger != deps.table.name or not CanaryStore(deps.table).arrived(detail.canary, now):
-        # another stack's, an older one, or one Medic never sent: said, never counted as the pipeline working
-        logger.warning("canary not Medic's latest", extra={"canary": detail.canary, "event_id": event.id})
-        count("CanaryRejected")
-        return {"canary": detail.canary, "arrived": False}
-    latency = max((now - detail.sent_at).total_seconds(), 0.0)
-    logger.info(CANARY_MESSAGE, extra={"canary": detail.canary, "event_id": event.id,
-                                       "sent_at": detail.sent_at.isoformat(), "arrived_at": now.isoformat(),
-                                       "latency_s": round(latency, 3)})
-    _gauge("CanaryLatencySeconds", latency)
-    return {"canary": detail.canary, "arrived": True, "latency_s": latency}
-
-
-def _gauge(name: str, seconds: float) -> None:
+def seconds_gauge(name: str, seconds: float) -> None:
     with single_metric(name=name, unit=MetricUnit.Seconds, value=seconds, namespace=NAMESPACE,
                        default_dimensions={"service": SERVICE}):
         pass

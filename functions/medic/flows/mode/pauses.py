@@ -14,7 +14,7 @@ from medic.core.models import Action, Fault, Outcome, Trigger
 from medic.core.record import About
 from medic.deps import Deps
 from medic.flows.mode.pause_policy import PauseNotice, pause_notice, pause_page, pause_reason
-from medic.flows.mode.watch import mode_window
+from medic.flows.mode.policy import mode_window
 from medic.ledger.pauses import PauseStore
 from medic.obs import logger
 from medic.outbox.pages import page_whatever_the_mode

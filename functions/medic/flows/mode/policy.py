@@ -11,13 +11,10 @@ EventBridge event examples). The value, version and who changed it come from Get
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import NamedTuple
 
 from medic.core.mode import Mode, ModeVersion
-from medic.core.models import MedicEvent
-from medic.core.pages import PageText
+from medic.core.pages import PageSource, PageText, PageWindow
 from medic.core.text import quoted
 
 # EventBridge's `time` is whole seconds (SSM's LastModifiedDate has milliseconds): a version modified within this of
@@ -35,18 +32,14 @@ MEANS = {
 }
 
 
-class ParameterStoreChangeDetail(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    name: str = Field(min_length=1, max_length=2048)
-    operation: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z]+$")
-    type: str = Field(default="", max_length=64)
+MODE_PAGES_BEFORE_SUMMARY = 5  # changes of the mode paged as they are per window, before its summary
 
 
-class ParameterStoreChangeEvent(MedicEvent):
-    source: Literal["aws.ssm"]
-    detail_type: Literal["Parameter Store Change"] = Field(alias="detail-type")
-    detail: ParameterStoreChangeDetail
+def mode_window(parameter: str) -> PageWindow:
+    """The mode's changes page in a window of their own: each change pages (MODE_PAGES_BEFORE_SUMMARY an hour), then
+    one summary, and a switch flipped over and over is held until the window ends (the next window's first page
+    says how many were held)."""
+    return PageWindow(PageSource.MODE, f"mode {parameter}", before_summary=MODE_PAGES_BEFORE_SUMMARY)
 
 
 def names_the_parameter(name: str, parameter: str) -> bool:

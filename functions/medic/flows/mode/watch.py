@@ -11,25 +11,25 @@ so a redelivered event, or two events of one change, page once) → the newest v
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from medic.adapters.aws import error_code
 from medic.core.mode import Mode, ModeVersion
-from medic.core.models import Action, Fault, Outcome, Trigger
-from medic.core.pages import PageSource, PageText, PageWindow
+from medic.core.models import Action, Fault, MedicEvent, Outcome, Trigger
+from medic.core.pages import PageText
 from medic.core.record import About
 from medic.core.text import quoted, short
 from medic.deps import Deps
 from medic.flows.mode.policy import (
     CHANGES,
     ModeChangeView,
-    ParameterStoreChangeEvent,
     mode_change_page,
     mode_change_reason,
     mode_deleted_page,
+    mode_window,
     names_the_parameter,
     previous_of,
     versions_reported,
@@ -40,8 +40,22 @@ from medic.obs import logger
 from medic.outbox.pages import page_whatever_the_mode
 from medic.outbox.records import emit, rejected
 
+
+class ParameterStoreChangeDetail(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=2048)
+    operation: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z]+$")
+    type: str = Field(default="", max_length=64)
+
+
+class ParameterStoreChangeEvent(MedicEvent):
+    source: Literal["aws.ssm"]
+    detail_type: Literal["Parameter Store Change"] = Field(alias="detail-type")
+    detail: ParameterStoreChangeDetail
+
+
 CLI_NOTE_WITHIN = timedelta(minutes=2)  # the `medic` CLI records who and why right after its PutParameter
-MODE_PAGES_BEFORE_SUMMARY = 5  # changes of the mode paged as they are per window, before its summary
 
 
 def record_mode_change(raw: Any, deps: Deps) -> dict:
@@ -98,13 +112,6 @@ def _keep(parameter: str, version: ModeVersion, deps: Deps) -> None:
         SeenModes(deps.table, parameter).remember(version.mode, version.version, deps.now())
     except (ClientError, BotoCoreError) as error:
         logger.warning("mode not remembered", extra={"error_code": error_code(error)})
-
-
-def mode_window(parameter: str) -> PageWindow:
-    """The mode's changes page in a window of their own: each change pages (MODE_PAGES_BEFORE_SUMMARY an hour), then
-    one summary, and a switch flipped over and over is held until the window ends (the next window's first page
-    says how many were held)."""
-    return PageWindow(PageSource.MODE, f"mode {parameter}", before_summary=MODE_PAGES_BEFORE_SUMMARY)
 
 
 def _claim(version: ModeVersion) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from medic.adapters.aws import error_code
-from medic.core.models import Action, Fault, NodeInfo, Outcome, Trigger, Why
+from medic.core.models import Action, Fault, MedicEvent, NodeInfo, Outcome, Trigger, Why
 from medic.core.pages import Page, PageText
 from medic.core.record import Record
 from medic.core.repairs import AWAITING_DRAIN, PendingClaim
@@ -38,7 +38,6 @@ from medic.flows.node.sweep_policy import (
     RESERVE_SECONDS,
     STORM_HOLD,
     Resolution,
-    ScheduleEvent,
     covered,
     decide_pending,
     describe_claim,
@@ -50,6 +49,15 @@ from medic.flows.node.sweep_repairs import claim_timeline, sweep_repairs
 from medic.ledger.clusters import ClusterInfoStore
 from medic.obs import cluster_gauges, count, emit_incident, logger
 from medic.outbox.records import rejected
+
+
+class ScheduleEvent(MedicEvent):
+    """The EventBridge schedule's event: only its id matters (it names the run in every record)."""
+
+    id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+    source: Literal["aws.events"]
+    detail_type: Literal["Scheduled Event"] = Field(alias="detail-type")
+    detail: dict
 
 
 def reconcile(raw: Any, deps: Deps, remaining_seconds: Callable[[], float] | None = None) -> dict:

@@ -63,12 +63,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Literal, NamedTuple
-
-from pydantic import Field
+from typing import NamedTuple
 
 from medic.core.mode import Mode
-from medic.core.models import Action, MedicEvent, NodeInfo, Outcome, Why
+from medic.core.models import Action, NodeInfo, Outcome, Why
 from medic.core.pages import PageText, console_link
 from medic.core.record import Record
 from medic.core.repairs import IN_FLIGHT, RESULT_UNKNOWN, PendingClaim
@@ -94,15 +92,6 @@ RESERVE_SECONDS = 20  # no new cluster or node once less than this is left of th
 FAILURE_WITHOUT_REASON = ("Node status is Failure and no health event explains it: without a fault reason "
                           "Medic neither reboots nor replaces blindly; a human decides.")
 NO_HEALTH_REASON = MedicText("(none: found by Medic's reconciler, InstanceStatus Failure)")
-
-
-class ScheduleEvent(MedicEvent):
-    """The EventBridge schedule's event: only its id matters (it names the run in every record)."""
-
-    id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
-    source: Literal["aws.events"]
-    detail_type: Literal["Scheduled Event"] = Field(alias="detail-type")
-    detail: dict
 
 
 class Resolution(StrEnum):
