@@ -5,8 +5,9 @@ handlers the same model, serialized compactly, in the ``MEDIC_CONFIG`` environme
 of the sections every handler reads (:mod:`medic.config_core`: mode, guardrails, clusters, jobs), the job sections
 (:mod:`medic.config_training`: training_jobs, batch_jobs, bedrock_jobs, job_failure_rules) and the ones only synth
 reads (notify, event_archive_days, reserved_concurrency). A handler validates only the first (``CoreConfig``, its
-``Deps.config``), so that a node event never builds the job models; a job flow reads the whole through
-``Deps.jobs_config``. Every name of the two section modules is importable from here.
+``Deps.config``), so that a node event never builds the job models; a job flow reads the job sections alone
+(``JobSections``, through ``Deps.jobs_config``); no handler builds this module's MedicConfig. Every name of the two
+section modules is importable from here.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from medic.config_training import (
     BedrockJobs,
     CheckpointLocation,
     FailureRule,
+    JobSections,
     TrainingJobs,
     role_arns,
 )
@@ -78,7 +80,7 @@ __all__ = [  # re-exported: the contract"s every name, from one module
     "GuardrailOverrides", "Guardrails", "INSTANCE_GROUP_PATTERN", "JOB_ALARM_KINDS", "Job", "WATCH_RETENTION",
     "WatchRule",
     "K8S_NAMESPACE_PATTERN", "K8S_OBJECT_NAME_PATTERN", "K8sJobKind", "KNOWN_CONTROLLER_GROUPS", "KubernetesJob",
-    "LAMBDA_MAX_EVENT_AGE", "LINEAGE_PLACEHOLDER", "MedicConfig", "Notify", "REDELIVERY_WINDOW",
+    "JobSections", "LAMBDA_MAX_EVENT_AGE", "LINEAGE_PLACEHOLDER", "MedicConfig", "Notify", "REDELIVERY_WINDOW",
     "SECTIONS_ELSEWHERE", "Strict", "TrainingJobs", "alarm_name", "cluster_id_notices", "describe_errors",
     "parse_config", "role_arns",
 ]
@@ -111,15 +113,10 @@ class Notify(Strict):
         return urls
 
 
-class MedicConfig(CoreConfig):
-    """The whole contract: the core sections (CoreConfig) and the rest."""
+class MedicConfig(JobSections, CoreConfig):
+    """The whole contract: the core sections (CoreConfig), the job sections (JobSections) and synth's own."""
 
     notify: Notify = Field(default_factory=lambda: Notify())
-    training_jobs: list[TrainingJobs] = []
-    batch_jobs: list[BatchJobs] = []  # AWS Batch jobs Medic may restart (resubmit)
-    # Amazon Bedrock model customization jobs Medic may start again (from scratch, where allowed)
-    bedrock_jobs: list[BedrockJobs] = []
-    job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
     # Days the EventBridge archive keeps every event Medic's rules match, for `medic backtest`. The archive's
     # RetentionDays also takes 0 (keep forever: storage grows without end), which Medic does not offer.
     event_archive_days: int = Field(default=30, ge=1, le=3650)
@@ -127,34 +124,6 @@ class MedicConfig(CoreConfig):
     # kind of event cannot starve the others. false: none (an account whose concurrency limit is under their sum
     # plus the 100 Lambda keeps unreserved, where the deploy would fail).
     reserved_concurrency: bool = True
-
-    def training_jobs_for(self, job_name: str) -> TrainingJobs | None:
-        """The most specific configured prefix matching the job (None: Medic leaves it alone)."""
-        matching = [spec for spec in self.training_jobs if job_name.startswith(spec.prefix)]
-        return max(matching, key=lambda spec: len(spec.prefix), default=None)
-
-    def batch_jobs_for(self, job_name: str) -> BatchJobs | None:
-        """The most specific configured Batch prefix matching the job (None: Medic leaves it alone)."""
-        matching = [spec for spec in self.batch_jobs if job_name.startswith(spec.prefix)]
-        return max(matching, key=lambda spec: len(spec.prefix), default=None)
-
-    def bedrock_jobs_for(self, job_name: str) -> BedrockJobs | None:
-        """The most specific configured Bedrock prefix matching the job (None: Medic leaves it alone)."""
-        matching = [spec for spec in self.bedrock_jobs if job_name.startswith(spec.prefix)]
-        return max(matching, key=lambda spec: len(spec.prefix), default=None)
-
-    @staticmethod
-    def bedrock_failure_rules(spec: BedrockJobs) -> list[FailureRule]:
-        """The entry's own failure rules, else Medic's defaults for Bedrock (DEFAULT_BEDROCK_FAILURE_RULES)."""
-        return list(DEFAULT_BEDROCK_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
-
-    @staticmethod
-    def batch_failure_rules(spec: BatchJobs) -> list[FailureRule]:
-        """The entry's own failure rules, else Medic's defaults for Batch (DEFAULT_BATCH_FAILURE_RULES)."""
-        return list(DEFAULT_BATCH_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
-
-    def max_restarts_for(self, spec: TrainingJobs | BatchJobs | BedrockJobs) -> int:
-        return self.guardrails.max_job_restarts if spec.max_restarts is None else spec.max_restarts
 
     def to_env(self) -> str:
         """Compact JSON for the handlers' MEDIC_CONFIG environment variable."""

@@ -1,15 +1,16 @@
 """The training-job part of the configuration: which jobs Medic may restart, and which failures are worth it.
 
-Re-exported by :mod:`medic.config`, which composes these into :class:`medic.config.MedicConfig`.
+Re-exported by :mod:`medic.config`, whose :class:`medic.config.MedicConfig` composes :class:`JobSections`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from pydantic import Field, field_validator, model_validator
 
-from medic.config_core import Strict
+from medic.config_core import Guardrails, Strict
 
 
 def role_arns(arns: list[str]) -> list[str]:
@@ -266,3 +267,55 @@ DEFAULT_BEDROCK_FAILURE_RULES = (
                 match=r"InternalServerException|internal (server |service )?error|service error|ServiceUnavailable"),
     FailureRule(label="insufficient_capacity", retryable=True, match=r"capacity|Throttl|throttl|try again later"),
 )
+
+# The contract's job sections (what JobSections validates from MEDIC_CONFIG; guardrails for max_job_restarts).
+JOB_SECTIONS = ("guardrails", "training_jobs", "batch_jobs", "bedrock_jobs", "job_failure_rules")
+
+
+class JobSections(Strict):
+    """The job sections and what the job flows ask of them. The training and managed-job handlers validate these alone
+    from MEDIC_CONFIG (``Deps.jobs_config``: the other sections were validated at synth, where MedicConfig, which
+    composes this, validates the whole); no handler builds MedicConfig or synth's own sections."""
+
+    guardrails: Guardrails = Field(default_factory=lambda: Guardrails())  # max_job_restarts: an entry's default
+    training_jobs: list[TrainingJobs] = []
+    batch_jobs: list[BatchJobs] = []  # AWS Batch jobs Medic may restart (resubmit)
+    # Amazon Bedrock model customization jobs Medic may start again (from scratch, where allowed)
+    bedrock_jobs: list[BedrockJobs] = []
+    job_failure_rules: list[FailureRule] = Field(default_factory=lambda: list(DEFAULT_FAILURE_RULES))
+
+    @classmethod
+    def from_env(cls, value: str) -> JobSections:
+        """The job sections of MEDIC_CONFIG (the whole contract, validated at synth); the others are left unread."""
+        data = json.loads(value)
+        return cls.model_validate({key: item for key, item in data.items() if key in JOB_SECTIONS}
+                                  if isinstance(data, dict) else data)
+
+    def training_jobs_for(self, job_name: str) -> TrainingJobs | None:
+        """The most specific configured prefix matching the job (None: Medic leaves it alone)."""
+        matching = [spec for spec in self.training_jobs if job_name.startswith(spec.prefix)]
+        return max(matching, key=lambda spec: len(spec.prefix), default=None)
+
+    def batch_jobs_for(self, job_name: str) -> BatchJobs | None:
+        """The most specific configured Batch prefix matching the job (None: Medic leaves it alone)."""
+        matching = [spec for spec in self.batch_jobs if job_name.startswith(spec.prefix)]
+        return max(matching, key=lambda spec: len(spec.prefix), default=None)
+
+    def bedrock_jobs_for(self, job_name: str) -> BedrockJobs | None:
+        """The most specific configured Bedrock prefix matching the job (None: Medic leaves it alone)."""
+        matching = [spec for spec in self.bedrock_jobs if job_name.startswith(spec.prefix)]
+        return max(matching, key=lambda spec: len(spec.prefix), default=None)
+
+    @staticmethod
+    def bedrock_failure_rules(spec: BedrockJobs) -> list[FailureRule]:
+        """The entry's own failure rules, else Medic's defaults for Bedrock (DEFAULT_BEDROCK_FAILURE_RULES)."""
+        return list(DEFAULT_BEDROCK_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
+
+    @staticmethod
+    def batch_failure_rules(spec: BatchJobs) -> list[FailureRule]:
+        """The entry's own failure rules, else Medic's defaults for Batch (DEFAULT_BATCH_FAILURE_RULES)."""
+        return list(DEFAULT_BATCH_FAILURE_RULES) if spec.failure_rules is None else list(spec.failure_rules)
+
+    def max_restarts_for(self, spec: TrainingJobs | BatchJobs | BedrockJobs) -> int:
+        return self.guardrails.max_job_restarts if spec.max_restarts is None else spec.max_restarts
+

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from medic.adapters.checkpoints import Checkpoints
     from medic.adapters.metrics import TrainingMetrics
     from medic.adapters.training import TrainingJobs
-    from medic.config import MedicConfig
+    from medic.config_training import JobSections
 
 
 class _OnFirstUse:
@@ -224,13 +224,13 @@ class Deps:
     quarantine: NodeQuarantine = NoQuarantine()  # noqa: RUF009 - stateless
 
     @cached_property
-    def jobs_config(self) -> MedicConfig:
-        """The whole config, the job sections included (training_jobs, batch_jobs, bedrock_jobs, job_failure_rules):
-        `config` itself when it is whole (a test's), else validated from the MEDIC_CONFIG it was read from, once, where
-        a job flow first reads it. A handler whose events never reach a job flow never builds the job models."""
-        from medic.config import MedicConfig
+    def jobs_config(self) -> JobSections:
+        """The job sections (training_jobs, batch_jobs, bedrock_jobs, job_failure_rules, and guardrails): `config`
+        itself when it is whole (a test's MedicConfig), else validated from the MEDIC_CONFIG it was read from, once,
+        where a job flow first reads it. A handler whose events never reach a job flow never builds the job models."""
+        from medic.config_training import JobSections
 
-        return self.config if isinstance(self.config, MedicConfig) else MedicConfig.from_env(self.config.source)
+        return self.config if isinstance(self.config, JobSections) else JobSections.from_env(self.config.source)
 
     def edge(self) -> dict[str, Edge]:
         """The validation context every event is parsed with (core.models.MedicEvent): now, and where the stack

@@ -47,7 +47,7 @@ def loaded_by(handler: str) -> tuple[set[str], bool]:
     ("agent_results", (*JOB_MODELS, *MANAGED_JOBS, *OPERATOR_REQUESTS, *OTHER_EVENTS)),
     # Batch and Bedrock: not the SageMaker training flow (its restart path, its event models); the clone watch
     # (flows.jobs.timeline) is shared: their restarts' incident lines close when the clone runs
-    ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events")),
+    ("managed_job", ("medic.flows.jobs.restart", "medic.flows.jobs.events", "medic.config")),
     # the stall alarms: the node sweep's storm hold is shared, not the schedule's event or the sweep
     ("alarm", (*JOB_MODELS, *MANAGED_JOBS, *OPERATOR_REQUESTS, *OTHER_EVENTS, "medic.flows.node.sweep")),
 ])
@@ -59,7 +59,8 @@ def test_a_handler_does_not_import_the_flows_it_does_not_serve(handler, absent):
 
 def test_the_training_handler_builds_the_job_sections_at_cold_start_not_at_its_first_event():
     modules, _ = loaded_by("training_job")
-    assert set(JOB_MODELS) <= modules
+    assert "medic.config_training" in modules
+    assert "medic.config" not in modules  # the whole contract (synth's notify, archive, concurrency): synth's alone
     assert not modules & set(MANAGED_JOBS)
 
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from medic.config import SECTIONS_ELSEWHERE, ConfigError, CoreConfig, MedicConfig, parse_config
+from medic.config import SECTIONS_ELSEWHERE, ConfigError, CoreConfig, JobSections, MedicConfig, parse_config
+from medic.config_training import JOB_SECTIONS
 from medic.deps import Deps
 
 MINIMAL = {"clusters": [{"name": "pretrain-slurm", "id": "k3v9q2w8x1za", "orchestrator": "slurm"}]}
@@ -184,10 +185,13 @@ def test_a_handler_validates_only_the_core_sections_and_reads_the_rest_on_first_
     # Then it holds the sections every handler reads, knows which others are set, and leaves them unread
     assert type(core) is CoreConfig and core.cluster("pretrain-slurm") is not None
     assert core.configures("training_jobs") and not core.configures("batch_jobs") and core.configures("clusters")
-    # and a job flow reads the whole contract through Deps.jobs_config, equal to synth's
+    # and a job flow reads the job sections through Deps.jobs_config, equal to synth's
     deps = Deps(config=core, hyperpod=None, table=None, pager=None, mode=None, region="us-west-2",  # type: ignore[arg-type]
                 jobs_on_node={})
-    assert deps.jobs_config == parse_config(FULL)
+    whole = parse_config(FULL)
+    assert type(deps.jobs_config) is JobSections
+    assert deps.jobs_config.model_dump() == whole.model_dump(include=set(JOB_SECTIONS))
+    assert deps.jobs_config.max_restarts_for(whole.training_jobs[0]) == whole.max_restarts_for(whole.training_jobs[0])
 
 
 def test_the_core_skips_exactly_the_sections_the_contract_adds():

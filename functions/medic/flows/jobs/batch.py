@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.adapters.batch import Unclonable
-from medic.config import BatchJobs
+from medic.config_training import BatchJobs
 from medic.core.clock import epoch_millis
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from medic.core.models import Fault
 
 if TYPE_CHECKING:  # the rules are the config's, read by the job flows (Deps.jobs_config): no config model built here
-    from medic.config import FailureRule
+    from medic.config_training import FailureRule
 
 
 class JobFailure(NamedTuple):

@@ -11,7 +11,9 @@ from pydantic import ValidationError
 
 from medic.adapters.aws import error_code
 from medic.adapters.training import JobAlreadyExists, training_plan_arns
-from medic.config import TrainingJobs  # the job sections: built at the training handler's cold start, read per event
+from medic.config_training import (
+    TrainingJobs,  # the job sections: built at the training handler's cold start, read per event
+)
 from medic.core.mode import Mode
 from medic.core.models import Action, Fault, Outcome, Trigger, Why
 from medic.core.pages import Page, PageSource, PageWindow
