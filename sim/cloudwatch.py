@@ -22,6 +22,7 @@ from typing import Any
 
 from sim.alarms import AlarmBook, Transition, metric_key
 from sim.cfn import SimError
+from sim.iam import Authorization
 
 MINUTE = timedelta(minutes=1)
 # "If the alarm period is 10 seconds or 30 seconds, the alarm is evaluated every 10 seconds" (CloudWatch User Guide,
@@ -49,6 +50,7 @@ class EmulatedCloudWatch:
         if unknown:
             raise SimError(f"template: alarms watch queues the replay does not create: {', '.join(unknown)}")
         self.dead_letter_queues: dict[str, str] = {}  # function logical id -> its DLQ's URL
+        self.dead_letter_arns: dict[str, str] = {}  # function logical id -> its DLQ's ARN
         # When each message went to a DLQ: a handler's retries run ahead of the minutes CloudWatch has evaluated
         # (they are evaluated when the clock next moves), and a sample must not see a message sent later.
         self._sent: dict[str, list[datetime]] = {}
@@ -57,7 +59,8 @@ class EmulatedCloudWatch:
         for lid in world.functions:
             target = template.properties(lid).get("DeadLetterConfig", {}).get("TargetArn")
             if target is not None:
-                self.dead_letter_queues[lid] = by_arn[template.resolve(target)]
+                self.dead_letter_arns[lid] = template.resolve(target)
+                self.dead_letter_queues[lid] = by_arn[self.dead_letter_arns[lid]]
 
     # the sources
     def emf(self, document: dict) -> None:
@@ -85,6 +88,13 @@ class EmulatedCloudWatch:
         """Lambda sends an async event that failed every attempt to the function's dead-letter queue."""
         url = self.dead_letter_queues.get(function.logical_id)
         if url is None:
+            return
+        # Lambda sends it with the function's execution role, which needs sqs:SendMessage on the queue (AWS SAM,
+        # "DeadLetterQueue": SAM adds "sqs:SendMessage ... to your Lambda function execution role to give Lambda
+        # service access to the resource"; Lambda Developer Guide, "Dead-letter queues"): denied, the event is lost
+        # and the replay stops (sim/iam.py)
+        if not self.world.permissions.on_behalf_of(function.name, function.logical_id, Authorization(
+                "sqs:SendMessage", self.dead_letter_arns[function.logical_id], {}, frozenset())):
             return
         self._sent.setdefault(url, []).append(datetime.now(UTC))
         self.world.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps(event), MessageAttributes={

@@ -18,6 +18,7 @@ server (sim/kubeapi.py) per cluster, as sim/slurm.py runs the Slurm agent agains
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import tempfile
@@ -93,6 +94,8 @@ class EksWorld:
                  hyperpod_nodes: Callable[[str], dict[str, str]] = lambda name: {},
                  quarantines: Callable[[str], bool] = lambda name: False) -> None:
         self.client = client  # the harness's clients (the agent's calls are not the handlers')
+        # the agent of a cluster as the identity of the harness clients' calls while it runs (World: sim/iam.py)
+        self.acting: Callable[[str], contextlib.AbstractContextManager[None]] = lambda cluster: contextlib.nullcontext()
         self.config_jobs = config_jobs  # cluster -> [{namespace, kind, name}] from medic.yaml
         self.quarantines = quarantines  # cluster -> its quarantine_repeat_offenders (render.py's RBAC: patch nodes)
         self.hyperpod_nodes = hyperpod_nodes  # cluster -> {instance id: ClusterInstanceStatus}
@@ -247,12 +250,13 @@ class EksWorld:
                 if running:
                     self.sync_nodes(model.name)
                 for handle in running:
-                    handled += handle.agent.poll()
+                    with self.acting(handle.cluster):  # its own policy: sim/iam.py
+                        handled += handle.agent.poll()
         return handled > 0
 
     def heartbeat_at(self, handle: EksAgentHandle, out: TextIO) -> None:
         """The agent's heartbeat (and node report, as leader) at the current (replay) time."""
-        with _agent_logs(out):
+        with _agent_logs(out), self.acting(handle.cluster):
             handle.agent.check_leader()
             handle.agent._last_heartbeat = None
             handle.agent.heartbeat_if_due()

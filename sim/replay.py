@@ -87,6 +87,10 @@ class ReplayResult:
     # functions (the names of the functions the rules took it to; [] when no rule took it)
     put_events: list[dict] = field(default_factory=list)
     skipped: int = 0  # input lines (or documents) the replay could not use, each said on stderr
+    # the authorizations the permission check evaluated for the functions' and agents' calls (sim/iam.py), by action
+    authorizations: Counter[str] = field(default_factory=Counter)
+    # denials a caller is built to meet (an agent's check of a command's pre-cluster key: sim/iam.py), by action
+    designed_denials: Counter[str] = field(default_factory=Counter)
 
     @property
     def records(self) -> list[dict]:
@@ -996,7 +1000,8 @@ class Replay:
         import_paths()
         logger = logging.getLogger(HANDLER_LOGGER)
         try:
-            with mock.patch("time.monotonic", self._monotonic), contextlib.redirect_stdout(self.handler_output):
+            with mock.patch("time.monotonic", self._monotonic), contextlib.redirect_stdout(self.handler_output), \
+                    self.world.permissions.acting(function.name, function.logical_id):
                 self.world.router.on_backoff = clock.shift
                 logger.addHandler(capture)
                 streams = _point_streams(logger, self.handler_output)
@@ -1149,8 +1154,11 @@ def run(lines: Iterable[str], config_path: str | Path | None = None, faults: Ite
             for count, (lineno, text) in enumerate(documents(lines), 1):
                 replay.line(lineno, text)
                 world.router.contract.raise_if_violated(f"line {lineno}")  # fail loudly: sim/contract.py
+                world.permissions.raise_if_denied(f"line {lineno}")  # a function's role does not allow: sim/iam.py
                 if count % 500 == 0:
                     _forget_model_instances()
         finally:
             replay._cold_start()  # no client of this emulated world outlives it
+        replay.result.authorizations = Counter(world.permissions.checked)
+        replay.result.designed_denials = Counter(world.permissions.designed_denials)
         return replay.result

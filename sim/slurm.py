@@ -408,6 +408,8 @@ class AgentHandle:
 class SlurmWorld:
     def __init__(self, client: Callable[[str], Any]) -> None:
         self.client = client  # the harness's own clients: the agent's calls are not the handlers'
+        # the agent of a cluster as the identity of the harness clients' calls while it runs (World: sim/iam.py)
+        self.acting: Callable[[str], contextlib.AbstractContextManager[None]] = lambda cluster: contextlib.nullcontext()
         self.clusters: dict[str, SlurmCluster] = {}
         self.agents: dict[tuple[str, str], AgentHandle] = {}  # (cluster, head node) -> its agent
         self.runs: list[dict] = []  # every fake scontrol/squeue run, in order
@@ -594,7 +596,8 @@ class SlurmWorld:
         handled = 0
         with _agent_logs(out):
             for handle in running:
-                handled += handle.agent.poll()
+                with self.acting(handle.cluster):  # its own policy: sim/iam.py
+                    handled += handle.agent.poll()
         return handled > 0
 
     def set_clock_ahead(self, handle: AgentHandle, ahead: Any) -> None:
@@ -608,7 +611,7 @@ class SlurmWorld:
         (replay) time."""
         from medic_agent import __version__
 
-        with _agent_logs(out):
+        with _agent_logs(out), self.acting(handle.cluster):
             role = handle.agent.check_role()
             handle.agent.ledger.heartbeat(handle.cluster, handle.agent.clock(), handle.agent.host, __version__,
                                           role=role.role, reason="" if role.acts else role.reason,
@@ -633,9 +636,10 @@ class SlurmWorld:
         from medic_agent.ledger import Ledger
 
         import_agent()
-        Ledger(self.table, lambda: self.client("dynamodb")).put_result(
-            {"command_id": command_id, "host": AGENT_HOST, "agent_version": "forged", **fields, "cluster": cluster},
-            now)
+        with self.acting(cluster):  # the controller's own role: what its policy lets it write
+            Ledger(self.table, lambda: self.client("dynamodb")).put_result(
+                {"command_id": command_id, "host": AGENT_HOST, "agent_version": "forged", **fields,
+                 "cluster": cluster}, now)
 
     def drain_runs(self) -> list[dict]:
         new = self.runs[self._undrained:]

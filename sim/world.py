@@ -25,6 +25,7 @@ from sim.cfn import Physical, SimError, Template
 from sim.eks import EksWorld
 from sim.faults import Fault, raw_response
 from sim.hyperpod import DEFAULT_WORKERS, INSTANCE_ID, HyperPodWorld, slurm_node_type
+from sim.iam import Permissions
 from sim.metrics import Metrics
 from sim.router import Router
 from sim.slurm import SlurmWorld
@@ -163,6 +164,7 @@ class World:
         }, observers={
             "sagemaker:CreateTrainingJob": self.training.observe_create,
         })
+        self.permissions = Permissions(self.template)
         self._mock: Any = None
         self._clients: dict[str, Any] = {}
         self._pages_drained_at = 0
@@ -189,6 +191,9 @@ class World:
             # The handlers' clients come from boto3's default session, routed through the router.
             boto3.setup_default_session(region_name=self.region, botocore_session=_botocore_session())
             self.router.install(boto3.DEFAULT_SESSION)
+            self.permissions.install(boto3.DEFAULT_SESSION)  # each function's own role: sim/iam.py
+            self.permissions.install(self.harness, agents=True)  # and each agent's policy, while it runs
+            self.slurm.acting = self.eks.acting = self.permissions.acting_agent
             boto3.DEFAULT_SESSION.events.register("before-call.dynamodb", self.streams.count_write)
             self.router.__enter__()
             self._create_resources()

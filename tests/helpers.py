@@ -48,3 +48,26 @@ def node_event(base: dict, *, instance_id: str | None = None, reason: str | None
 
 def hma_reason(fault_type: str) -> str:
     return f"HyperPod Health Monitoring Agent (HMA) has detected fault type {fault_type} on this node and is unhealthy."
+
+
+def handler_role_policy(role: str, table: str, topic: str, mode_parameter: str,
+                        dead_letters: str | None = None) -> dict:
+    """An AWS::IAM::Policy on a hand-written template's function role with what Shared.grant_ledger_paging_mode
+    grants every handler (the ledger, its delete-prefix condition, the pager, the mode), and Lambda's send to the
+    function's dead-letter queue: the replay checks each call against the role's policies (sim/iam.py), so a
+    template without it has every call denied."""
+    from infra.components.shared import LEDGER_ACTIONS, LEDGER_DELETED_PREFIXES, LEDGER_NAMESPACES
+
+    ledger = {"Fn::GetAtt": [table, "Arn"]}
+    deleted = [f"{namespace}{prefix}*" for namespace in LEDGER_NAMESPACES for prefix in LEDGER_DELETED_PREFIXES]
+    parameter = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":ssm:", {"Ref": "AWS::Region"}, ":",
+                                   {"Ref": "AWS::AccountId"}, f":parameter{mode_parameter}"]]}
+    return {"Type": "AWS::IAM::Policy", "Properties": {"Roles": [{"Ref": role}], "PolicyDocument": {
+        "Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": LEDGER_ACTIONS, "Resource": ledger},
+            {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Resource": ledger,
+             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": deleted}}},
+            {"Effect": "Allow", "Action": "sns:Publish", "Resource": {"Ref": topic}},
+            {"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": parameter},
+            *([{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": {"Fn::GetAtt": [dead_letters, "Arn"]}}]
+              if dead_letters else [])]}}}

@@ -1,6 +1,7 @@
 """``medic explain EVENT.json``: what Medic would decide for this event right now, and why, without acting.
 
-The same steps as the handlers (functions/medic/flows/node/remediation.py, flows/jobs/restart.py) up to the decision:
+The same steps as the handlers (functions/medic/flows/node/remediation.py, flows/jobs/restart.py, an operator's
+"Medic Release Node": flows/agent/quarantine.py) up to the decision:
 parse the event with Medic's models, classify the fault, read the live ledger and the node or job, and
 call the pure policy. Only read calls are made (DescribeClusterNode, DescribeCluster, DescribeTrainingJob, DescribeJobs,
 ListObjectsV2, DynamoDB reads); nothing is claimed, executed, paged or recorded.
@@ -33,9 +34,13 @@ from medic.core.models import (
     NodeState,
     Outcome,
     Trigger,
+    Why,
 )
 from medic.core.pages import Page
-from medic.core.text import validation_problems
+from medic.core.text import quoted, validation_problems
+from medic.flows.agent.commands import COMMAND_DEADLINE
+from medic.flows.agent.quarantine import quarantine_incident, release_reason, release_refused
+from medic.flows.agent.requests import RELEASE_DETAIL_TYPE, ReleaseNodeEvent
 from medic.flows.jobs import batch, bedrock
 from medic.flows.jobs.batch_events import BatchJobStateEvent
 from medic.flows.jobs.bedrock_events import BedrockJobStateEvent
@@ -49,6 +54,7 @@ from medic.flows.node.policy import NodeContext, NodeDecision, decide_node
 from medic.ledger.jobs import JobStore, MedicRestart
 from medic.ledger.nodes import NodeStore
 from medic.ledger.pages import PageStore
+from medic.ledger.quarantine import QuarantineStore
 from medic.ledger.table import Table
 from medic_cli import pauses
 from medic_cli.context import CliError, Context
@@ -60,8 +66,8 @@ JOB_STATE = "SageMaker Training Job State Change"
 BATCH_JOB_STATE = "Batch Job State Change"
 BEDROCK_JOB_STATE = "Model Customization Job State Change"
 SUPPORTED = (f"explain supports node health events ({NODE_HEALTH!r}), training job state changes ({JOB_STATE!r}), "
-             f"AWS Batch job state changes ({BATCH_JOB_STATE!r}) and Bedrock model customization job state changes "
-             f"({BEDROCK_JOB_STATE!r})")
+             f"AWS Batch job state changes ({BATCH_JOB_STATE!r}), Bedrock model customization job state changes "
+             f"({BEDROCK_JOB_STATE!r}) and operators' node releases ({RELEASE_DETAIL_TYPE!r})")
 STORM_WINDOW = timedelta(hours=1)  # as medic.flows.node.remediation.STORM_WINDOW
 API_FOR_ACTION = {Action.REBOOT_NODE: "BatchRebootClusterNodes", Action.REPLACE_NODE: "BatchReplaceClusterNodes"}
 
@@ -90,6 +96,8 @@ def explain(ctx: Context, raw: Any, mode: ModeReading) -> Explanation:
         return explain_batch_job(ctx, raw, mode)
     if detail_type == BEDROCK_JOB_STATE:
         return explain_bedrock_job(ctx, raw, mode)
+    if detail_type == RELEASE_DETAIL_TYPE:
+        return explain_release(ctx, raw, mode)
     raise CliError(f"{SUPPORTED}; this event's detail-type is {detail_type!r}")
 
 
@@ -464,3 +472,47 @@ def explain_bedrock_job(ctx: Context, raw: dict, mode_reading: ModeReading) -> E
                      f"scratch: it repeats the failed job's training and its cost; noted in the ledger as restart "
                      f"{lineage.restarts + 1} of {lineage.root})")
     return job.decided(ctx, decision, table, steps)
+
+
+# --- an operator's node release
+
+def explain_release(ctx: Context, raw: dict, mode_reading: ModeReading) -> Explanation:
+    """A "Medic Release Node" request as the requeue function handles it (flows/agent/quarantine.handle_release_event):
+    the same parse and the same decision (release_refused: an unmanaged cluster, a node not quarantined there, one
+    released already, the mode), from the ledger's quarantine items; then what the handler would do."""
+    mode = mode_reading.effective
+    facts = _base_facts(ctx, mode_reading)
+    try:
+        event = ReleaseNodeEvent.model_validate(raw)
+    except ValidationError as error:
+        return _rejected(raw, error, Trigger.OPERATOR, "release request", mode, facts)
+    config = _config(ctx)
+    detail = event.detail
+    mode = _under_pause(ctx, mode, detail.cluster, facts)
+    who = detail.requested_by or f"account {event.account}"
+    facts.append(("requested by", f"{quoted(who, 130)} (as the sender says: not verified)"))
+    cluster = config.cluster(detail.cluster)
+    store = QuarantineStore(ctx.ledger())  # quarantines are held in the real namespace only (a mode that acts)
+    held = store.find(detail.cluster, detail.node) if cluster is not None else None
+    if held is not None:
+        facts.append(("quarantine", f"{held.node_name} ({held.position}, {held.node_id}) since {when(held.since)} UTC"
+                                    + (f", released {when(held.released_at)} UTC" if held.released_at else "")))
+    refused = release_refused(detail.cluster, detail.node, cluster, held, config.clusters, store.held, Mode.of(mode))
+    outcome, reason, why = refused or (Outcome.DEFERRED, release_reason(held, who, "<new id>", detail.reason),
+                                       Why.QUEUED_FOR_AGENT)
+    action = Action.NONE if outcome in (Outcome.REJECTED, Outcome.DUPLICATE) else Action.RELEASE_NODE
+    record = {"incident": quarantine_incident(detail.cluster, held.position if held else detail.node),
+              "trigger": Trigger.OPERATOR.value, "event_id": event.id, "cluster": detail.cluster,
+              "instance_group": None, "node_id": held.node_id if held else None, "job": None,
+              "fault": Fault.OPERATOR_REQUEST.value, "action": action.value, "outcome": outcome.value,
+              "why": str(why or DEFAULT_WHY.get(outcome, "")) or None, "reason": reason, "attempt": 0, "mode": mode}
+    would: list[str] = []
+    if refused is None and held is not None:
+        would.append(f"release position {held.position} in ledger {ctx.table} (a conditional update: a second "
+                     "request is a duplicate)")
+        if held.command_id and ctx.now() - held.since < COMMAND_DEADLINE:
+            would.append(f"withdraw quarantine_node command {held.command_id} if its agent has not taken it yet")
+        would.append(f"send release_node for {held.node_name} to the agent of {detail.cluster} (its result records "
+                     "executed or failed; with no agent queue for the cluster the record is failed: release it by "
+                     "hand)")
+    return Explanation(record, would=[*would, "page nobody", "write the remediation record"], facts=facts)

@@ -49,8 +49,10 @@ class ModeWatch(Construct):
             environment=shared.environment(), layers=list(shared.layers), key=shared.key,
             reserved_concurrency=shared.reserved("mode_change"))
         shared.grant_ledger_paging_mode(self.handler.role)
+        # The ARN where the stack is deployed, as the GetParameter grant's (Shared.mode_parameter_arn: the parameter's
+        # own parameter_arn writes the synthesizing account and region)
         self.handler.role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["ssm:GetParameterHistory"], resources=[shared.mode.parameter_arn]))
+            actions=["ssm:GetParameterHistory"], resources=[shared.mode_parameter_arn]))
         self.rule = events.Rule(
             self, "Rule",
             description="Changes of Medic's run-time mode parameter (SSM Parameter Store Change)",

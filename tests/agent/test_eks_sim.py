@@ -1,8 +1,9 @@
 """The replay's EKS glue (sim/eks.py): the `k8s_job` directive, the `agent` directive on an EKS cluster starting
 the real EKS agent in-process, and its Kubernetes calls as `kubernetes_call` lines. Medic's side that issues
 restart_job commands is not needed here: the test writes the `command#<id>/issued` item and the message itself.
-A small template stands in for the stack: the ledger table, the cluster's agent queue, and one function whose
-AGENT_QUEUES names it (the stack's functions name every agent's queue there; the config says it is EKS)."""
+A small template stands in for the stack: the ledger table, the cluster's agent queue, one function whose
+AGENT_QUEUES names it (the stack's functions name every agent's queue there; the config says it is EKS), and the
+agent's policy."""
 
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ TEMPLATE = {"Resources": {
         "Environment": {"Variables": {"AGENT_QUEUES": {"Fn::Sub": ['{"finetune-eks": "${Url}"}',
                                                                   {"Url": {"Ref": "AgentQueue"}}]},
                                       "LEDGER_TABLE": {"Ref": "Ledger"}}}}},
+    # The agent's ledger grants as infra/components/agent_channel.py writes them (the replay checks its calls)
+    "AgentPolicy": {"Type": "AWS::IAM::ManagedPolicy", "Properties": {
+        "Description": f"Medic agent on the {CLUSTER} EKS cluster: its command queue and ledger items",
+        "PolicyDocument": {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "dynamodb:PutItem", "Resource": {"Fn::GetAtt": ["Ledger", "Arn"]},
+             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [
+                 f"agent#{CLUSTER}", f"agent#{CLUSTER}#command#*"]}}},
+            {"Effect": "Allow", "Action": "dynamodb:ConditionCheckItem", "Resource": {"Fn::GetAtt": ["Ledger", "Arn"]},
+             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"command#{CLUSTER}#*"]}}}]}}},
 }}
 T0 = datetime(2026, 12, 2, 18, 0, tzinfo=UTC)
 

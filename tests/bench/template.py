@@ -6,6 +6,7 @@ node path asks whether to drain first, as in the stack; no agent ever reports th
 from __future__ import annotations
 
 from medic.config import MedicConfig
+from tests.helpers import handler_role_policy
 
 NODE_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker HyperPod Cluster Node Health Event"]}
 JOB_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training Job State Change"],
@@ -33,6 +34,19 @@ def _function(handler: str, config: MedicConfig, agent_queues: bool = False) -> 
         "Environment": {"Variables": variables}}}
 
 
+def _pass_roles(config: MedicConfig) -> dict:
+    """The restarts' iam:PassRole of the configured jobs' roles, to SageMaker and Bedrock only, as
+    infra/components/training_job_restarts.py and managed_job_restarts.py grant it (the replay checks it:
+    sim/iam.py)."""
+    statements = [{"Effect": "Allow", "Action": "iam:PassRole", "Resource": sorted({arn for spec in specs
+                                                                                    for arn in spec.role_arns}),
+                   "Condition": {"StringEquals": {"iam:PassedToService": service}}}
+                  for service, specs in (("sagemaker.amazonaws.com", config.training_jobs),
+                                         ("bedrock.amazonaws.com", config.bedrock_jobs)) if specs]
+    return {"Type": "AWS::IAM::Policy", "Properties": {"Roles": [{"Ref": "RoleABC"}], "PolicyDocument": {
+        "Version": "2012-10-17", "Statement": statements}}}
+
+
 def _rule(pattern: dict, function: str) -> dict:
     return {"Type": "AWS::Events::Rule", "Properties": {
         "EventPattern": pattern, "State": "ENABLED",
@@ -51,6 +65,8 @@ def template(config: MedicConfig, agent_queues: bool = False) -> dict:
         "ModeABC": {"Type": "AWS::SSM::Parameter", "Properties": {
             "Name": "/medic/Medic/mode", "Type": "String", "Value": config.mode}},
         "RoleABC": {"Type": "AWS::IAM::Role", "Properties": {}},
+        "RolePolicyABC": handler_role_policy("RoleABC", "LedgerABC", "PagesABC", "/medic/Medic/mode"),
+        "RolePassABC": _pass_roles(config),
         "AgentQueueABC": {"Type": "AWS::SQS::Queue", "Properties": {}},
         "NodeFnABC": _function("medic.handlers.node_health.handler", config, agent_queues),
         "JobFnABC": _function("medic.handlers.training_job.handler", config),

@@ -4,6 +4,7 @@ parameter, key, DLQs): harness tests run against it without a synth."""
 from __future__ import annotations
 
 from medic.config import MedicConfig
+from tests.helpers import handler_role_policy
 
 NODE_HEALTH_PATTERN = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker HyperPod Cluster Node Health Event"]}
 
@@ -27,6 +28,8 @@ def template(config: MedicConfig) -> dict:
             "DlqABC": {"Type": "AWS::SQS::Queue", "Properties": {
                 "KmsMasterKeyId": {"Ref": "KeyABC"}, "MessageRetentionPeriod": 1209600}},
             "NodeFnRoleABC": {"Type": "AWS::IAM::Role", "Properties": {}},
+            "NodeFnRolePolicyABC": handler_role_policy("NodeFnRoleABC", "LedgerABC", "PagesABC", "/medic/Medic/mode",
+                                                       "DlqABC"),
             "NodeFnABC": {"Type": "AWS::Lambda::Function", "Properties": {
                 "Handler": "medic.handlers.node_health.handler", "Runtime": "python3.13",
                 "Role": {"Fn::GetAtt": ["NodeFnRoleABC", "Arn"]},

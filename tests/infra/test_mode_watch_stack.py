@@ -24,7 +24,10 @@ def test_the_watch_reads_the_parameters_history_and_nothing_else_of_ssm(raw):
     ssm = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "ssm:" in str(s["Action"])]
     actions = sorted(a for s in ssm for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
     assert actions == ["ssm:GetParameter", "ssm:GetParameterHistory"]
-    assert all("ModeParameter" in str(s["Resource"]) for s in ssm)
+    # one statement, on the parameter where the stack is deployed (not the synthesizing account and region)
+    (statement,) = ssm
+    assert "ModeParameter" in str(statement["Resource"]) and "AWS::Region" in str(statement["Resource"])
+    assert "AWS::AccountId" in str(statement["Resource"])
 
 
 def test_a_failed_read_of_the_switch_pages_through_an_alarm(raw):

@@ -28,7 +28,13 @@ class BatchJobs:
     """AWS Batch through one client (given, or made on first use with SUBMIT_ONCE)."""
 
     def __init__(self, client: Any = None) -> None:
-        self.client = client or boto3.client("batch", config=SUBMIT_ONCE)
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = boto3.client("batch", config=SUBMIT_ONCE)
+        return self._client
 
     def describe(self, job_id: str) -> dict | None:
         """DescribeJobs of one job (None: Batch no longer knows it: jobs are kept about a week after they end)."""

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
-
-from medic.adapters.aws import CLIENT_CONFIG
+from medic.adapters.aws import client as make_client
 from medic.adapters.training import fit_to_shape, prune_empty
 
 # GetModelCustomizationJob's members CreateModelCustomizationJob takes under another name (botocore's bedrock model)
@@ -17,7 +15,13 @@ class BedrockJobs:
     """Bedrock through one client (given, or made on first use)."""
 
     def __init__(self, client: Any = None) -> None:
-        self.client = client or boto3.client("bedrock", config=CLIENT_CONFIG)
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = make_client("bedrock")
+        return self._client
 
     def describe(self, job: str) -> dict:
         """GetModelCustomizationJob (``job``: its ARN or name)."""

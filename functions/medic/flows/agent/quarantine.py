@@ -20,6 +20,7 @@ Results (results.py): an `executed` or `failed` record against the same incident
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -177,21 +178,10 @@ def handle_release_event(raw: Any, deps: Deps) -> dict:
         return emit(about.record(fault=Fault.OPERATOR_REQUEST, action=action, outcome=outcome, why=why,
                                  reason=short(reason, 500)))
 
-    if cluster is None:
-        names = ", ".join(one.name for one in deps.config.clusters) or "none"
-        return finish(Outcome.REJECTED, f"Refused: cluster {detail.cluster} is not managed by Medic ({names}).")
-    if held is None:
-        listed = ", ".join(f"{one.node_name} ({one.position})" for one in store.held(cluster.name)) or "none"
-        return finish(Outcome.REJECTED, f"Refused: Medic has not quarantined {detail.node} on {cluster.name} "
-                                        f"(quarantined there: {listed}).")
-    if not held.held:
-        return finish(Outcome.DUPLICATE, f"{held.node_name} ({held.position}) on {cluster.name} was already released "
-                                         f"at {held.released_at:%Y-%m-%d %H:%M} UTC by "
-                                         f"{quoted(held.released_by or 'unknown', 130)}; nothing more to do.")
-    if not mode.acts:
-        outcome, said = (Outcome.DRY_RUN, None) if mode is Mode.DRY_RUN else (Outcome.SUPPRESSED, Why.PAUSED)
-        return finish(outcome, f"Would release {held.node_name} ({held.position}) on {cluster.name} "
-                               f"(mode {mode}): still quarantined.", why=said)
+    refused = release_refused(detail.cluster, detail.node, cluster, held, deps.config.clusters, store.held, mode)
+    if refused is not None:
+        return finish(*refused)
+    assert cluster is not None and held is not None  # release_refused refuses without them
     now = deps.now()
     try:
         command = hold_command(cluster.name, "release_node", about.incident, now, event.id, held.node_name,
@@ -210,11 +200,40 @@ def handle_release_event(raw: Any, deps: Deps) -> dict:
         trigger=Trigger.OPERATOR, event_id=event.id, fault=Fault.OPERATOR_REQUEST.value, action=Action.RELEASE_NODE,
         node_id=held.node_id, node_name=held.node_name), now)
     deps.agents.send(command)
-    why_text = f" Their reason: {quoted(detail.reason, 300)}." if detail.reason else ""
-    return finish(Outcome.DEFERRED, f"Released node position {held.position} ({held.node_name}) on {cluster.name}, "
-                                    f"quarantined since {held.since:%Y-%m-%d %H:%M} UTC, at the request of "
-                                    f"{quoted(who, 130)}: the agent returns it to service (command "
-                                    f"{command.command_id}).{why_text}", why=Why.QUEUED_FOR_AGENT)
+    return finish(Outcome.DEFERRED, release_reason(held, who, command.command_id, detail.reason),
+                  why=Why.QUEUED_FOR_AGENT)
+
+
+def release_refused(cluster_name: str, node: str, cluster: Cluster | None, held: Quarantine | None,
+                    clusters: Iterable[Cluster], held_there: Callable[[str], list[Quarantine]],
+                    mode: Mode) -> tuple[Outcome, str, Why | None] | None:
+    """A release request's decision before Medic acts (also `medic explain`'s): the record's outcome, reason and why
+    when it is refused (an unmanaged cluster, a node not quarantined there), already done (released) or not acted on
+    (the mode); None: release it."""
+    if cluster is None:
+        names = ", ".join(one.name for one in clusters) or "none"
+        return Outcome.REJECTED, f"Refused: cluster {cluster_name} is not managed by Medic ({names}).", None
+    if held is None:
+        listed = ", ".join(f"{one.node_name} ({one.position})" for one in held_there(cluster.name)) or "none"
+        return (Outcome.REJECTED, f"Refused: Medic has not quarantined {node} on {cluster.name} "
+                                  f"(quarantined there: {listed}).", None)
+    if not held.held:
+        return (Outcome.DUPLICATE, f"{held.node_name} ({held.position}) on {cluster.name} was already released "
+                                   f"at {held.released_at:%Y-%m-%d %H:%M} UTC by "
+                                   f"{quoted(held.released_by or 'unknown', 130)}; nothing more to do.", None)
+    if not mode.acts:
+        outcome, said = (Outcome.DRY_RUN, None) if mode is Mode.DRY_RUN else (Outcome.SUPPRESSED, Why.PAUSED)
+        return (outcome, f"Would release {held.node_name} ({held.position}) on {cluster.name} "
+                         f"(mode {mode}): still quarantined.", said)
+    return None
+
+
+def release_reason(held: Quarantine, who: str, command_id: str, reason: str | None) -> str:
+    """The `deferred` record's reason of a release queued for the agent."""
+    why_text = f" Their reason: {quoted(reason, 300)}." if reason else ""
+    return (f"Released node position {held.position} ({held.node_name}) on {held.cluster}, quarantined since "
+            f"{held.since:%Y-%m-%d %H:%M} UTC, at the request of {quoted(who, 130)}: the agent returns it to service "
+            f"(command {command_id}).{why_text}")
 
 
 def _withdraw_hold(deps: Deps, held: Quarantine, now: datetime) -> None:
