@@ -23,6 +23,7 @@ that lists the keys the emulator computes (``Request.modelled``), any other key.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,8 +50,15 @@ def _listed(value: Any) -> list:
 
 def _like(pattern: str, text: str, ignore_case: bool = False) -> bool:
     """IAM wildcards: * any run of characters, ? one character (no other glob syntax)."""
+    return _wildcard(pattern, ignore_case).fullmatch(text) is not None
+
+
+@functools.cache
+def _wildcard(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    """A policy's pattern compiled once: a replay checks every call of every function against the same few hundred
+    (built per call, they were a tenth of a replay's CPU)."""
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, text, (re.IGNORECASE | re.DOTALL) if ignore_case else re.DOTALL) is not None
+    return re.compile(regex, (re.IGNORECASE | re.DOTALL) if ignore_case else re.DOTALL)
 
 
 def _principal_matches(statement: dict, service: str | None) -> bool:
