@@ -5,9 +5,6 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CONFIG ?= medic.yaml
 CDK := PATH="$(CURDIR)/node_modules/node/bin:$$PATH" npx --no-install cdk
-# One pytest worker more than cores, at most 4: the real Slurm tests and the CLI's subprocesses leave a core waiting,
-# which the extra worker fills (docs/development.md: 2 cores, 3 workers, about a minute less than 2).
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n + 1 < 4 ? n + 1 : 4 )))
 
 .PHONY: setup demo test test-real lint synth deploy diff bench clean
 
@@ -26,8 +23,8 @@ node_modules/.installed: package.json package-lock.json
 demo: setup  ## replay the bundled scenarios on emulated AWS and print what Medic decided
 	$(PY) -m sim demo
 
-test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed), a worker more than cores
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/real
+test: setup  ## unit, functional, infra, e2e (replay) and agent tests (real Slurm when installed), one worker a core
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --ignore=tests/real
 
 test-real: setup  ## real training (torch), real Slurm, real hang, the real agent; only AWS emulated (docs/real-test.md)
 	$(PY) -m pytest tests/real -p no:xdist -rP
