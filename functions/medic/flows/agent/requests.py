@@ -1,7 +1,7 @@
 """The operators' requests to the agent channel: "Medic Requeue Job" (requeue a Slurm job, restart an EKS job) and
 "Medic Release Node" (return a node Medic quarantined), as EventBridge delivers them from `medic requeue` and `medic
-release` or any other sender. Only the requeue function parses them (the reconciler, which builds and sweeps agent
-commands too, never loads these models)."""
+release` or any other sender. Of Medic's functions only the requeue function parses them (and `medic explain`, with
+the same models); the reconciler, which builds and sweeps agent commands too, never loads them."""
 
 from __future__ import annotations
 
